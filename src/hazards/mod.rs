@@ -1,0 +1,28 @@
+//! The knowledge base: for each hazard, the metrics it reads, thresholds with their sources,
+//! and the explanation a user reads. Pure functions from a fingerprint to verdicts; nothing
+//! here measures or prints.
+//!
+//! Adding a hazard: write a module with a type implementing [`Hazard`] and list it in [`all`].
+
+pub mod pause;
+
+use crate::report::schema::{Fingerprint, Verdict};
+
+/// One hazard rule.
+pub trait Hazard: Sync {
+    /// Stable identifier, as in the fingerprint (`slow_pause`).
+    fn id(&self) -> &'static str;
+    /// Judges the fingerprint; `None` when the metrics it needs are absent (probe skipped or
+    /// not run), so no verdict is invented.
+    fn judge(&self, fp: &Fingerprint) -> Option<Verdict>;
+}
+
+/// Every hazard rule.
+pub fn all() -> &'static [&'static dyn Hazard] {
+    &[&pause::SlowPause]
+}
+
+/// Every verdict the fingerprint supports, in rule order.
+pub fn judge_all(fp: &Fingerprint) -> Vec<Verdict> {
+    all().iter().filter_map(|h| h.judge(fp)).collect()
+}

@@ -1,0 +1,166 @@
+//! Slow PAUSE. Spin loops that count PAUSEs were tuned when a PAUSE took ~10 cycles
+//! (Haswell/Broadwell, Agner Fog's instruction tables); Skylake-SP made it ~140 cycles
+//! (Intel optimization manual, "Pause Latency in Skylake Microarchitecture"), and every
+//! count-based spin got up to 14x longer. The seed (`skylake-pause-spin.en.txt`) measured 4 ns
+//! on a Xeon E5-1620 v3 and 43 ns on a Xeon Gold 6126.
+
+use super::Hazard;
+use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
+
+/// At or above this many core cycles, PAUSE is in Skylake-SP territory (~140).
+pub const HAZARD_CYCLES: f64 = 100.0;
+/// At or above this, PAUSE is several times the ~10 cycles spin counts were tuned for.
+pub const NOTICE_CYCLES: f64 = 30.0;
+
+/// The slow-PAUSE rule.
+pub struct SlowPause;
+
+/// Formats a duration in ns with a unit that suits it.
+pub fn human_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.1} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} us", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+impl Hazard for SlowPause {
+    fn id(&self) -> &'static str {
+        "slow_pause"
+    }
+
+    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+        let ns = fp.metric("pause", "pause_ns")?.value;
+        let cycles = fp.metric("pause", "pause_cycles").map(|m| m.value);
+        let cores = fp.machine.logical_cpus as u64;
+        let level = match cycles {
+            Some(c) if c >= HAZARD_CYCLES => Level::Hazard,
+            Some(c) if c >= NOTICE_CYCLES => Level::Notice,
+            Some(_) => Level::Ok,
+            // Without a core-clock estimate, judge by time against the seed's 4 ns / 43 ns.
+            None if ns >= 30.0 => Level::Hazard,
+            None if ns >= 10.0 => Level::Notice,
+            None => Level::Ok,
+        };
+        let figure = match cycles {
+            Some(c) => format!("{ns:.1} ns = {c:.0} cycles"),
+            None => format!("{ns:.1} ns"),
+        };
+        let cost = |runtime: &str| {
+            RUNTIMES
+                .iter()
+                .find(|p| p.runtime == runtime)
+                .map(|p| human_ns(spin_cost(p, ns, cores).spin_ns))
+                .unwrap_or_default()
+        };
+        let dotnet = LegacySpin::new(cores);
+        let times_haswell = ns / 4.0;
+        let lead = match level {
+            Level::Hazard => {
+                "PAUSE is in Skylake-SP territory: spin loops that count PAUSEs spin \
+                              an order of magnitude longer than they were tuned for."
+            }
+            Level::Notice => "PAUSE is several times the ~10 cycles spin counts were tuned for.",
+            Level::Ok => "PAUSE is short, as spin counts assume.",
+        };
+        let explanation = format!(
+            "{lead} Here, before blocking, a glibc adaptive mutex spins {}, Go's sync.Mutex {}, \
+             Rust's std Mutex {}; .NET's legacy lock spins {} on {cores} cores and can keep \
+             spinning {} after the lock is freed ({:.1}x the 4 ns Haswell-era PAUSE). Lock \
+             handoffs and producer/consumer queues pay this; see `cpudoctor spin`.",
+            cost("glibc"),
+            cost("Go"),
+            cost("Rust std"),
+            human_ns(dotnet.total_ns(ns)),
+            human_ns(dotnet.last_round_ns(ns)),
+            times_haswell,
+        );
+        Some(Verdict {
+            hazard: self.id().into(),
+            title: "PAUSE latency".into(),
+            level,
+            figure,
+            reference: "~10 cycles Haswell/Broadwell (4 ns); ~140 cycles Skylake-SP (43 ns)".into(),
+            explanation,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::schema::{Metric, ProbeResult, Status};
+
+    pub(crate) fn fingerprint_with_pause(ns: f64, cycles: Option<f64>) -> Fingerprint {
+        let mut fp = crate::report::test_support::empty_fingerprint();
+        fp.machine.logical_cpus = 24;
+        let mut p = ProbeResult::new("pause", Status::Ok);
+        p.metrics.push(Metric {
+            name: "pause_ns".into(),
+            value: ns,
+            unit: "ns".into(),
+            spread: None,
+        });
+        if let Some(c) = cycles {
+            p.metrics.push(Metric {
+                name: "pause_cycles".into(),
+                value: c,
+                unit: "cycles".into(),
+                spread: None,
+            });
+        }
+        fp.probes.push(p);
+        fp
+    }
+
+    #[test]
+    fn skylake_sp_of_the_seed_is_a_hazard() {
+        let v = SlowPause
+            .judge(&fingerprint_with_pause(43.0, Some(140.0)))
+            .unwrap();
+        assert_eq!(v.level, Level::Hazard);
+        // 24 cores at 43 ns: 4,920,500 x 43 ns = 211.6 ms.
+        assert!(v.explanation.contains("211.6 ms"), "{}", v.explanation);
+        assert!(v.explanation.contains("10.8x"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn haswell_is_ok() {
+        let v = SlowPause
+            .judge(&fingerprint_with_pause(4.0, Some(10.0)))
+            .unwrap();
+        assert_eq!(v.level, Level::Ok);
+        assert!(v.explanation.contains("19.7 ms"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn zen4_guest_is_a_notice() {
+        let v = SlowPause
+            .judge(&fingerprint_with_pause(24.5, Some(64.0)))
+            .unwrap();
+        assert_eq!(v.level, Level::Notice);
+    }
+
+    #[test]
+    fn without_cycles_the_time_decides() {
+        assert_eq!(
+            SlowPause
+                .judge(&fingerprint_with_pause(43.0, None))
+                .unwrap()
+                .level,
+            Level::Hazard
+        );
+    }
+
+    #[test]
+    fn no_pause_probe_means_no_verdict() {
+        let fp = crate::report::test_support::empty_fingerprint();
+        assert_eq!(SlowPause.judge(&fp), None);
+        let mut fp = fingerprint_with_pause(43.0, Some(140.0));
+        fp.probes[0].status = Status::Skipped;
+        assert_eq!(SlowPause.judge(&fp), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! Host facts: CPU identity and microarchitecture, topology and caches, kernel, hypervisor,
+//! PMU, huge pages, split-lock handling. Everything a reader of a fingerprint needs to know
+//! about the machine it came from, gathered once. Missing files give absent fields, never an
+//! error: a fact that cannot be read is recorded as unknown.
+
+pub mod cpuinfo;
+pub mod hypervisor;
+pub mod kernel;
+pub mod pmu;
+pub mod topology;
+pub mod uarch;
+
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::path::Path;
+
+pub use hypervisor::Hypervisor;
+pub use kernel::{SplitLockState, ThpMode};
+pub use pmu::PmuStatus;
+pub use topology::{Cache, CpuPlace, Topology};
+
+/// CPU identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuIdentity {
+    /// `GenuineIntel`, `AuthenticAMD`, ...
+    pub vendor: String,
+    /// Family (decimal, extended family included).
+    pub family: u32,
+    /// Model (decimal, extended model included).
+    pub model: u32,
+    /// Stepping.
+    pub stepping: u32,
+    /// Marketing name from cpuinfo.
+    pub model_name: String,
+    /// Microarchitecture (`Skylake-SP`, `Zen 4`, ...) or `unknown`.
+    pub microarchitecture: String,
+    /// Microcode revision, when cpuinfo shows it.
+    pub microcode: Option<String>,
+    /// Architecture the binary runs on (`x86_64`, ...).
+    pub arch: String,
+    /// Whether the TSC is invariant (`constant_tsc` and `nonstop_tsc`).
+    pub tsc_invariant: bool,
+    /// Selected cpuinfo flags that matter to the probes (vector widths, TSC, split-lock).
+    pub flags_of_interest: Vec<String>,
+}
+
+/// Every host fact in a fingerprint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Host name, for telling fingerprints apart.
+    pub hostname: Option<String>,
+    /// CPU identity.
+    pub cpu: CpuIdentity,
+    /// Logical CPUs online.
+    pub logical_cpus: usize,
+    /// Logical CPUs this process may run on (cpuset, taskset).
+    pub allowed_cpus: Vec<usize>,
+    /// Topology and caches from sysfs; absent when sysfs is not readable.
+    pub topology: Option<Topology>,
+    /// Kernel release (`uname -r`).
+    pub kernel_release: Option<String>,
+    /// Hypervisor, or absent on bare metal.
+    pub hypervisor: Option<Hypervisor>,
+    /// Hardware PMU availability.
+    pub pmu: PmuStatus,
+    /// `kernel.perf_event_paranoid`.
+    pub perf_event_paranoid: Option<i32>,
+    /// Transparent huge page mode.
+    pub thp: Option<ThpMode>,
+    /// Split-lock detection and mitigation.
+    pub split_lock: SplitLockState,
+}
+
+/// cpuinfo flags recorded in the fingerprint because probes and hazards read them.
+const FLAGS_OF_INTEREST: &[&str] = &[
+    "constant_tsc",
+    "nonstop_tsc",
+    "tsc_known_freq",
+    "hypervisor",
+    "split_lock_detect",
+    "bus_lock_detect",
+    "avx2",
+    "avx512f",
+    "pdpe1gb",
+    "waitpkg",
+];
+
+fn read_trim(path: impl AsRef<Path>) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+impl Machine {
+    /// Gathers the facts of the machine this runs on.
+    pub fn detect() -> Machine {
+        let cpuinfo = read_trim("/proc/cpuinfo")
+            .and_then(|t| cpuinfo::parse_cpuinfo(&t))
+            .unwrap_or_default();
+        let topology = topology::read_topology(Path::new("/sys/devices/system"));
+        let paranoid =
+            read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|s| s.parse().ok());
+        let cmdline = read_trim("/proc/cmdline").unwrap_or_default();
+        let thp_dir = Path::new("/sys/kernel/mm/transparent_hugepage");
+        let thp = read_trim(thp_dir.join("enabled"))
+            .and_then(|t| kernel::parse_bracketed_choice(&t))
+            .map(|enabled| ThpMode {
+                enabled,
+                defrag: read_trim(thp_dir.join("defrag"))
+                    .and_then(|t| kernel::parse_bracketed_choice(&t)),
+            });
+        let split_lock = kernel::split_lock_state(
+            cpuinfo.has_flag("split_lock_detect"),
+            cpuinfo.has_flag("bus_lock_detect"),
+            kernel::cmdline_value(&cmdline, "split_lock_detect"),
+            read_trim("/proc/sys/kernel/split_lock_mitigate").and_then(|s| s.parse().ok()),
+        );
+        let logical_cpus = topology
+            .as_ref()
+            .map(|t| t.online_cpus.len())
+            .unwrap_or(cpuinfo.processors)
+            .max(1);
+        Machine {
+            hostname: read_trim("/proc/sys/kernel/hostname"),
+            cpu: identity(&cpuinfo),
+            logical_cpus,
+            allowed_cpus: crate::measure::allowed_cpus(),
+            topology,
+            kernel_release: read_trim("/proc/sys/kernel/osrelease"),
+            hypervisor: hypervisor::detect_hypervisor(),
+            pmu: pmu::probe_pmu(paranoid),
+            perf_event_paranoid: paranoid,
+            thp,
+            split_lock,
+        }
+    }
+
+    /// A one-line description of the CPU: `AMD EPYC (Zen 4, family 25 model 17 stepping 1)`.
+    pub fn cpu_line(&self) -> String {
+        let c = &self.cpu;
+        format!(
+            "{} ({}, family {} model {} stepping {})",
+            if c.model_name.is_empty() {
+                &c.vendor
+            } else {
+                &c.model_name
+            },
+            c.microarchitecture,
+            c.family,
+            c.model,
+            c.stepping
+        )
+    }
+}
+
+/// CPU identity from parsed cpuinfo.
+pub fn identity(info: &cpuinfo::CpuInfo) -> CpuIdentity {
+    CpuIdentity {
+        vendor: info.vendor_id.clone(),
+        family: info.family,
+        model: info.model,
+        stepping: info.stepping,
+        model_name: info.model_name.clone(),
+        microarchitecture: uarch::microarchitecture(
+            &info.vendor_id,
+            info.family,
+            info.model,
+            info.stepping,
+        )
+        .to_string(),
+        microcode: info.microcode.clone(),
+        arch: crate::arch::TARGET_ARCH.to_string(),
+        tsc_invariant: info.has_flag("constant_tsc") && info.has_flag("nonstop_tsc"),
+        flags_of_interest: FLAGS_OF_INTEREST
+            .iter()
+            .filter(|f| info.has_flag(f))
+            .map(|f| f.to_string())
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_of_the_zen4_fixture() {
+        let text = include_str!("../../tests/fixtures/cpuinfo/amd-zen4-epyc-kvm.txt");
+        let id = identity(&cpuinfo::parse_cpuinfo(text).unwrap());
+        assert_eq!(id.microarchitecture, "Zen 4");
+        assert!(id.tsc_invariant);
+        assert!(id.flags_of_interest.contains(&"avx512f".to_string()));
+        assert!(
+            !id.flags_of_interest
+                .contains(&"split_lock_detect".to_string())
+        );
+    }
+
+    #[test]
+    fn detect_reads_this_machine_without_failing() {
+        let m = Machine::detect();
+        assert!(m.logical_cpus >= 1);
+        assert!(!m.allowed_cpus.is_empty());
+    }
+}

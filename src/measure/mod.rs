@@ -1,0 +1,35 @@
+//! The measurement core every probe builds on: the clock ([`clock`]), the core-clock estimate
+//! that turns nanoseconds into core cycles ([`freq`]), pinning that proves it took ([`pin`]),
+//! robust statistics ([`stats`]), and the progress hook probes report through
+//! ([`Progress`]). Nothing here prints.
+
+pub mod clock;
+pub mod freq;
+pub mod pin;
+pub mod stats;
+
+pub use clock::{Clock, ClockInfo, ClockSource};
+pub use freq::{CoreClock, estimate_core_clock};
+pub use pin::{PinError, Pinned, allowed_cpus, pin_to_cpu};
+pub use stats::{Summary, summarize};
+
+/// How a long measurement reports progress. The library calls it only between timed
+/// sections; the binary decides how (or whether) to draw it.
+pub trait Progress: Sync {
+    /// A new phase with `total` steps begins.
+    fn begin(&self, label: &str, total: u64);
+    /// `steps` more steps are done.
+    fn advance(&self, steps: u64);
+    /// The phase is over.
+    fn finish(&self);
+}
+
+/// Progress that goes nowhere (tests, `--json` runs piped elsewhere).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn begin(&self, _label: &str, _total: u64) {}
+    fn advance(&self, _steps: u64) {}
+    fn finish(&self) {}
+}

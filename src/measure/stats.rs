@@ -1,0 +1,185 @@
+//! Robust summary statistics over repeated timings: median, extremes, median absolute
+//! deviation, interquartile range, outliers. Small pure functions so each can be tested on
+//! exact inputs.
+//!
+//! Timings on a shared machine have a long right tail (interrupts, preemption, a neighbour's
+//! burst), so the centre is the median and the spread is the MAD, not mean and standard
+//! deviation (Leys et al., "Detecting outliers: Do not use standard deviation around the
+//! mean, use absolute deviation around the median", J. Exp. Soc. Psychol. 49, 2013).
+
+use serde::{Deserialize, Serialize};
+
+/// Relative spread (scaled MAD / median) above which a figure is flagged as noisy.
+///
+/// 5% is wide for a microbenchmark that repeats the same instruction sequence: on a quiet
+/// machine the PAUSE and core-clock loops repeat within 1%.
+pub const WIDE_RELATIVE_SPREAD: f64 = 0.05;
+
+/// Modified z-score above which a sample is an outlier (Iglewicz and Hoaglin, "How to Detect
+/// and Handle Outliers", ASQC 1993, section 3.5: |M| > 3.5).
+pub const OUTLIER_MODIFIED_Z: f64 = 3.5;
+
+/// MAD scale factor that makes the MAD a consistent estimator of the standard deviation for
+/// normal data: 1 / Phi^-1(3/4).
+pub const MAD_NORMAL_SCALE: f64 = 1.4826;
+
+/// Summary of one set of samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of samples.
+    pub n: usize,
+    /// Median of the samples.
+    pub median: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Median absolute deviation from the median, scaled by 1.4826 (same unit as the samples).
+    pub mad: f64,
+    /// Interquartile range, Q3 - Q1 (same unit as the samples).
+    pub iqr: f64,
+    /// Scaled MAD divided by the median (0.01 = 1%); 0 when the median is 0.
+    pub relative_spread: f64,
+    /// Samples whose modified z-score exceeds 3.5.
+    pub outliers: usize,
+    /// True when `relative_spread` exceeds [`WIDE_RELATIVE_SPREAD`]: treat the figure with care.
+    pub wide: bool,
+}
+
+/// Sorted copy of the finite samples.
+fn sorted_finite(samples: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Quantile `q` in [0, 1] of already sorted data, linear interpolation between order
+/// statistics (Hyndman and Fan 1996, definition 7; the default of R and NumPy).
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let q = q.clamp(0.0, 1.0);
+    let h = (sorted.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = h.ceil() as usize;
+    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+}
+
+/// Median of the finite samples; `None` when there are none.
+pub fn median(samples: &[f64]) -> Option<f64> {
+    quantile_sorted(&sorted_finite(samples), 0.5)
+}
+
+/// Median absolute deviation from the median, unscaled.
+pub fn mad_raw(samples: &[f64]) -> Option<f64> {
+    let m = median(samples)?;
+    let deviations: Vec<f64> = samples
+        .iter()
+        .filter(|x| x.is_finite())
+        .map(|x| (x - m).abs())
+        .collect();
+    median(&deviations)
+}
+
+/// Modified z-score of `x` (Iglewicz and Hoaglin 1993): 0.6745 (x - median) / MAD.
+fn modified_z(x: f64, median: f64, mad_raw: f64) -> f64 {
+    if mad_raw == 0.0 {
+        if x == median { 0.0 } else { f64::INFINITY }
+    } else {
+        0.6745 * (x - median) / mad_raw
+    }
+}
+
+/// Summarises the finite samples; `None` when there are none.
+pub fn summarize(samples: &[f64]) -> Option<Summary> {
+    let sorted = sorted_finite(samples);
+    let median = quantile_sorted(&sorted, 0.5)?;
+    let mad_raw = mad_raw(&sorted)?;
+    let mad = mad_raw * MAD_NORMAL_SCALE;
+    let iqr = quantile_sorted(&sorted, 0.75)? - quantile_sorted(&sorted, 0.25)?;
+    let relative_spread = if median == 0.0 {
+        0.0
+    } else {
+        mad / median.abs()
+    };
+    let outliers = if sorted.len() < 3 {
+        0
+    } else {
+        sorted
+            .iter()
+            .filter(|&&x| modified_z(x, median, mad_raw).abs() > OUTLIER_MODIFIED_Z)
+            .count()
+    };
+    Some(Summary {
+        n: sorted.len(),
+        median,
+        min: sorted[0],
+        max: sorted[sorted.len() - 1],
+        mad,
+        iqr,
+        relative_spread,
+        outliers,
+        wide: relative_spread > WIDE_RELATIVE_SPREAD,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn median_ignores_non_finite_samples() {
+        assert_eq!(median(&[f64::NAN, 5.0, f64::INFINITY, 7.0]), Some(6.0));
+    }
+
+    #[test]
+    fn quantiles_follow_hyndman_fan_type_7() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(quantile_sorted(&v, 0.25), Some(2.0));
+        assert_eq!(quantile_sorted(&v, 0.75), Some(4.0));
+        // R: quantile(c(1,2,3,4), 0.25) == 1.75
+        assert_eq!(quantile_sorted(&[1.0, 2.0, 3.0, 4.0], 0.25), Some(1.75));
+    }
+
+    #[test]
+    fn mad_is_scaled_and_relative_spread_divides_by_median() {
+        // deviations from 10: 1,1,0,1,1 -> raw MAD 1
+        let s = summarize(&[9.0, 11.0, 10.0, 9.0, 11.0]).unwrap();
+        assert_eq!(s.median, 10.0);
+        assert!((s.mad - 1.4826).abs() < 1e-12);
+        assert!((s.relative_spread - 0.14826).abs() < 1e-12);
+        assert!(s.wide);
+        assert_eq!((s.min, s.max, s.n), (9.0, 11.0, 5));
+        assert_eq!(s.iqr, 2.0);
+    }
+
+    #[test]
+    fn tight_samples_are_not_wide() {
+        let s = summarize(&[100.0, 100.5, 99.5, 100.2, 99.9]).unwrap();
+        assert!(!s.wide, "{s:?}");
+        assert_eq!(s.outliers, 0);
+    }
+
+    #[test]
+    fn a_preempted_sample_is_an_outlier_and_does_not_move_the_median() {
+        let s = summarize(&[24.5, 24.6, 24.4, 24.5, 24.5, 24.6, 900.0]).unwrap();
+        assert_eq!(s.median, 24.5);
+        assert_eq!(s.outliers, 1);
+        assert_eq!(s.max, 900.0);
+    }
+
+    #[test]
+    fn identical_samples_have_zero_spread() {
+        let s = summarize(&[5.0; 4]).unwrap();
+        assert_eq!((s.mad, s.relative_spread, s.outliers), (0.0, 0.0, 0));
+        assert!(!s.wide);
+    }
+}

@@ -1,0 +1,151 @@
+//! Probes: one module per microbenchmark. A probe takes its parameters from
+//! [`ProbeContext`], measures, and returns raw samples plus what took effect. It never prints
+//! and never judges; the hazards layer does the judging.
+//!
+//! Adding a probe: write a module with a type implementing [`Probe`], then list it in
+//! [`all`]. Every probe has a quick profile (what `check` runs, a second or so) and a full
+//! profile (`probe NAME`).
+
+pub mod pause;
+
+use crate::machine::Machine;
+use crate::measure::{Clock, Progress};
+use crate::report::schema::{ProbeResult, Status};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// How thoroughly to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// Short, for `check`: enough repetitions for a stable median.
+    Quick,
+    /// Longer, for `probe`: more repetitions and wider sweeps.
+    Full,
+}
+
+/// Knobs shared by all probes; each probe reads the ones it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// Quick or full.
+    pub profile: Profile,
+    /// CPUs to measure on (default: every CPU this process may use).
+    pub cpus: Option<Vec<usize>>,
+    /// Repetitions per measurement (default: by profile).
+    pub repetitions: Option<usize>,
+}
+
+impl ProbeOptions {
+    /// Defaults for a profile.
+    pub fn new(profile: Profile) -> ProbeOptions {
+        ProbeOptions {
+            profile,
+            cpus: None,
+            repetitions: None,
+        }
+    }
+}
+
+/// Everything a probe may use while it runs.
+pub struct ProbeContext<'a> {
+    /// Host facts.
+    pub machine: &'a Machine,
+    /// The calibrated clock.
+    pub clock: &'a Clock,
+    /// Parameters.
+    pub options: &'a ProbeOptions,
+    /// Where to report progress between timed sections.
+    pub progress: &'a dyn Progress,
+}
+
+impl ProbeContext<'_> {
+    /// The CPUs to measure on: the requested ones, or all allowed ones. Requested CPUs outside
+    /// the allowed set are an error, not silently dropped.
+    pub fn cpus(&self) -> Result<Vec<usize>, ProbeFailure> {
+        let allowed = &self.machine.allowed_cpus;
+        match &self.options.cpus {
+            None => Ok(allowed.clone()),
+            Some(req) => {
+                let bad: Vec<usize> = req
+                    .iter()
+                    .copied()
+                    .filter(|c| !allowed.contains(c))
+                    .collect();
+                if bad.is_empty() {
+                    Ok(req.clone())
+                } else {
+                    Err(ProbeFailure::Skipped(format!(
+                        "CPU {} not available to this process (allowed: {})",
+                        crate::measure::pin::format_cpu_list(&bad),
+                        crate::measure::pin::format_cpu_list(allowed)
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Repetitions: the requested count, or `quick` / `full` by profile.
+    pub fn repetitions(&self, quick: usize, full: usize) -> usize {
+        self.options
+            .repetitions
+            .unwrap_or(match self.options.profile {
+                Profile::Quick => quick,
+                Profile::Full => full,
+            })
+            .max(1)
+    }
+}
+
+/// Why a probe produced no metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeFailure {
+    /// It cannot run on this machine (wrong architecture, too few CPUs, no permission).
+    Skipped(String),
+    /// It started and something went wrong.
+    Failed(String),
+}
+
+/// One microbenchmark.
+pub trait Probe: Sync {
+    /// Name used on the command line and in the fingerprint.
+    fn name(&self) -> &'static str;
+    /// One line saying what it measures.
+    fn about(&self) -> &'static str;
+    /// Measures. On success the result's status is `ok`.
+    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>;
+}
+
+/// Every probe, in the order `check` runs them.
+pub fn all() -> &'static [&'static dyn Probe] {
+    &[&pause::PauseProbe]
+}
+
+/// The probe called `name`.
+pub fn by_name(name: &str) -> Option<&'static dyn Probe> {
+    all().iter().copied().find(|p| p.name() == name)
+}
+
+/// Runs `probe`, turning a skip or failure into a result with that status, and recording
+/// the profile and wall time.
+pub fn run_probe(probe: &dyn Probe, ctx: &ProbeContext) -> ProbeResult {
+    let started = Instant::now();
+    let mut result = match probe.run(ctx) {
+        Ok(r) => r,
+        Err(ProbeFailure::Skipped(reason)) => {
+            let mut r = ProbeResult::new(probe.name(), Status::Skipped);
+            r.reason = Some(reason);
+            r
+        }
+        Err(ProbeFailure::Failed(reason)) => {
+            let mut r = ProbeResult::new(probe.name(), Status::Failed);
+            r.reason = Some(reason);
+            r
+        }
+    };
+    result
+        .params
+        .entry("profile".into())
+        .or_insert_with(|| serde_json::to_value(ctx.options.profile).expect("enum serialises"));
+    result.duration_s = started.elapsed().as_secs_f64();
+    result
+}

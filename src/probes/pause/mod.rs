@@ -1,0 +1,221 @@
+//! PAUSE latency, per logical CPU, in nanoseconds, TSC ticks and core cycles; and whether the
+//! hypervisor adds pause-loop exits on top ([`ple`]).
+//!
+//! Each sample times a run of PAUSEs (`pause; dec; jnz`) on a pinned thread and divides. The
+//! core clock is estimated on the same CPU just before, so cycles are core cycles, not TSC
+//! ticks. Every CPU is measured because hybrid parts differ by core type (a Raptor Lake P-core
+//! and E-core do not agree).
+
+pub mod ple;
+
+use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use crate::measure::{self, estimate_core_clock, pin_to_cpu, summarize};
+use crate::report::schema::{Metric, ProbeResult, Series, Status};
+use serde_json::json;
+
+/// The PAUSE probe.
+pub struct PauseProbe;
+
+/// PAUSEs per timed sample: 4096 take ~0.1 ms at 25 ns, ~16 us at 4 ns; long enough to dwarf
+/// the clock reads, short enough to fit between interrupts.
+const PAUSES_PER_SAMPLE: u64 = 4096;
+/// PAUSEs per chunk in the pause-loop-exit runs: fine enough to place a spike to 8 PAUSEs.
+const PLE_CHUNK_PAUSES: u64 = 8;
+
+impl Probe for PauseProbe {
+    fn name(&self) -> &'static str {
+        "pause"
+    }
+
+    fn about(&self) -> &'static str {
+        "PAUSE latency per CPU (ns, core cycles) and hypervisor pause-loop exits"
+    }
+
+    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+        crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
+        run_pause(ctx)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn run_pause(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    unreachable!("require_x86_64 skips first")
+}
+
+/// Per-CPU measurements.
+#[cfg(target_arch = "x86_64")]
+struct CpuPause {
+    cpu: usize,
+    core_hz: f64,
+    ns: Vec<f64>,
+    ticks: Vec<f64>,
+}
+
+#[cfg(target_arch = "x86_64")]
+fn measure_on_cpu(ctx: &ProbeContext, cpu: usize, reps: usize) -> Result<CpuPause, ProbeFailure> {
+    let _pin = pin_to_cpu(cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let clock = ctx.clock;
+    let core = estimate_core_clock(clock, 7)
+        .ok_or_else(|| ProbeFailure::Failed("core clock estimate failed".into()))?;
+    crate::arch::pause_loop(PAUSES_PER_SAMPLE); // warm-up
+    let mut ticks = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t0 = clock.start();
+        crate::arch::pause_loop(PAUSES_PER_SAMPLE);
+        let t1 = clock.end();
+        ticks.push((t1 - t0) as f64 / PAUSES_PER_SAMPLE as f64);
+    }
+    let ns = ticks.iter().map(|t| t * clock.ns_per_tick()).collect();
+    Ok(CpuPause {
+        cpu,
+        core_hz: core.hz,
+        ns,
+        ticks,
+    })
+}
+
+/// Times `runs` fresh runs of `chunks` chunks of PAUSEs, back to back or spaced, in ns per
+/// chunk. Each run starts after a 2 ms sleep, which lets the hypervisor reset its view of
+/// the vCPU, so pause-loop exits start counting from the run's first PAUSE.
+#[cfg(target_arch = "x86_64")]
+fn time_runs(ctx: &ProbeContext, runs: usize, chunks: usize, spaced: bool) -> Vec<Vec<f64>> {
+    let clock = ctx.clock;
+    // Filled with a non-zero value so every page is touched before timing: a first write to
+    // a fresh page would fault inside the timed loop and look like a spike every 512 chunks.
+    let mut stamps = vec![1u64; chunks + 1];
+    (0..runs)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            stamps[0] = clock.start();
+            for stamp in stamps.iter_mut().skip(1) {
+                if spaced {
+                    crate::arch::pause_loop_spaced(PLE_CHUNK_PAUSES);
+                } else {
+                    crate::arch::pause_loop(PLE_CHUNK_PAUSES);
+                }
+                *stamp = clock.start();
+            }
+            stamps
+                .windows(2)
+                .map(|w| clock.ticks_to_ns(w[1] - w[0]))
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    let cpus = ctx.cpus()?;
+    if cpus.is_empty() {
+        return Err(ProbeFailure::Skipped("no CPU available to run on".into()));
+    }
+    let reps = ctx.repetitions(15, 61);
+    // Fresh runs of PAUSEs for the pause-loop-exit test, and the length of each. The first
+    // exits after a window reset come within ~0.6 ms on KVM; 10 ms leaves room for slower
+    // PAUSEs and larger windows.
+    let (ple_runs, ple_run_ms) = match ctx.options.profile {
+        Profile::Quick => (6, 10.0),
+        Profile::Full => (16, 25.0),
+    };
+
+    ctx.progress.begin("pause", cpus.len() as u64 + 1);
+    let mut per_cpu = Vec::new();
+    for &cpu in &cpus {
+        per_cpu.push(measure_on_cpu(ctx, cpu, reps)?);
+        ctx.progress.advance(1);
+    }
+
+    // Pause-loop exits: on the first CPU, the same PAUSE count back to back and spaced.
+    let ple_cpu = cpus[0];
+    let pause_ns_first = measure::stats::median(&per_cpu[0].ns).unwrap_or(25.0);
+    let chunks = ((ple_run_ms * 1e6) / (pause_ns_first * PLE_CHUNK_PAUSES as f64)) as usize;
+    let chunks = chunks.clamp(1_000, 4_000_000);
+    let (tight, spaced) = {
+        let _pin = pin_to_cpu(ple_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+        (
+            time_runs(ctx, ple_runs, chunks, false),
+            time_runs(ctx, ple_runs, chunks, true),
+        )
+    };
+    ctx.progress.advance(1);
+    ctx.progress.finish();
+    let evidence = ple::judge(&tight, &spaced, PLE_CHUNK_PAUSES);
+
+    let mut r = ProbeResult::new("pause", Status::Ok);
+    r.params.insert("cpus".into(), json!(cpus));
+    r.params.insert("repetitions".into(), json!(reps));
+    r.params
+        .insert("pauses_per_sample".into(), json!(PAUSES_PER_SAMPLE));
+    r.params.insert("ple_runs".into(), json!(ple_runs));
+    r.params.insert("ple_run_ms".into(), json!(ple_run_ms));
+    r.params.insert("ple_cpu".into(), json!(ple_cpu));
+
+    let all_ns: Vec<f64> = per_cpu.iter().flat_map(|c| c.ns.clone()).collect();
+    let all_ticks: Vec<f64> = per_cpu.iter().flat_map(|c| c.ticks.clone()).collect();
+    let all_cycles: Vec<f64> = per_cpu
+        .iter()
+        .flat_map(|c| c.ns.iter().map(move |ns| ns * c.core_hz * 1e-9))
+        .collect();
+    let core_ghz: Vec<f64> = per_cpu.iter().map(|c| c.core_hz / 1e9).collect();
+    let metric = |name: &str, unit: &str, samples: &[f64]| {
+        summarize(samples).map(|s| Metric {
+            name: name.into(),
+            value: s.median,
+            unit: unit.into(),
+            spread: Some(s),
+        })
+    };
+    r.metrics.extend(
+        [
+            metric("pause_ns", "ns", &all_ns),
+            metric("pause_cycles", "cycles", &all_cycles),
+            metric("pause_tsc_ticks", "ticks", &all_ticks),
+            metric("core_clock_ghz", "GHz", &core_ghz),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+
+    r.effects.insert("pinned_cpus".into(), json!(cpus));
+    r.effects.insert(
+        "core_clock_ghz_by_cpu".into(),
+        json!(
+            per_cpu
+                .iter()
+                .map(|c| (c.cpu.to_string(), c.core_hz / 1e9))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        ),
+    );
+    r.effects
+        .insert("pause_loop_exits".into(), json!(evidence.verdict));
+    r.effects.insert(
+        "pause_loop_exit_evidence".into(),
+        serde_json::to_value(&evidence).expect("evidence serialises"),
+    );
+
+    for c in &per_cpu {
+        r.samples
+            .insert(format!("pause_ns.cpu{}", c.cpu), c.ns.clone());
+    }
+    // Raw evidence: where each back-to-back run stalled, in PAUSEs from its start.
+    let median_chunk = evidence.back_to_back.median_chunk_ns;
+    for (i, run) in tight.iter().enumerate() {
+        r.samples.insert(
+            format!("ple_run{i}_stall_at_pauses"),
+            ple::find_spikes(run, median_chunk)
+                .iter()
+                .map(|(c, _)| ((c + 1) as u64 * PLE_CHUNK_PAUSES) as f64)
+                .collect(),
+        );
+    }
+    r.series.push(Series::Bars {
+        name: "pause_ns_per_cpu".into(),
+        unit: "ns".into(),
+        labels: per_cpu.iter().map(|c| format!("cpu{}", c.cpu)).collect(),
+        values: per_cpu
+            .iter()
+            .map(|c| measure::stats::median(&c.ns).unwrap_or(f64::NAN))
+            .collect(),
+    });
+    Ok(r)
+}

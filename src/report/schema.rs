@@ -1,0 +1,211 @@
+//! The fingerprint: the versioned JSON document every command writes and `diff` and `report`
+//! read. One serde type tree; `docs/schema.md` and `docs/fingerprint.schema.json` describe the
+//! same thing for readers and validators and must change with it.
+//!
+//! Version policy: adding an optional field keeps `schema_version`; renaming, removing or
+//! changing the meaning of a field bumps it.
+
+use crate::machine::Machine;
+use crate::measure::{ClockInfo, Summary};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Version of the fingerprint layout this build writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything one run of cpudoctor found on one machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// Layout version ([`SCHEMA_VERSION`] when written by this build).
+    pub schema_version: u32,
+    /// The tool that wrote the file.
+    pub tool: Tool,
+    /// The command that produced it (`check`, `probe pause`, ...).
+    pub command: String,
+    /// Seconds since the Unix epoch when the run started.
+    pub created_unix_s: u64,
+    /// Host facts.
+    pub machine: Machine,
+    /// The clock timings were read with.
+    pub clock: ClockInfo,
+    /// One entry per probe run, in run order.
+    pub probes: Vec<ProbeResult>,
+    /// Hazard verdicts drawn from the probes and machine facts.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// Name and version of the writer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    /// Always `cpudoctor`.
+    pub name: String,
+    /// Crate version.
+    pub version: String,
+}
+
+impl Tool {
+    /// This build.
+    pub fn this() -> Tool {
+        Tool {
+            name: env!("CARGO_PKG_NAME").to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// Outcome of a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// It ran and its metrics are valid.
+    Ok,
+    /// It could not run on this machine; `reason` says why. No metrics.
+    Skipped,
+    /// It started and went wrong; `reason` says how. No metrics.
+    Failed,
+}
+
+/// What one probe measured, with its inputs, what took effect, and the raw samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    /// Probe name (`pause`, ...).
+    pub name: String,
+    /// Outcome.
+    pub status: Status,
+    /// Why it was skipped or failed; absent when ok.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Parameters it ran with (profile, repetitions, CPUs, sizes, ...).
+    pub params: BTreeMap<String, Value>,
+    /// What actually took effect (pinned CPUs, page size obtained, core clock, ...).
+    pub effects: BTreeMap<String, Value>,
+    /// Headline figures.
+    pub metrics: Vec<Metric>,
+    /// Raw samples by name; the name carries the unit (`pause_ns.cpu0`).
+    pub samples: BTreeMap<String, Vec<f64>>,
+    /// Curves, bars and matrices for charts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<Series>,
+    /// Wall time the probe took, in seconds.
+    pub duration_s: f64,
+}
+
+/// One headline figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// Name in the field's words, unit suffixed (`pause_ns`, `pause_cycles`).
+    pub name: String,
+    /// The figure (a median unless the name says otherwise).
+    pub value: f64,
+    /// Unit (`ns`, `cycles`, `ratio`, `GB/s`, ...).
+    pub unit: String,
+    /// Spread of the samples behind the figure; absent for derived figures.
+    pub spread: Option<Summary>,
+}
+
+/// Chart data attached to a probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Series {
+    /// A curve: y against x.
+    Xy {
+        /// Series name (`latency_4k`, ...).
+        name: String,
+        /// What x is, with unit (`size_bytes`).
+        x_label: String,
+        /// What y is, with unit (`latency_ns`).
+        y_label: String,
+        /// Points in x order.
+        points: Vec<[f64; 2]>,
+    },
+    /// Labelled bars.
+    Bars {
+        /// Series name (`pause_ns_per_cpu`, ...).
+        name: String,
+        /// Unit of the values.
+        unit: String,
+        /// One label per bar.
+        labels: Vec<String>,
+        /// One value per bar.
+        values: Vec<f64>,
+    },
+    /// A matrix, such as core-to-core latency; absent cells are `null`.
+    Matrix {
+        /// Series name.
+        name: String,
+        /// Unit of the cells.
+        unit: String,
+        /// Row labels.
+        rows: Vec<String>,
+        /// Column labels.
+        cols: Vec<String>,
+        /// Cells, row-major.
+        values: Vec<Vec<Option<f64>>>,
+    },
+}
+
+/// How serious a verdict is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Nothing to worry about here.
+    Ok,
+    /// Worth knowing; hurts some software patterns.
+    Notice,
+    /// Software that trips on this will run measurably slower here.
+    Hazard,
+}
+
+/// A hazard judged on this machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Stable identifier (`slow_pause`, ...).
+    pub hazard: String,
+    /// Short human title (`PAUSE latency`).
+    pub title: String,
+    /// Severity.
+    pub level: Level,
+    /// The measured figure as shown to a reader (`24.6 ns = 90 cycles`).
+    pub figure: String,
+    /// What it is judged against, with sources (`~10 cycles Haswell; ~140 Skylake-SP`).
+    pub reference: String,
+    /// What it means for software, with this machine's own numbers.
+    pub explanation: String,
+}
+
+impl ProbeResult {
+    /// An empty result for `name` with the given status.
+    pub fn new(name: &str, status: Status) -> ProbeResult {
+        ProbeResult {
+            name: name.to_string(),
+            status,
+            reason: None,
+            params: BTreeMap::new(),
+            effects: BTreeMap::new(),
+            metrics: Vec::new(),
+            samples: BTreeMap::new(),
+            series: Vec::new(),
+            duration_s: 0.0,
+        }
+    }
+
+    /// The metric called `name`, if present.
+    pub fn metric(&self, name: &str) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+}
+
+impl Fingerprint {
+    /// The result of probe `name`, if it ran (whatever its status).
+    pub fn probe(&self, name: &str) -> Option<&ProbeResult> {
+        self.probes.iter().find(|p| p.name == name)
+    }
+
+    /// Metric `metric` of probe `probe`, only when that probe ran ok.
+    pub fn metric(&self, probe: &str, metric: &str) -> Option<&Metric> {
+        self.probe(probe)
+            .filter(|p| p.status == Status::Ok)
+            .and_then(|p| p.metric(metric))
+    }
+}

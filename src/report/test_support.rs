@@ -1,0 +1,102 @@
+//! Deterministic fingerprints for unit tests of hazards and exporters.
+
+use super::schema::{
+    Fingerprint, Level, Metric, ProbeResult, SCHEMA_VERSION, Series, Status, Tool, Verdict,
+};
+use crate::machine::{CpuIdentity, Machine, PmuStatus, kernel};
+use crate::measure::{ClockInfo, ClockSource, summarize};
+
+/// A fingerprint of a made-up 2-CPU Zen 4 guest with no probes.
+pub fn empty_fingerprint() -> Fingerprint {
+    Fingerprint {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "cpudoctor".into(),
+            version: "0.0.0-test".into(),
+        },
+        command: "check".into(),
+        created_unix_s: 1_800_000_000,
+        machine: Machine {
+            hostname: Some("test-host".into()),
+            cpu: CpuIdentity {
+                vendor: "AuthenticAMD".into(),
+                family: 25,
+                model: 17,
+                stepping: 1,
+                model_name: "AMD EPYC".into(),
+                microarchitecture: "Zen 4".into(),
+                microcode: None,
+                arch: "x86_64".into(),
+                tsc_invariant: true,
+                flags_of_interest: vec!["constant_tsc".into(), "nonstop_tsc".into()],
+            },
+            logical_cpus: 2,
+            allowed_cpus: vec![0, 1],
+            topology: None,
+            kernel_release: Some("6.18.0".into()),
+            hypervisor: Some(crate::machine::Hypervisor {
+                vendor: "KVM".into(),
+            }),
+            pmu: PmuStatus {
+                usable: false,
+                errno: Some(2),
+                reason: Some(
+                    "no hardware PMU is exposed (common in VMs); only software events work".into(),
+                ),
+            },
+            perf_event_paranoid: Some(2),
+            thp: Some(crate::machine::ThpMode {
+                enabled: "madvise".into(),
+                defrag: None,
+            }),
+            split_lock: kernel::split_lock_state(false, false, None, Some(1)),
+        },
+        clock: ClockInfo {
+            source: ClockSource::Tsc,
+            reason: "test".into(),
+            tsc_hz: Some(2.596e9),
+            tsc_hz_source: Some("calibrated".into()),
+            tsc_hz_calibrated: Some(2.596e9),
+        },
+        probes: Vec::new(),
+        verdicts: Vec::new(),
+    }
+}
+
+/// The empty fingerprint plus a PAUSE probe result and its verdict.
+pub fn sample_fingerprint() -> Fingerprint {
+    let mut fp = empty_fingerprint();
+    let samples = vec![24.5, 24.6, 24.4, 24.5, 24.7];
+    let mut p = ProbeResult::new("pause", Status::Ok);
+    p.params.insert("repetitions".into(), 5.into());
+    p.effects
+        .insert("pause_loop_exits".into(), "not seen".into());
+    p.metrics.push(Metric {
+        name: "pause_ns".into(),
+        value: 24.5,
+        unit: "ns".into(),
+        spread: summarize(&samples),
+    });
+    p.samples.insert("pause_ns.cpu0".into(), samples);
+    p.series.push(Series::Bars {
+        name: "pause_ns_per_cpu".into(),
+        unit: "ns".into(),
+        labels: vec!["cpu0".into()],
+        values: vec![24.5],
+    });
+    p.duration_s = 0.25;
+    fp.probes.push(p);
+    fp.probes.push(ProbeResult {
+        reason: Some("needs two CPUs".into()),
+        ..ProbeResult::new("c2c", Status::Skipped)
+    });
+    fp.verdicts.push(Verdict {
+        hazard: "slow_pause".into(),
+        title: "PAUSE latency".into(),
+        level: Level::Notice,
+        figure: "24.5 ns = 90 cycles".into(),
+        reference: "~10 cycles Haswell; ~140 cycles Skylake-SP".into(),
+        explanation: "PAUSE is several times the ~10 cycles spin counts were tuned for.".into(),
+    });
+    fp
+}
