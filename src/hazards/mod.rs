@@ -12,6 +12,9 @@ use crate::report::schema::{Fingerprint, Verdict};
 pub trait Hazard: Sync {
     /// Stable identifier, as in the fingerprint (`slow_pause`).
     fn id(&self) -> &'static str;
+    /// The software patterns this hazard hurts, in plain words (`diff` names them when the
+    /// verdict changes between machines).
+    fn hurts(&self) -> &'static [&'static str];
     /// Judges the fingerprint; `None` when the metrics it needs are absent (probe skipped or
     /// not run), so no verdict is invented.
     fn judge(&self, fp: &Fingerprint) -> Option<Verdict>;
@@ -20,6 +23,11 @@ pub trait Hazard: Sync {
 /// Every hazard rule.
 pub fn all() -> &'static [&'static dyn Hazard] {
     &[&pause::SlowPause]
+}
+
+/// The rule with identifier `id`.
+pub fn by_id(id: &str) -> Option<&'static dyn Hazard> {
+    all().iter().copied().find(|h| h.id() == id)
 }
 
 /// Every verdict the fingerprint supports, in rule order.

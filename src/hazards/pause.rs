@@ -32,6 +32,13 @@ impl Hazard for SlowPause {
         "slow_pause"
     }
 
+    fn hurts(&self) -> &'static [&'static str] {
+        &[
+            "spin-waits that count PAUSEs (spin locks, adaptive mutexes, runtime monitors)",
+            "lock handoffs between threads (producer/consumer queues)",
+        ]
+    }
+
     fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
         let ns = fp.metric("pause", "pause_ns")?.value;
         let cycles = fp.metric("pause", "pause_cycles").map(|m| m.value);
@@ -92,25 +99,17 @@ impl Hazard for SlowPause {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Metric, ProbeResult, Status};
+    use crate::report::schema::{Better, Metric, ProbeResult, Status};
 
     pub(crate) fn fingerprint_with_pause(ns: f64, cycles: Option<f64>) -> Fingerprint {
         let mut fp = crate::report::test_support::empty_fingerprint();
         fp.machine.logical_cpus = 24;
         let mut p = ProbeResult::new("pause", Status::Ok);
-        p.metrics.push(Metric {
-            name: "pause_ns".into(),
-            value: ns,
-            unit: "ns".into(),
-            spread: None,
-        });
+        p.metrics
+            .push(Metric::derived("pause_ns", ns, "ns", Better::Lower));
         if let Some(c) = cycles {
-            p.metrics.push(Metric {
-                name: "pause_cycles".into(),
-                value: c,
-                unit: "cycles".into(),
-                spread: None,
-            });
+            p.metrics
+                .push(Metric::derived("pause_cycles", c, "cycles", Better::Lower));
         }
         fp.probes.push(p);
         fp

@@ -7,6 +7,7 @@ pub mod cpuinfo;
 pub mod hypervisor;
 pub mod kernel;
 pub mod pmu;
+pub mod smaps;
 pub mod topology;
 pub mod uarch;
 

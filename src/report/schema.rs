@@ -91,6 +91,19 @@ pub struct ProbeResult {
     pub duration_s: f64,
 }
 
+/// Which way a metric is better, so comparisons know a regression from an improvement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    /// Lower is better (latencies, penalties).
+    Lower,
+    /// Higher is better (bandwidth, gains).
+    Higher,
+    /// Neither: a fact, not a score (core clock, a period).
+    #[default]
+    Neither,
+}
+
 /// One headline figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
@@ -100,8 +113,35 @@ pub struct Metric {
     pub value: f64,
     /// Unit (`ns`, `cycles`, `ratio`, `GB/s`, ...).
     pub unit: String,
+    /// Which way is better.
+    #[serde(default)]
+    pub better: Better,
     /// Spread of the samples behind the figure; absent for derived figures.
     pub spread: Option<Summary>,
+}
+
+impl Metric {
+    /// A metric summarising `samples` (median value, spread attached); `None` without samples.
+    pub fn from_samples(name: &str, unit: &str, better: Better, samples: &[f64]) -> Option<Metric> {
+        crate::measure::summarize(samples).map(|s| Metric {
+            name: name.into(),
+            value: s.median,
+            unit: unit.into(),
+            better,
+            spread: Some(s),
+        })
+    }
+
+    /// A derived metric (a ratio of medians, say) with no spread of its own.
+    pub fn derived(name: &str, value: f64, unit: &str, better: Better) -> Metric {
+        Metric {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+            better,
+            spread: None,
+        }
+    }
 }
 
 /// Chart data attached to a probe.

@@ -1,10 +1,10 @@
 //! Deterministic fingerprints for unit tests of hazards and exporters.
 
 use super::schema::{
-    Fingerprint, Level, Metric, ProbeResult, SCHEMA_VERSION, Series, Status, Tool, Verdict,
+    Better, Fingerprint, Level, Metric, ProbeResult, SCHEMA_VERSION, Series, Status, Tool, Verdict,
 };
 use crate::machine::{CpuIdentity, Machine, PmuStatus, kernel};
-use crate::measure::{ClockInfo, ClockSource, summarize};
+use crate::measure::{ClockInfo, ClockSource};
 
 /// A fingerprint of a made-up 2-CPU Zen 4 guest with no probes.
 pub fn empty_fingerprint() -> Fingerprint {
@@ -71,12 +71,8 @@ pub fn sample_fingerprint() -> Fingerprint {
     p.params.insert("repetitions".into(), 5.into());
     p.effects
         .insert("pause_loop_exits".into(), "not seen".into());
-    p.metrics.push(Metric {
-        name: "pause_ns".into(),
-        value: 24.5,
-        unit: "ns".into(),
-        spread: summarize(&samples),
-    });
+    p.metrics
+        .push(Metric::from_samples("pause_ns", "ns", Better::Lower, &samples).unwrap());
     p.samples.insert("pause_ns.cpu0".into(), samples);
     p.series.push(Series::Bars {
         name: "pause_ns_per_cpu".into(),

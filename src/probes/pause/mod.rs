@@ -9,8 +9,8 @@
 pub mod ple;
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::{self, estimate_core_clock, pin_to_cpu, summarize};
-use crate::report::schema::{Metric, ProbeResult, Series, Status};
+use crate::measure::{self, estimate_core_clock, pin_to_cpu};
+use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
 
 /// The PAUSE probe.
@@ -157,20 +157,12 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .flat_map(|c| c.ns.iter().map(move |ns| ns * c.core_hz * 1e-9))
         .collect();
     let core_ghz: Vec<f64> = per_cpu.iter().map(|c| c.core_hz / 1e9).collect();
-    let metric = |name: &str, unit: &str, samples: &[f64]| {
-        summarize(samples).map(|s| Metric {
-            name: name.into(),
-            value: s.median,
-            unit: unit.into(),
-            spread: Some(s),
-        })
-    };
     r.metrics.extend(
         [
-            metric("pause_ns", "ns", &all_ns),
-            metric("pause_cycles", "cycles", &all_cycles),
-            metric("pause_tsc_ticks", "ticks", &all_ticks),
-            metric("core_clock_ghz", "GHz", &core_ghz),
+            Metric::from_samples("pause_ns", "ns", Better::Lower, &all_ns),
+            Metric::from_samples("pause_cycles", "cycles", Better::Lower, &all_cycles),
+            Metric::from_samples("pause_tsc_ticks", "ticks", Better::Lower, &all_ticks),
+            Metric::from_samples("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
         ]
         .into_iter()
         .flatten(),

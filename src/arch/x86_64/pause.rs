@@ -1,42 +1,10 @@
-//! x86-64 primitives. Each timed kernel is a single `asm!` block so the compiler can neither
-//! hoist, fuse nor drop the instructions being measured.
+//! PAUSE runs and dependent ALU chains: the PAUSE probe's kernels and the core-clock estimate.
 
+use crate::repeat64;
 use std::arch::asm;
-use std::arch::x86_64::{__rdtscp, _mm_lfence, _rdtsc};
 
 /// Number of dependent `add` instructions in one iteration of [`dependent_add_chain`].
 pub const ADDS_PER_CHAIN_ITERATION: u64 = 64;
-
-/// Reads the time-stamp counter at the start of a timed region.
-///
-/// `lfence` before `rdtsc` keeps earlier instructions from leaking into the region
-/// (Intel SDM vol. 2B, RDTSC; AMD APM vol. 3 gives LFENCE the same dispatch-serialising
-/// role when `lfence` is configured serialising, which Linux does on AMD).
-#[inline(always)]
-pub fn tsc_start() -> u64 {
-    // SAFETY: lfence and rdtsc have no memory effects and exist on every x86-64 CPU.
-    unsafe {
-        _mm_lfence();
-        let t = _rdtsc();
-        _mm_lfence();
-        t
-    }
-}
-
-/// Reads the time-stamp counter at the end of a timed region.
-///
-/// `rdtscp` waits for all earlier instructions to complete; the trailing `lfence` keeps later
-/// instructions from starting before the read.
-#[inline(always)]
-pub fn tsc_end() -> u64 {
-    let mut aux = 0u32;
-    // SAFETY: rdtscp writes only `aux`; lfence has no memory effect.
-    unsafe {
-        let t = __rdtscp(&mut aux);
-        _mm_lfence();
-        t
-    }
-}
 
 /// Executes `count` PAUSE instructions in a tight loop (`pause; dec; jnz`).
 ///
@@ -59,17 +27,6 @@ pub fn pause_loop(count: u64) {
             options(nomem, nostack),
         );
     }
-}
-
-/// 64 copies of one instruction line, as a string literal `asm!` accepts.
-macro_rules! repeat64 {
-    ($s:literal) => {
-        concat!(
-            $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s,
-            $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s,
-            $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s, $s
-        )
-    };
 }
 
 /// Runs `iterations` x [`ADDS_PER_CHAIN_ITERATION`] register-register `add`s, each depending on

@@ -1,0 +1,26 @@
+//! `cpudoctor check`: every probe in its quick profile, then the verdict table.
+
+use super::{BarProgress, OutputArgs, check_save_target, emit};
+use anyhow::Result;
+use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::session::{self, Host};
+
+pub fn run(args: OutputArgs) -> Result<()> {
+    check_save_target(&args)?;
+    let host = Host::detect();
+    let progress = BarProgress::new();
+    let selected = probes::all();
+    eprintln!(
+        "cpudoctor check: {} probe(s), quick profile, on {}",
+        selected.len(),
+        host.machine.cpu_line()
+    );
+    let fp = session::run(
+        &host,
+        "check",
+        selected,
+        &ProbeOptions::new(Profile::Quick),
+        &progress,
+    );
+    emit(&fp, &args)
+}

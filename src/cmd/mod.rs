@@ -1,0 +1,124 @@
+//! Command handlers of the binary, one file per subcommand, plus what they share: progress
+//! bars, output of fingerprints, atomic file writes. Only this module and `main.rs` print.
+
+pub mod check;
+pub mod probe;
+pub mod spin;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use cpudoctor::measure::Progress;
+use cpudoctor::report::{json, schema::Fingerprint, terminal};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Args)]
+pub struct OutputArgs {
+    /// Print the fingerprint as JSON on stdout instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the fingerprint to FILE (written whole or not at all).
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+}
+
+/// Progress on stderr through indicatif; drawn only between timed sections, hidden when
+/// stderr is not a terminal.
+pub struct BarProgress {
+    pub bar: Mutex<Option<ProgressBar>>,
+}
+
+impl BarProgress {
+    pub fn new() -> BarProgress {
+        BarProgress {
+            bar: Mutex::new(None),
+        }
+    }
+}
+
+impl Progress for BarProgress {
+    fn begin(&self, label: &str, total: u64) {
+        let bar = ProgressBar::new(total).with_style(
+            ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} {elapsed}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(label.to_string());
+        *self.bar.lock().expect("progress lock") = Some(bar);
+    }
+    fn advance(&self, steps: u64) {
+        if let Some(b) = self.bar.lock().expect("progress lock").as_ref() {
+            b.inc(steps);
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = self.bar.lock().expect("progress lock").take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+pub fn terminal_width() -> u16 {
+    comfy_table::Table::new().width().unwrap_or(120).max(60)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
+/// failure never leaves a half-written file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file path", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("cannot write {}", path.display()));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+pub fn emit(fp: &Fingerprint, output: &OutputArgs) -> Result<()> {
+    let bytes = json::to_json_bytes(fp);
+    if let Some(path) = &output.save {
+        write_atomically(path, &bytes)?;
+    }
+    let mut out = std::io::stdout().lock();
+    if output.json {
+        out.write_all(&bytes)?;
+    } else {
+        write!(out, "{}", terminal::render_check(fp, terminal_width()))?;
+        if let Some(path) = &output.save {
+            writeln!(out, "Fingerprint saved to {}", path.display())?;
+        }
+    }
+    Ok(())
+}
+
+pub fn check_save_target(output: &OutputArgs) -> Result<()> {
+    // Fail before minutes of measuring, not after.
+    if let Some(dir) = output
+        .save
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "cannot save to {}: directory {} does not exist",
+            output.save.as_ref().unwrap().display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! `cpudoctor spin`: the spin-before-block model at this machine's PAUSE or a given one.
+
+use super::{BarProgress, terminal_width};
+use anyhow::{Context, Result};
+use clap::Args;
+use cpudoctor::error::InputError;
+use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::report::terminal;
+use cpudoctor::session::{self, Host};
+use cpudoctor::spin::{self, LegacySpin, NormalizedSpin};
+use serde_json::json;
+use std::io::Write;
+
+#[derive(Args)]
+pub struct SpinArgs {
+    /// Model a PAUSE of this many ns instead of measuring this machine's (43 = the seed's Skylake-SP).
+    #[arg(long, value_name = "NS")]
+    pub pause_ns: Option<f64>,
+    /// Core count the .NET spin limit scales with (default: this machine's logical CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cores: Option<u64>,
+    /// Print the model as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: SpinArgs) -> Result<()> {
+    if let Some(ns) = args.pause_ns
+        && !(ns.is_finite() && ns > 0.0)
+    {
+        return Err(InputError::NotPositive {
+            what: "--pause-ns",
+            value: ns.to_string(),
+        }
+        .into());
+    }
+    let host = Host::detect();
+    let cores = args.cores.unwrap_or(host.machine.logical_cpus as u64);
+    let (pause_ns, source) = match args.pause_ns {
+        Some(ns) => (ns, "given"),
+        None => {
+            let fp = session::run(
+                &host,
+                "spin",
+                &[probes::by_name("pause").expect("pause probe is registered")],
+                &ProbeOptions::new(Profile::Quick),
+                &BarProgress::new(),
+            );
+            let ns = fp
+                .metric("pause", "pause_ns")
+                .map(|m| m.value)
+                .with_context(|| {
+                    format!(
+                        "could not measure PAUSE here ({}); give --pause-ns to model a CPU",
+                        fp.probes[0].reason.as_deref().unwrap_or("no result")
+                    )
+                })?;
+            (ns, "measured")
+        }
+    };
+    let costs: Vec<_> = spin::RUNTIMES
+        .iter()
+        .map(|p| spin::spin_cost(p, pause_ns, cores))
+        .collect();
+    let legacy = LegacySpin::new(cores);
+    let normalized = NormalizedSpin::new(cores, pause_ns);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = json!({
+            "pause_ns": pause_ns,
+            "pause_source": source,
+            "cores": cores,
+            "runtimes": costs,
+            "dotnet_legacy": {
+                "schedule": legacy,
+                "total_ns": legacy.total_ns(pause_ns),
+                "last_round_ns": legacy.last_round_ns(pause_ns),
+            },
+            "dotnet_normalized": normalized,
+        });
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let h = cpudoctor::hazards::pause::human_ns;
+    let g = terminal::group_thousands;
+    write!(
+        out,
+        "{}",
+        terminal::render_spin_table(&costs, pause_ns, cores, terminal_width())
+    )?;
+    writeln!(
+        out,
+        "PAUSE cost {source}{}.\n",
+        if source == "measured" {
+            " on this machine"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        out,
+        ".NET legacy spin on {cores} cores (limit {} PAUSEs per round):\n  \
+         rounds of {} PAUSEs, x{} repetitions\n  \
+         total {} PAUSEs = {}; last round {} PAUSEs = {}\n  \
+         A waiter re-checks the lock only between rounds, so a lock freed just after the \
+         last round starts costs it up to {} extra.\n\
+         .NET normalized: {} PAUSE(s) per normalized yield ({}), total {}, last round {} \
+         (model: legacy schedule counted in normalized yields at 8 PAUSEs each).",
+        g(legacy.limit_pauses),
+        legacy
+            .rounds
+            .iter()
+            .map(|&r| g(r))
+            .collect::<Vec<_>>()
+            .join(", "),
+        spin::dotnet::REPETITIONS,
+        g(legacy.total_pauses),
+        h(legacy.total_ns(pause_ns)),
+        g(legacy.last_round_pauses),
+        h(legacy.last_round_ns(pause_ns)),
+        h(legacy.last_round_ns(pause_ns)),
+        normalized.pauses_per_normalized_yield,
+        h(normalized.normalized_yield_ns),
+        h(normalized.total_ns),
+        h(normalized.last_round_ns),
+    )?;
+    Ok(())
+}
