@@ -1,0 +1,619 @@
+//! Charts as standalone SVG strings, drawn with plotters' SVG backend, for the HTML report.
+//! Three shapes cover every series kind of the schema: curves ([`xy_chart`], log x axis for
+//! sizes), horizontal grouped bars ([`bar_chart`], log axis when values span decades) and
+//! heatmaps ([`heatmap`], null cells grey). Several runs overlay as one line or one bar per
+//! run, in the same colours in every chart. Axis titles carry units.
+
+use super::terminal::human_bytes;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
+
+/// Chart width in pixels (the page scales it down on narrow screens).
+pub const WIDTH: u32 = 860;
+
+/// Colours for runs, in order (Okabe and Ito's palette, readable with colour-blindness).
+pub const RUN_COLORS: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(213, 94, 0),
+    RGBColor(120, 120, 120),
+];
+
+/// The colour of run `i`.
+pub fn run_color(i: usize) -> RGBColor {
+    RUN_COLORS[i % RUN_COLORS.len()]
+}
+
+/// A chart that could not be drawn (bad ranges, backend failure).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw chart: {0}")]
+pub struct ChartError(String);
+
+impl<E: std::error::Error + Send + Sync> From<DrawingAreaErrorKind<E>> for ChartError {
+    fn from(e: DrawingAreaErrorKind<E>) -> ChartError {
+        ChartError(e.to_string())
+    }
+}
+
+/// A schema label with its unit suffix as an axis title: `latency_ns` -> `latency (ns)`,
+/// `size_bytes` -> `size (bytes)`. A label without a suffix is shown as it is.
+pub fn axis_title(label: &str) -> String {
+    match label.rsplit_once('_') {
+        Some((head, unit)) if !head.is_empty() && !unit.is_empty() => {
+            format!("{} ({unit})", head.replace('_', " "))
+        }
+        _ => label.replace('_', " "),
+    }
+}
+
+/// Whether an x label means a size axis, drawn on a log scale (schema rule).
+pub fn is_size_axis(x_label: &str) -> bool {
+    x_label.starts_with("size")
+}
+
+/// A tick label: three significant digits at most, no trailing zeros, k/M/G beyond 10^4.
+pub fn short_number(v: f64) -> String {
+    fn trim(s: String) -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    }
+    let a = v.abs();
+    let (scaled, suffix) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let digits = match scaled.abs() {
+        x if x >= 100.0 || x == 0.0 => 0,
+        x if x >= 10.0 => 1,
+        x if x >= 1.0 => 2,
+        _ => 3,
+    };
+    format!("{}{suffix}", trim(format!("{scaled:.digits$}")))
+}
+
+/// A tick label for a time in ns, in the unit that suits it (`2.4 us`, `13 ms`).
+pub fn time_tick(ns: f64) -> String {
+    let (v, unit) = match ns.abs() {
+        a if a >= 1e9 => (ns / 1e9, "s"),
+        a if a >= 1e6 => (ns / 1e6, "ms"),
+        a if a >= 1e3 => (ns / 1e3, "us"),
+        _ => (ns, "ns"),
+    };
+    format!("{} {unit}", short_number(v))
+}
+
+fn size_tick(v: f64) -> String {
+    if v >= 1.0 {
+        human_bytes(v.round() as u64)
+    } else {
+        short_number(v)
+    }
+}
+
+/// One curve of an xy chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// Legend text (run, and series when several share the chart).
+    pub label: String,
+    /// Colour index (the run's).
+    pub color: usize,
+    /// Dashed for the second and later series of one run.
+    pub dashed: bool,
+    /// Points in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+fn finite_range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    values
+        .filter(|v| v.is_finite())
+        .fold(None, |acc, v| match acc {
+            None => Some((v, v)),
+            Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+        })
+}
+
+fn svg_root(buf: &mut String, width: u32, height: u32) -> DrawingArea<SVGBackend<'_>, Shift> {
+    SVGBackend::with_string(buf, (width, height)).into_drawing_area()
+}
+
+/// Tick labels and axis titles large enough to read when the page scales the chart down.
+const LABEL_FONT: (&str, u32) = ("sans-serif", 16);
+const DESC_FONT: (&str, u32) = ("sans-serif", 18);
+
+fn draw_lines<X>(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    title: &str,
+    x: X,
+    y: Range<f64>,
+    descs: (&str, &str),
+    x_fmt: &dyn Fn(&f64) -> String,
+    lines: &[Line],
+) -> Result<(), ChartError>
+where
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+{
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(46)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x, y)?;
+    chart
+        .configure_mesh()
+        .label_style(LABEL_FONT)
+        .axis_desc_style(DESC_FONT)
+        .x_desc(descs.0)
+        .y_desc(descs.1)
+        .x_label_formatter(x_fmt)
+        .y_label_formatter(&|v| short_number(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for line in lines {
+        let color = run_color(line.color);
+        let style = color.stroke_width(2);
+        let points = line.points.clone();
+        let anno = if line.dashed {
+            chart.draw_series(DashedLineSeries::new(points, 6, 4, style))?
+        } else {
+            chart.draw_series(LineSeries::new(points, style))?
+        };
+        anno.label(line.label.clone()).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+        });
+        chart.draw_series(
+            line.points
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(LABEL_FONT)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()?;
+    Ok(())
+}
+
+/// A chart of curves. A size x axis (label starting with `size`) is logarithmic (base 2,
+/// ticks in KiB/MiB); y starts at 0 so ratios between curves read true.
+pub fn xy_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    lines: &[Line],
+) -> Result<String, ChartError> {
+    let log_x = is_size_axis(x_label);
+    let points = || lines.iter().flat_map(|l| l.points.iter());
+    let (x0, x1) = finite_range(points().map(|p| p.0).filter(|&x| !log_x || x > 0.0))
+        .ok_or_else(|| ChartError(format!("{title}: no points")))?;
+    let (_, y1) = finite_range(points().map(|p| p.1)).unwrap_or((0.0, 1.0));
+    let y = 0.0..if y1 > 0.0 { y1 * 1.08 } else { 1.0 };
+    let descs = (axis_title(x_label), axis_title(y_label));
+    let mut buf = String::new();
+    {
+        let root = svg_root(&mut buf, WIDTH, 440);
+        root.fill(&WHITE)?;
+        if log_x {
+            let x = (x0 / 1.2)..(x1 * 1.2);
+            draw_lines(
+                &root,
+                title,
+                x.log_scale().base(2.0),
+                y,
+                (&descs.0, &descs.1),
+                &|v| size_tick(*v),
+                lines,
+            )?;
+        } else {
+            let pad = ((x1 - x0) * 0.04).max(0.5);
+            draw_lines(
+                &root,
+                title,
+                (x0 - pad)..(x1 + pad),
+                y,
+                (&descs.0, &descs.1),
+                &|v| short_number(*v),
+                lines,
+            )?;
+        }
+        root.present()?;
+    }
+    Ok(buf)
+}
+
+/// One run's bars: a value per category, `None` where that run did not measure it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarSet {
+    /// Legend text.
+    pub label: String,
+    /// Colour index (the run's).
+    pub color: usize,
+    /// One value per category, in category order.
+    pub values: Vec<Option<f64>>,
+}
+
+/// Whether bars should use a log axis: positive values spanning more than two decades.
+pub fn bars_need_log(sets: &[BarSet]) -> bool {
+    let pos = finite_range(
+        sets.iter()
+            .flat_map(|s| s.values.iter().flatten().copied())
+            .filter(|v| *v > 0.0),
+    );
+    matches!(pos, Some((lo, hi)) if hi / lo > 100.0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw_bars<X>(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    title: &str,
+    x: X,
+    x_start: f64,
+    value_desc: &str,
+    x_fmt: &dyn Fn(&f64) -> String,
+    categories: &[String],
+    sets: &[BarSet],
+) -> Result<(), ChartError>
+where
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+{
+    let n = categories.len();
+    // Category i sits at y = n - 1 - i, so the first category is at the top; integer ticks
+    // fall on bar centres.
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(46)
+        .y_label_area_size(
+            (categories.iter().map(|c| c.len()).max().unwrap_or(4) as u32 * 9 + 40).min(260),
+        )
+        .build_cartesian_2d(x, -0.5..(n as f64 - 0.5))?;
+    let label_of = |v: &f64| -> String {
+        let r = v.round();
+        if (v - r).abs() > 1e-6 || r < 0.0 || r as usize >= n {
+            return String::new();
+        }
+        categories[n - 1 - r as usize].clone()
+    };
+    chart
+        .configure_mesh()
+        .label_style(LABEL_FONT)
+        .axis_desc_style(DESC_FONT)
+        .disable_y_mesh()
+        .y_labels(n + 1)
+        .y_label_formatter(&label_of)
+        .x_label_formatter(x_fmt)
+        .x_desc(value_desc)
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    let k = sets.len().max(1) as f64;
+    let band = 0.8 / k;
+    for (j, set) in sets.iter().enumerate() {
+        let color = run_color(set.color);
+        let rects: Vec<_> = set
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                let v = (*v)?;
+                let center = (n - 1 - i) as f64;
+                let top = center + 0.4 - band * j as f64;
+                Some(Rectangle::new(
+                    [(x_start, top), (v, top - band * 0.92)],
+                    color.filled(),
+                ))
+            })
+            .collect();
+        // No legend inside the plot, where it would hide bars: the page draws one above.
+        chart.draw_series(rects)?;
+    }
+    Ok(())
+}
+
+/// Horizontal bars, one group per category and one bar per run (colours as in
+/// [`run_color`]; the caller shows the legend). The value axis is logarithmic when values span
+/// more than two decades (spin times from 1 us to 10 ms); ticks of a unit `ns` axis read as
+/// times.
+pub fn bar_chart(
+    title: &str,
+    value_desc: &str,
+    unit: &str,
+    categories: &[String],
+    sets: &[BarSet],
+) -> Result<String, ChartError> {
+    let all = || sets.iter().flat_map(|s| s.values.iter().flatten().copied());
+    let (lo, hi) = finite_range(all()).ok_or_else(|| ChartError(format!("{title}: no values")))?;
+    let height = (90 + 26 * categories.len() as u32 * sets.len().max(1) as u32).clamp(220, 900);
+    let x_fmt = |v: &f64| {
+        if unit == "ns" {
+            time_tick(*v)
+        } else {
+            short_number(*v)
+        }
+    };
+    let mut buf = String::new();
+    {
+        let root = svg_root(&mut buf, WIDTH, height);
+        root.fill(&WHITE)?;
+        if bars_need_log(sets) {
+            let lo = finite_range(all().filter(|v| *v > 0.0))
+                .map_or(lo, |r| r.0)
+                .max(f64::MIN_POSITIVE);
+            let start = lo / 2.0;
+            draw_bars(
+                &root,
+                title,
+                (start..hi * 2.0).log_scale(),
+                start,
+                &format!("{value_desc}, log scale"),
+                &x_fmt,
+                categories,
+                sets,
+            )?;
+        } else {
+            let x0 = lo.min(0.0);
+            let x1 = if hi > 0.0 { hi * 1.1 } else { 1.0 };
+            draw_bars(
+                &root,
+                title,
+                x0..x1,
+                x0,
+                value_desc,
+                &x_fmt,
+                categories,
+                sets,
+            )?;
+        }
+        root.present()?;
+    }
+    Ok(buf)
+}
+
+/// A heatmap of one matrix; `scale` fixes the colour range so several runs' heatmaps compare.
+/// Cells show their value when the matrix is small enough to read; null cells are grey.
+pub fn heatmap(
+    title: &str,
+    unit: &str,
+    rows: &[String],
+    cols: &[String],
+    values: &[Vec<Option<f64>>],
+    scale: (f64, f64),
+) -> Result<String, ChartError> {
+    let (nr, nc) = (rows.len().max(1), cols.len().max(1));
+    let cell = (560 / nc.max(nr)).clamp(14, 60) as u32;
+    let label_w = (rows.iter().map(|c| c.len()).max().unwrap_or(4) as u32 * 9 + 40).min(180);
+    let key_w = 150;
+    // Wide enough for the caption (about 11 px per character at 22 px).
+    let width = (label_w + cell * nc as u32 + 30 + key_w).max(title.len() as u32 * 11 + 40);
+    let height = (cell * nr as u32 + 130).max(260);
+    let (lo, hi) = if scale.1 > scale.0 {
+        scale
+    } else {
+        (scale.0, scale.0 + 1.0)
+    };
+    let mut buf = String::new();
+    {
+        let root = svg_root(&mut buf, width, height);
+        root.fill(&WHITE)?;
+        let (left, right) = root.split_horizontally(width - key_w);
+        let mut chart = ChartBuilder::on(&left)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(46)
+            .y_label_area_size(label_w)
+            .build_cartesian_2d(-0.5..(nc as f64 - 0.5), -0.5..(nr as f64 - 0.5))?;
+        let col_of = |v: &f64| index_label(*v, cols, false);
+        let row_of = |v: &f64| index_label(*v, rows, true);
+        chart
+            .configure_mesh()
+            .label_style(LABEL_FONT)
+            .axis_desc_style(DESC_FONT)
+            .disable_mesh()
+            .x_labels(nc + 1)
+            .y_labels(nr + 1)
+            .x_label_formatter(&col_of)
+            .y_label_formatter(&row_of)
+            .x_desc("column")
+            .y_desc("row")
+            .draw()?;
+        let show_values = nc <= 16 && nr <= 16;
+        for (r, row) in values.iter().enumerate().take(nr) {
+            let y = (nr - 1 - r) as f64;
+            for (c, v) in row.iter().enumerate().take(nc) {
+                let x = c as f64;
+                let rect = [(x - 0.5, y + 0.5), (x + 0.5, y - 0.5)];
+                let color = match v {
+                    Some(v) if v.is_finite() => ViridisRGB.get_color_normalized(*v, lo, hi),
+                    _ => RGBColor(215, 215, 215),
+                };
+                chart.draw_series(std::iter::once(Rectangle::new(rect, color.filled())))?;
+                if show_values {
+                    let text = v.map_or("n/a".to_string(), short_number);
+                    let light = v.is_some_and(|v| (v - lo) / (hi - lo) < 0.6);
+                    let style = ("sans-serif", 12)
+                        .into_font()
+                        .color(if light { &WHITE } else { &BLACK })
+                        .pos(Pos::new(HPos::Center, VPos::Center));
+                    chart.draw_series(std::iter::once(Text::new(text, (x, y), style)))?;
+                }
+            }
+        }
+        // Colour scale, labelled with the unit.
+        let mut key = ChartBuilder::on(&right)
+            .margin_top(40)
+            .margin_bottom(58)
+            .margin_right(12)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0.0..1.0, lo..hi)?;
+        key.configure_mesh()
+            .label_style(LABEL_FONT)
+            .axis_desc_style(DESC_FONT)
+            .label_style(LABEL_FONT)
+            .axis_desc_style(DESC_FONT)
+            .disable_mesh()
+            .disable_x_axis()
+            .y_desc(unit)
+            .y_label_formatter(&|v| short_number(*v))
+            .draw()?;
+        let steps = 64;
+        key.draw_series((0..steps).map(|i| {
+            let a = lo + (hi - lo) * i as f64 / steps as f64;
+            let b = lo + (hi - lo) * (i + 1) as f64 / steps as f64;
+            Rectangle::new(
+                [(0.0, a), (1.0, b)],
+                ViridisRGB.get_color_normalized(a, lo, hi).filled(),
+            )
+        }))?;
+        root.present()?;
+    }
+    Ok(buf)
+}
+
+/// The label at integer position `v`; rows count from the top.
+fn index_label(v: f64, labels: &[String], from_top: bool) -> String {
+    let r = v.round();
+    let n = labels.len();
+    if (v - r).abs() > 1e-6 || r < 0.0 || r as usize >= n {
+        return String::new();
+    }
+    let i = if from_top {
+        n - 1 - r as usize
+    } else {
+        r as usize
+    };
+    labels[i].clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(hay: &str, needle: &str) -> usize {
+        hay.matches(needle).count()
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        assert_eq!(short_number(20.0), "20");
+        assert_eq!(short_number(2.5), "2.5");
+        assert_eq!(short_number(12_500.0), "12.5k");
+        assert_eq!(short_number(3_000_000.0), "3M");
+        assert_eq!(short_number(0.05), "0.05");
+        assert_eq!(time_tick(2_400.0), "2.4 us");
+        assert_eq!(time_tick(13_300_000.0), "13.3 ms");
+        assert_eq!(time_tick(24.5), "24.5 ns");
+    }
+
+    #[test]
+    fn axis_titles_carry_units() {
+        assert_eq!(axis_title("latency_ns"), "latency (ns)");
+        assert_eq!(axis_title("size_bytes"), "size (bytes)");
+        assert_eq!(axis_title("read_bandwidth_gbps"), "read bandwidth (gbps)");
+        assert_eq!(axis_title("ratio"), "ratio");
+    }
+
+    #[test]
+    fn size_axis_is_logarithmic_with_byte_ticks() {
+        let line = Line {
+            label: "4k".into(),
+            color: 0,
+            dashed: false,
+            points: (12..=26).map(|p| ((1u64 << p) as f64, p as f64)).collect(),
+        };
+        let svg = xy_chart("latency", "size_bytes", "latency_ns", &[line]).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
+        assert!(svg.contains("size (bytes)") && svg.contains("latency (ns)"));
+        // Base-2 ticks in human units: 4 KiB .. 64 MiB appear.
+        for tick in ["4 KiB", "1 MiB", "64 MiB"] {
+            assert!(svg.contains(tick), "missing tick {tick}");
+        }
+        // 15 points drawn as circles.
+        assert!(count(&svg, "<circle") >= 15);
+    }
+
+    #[test]
+    fn overlaid_bars_draw_one_rect_per_run_and_value() {
+        let cats = vec!["cpu0".to_string(), "cpu1".to_string()];
+        let sets = vec![
+            BarSet {
+                label: "a".into(),
+                color: 0,
+                values: vec![Some(24.5), Some(25.0)],
+            },
+            BarSet {
+                label: "b".into(),
+                color: 1,
+                values: vec![Some(43.0), None],
+            },
+        ];
+        let svg = bar_chart("PAUSE", "PAUSE (ns)", "ns", &cats, &sets).unwrap();
+        let fill_a = "fill=\"#0072B2\"";
+        let fill_b = "fill=\"#E69F00\"";
+        // Two bars of run a, one of run b (its missing value draws nothing).
+        assert_eq!(count(&svg, fill_a), 2, "{svg}");
+        assert_eq!(count(&svg, fill_b), 1);
+        assert!(svg.contains("\ncpu0\n") && svg.contains("\ncpu1\n"));
+        assert!(!bars_need_log(&sets));
+    }
+
+    #[test]
+    fn bars_spanning_decades_use_a_log_axis() {
+        let sets = vec![BarSet {
+            label: "a".into(),
+            color: 0,
+            values: vec![Some(2_400.0), Some(13_300_000.0)],
+        }];
+        assert!(bars_need_log(&sets));
+        let svg = bar_chart(
+            "spin",
+            "spin (ns)",
+            "ns",
+            &["glibc".into(), ".NET".into()],
+            &sets,
+        )
+        .unwrap();
+        assert!(svg.contains("spin (ns), log scale"));
+        // Time ticks on a log ns axis.
+        assert!(
+            svg.contains("\n10 us\n") && svg.contains("\n1 ms\n"),
+            "{svg}"
+        );
+    }
+
+    #[test]
+    fn heatmap_draws_every_cell_and_greys_nulls() {
+        let rows: Vec<String> = (0..3).map(|i| format!("cpu{i}")).collect();
+        let values = vec![
+            vec![None, Some(22.0), Some(100.0)],
+            vec![Some(22.0), None, Some(100.0)],
+            vec![Some(100.0), Some(100.0), None],
+        ];
+        let svg = heatmap("c2c", "latency (ns)", &rows, &rows, &values, (22.0, 100.0)).unwrap();
+        assert_eq!(count(&svg, "fill=\"#D7D7D7\""), 3, "three null cells");
+        assert_eq!(count(&svg, "\nn/a\n"), 3);
+        assert!(svg.contains("\ncpu2\n") && svg.contains("latency (ns)"));
+    }
+
+    #[test]
+    fn empty_series_is_an_error_not_a_blank_chart() {
+        assert!(xy_chart("x", "size_bytes", "latency_ns", &[]).is_err());
+        assert!(bar_chart("x", "v", "ns", &[], &[]).is_err());
+    }
+}

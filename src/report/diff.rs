@@ -1,0 +1,913 @@
+//! Two fingerprints side by side: the machine facts that differ, every metric with its ratio
+//! and whether it moved beyond the noise of both runs, and the hazards whose verdict changed
+//! with the software patterns each hurts. Built from the schema alone (metric directions,
+//! spreads, hazard ids), so probes added later are compared without changes here.
+//!
+//! [`diff`] computes a [`Diff`]; [`render_diff`] and [`diff_to_json`] turn it into text. The
+//! HTML report reuses the same [`Diff`].
+
+use super::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
+use super::terminal::{human_bytes, level_word};
+use crate::hazards;
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// How many scaled MADs a median must move before it counts as changed. The scaled MAD
+/// estimates the standard deviation of the samples (see `measure::stats`), so 2 is about two
+/// standard deviations of either run: a move smaller than that is within what one run shows
+/// from repetition to repetition.
+pub const SPREAD_FACTOR: f64 = 2.0;
+
+/// Smallest relative move that counts, even when both runs' spread is tiny. Timings quantised
+/// to whole cycles can have a MAD of 0, yet two runs on one machine still differ by a few
+/// percent (core clock, neighbours); 5% is the bar `measure` uses to call a spread wide.
+pub const MIN_RELATIVE_CHANGE: f64 = crate::measure::stats::WIDE_RELATIVE_SPREAD;
+
+/// Relative move that counts when one side has no spread (a derived figure, such as a ratio
+/// of two medians): with no samples to judge the noise by, only a 10% move is reported.
+pub const DERIVED_RELATIVE_CHANGE: f64 = 0.10;
+
+/// What one run was.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunInfo {
+    /// How the caller named it (usually the file name).
+    pub label: String,
+    /// Command that produced it.
+    pub command: String,
+    /// When it started, seconds since the Unix epoch.
+    pub created_unix_s: u64,
+    /// cpudoctor version that wrote it.
+    pub tool_version: String,
+}
+
+/// One machine fact in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FactDiff {
+    /// What the fact is (`CPU`, `Kernel`, ...).
+    pub fact: String,
+    /// Value in the old run.
+    pub old: String,
+    /// Value in the new run.
+    pub new: String,
+    /// True when they differ.
+    pub differs: bool,
+}
+
+/// One side of a metric comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricSide {
+    /// The figure.
+    pub value: f64,
+    /// Scaled MAD of its samples (same unit), absent for a derived figure.
+    pub mad: Option<f64>,
+    /// Scaled MAD / median, absent for a derived figure.
+    pub relative_spread: Option<f64>,
+}
+
+/// How a metric moved from the old run to the new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Moved beyond the noise in the worse direction: a regression.
+    Worse,
+    /// Moved beyond the noise in the better direction.
+    Better,
+    /// Moved beyond the noise; the metric is a fact with no better direction.
+    Changed,
+    /// Within the noise of both runs.
+    Same,
+    /// Absent (or its probe skipped/failed) in the old run.
+    NotMeasuredOld,
+    /// Absent (or its probe skipped/failed) in the new run.
+    NotMeasuredNew,
+    /// Present in both, but in different units: not compared.
+    UnitsDiffer,
+}
+
+/// One metric in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricDiff {
+    /// Probe that measured it.
+    pub probe: String,
+    /// Metric name.
+    pub metric: String,
+    /// Unit (the new run's when both have it).
+    pub unit: String,
+    /// Which way is better.
+    pub better: Better,
+    /// Old figure, absent when not measured.
+    pub old: Option<MetricSide>,
+    /// New figure, absent when not measured.
+    pub new: Option<MetricSide>,
+    /// new / old, when both exist and old is not 0.
+    pub ratio: Option<f64>,
+    /// Smallest absolute move that counts as a change, when both exist.
+    pub threshold: Option<f64>,
+    /// Which rule set the threshold: `spread` (both runs have samples) or `relative`.
+    pub rule: Option<String>,
+    /// The verdict on the move.
+    pub change: Change,
+}
+
+/// A probe measured in one run only.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotMeasured {
+    /// Probe name.
+    pub probe: String,
+    /// `old` or `new`: the run that lacks it.
+    pub missing_in: String,
+    /// Why: absent from the file, or the probe's skip/failure reason.
+    pub reason: String,
+}
+
+/// A verdict level and figure, as one run judged it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Judged {
+    /// Severity.
+    pub level: Level,
+    /// The measured figure as shown.
+    pub figure: String,
+}
+
+/// Which way a verdict moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictMove {
+    /// The level rose (ok -> notice -> hazard).
+    Worse,
+    /// The level fell.
+    Better,
+    /// Judged in one run only (its probe was not measured in the other).
+    NotJudged,
+}
+
+/// A hazard whose verdict differs between the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HazardChange {
+    /// Stable hazard id.
+    pub hazard: String,
+    /// Title.
+    pub title: String,
+    /// Old verdict, absent when not judged.
+    pub old: Option<Judged>,
+    /// New verdict, absent when not judged.
+    pub new: Option<Judged>,
+    /// Which way it moved.
+    pub direction: VerdictMove,
+    /// Software patterns this hazard hurts (empty when this build does not know the hazard).
+    pub hurts: Vec<String>,
+    /// The explanation of the run that judged it worse (what it means for software there).
+    pub explanation: String,
+}
+
+/// Counts for the summary line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct DiffCounts {
+    /// Metrics that got worse.
+    pub worse: usize,
+    /// Metrics that got better.
+    pub better: usize,
+    /// Facts (no direction) that changed.
+    pub changed: usize,
+    /// Metrics within noise.
+    pub same: usize,
+    /// Metrics measured in one run only (or not comparable).
+    pub not_compared: usize,
+}
+
+/// Everything `cpudoctor diff` shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diff {
+    /// The old run.
+    pub old: RunInfo,
+    /// The new run.
+    pub new: RunInfo,
+    /// Every machine fact, differing ones first.
+    pub machine: Vec<FactDiff>,
+    /// Every metric of either run, in probe order.
+    pub metrics: Vec<MetricDiff>,
+    /// Probes measured in one run only.
+    pub not_measured: Vec<NotMeasured>,
+    /// Hazards whose verdict changed.
+    pub hazards: Vec<HazardChange>,
+    /// Ids of hazards judged the same in both runs.
+    pub hazards_unchanged: Vec<String>,
+    /// Summary counts over `metrics`.
+    pub counts: DiffCounts,
+    /// The change rule, in words, for readers of the JSON.
+    pub rule: String,
+}
+
+/// The rule that decides whether a metric changed, in words.
+pub fn rule_text() -> String {
+    format!(
+        "a metric counts as changed when its median moved by more than {SPREAD_FACTOR} x the \
+         larger scaled MAD of the two runs and by at least {:.0}%; a figure without samples \
+         (derived) must move by {:.0}%",
+        MIN_RELATIVE_CHANGE * 100.0,
+        DERIVED_RELATIVE_CHANGE * 100.0
+    )
+}
+
+/// The verdicts to compare for one run: each hazard this build knows is judged again with
+/// today's rules (so files written by different versions compare on the same rules); a stored
+/// verdict is kept when the current rule cannot judge the file or does not know the hazard.
+pub fn effective_verdicts(fp: &Fingerprint) -> Vec<Verdict> {
+    let mut out: Vec<Verdict> = Vec::new();
+    for rule in hazards::all() {
+        if let Some(v) = rule
+            .judge(fp)
+            .or_else(|| fp.verdicts.iter().find(|v| v.hazard == rule.id()).cloned())
+        {
+            out.push(v);
+        }
+    }
+    for v in &fp.verdicts {
+        if !out.iter().any(|o| o.hazard == v.hazard) {
+            out.push(v.clone());
+        }
+    }
+    out
+}
+
+fn run_info(fp: &Fingerprint, label: &str) -> RunInfo {
+    RunInfo {
+        label: label.to_string(),
+        command: fp.command.clone(),
+        created_unix_s: fp.created_unix_s,
+        tool_version: fp.tool.version.clone(),
+    }
+}
+
+/// The machine facts a comparison shows, in reading order, as (fact, value) pairs.
+pub fn machine_facts(fp: &Fingerprint) -> Vec<(&'static str, String)> {
+    let m = &fp.machine;
+    let c = &m.cpu;
+    let unknown = || "unknown".to_string();
+    let topology = m.topology.as_ref().map_or_else(unknown, |t| {
+        format!(
+            "{} cores, {} socket(s), {} NUMA node(s), SMT {}",
+            t.cores,
+            t.packages,
+            t.numa_nodes,
+            if t.smt { "on" } else { "off" }
+        )
+    });
+    let caches = m.topology.as_ref().map_or_else(unknown, |t| {
+        t.caches
+            .iter()
+            .filter(|c| c.kind != "Instruction")
+            .map(|c| {
+                format!(
+                    "L{} {}{}",
+                    c.level,
+                    human_bytes(c.size_bytes),
+                    if c.instances > 1 {
+                        format!(" x{}", c.instances)
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    vec![
+        (
+            "CPU",
+            if c.model_name.is_empty() {
+                c.vendor.clone()
+            } else {
+                c.model_name.clone()
+            },
+        ),
+        ("Microarchitecture", c.microarchitecture.clone()),
+        (
+            "CPU family/model/stepping",
+            format!("{} {}/{}/{}", c.vendor, c.family, c.model, c.stepping),
+        ),
+        ("Microcode", c.microcode.clone().unwrap_or_else(unknown)),
+        ("Logical CPUs", m.logical_cpus.to_string()),
+        ("Topology", topology),
+        ("Caches", caches),
+        ("Kernel", m.kernel_release.clone().unwrap_or_else(unknown)),
+        (
+            "Hypervisor",
+            m.hypervisor
+                .as_ref()
+                .map_or("none (bare metal)".to_string(), |h| h.vendor.clone()),
+        ),
+        (
+            "THP mode",
+            m.thp.as_ref().map_or_else(unknown, |t| {
+                format!(
+                    "{} (defrag {})",
+                    t.enabled,
+                    t.defrag.as_deref().unwrap_or("unknown")
+                )
+            }),
+        ),
+        (
+            "PMU",
+            if m.pmu.usable {
+                "hardware counters".to_string()
+            } else {
+                "none".to_string()
+            },
+        ),
+        ("Split-lock handling", m.split_lock.effective.clone()),
+        (
+            // Rounded to 10 MHz: a calibrated TSC differs by a few kHz from run to run.
+            "TSC frequency",
+            fp.clock
+                .tsc_hz
+                .map_or("not used".to_string(), |hz| format!("{:.2} GHz", hz / 1e9)),
+        ),
+        ("Host name", m.hostname.clone().unwrap_or_else(unknown)),
+        ("cpudoctor version", fp.tool.version.clone()),
+    ]
+}
+
+fn side(m: &Metric) -> MetricSide {
+    MetricSide {
+        value: m.value,
+        mad: m.spread.as_ref().map(|s| s.mad),
+        relative_spread: m.spread.as_ref().map(|s| s.relative_spread),
+    }
+}
+
+/// Compares one metric measured in both runs.
+pub fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
+    let (o, n) = (side(old), side(new));
+    let mut d = MetricDiff {
+        probe: probe.to_string(),
+        metric: new.name.clone(),
+        unit: new.unit.clone(),
+        better: new.better,
+        ratio: (old.value != 0.0).then(|| new.value / old.value),
+        threshold: None,
+        rule: None,
+        change: Change::Same,
+        old: Some(o.clone()),
+        new: Some(n.clone()),
+    };
+    if old.unit != new.unit {
+        d.change = Change::UnitsDiffer;
+        return d;
+    }
+    let spread = o.mad.into_iter().chain(n.mad).fold(0.0_f64, f64::max).abs() * SPREAD_FACTOR;
+    let both_have_spread = o.mad.is_some() && n.mad.is_some();
+    let relative = if both_have_spread {
+        MIN_RELATIVE_CHANGE
+    } else {
+        DERIVED_RELATIVE_CHANGE
+    };
+    let threshold = spread.max(relative * old.value.abs());
+    d.threshold = Some(threshold);
+    d.rule = Some(
+        if both_have_spread {
+            "spread"
+        } else {
+            "relative"
+        }
+        .to_string(),
+    );
+    let delta = new.value - old.value;
+    d.change = if delta.abs() <= threshold || !delta.is_finite() {
+        Change::Same
+    } else {
+        match (new.better, delta > 0.0) {
+            (Better::Neither, _) => Change::Changed,
+            (Better::Lower, true) | (Better::Higher, false) => Change::Worse,
+            (Better::Lower, false) | (Better::Higher, true) => Change::Better,
+        }
+    };
+    d
+}
+
+fn not_measured_reason(fp: &Fingerprint, probe: &str) -> String {
+    match fp.probe(probe) {
+        None => "not in this file".to_string(),
+        Some(p) if p.status == Status::Ok => "metric not reported".to_string(),
+        Some(p) => format!(
+            "{}: {}",
+            match p.status {
+                Status::Skipped => "skipped",
+                _ => "failed",
+            },
+            p.reason.as_deref().unwrap_or("no reason given")
+        ),
+    }
+}
+
+fn ok_metrics<'a>(fp: &'a Fingerprint, probe: &str) -> &'a [Metric] {
+    fp.probe(probe)
+        .filter(|p| p.status == Status::Ok)
+        .map_or(&[], |p| p.metrics.as_slice())
+}
+
+/// Compares two fingerprints. `old_label` and `new_label` name them in the output.
+pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &str) -> Diff {
+    let mut machine: Vec<FactDiff> = machine_facts(old)
+        .into_iter()
+        .zip(machine_facts(new))
+        .map(|((fact, o), (_, n))| FactDiff {
+            fact: fact.to_string(),
+            differs: o != n,
+            old: o,
+            new: n,
+        })
+        .collect();
+    machine.sort_by_key(|f| !f.differs);
+
+    // Probe order: the old run's, then probes only the new run has.
+    let mut probes: Vec<&str> = old.probes.iter().map(|p| p.name.as_str()).collect();
+    for p in &new.probes {
+        if !probes.contains(&p.name.as_str()) {
+            probes.push(&p.name);
+        }
+    }
+    let mut metrics = Vec::new();
+    let mut not_measured = Vec::new();
+    for probe in probes {
+        let (om, nm) = (ok_metrics(old, probe), ok_metrics(new, probe));
+        if om.is_empty() && !nm.is_empty() {
+            not_measured.push(NotMeasured {
+                probe: probe.to_string(),
+                missing_in: "old".into(),
+                reason: not_measured_reason(old, probe),
+            });
+        }
+        if nm.is_empty() && !om.is_empty() {
+            not_measured.push(NotMeasured {
+                probe: probe.to_string(),
+                missing_in: "new".into(),
+                reason: not_measured_reason(new, probe),
+            });
+        }
+        for o in om {
+            metrics.push(match nm.iter().find(|n| n.name == o.name) {
+                Some(n) => compare_metric(probe, o, n),
+                None => one_sided(probe, o, Change::NotMeasuredNew),
+            });
+        }
+        for n in nm.iter().filter(|n| !om.iter().any(|o| o.name == n.name)) {
+            metrics.push(one_sided(probe, n, Change::NotMeasuredOld));
+        }
+    }
+
+    let (ov, nv) = (effective_verdicts(old), effective_verdicts(new));
+    let mut ids: Vec<&str> = ov.iter().map(|v| v.hazard.as_str()).collect();
+    for v in &nv {
+        if !ids.contains(&v.hazard.as_str()) {
+            ids.push(&v.hazard);
+        }
+    }
+    let mut hazard_changes = Vec::new();
+    let mut hazards_unchanged = Vec::new();
+    for id in ids {
+        let o = ov.iter().find(|v| v.hazard == id);
+        let n = nv.iter().find(|v| v.hazard == id);
+        let direction = match (o, n) {
+            (Some(o), Some(n)) if o.level == n.level => {
+                hazards_unchanged.push(id.to_string());
+                continue;
+            }
+            (Some(o), Some(n)) if n.level > o.level => VerdictMove::Worse,
+            (Some(_), Some(_)) => VerdictMove::Better,
+            _ => VerdictMove::NotJudged,
+        };
+        let worse_side = match direction {
+            VerdictMove::Better => o,
+            _ => n.or(o),
+        };
+        let any = n.or(o).expect("the id came from one of the two lists");
+        hazard_changes.push(HazardChange {
+            hazard: id.to_string(),
+            title: any.title.clone(),
+            old: o.map(judged),
+            new: n.map(judged),
+            direction,
+            hurts: hazards::by_id(id)
+                .map(|h| h.hurts().iter().map(|s| s.to_string()).collect())
+                .unwrap_or_default(),
+            explanation: worse_side
+                .map(|v| v.explanation.clone())
+                .unwrap_or_default(),
+        });
+    }
+
+    let mut counts = DiffCounts::default();
+    for m in &metrics {
+        match m.change {
+            Change::Worse => counts.worse += 1,
+            Change::Better => counts.better += 1,
+            Change::Changed => counts.changed += 1,
+            Change::Same => counts.same += 1,
+            _ => counts.not_compared += 1,
+        }
+    }
+    Diff {
+        old: run_info(old, old_label),
+        new: run_info(new, new_label),
+        machine,
+        metrics,
+        not_measured,
+        hazards: hazard_changes,
+        hazards_unchanged,
+        counts,
+        rule: rule_text(),
+    }
+}
+
+fn judged(v: &Verdict) -> Judged {
+    Judged {
+        level: v.level,
+        figure: v.figure.clone(),
+    }
+}
+
+fn one_sided(probe: &str, m: &Metric, change: Change) -> MetricDiff {
+    let s = Some(side(m));
+    MetricDiff {
+        probe: probe.to_string(),
+        metric: m.name.clone(),
+        unit: m.unit.clone(),
+        better: m.better,
+        old: if change == Change::NotMeasuredOld {
+            None
+        } else {
+            s.clone()
+        },
+        new: if change == Change::NotMeasuredNew {
+            None
+        } else {
+            s
+        },
+        ratio: None,
+        threshold: None,
+        rule: None,
+        change,
+    }
+}
+
+/// A figure with about four significant digits, for tables.
+pub fn format_value(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// One side of a metric as a table cell: `25.49 ns ±6.6%`, or `not measured`.
+pub fn side_cell(s: Option<&MetricSide>, unit: &str) -> String {
+    match s {
+        None => "not measured".to_string(),
+        Some(s) => format!(
+            "{} {unit}{}",
+            format_value(s.value),
+            s.relative_spread
+                .map_or(String::new(), |r| format!(" ±{:.1}%", r * 100.0))
+        ),
+    }
+}
+
+/// The change column in words.
+pub fn change_words(d: &MetricDiff) -> &'static str {
+    match d.change {
+        Change::Worse => match d.better {
+            Better::Lower => "WORSE (higher)",
+            _ => "WORSE (lower)",
+        },
+        Change::Better => match d.better {
+            Better::Lower => "better (lower)",
+            _ => "better (higher)",
+        },
+        Change::Changed => "changed",
+        Change::Same => "same (within noise)",
+        Change::NotMeasuredOld => "not measured in old",
+        Change::NotMeasuredNew => "not measured in new",
+        Change::UnitsDiffer => "units differ",
+    }
+}
+
+/// The ratio column: `1.69x`, or `-`.
+pub fn ratio_cell(d: &MetricDiff) -> String {
+    d.ratio.map_or("-".to_string(), |r| format!("{r:.2}x"))
+}
+
+/// A verdict side as a table cell: `notice: 25.5 ns = 90 cycles`, or `not judged`.
+pub fn judged_cell(j: Option<&Judged>) -> String {
+    j.map_or("not judged".to_string(), |j| {
+        format!("{}: {}", level_word(j.level), j.figure)
+    })
+}
+
+fn table(width: u16, header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width)
+        .set_header(header.to_vec());
+    t
+}
+
+/// The summary sentence: counts of regressions, improvements, noise and unmeasured.
+pub fn summary_line(d: &Diff) -> String {
+    let c = &d.counts;
+    format!(
+        "{} worse, {} better, {} changed (no direction), {} within noise, {} not compared",
+        c.worse, c.better, c.changed, c.same, c.not_compared
+    )
+}
+
+/// The diff for a terminal of `width` columns.
+pub fn render_diff(d: &Diff, width: u16) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "old: {} ({}, cpudoctor {})",
+        d.old.label, d.old.command, d.old.tool_version
+    );
+    let _ = writeln!(
+        s,
+        "new: {} ({}, cpudoctor {})\n",
+        d.new.label, d.new.command, d.new.tool_version
+    );
+
+    let differing: Vec<&FactDiff> = d.machine.iter().filter(|f| f.differs).collect();
+    if differing.is_empty() {
+        let _ = writeln!(s, "Machine facts: identical.\n");
+    } else {
+        let _ = writeln!(s, "Machine facts that differ:");
+        let mut t = table(width, &["Fact", "Old", "New"]);
+        for f in differing {
+            t.add_row(vec![f.fact.clone(), f.old.clone(), f.new.clone()]);
+        }
+        let _ = writeln!(s, "{t}\n");
+    }
+
+    if d.metrics.is_empty() {
+        let _ = writeln!(s, "Metrics: neither file has a probe that ran ok.\n");
+    } else {
+        let _ = writeln!(s, "Metrics (new/old):");
+        let mut t = table(
+            width,
+            &["Probe", "Metric", "Old", "New", "New/Old", "Change"],
+        );
+        for m in &d.metrics {
+            t.add_row(vec![
+                m.probe.clone(),
+                m.metric.clone(),
+                side_cell(m.old.as_ref(), &m.unit),
+                side_cell(m.new.as_ref(), &m.unit),
+                ratio_cell(m),
+                change_words(m).to_string(),
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+        let _ = writeln!(s, "{}.", summary_line(d));
+        let _ = writeln!(s, "Rule: {}.\n", d.rule);
+    }
+
+    for n in &d.not_measured {
+        let _ = writeln!(
+            s,
+            "Not measured in {} ({}): probe {} ({}); its metrics are not compared.",
+            n.missing_in,
+            if n.missing_in == "old" {
+                &d.old.label
+            } else {
+                &d.new.label
+            },
+            n.probe,
+            n.reason
+        );
+    }
+    if !d.not_measured.is_empty() {
+        s.push('\n');
+    }
+
+    if d.hazards.is_empty() {
+        let _ = writeln!(
+            s,
+            "Hazards: no verdict changed ({} judged the same).",
+            d.hazards_unchanged.len()
+        );
+    } else {
+        let _ = writeln!(s, "Hazards whose verdict changed:");
+        let mut t = table(
+            width,
+            &["Hazard", "Old", "New", "Software that pays for it"],
+        );
+        for h in &d.hazards {
+            let hurts = match h.direction {
+                VerdictMove::NotJudged => {
+                    "not compared: judged in one run only (its probe was not measured in the other)"
+                        .to_string()
+                }
+                _ if h.hurts.is_empty() => "(hazard unknown to this cpudoctor)".to_string(),
+                VerdictMove::Worse => format!("now hurts more: {}", h.hurts.join("; ")),
+                VerdictMove::Better => format!("now hurts less: {}", h.hurts.join("; ")),
+            };
+            t.add_row(vec![
+                format!("{} ({})", h.title, h.hazard),
+                judged_cell(h.old.as_ref()),
+                judged_cell(h.new.as_ref()),
+                hurts,
+            ]);
+        }
+        let _ = writeln!(s, "{t}");
+        for h in d.hazards.iter().filter(|h| !h.explanation.is_empty()) {
+            let run = match h.direction {
+                VerdictMove::Better => "old",
+                _ if h.new.is_some() => "new",
+                _ => "old",
+            };
+            let _ = writeln!(s, "{} in the {run} run: {}", h.title, h.explanation);
+        }
+        if !d.hazards_unchanged.is_empty() {
+            let _ = writeln!(s, "Unchanged: {}.", d.hazards_unchanged.join(", "));
+        }
+    }
+    s
+}
+
+/// The diff as pretty JSON, newline-terminated.
+pub fn diff_to_json(d: &Diff) -> String {
+    let mut s = serde_json::to_string_pretty(d).expect("a diff always serialises");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::schema::{ProbeResult, Series};
+    use crate::report::test_support::sample_fingerprint;
+
+    fn metric(name: &str, better: Better, samples: &[f64]) -> Metric {
+        Metric::from_samples(name, "ns", better, samples).unwrap()
+    }
+
+    #[test]
+    fn a_move_within_either_runs_spread_is_not_a_change() {
+        // Old median 25, MAD-scaled ~1.5; new median 27: inside 2 x spread.
+        let old = metric("x_ns", Better::Lower, &[23.0, 24.0, 25.0, 26.0, 27.0]);
+        let new = metric("x_ns", Better::Lower, &[26.5, 27.0, 27.0, 27.0, 27.5]);
+        assert_eq!(compare_metric("p", &old, &new).change, Change::Same);
+        // The same move with the noisy run on the other side is still not a change.
+        assert_eq!(compare_metric("p", &new, &old).change, Change::Same);
+    }
+
+    #[test]
+    fn direction_decides_worse_or_better() {
+        let lo = metric("x", Better::Lower, &[10.0, 10.1, 9.9]);
+        let hi = metric("x", Better::Lower, &[20.0, 20.1, 19.9]);
+        assert_eq!(compare_metric("p", &lo, &hi).change, Change::Worse);
+        assert_eq!(compare_metric("p", &hi, &lo).change, Change::Better);
+        let (mut lo_h, mut hi_h) = (lo.clone(), hi.clone());
+        lo_h.better = Better::Higher;
+        hi_h.better = Better::Higher;
+        assert_eq!(compare_metric("p", &lo_h, &hi_h).change, Change::Better);
+        let (mut lo_n, mut hi_n) = (lo, hi);
+        lo_n.better = Better::Neither;
+        hi_n.better = Better::Neither;
+        assert_eq!(compare_metric("p", &lo_n, &hi_n).change, Change::Changed);
+    }
+
+    #[test]
+    fn zero_spread_still_needs_five_percent() {
+        // Quantised timings: MAD 0 in both runs, a 3% move is noise, a 7% move is not.
+        let a = metric("c", Better::Lower, &[90.0, 90.0, 90.0]);
+        let b = metric("c", Better::Lower, &[92.7, 92.7, 92.7]);
+        let c = metric("c", Better::Lower, &[96.3, 96.3, 96.3]);
+        assert_eq!(compare_metric("p", &a, &b).change, Change::Same);
+        assert_eq!(compare_metric("p", &a, &c).change, Change::Worse);
+    }
+
+    #[test]
+    fn derived_metrics_need_ten_percent() {
+        let a = Metric::derived("r", 1.0, "ratio", Better::Lower);
+        let b = Metric::derived("r", 1.08, "ratio", Better::Lower);
+        let c = Metric::derived("r", 1.12, "ratio", Better::Lower);
+        let d = compare_metric("p", &a, &b);
+        assert_eq!(
+            (d.change, d.rule.as_deref()),
+            (Change::Same, Some("relative"))
+        );
+        assert_eq!(compare_metric("p", &a, &c).change, Change::Worse);
+    }
+
+    #[test]
+    fn different_units_are_not_compared() {
+        let a = Metric::derived("r", 1.0, "ns", Better::Lower);
+        let b = Metric::derived("r", 100.0, "cycles", Better::Lower);
+        assert_eq!(compare_metric("p", &a, &b).change, Change::UnitsDiffer);
+    }
+
+    #[test]
+    fn a_probe_missing_on_one_side_is_not_measured_never_a_regression() {
+        // Regression guard: a probe the old file lacks must not read as worse or better.
+        let old = sample_fingerprint();
+        let mut new = sample_fingerprint();
+        let mut extra = ProbeResult::new("bandwidth", Status::Ok);
+        extra.metrics.push(Metric::derived(
+            "read_bandwidth_gbps",
+            20.0,
+            "GB/s",
+            Better::Higher,
+        ));
+        extra.series.push(Series::Bars {
+            name: "b".into(),
+            unit: "GB/s".into(),
+            labels: vec![],
+            values: vec![],
+        });
+        new.probes.push(extra);
+        let d = diff(&old, &new, "a", "b");
+        let m = d
+            .metrics
+            .iter()
+            .find(|m| m.metric == "read_bandwidth_gbps")
+            .unwrap();
+        assert_eq!(m.change, Change::NotMeasuredOld);
+        assert_eq!(d.counts.worse + d.counts.better, 0);
+        assert_eq!(d.not_measured.len(), 1);
+        assert_eq!(d.not_measured[0].reason, "not in this file");
+        // c2c is skipped in both: nothing to say about it.
+        assert!(d.not_measured.iter().all(|n| n.probe != "c2c"));
+        assert!(render_diff(&d, 100).contains("Not measured in old (a): probe bandwidth"));
+    }
+
+    #[test]
+    fn skipped_probe_reason_is_given() {
+        let old = sample_fingerprint();
+        let mut new = sample_fingerprint();
+        new.probes[0].status = Status::Skipped;
+        new.probes[0].reason = Some("no invariant TSC".into());
+        new.probes[0].metrics.clear();
+        new.verdicts.clear();
+        let d = diff(&old, &new, "a", "b");
+        assert_eq!(d.not_measured[0].reason, "skipped: no invariant TSC");
+        assert!(d.metrics.iter().all(|m| m.change == Change::NotMeasuredNew));
+        // The PAUSE verdict is judged in the old run only: listed, not as a regression.
+        let h = &d.hazards[0];
+        assert_eq!(h.direction, VerdictMove::NotJudged);
+    }
+
+    #[test]
+    fn machine_facts_that_differ_come_first() {
+        let old = sample_fingerprint();
+        let mut new = sample_fingerprint();
+        new.machine.kernel_release = Some("6.1.0".into());
+        new.machine.hypervisor = None;
+        let d = diff(&old, &new, "a", "b");
+        let firsts: Vec<&str> = d.machine[..2].iter().map(|f| f.fact.as_str()).collect();
+        assert_eq!(firsts, ["Kernel", "Hypervisor"]);
+        assert!(d.machine[2..].iter().all(|f| !f.differs));
+        assert_eq!(d.machine[1].new, "none (bare metal)");
+    }
+
+    #[test]
+    fn verdicts_are_judged_again_with_todays_rules() {
+        // A stale stored verdict (written by an older rule) is replaced; a hazard this build
+        // does not know is kept as stored.
+        let mut fp = sample_fingerprint();
+        fp.verdicts[0].level = Level::Ok;
+        fp.verdicts.push(Verdict {
+            hazard: "from_the_future".into(),
+            title: "t".into(),
+            level: Level::Hazard,
+            figure: "f".into(),
+            reference: "r".into(),
+            explanation: "e".into(),
+        });
+        let v = effective_verdicts(&fp);
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            (v[0].hazard.as_str(), v[0].level),
+            ("slow_pause", Level::Notice)
+        );
+        assert_eq!(v[1].hazard, "from_the_future");
+        // Without its probe, the rule cannot judge: the stored verdict stands.
+        fp.probes.clear();
+        assert_eq!(effective_verdicts(&fp)[0].level, Level::Ok);
+    }
+
+    #[test]
+    fn identical_runs_change_nothing() {
+        let fp = sample_fingerprint();
+        let d = diff(&fp, &fp, "a", "a");
+        assert!(d.hazards.is_empty());
+        assert_eq!(d.counts.worse + d.counts.better + d.counts.changed, 0);
+        assert!(render_diff(&d, 100).contains("Machine facts: identical."));
+    }
+}

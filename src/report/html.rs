@@ -1,0 +1,884 @@
+//! The HTML report: one self-contained page (inline CSS and SVG, no script, and a Content
+//! Security Policy that forbids every fetch) with the machine facts, the verdict table, the
+//! metrics, and a chart for every series the fingerprints carry, plus the spin-before-block
+//! chart computed from the measured PAUSE. With several fingerprints, each chart overlays the
+//! runs (one colour per run throughout) and the page adds the diff of the first run against
+//! each other one.
+//!
+//! Charts come from the schema alone: every `xy` series of a probe that shares axes is one
+//! chart, every `bars` and `matrix` series another, so charts for probes added later appear
+//! without changes here.
+
+use super::charts::{self, BarSet, ChartError, Line, axis_title, run_color};
+use super::diff::{self, Change, Diff, VerdictMove};
+use super::schema::{Fingerprint, Level, Series, Status};
+use super::terminal::level_word;
+use crate::spin::{RUNTIMES, spin_cost};
+use std::fmt::Write;
+
+/// One fingerprint and the name it goes by on the page (usually its file name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Name shown in legends and tables.
+    pub label: String,
+    /// The fingerprint.
+    pub fp: Fingerprint,
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A string safe to use as an element id: lower-case letters, digits and dashes.
+pub fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM UTC` (days-to-civil conversion of
+/// H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
+pub fn utc_time(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rem / 3600,
+        (rem % 3600) / 60
+    )
+}
+
+const STYLE: &str = r#"
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; color: #1b1b1b; }
+h1 { font-size: 1.6em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; } h3 { margin-top: 1.2em; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
+th, td { border: 1px solid #d6d6d6; padding: 0.3em 0.55em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.differs td { background: #fff6dc; }
+.level-ok { color: #1a7f37; font-weight: 600; } .level-notice { color: #9a6700; font-weight: 600; }
+.level-hazard { color: #cf222e; font-weight: 700; }
+.worse { color: #cf222e; font-weight: 700; } .better { color: #1a7f37; font-weight: 600; }
+.muted { color: #6e6e6e; }
+.swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; margin-right: 0.4em; vertical-align: -0.1em; }
+figure.chart { margin: 1.4em 0; padding: 0.6em; border: 1px solid #e2e2e2; border-radius: 6px; }
+figure.chart svg { max-width: 100%; height: auto; display: block; }
+figcaption { font-size: 0.9em; color: #444; margin-top: 0.4em; }
+.explanation { font-size: 0.9em; max-width: 46em; }
+.legend { font-size: 0.9em; margin-bottom: 0.3em; } .legend span { margin-right: 1.2em; }
+"#;
+
+fn level_class(l: Level) -> &'static str {
+    match l {
+        Level::Ok => "level-ok",
+        Level::Notice => "level-notice",
+        Level::Hazard => "level-hazard",
+    }
+}
+
+fn swatch(i: usize) -> String {
+    let c = run_color(i);
+    format!(
+        "<span class=\"swatch\" style=\"background:#{:02x}{:02x}{:02x}\"></span>",
+        c.0, c.1, c.2
+    )
+}
+
+/// The whole report page. Fails only when a chart cannot be drawn.
+pub fn render_report(runs: &[Run]) -> Result<String, ChartError> {
+    let mut h = String::new();
+    let title = match runs {
+        [one] => format!("cpudoctor report: {}", one.label),
+        _ => format!("cpudoctor report: {} fingerprints", runs.len()),
+    };
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+        escape(&title),
+        escape(&title)
+    );
+    runs_section(&mut h, runs);
+    machine_section(&mut h, runs);
+    verdict_section(&mut h, runs);
+    if runs.len() == 1 {
+        metrics_section(&mut h, &runs[0]);
+    } else {
+        for other in &runs[1..] {
+            let d = diff::diff(&runs[0].fp, &other.fp, &runs[0].label, &other.label);
+            diff_section(&mut h, &d);
+        }
+    }
+    h.push_str("<h2 id=\"charts\">Charts</h2>\n");
+    charts_section(&mut h, runs)?;
+    let _ = write!(
+        h,
+        "<p class=\"muted\">Written by cpudoctor {}. Self-contained: no script, no \
+         fetches.</p>\n</body>\n</html>\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    Ok(h)
+}
+
+fn runs_section(h: &mut String, runs: &[Run]) {
+    h.push_str(
+        "<table id=\"runs\"><tr><th>Fingerprint</th><th>Command</th><th>Taken</th>\
+         <th>cpudoctor</th><th>CPU</th></tr>\n",
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            swatch(i),
+            escape(&r.label),
+            escape(&r.fp.command),
+            utc_time(r.fp.created_unix_s),
+            escape(&r.fp.tool.version),
+            escape(&r.fp.machine.cpu_line())
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+fn machine_section(h: &mut String, runs: &[Run]) {
+    h.push_str("<h2 id=\"machine\">Machine</h2>\n<table><tr><th>Fact</th>");
+    for r in runs {
+        let _ = write!(h, "<th>{}</th>", escape(&r.label));
+    }
+    h.push_str("</tr>\n");
+    let facts: Vec<Vec<(&str, String)>> = runs.iter().map(|r| diff::machine_facts(&r.fp)).collect();
+    for (i, (fact, first)) in facts[0].iter().enumerate() {
+        let differs = facts.iter().any(|f| &f[i].1 != first);
+        let _ = write!(
+            h,
+            "<tr{}><th>{}</th>",
+            if differs { " class=\"differs\"" } else { "" },
+            escape(fact)
+        );
+        for f in &facts {
+            let _ = write!(h, "<td>{}</td>", escape(&f[i].1));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    if runs.len() > 1 {
+        h.push_str("<p class=\"muted\">Highlighted rows differ between fingerprints.</p>\n");
+    }
+}
+
+fn verdict_section(h: &mut String, runs: &[Run]) {
+    h.push_str("<h2 id=\"verdicts\">Verdicts</h2>\n");
+    let verdicts: Vec<_> = runs
+        .iter()
+        .map(|r| diff::effective_verdicts(&r.fp))
+        .collect();
+    let mut ids: Vec<&str> = Vec::new();
+    for v in verdicts.iter().flatten() {
+        if !ids.contains(&v.hazard.as_str()) {
+            ids.push(&v.hazard);
+        }
+    }
+    if ids.is_empty() {
+        h.push_str("<p>No verdicts: no probe that a hazard rule reads ran successfully.</p>\n");
+        return;
+    }
+    h.push_str("<table id=\"verdict-table\"><tr><th>Hazard</th><th>Reference</th>");
+    for r in runs {
+        let _ = write!(h, "<th>{}</th>", escape(&r.label));
+    }
+    h.push_str("</tr>\n");
+    for id in ids {
+        let any = verdicts
+            .iter()
+            .flatten()
+            .find(|v| v.hazard == id)
+            .expect("id from the list");
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td>",
+            escape(&any.title),
+            escape(&any.reference)
+        );
+        for vs in &verdicts {
+            match vs.iter().find(|v| v.hazard == id) {
+                Some(v) => {
+                    let _ = write!(
+                        h,
+                        "<td><span class=\"{}\">{}</span> {}<div class=\"explanation\">{}</div></td>",
+                        level_class(v.level),
+                        level_word(v.level),
+                        escape(&v.figure),
+                        escape(&v.explanation)
+                    );
+                }
+                None => h.push_str("<td class=\"muted\">not judged (probe not measured)</td>"),
+            }
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+}
+
+fn metrics_section(h: &mut String, run: &Run) {
+    h.push_str(
+        "<h2 id=\"metrics\">Metrics</h2>\n<table id=\"metric-table\"><tr><th>Probe</th>\
+         <th>Metric</th><th>Median</th><th>Spread (MAD/median)</th><th>Samples</th>\
+         <th>Better</th></tr>\n",
+    );
+    for p in &run.fp.probes {
+        if p.status != Status::Ok {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td colspan=\"5\" class=\"muted\">not measured: {}</td></tr>",
+                escape(&p.name),
+                escape(p.reason.as_deref().unwrap_or("no reason given"))
+            );
+            continue;
+        }
+        for m in &p.metrics {
+            let (spread, n) =
+                m.spread
+                    .as_ref()
+                    .map_or(("derived".to_string(), "-".to_string()), |s| {
+                        (
+                            format!(
+                                "±{:.1}%{}",
+                                s.relative_spread * 100.0,
+                                if s.wide { " WIDE" } else { "" }
+                            ),
+                            s.n.to_string(),
+                        )
+                    });
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{} {}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td>{:?}</td></tr>",
+                escape(&p.name),
+                escape(&m.name),
+                diff::format_value(m.value),
+                escape(&m.unit),
+                spread,
+                n,
+                m.better
+            );
+        }
+    }
+    h.push_str("</table>\n");
+}
+
+fn diff_section(h: &mut String, d: &Diff) {
+    let _ = writeln!(
+        h,
+        "<h2 id=\"diff-{}\">Diff: {} → {}</h2>",
+        slug(&d.new.label),
+        escape(&d.old.label),
+        escape(&d.new.label)
+    );
+    let differing: Vec<_> = d.machine.iter().filter(|f| f.differs).collect();
+    if differing.is_empty() {
+        h.push_str("<p>Machine facts: identical.</p>\n");
+    } else {
+        h.push_str("<h3>Machine facts that differ</h3>\n<table><tr><th>Fact</th><th>Old</th><th>New</th></tr>\n");
+        for f in differing {
+            let _ = writeln!(
+                h,
+                "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+                escape(&f.fact),
+                escape(&f.old),
+                escape(&f.new)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str(
+        "<h3>Metrics</h3>\n<table class=\"diff-table\"><tr><th>Probe</th><th>Metric</th>\
+         <th>Old</th><th>New</th><th>New/Old</th><th>Change</th></tr>\n",
+    );
+    for m in &d.metrics {
+        let class = match m.change {
+            Change::Worse => "worse",
+            Change::Better => "better",
+            Change::Same => "",
+            _ => "muted",
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"{class}\">{}</td></tr>",
+            escape(&m.probe),
+            escape(&m.metric),
+            escape(&diff::side_cell(m.old.as_ref(), &m.unit)),
+            escape(&diff::side_cell(m.new.as_ref(), &m.unit)),
+            diff::ratio_cell(m),
+            diff::change_words(m)
+        );
+    }
+    let _ = writeln!(
+        h,
+        "</table>\n<p>{}. <span class=\"muted\">Rule: {}.</span></p>",
+        escape(&diff::summary_line(d)),
+        escape(&d.rule)
+    );
+    for n in &d.not_measured {
+        let _ = writeln!(
+            h,
+            "<p class=\"muted\">Not measured in {}: probe {} ({}); not compared.</p>",
+            escape(if n.missing_in == "old" {
+                &d.old.label
+            } else {
+                &d.new.label
+            }),
+            escape(&n.probe),
+            escape(&n.reason)
+        );
+    }
+    if d.hazards.is_empty() {
+        h.push_str("<p>Hazards: no verdict changed.</p>\n");
+        return;
+    }
+    h.push_str(
+        "<h3>Hazards whose verdict changed</h3>\n<table><tr><th>Hazard</th><th>Old</th>\
+         <th>New</th><th>Software that pays for it</th></tr>\n",
+    );
+    for c in &d.hazards {
+        let hurts = match c.direction {
+            VerdictMove::NotJudged => "not compared: judged in one run only".to_string(),
+            _ if c.hurts.is_empty() => "(hazard unknown to this cpudoctor)".to_string(),
+            _ => format!(
+                "<ul>{}</ul>",
+                c.hurts
+                    .iter()
+                    .map(|s| format!("<li>{}</li>", escape(s)))
+                    .collect::<String>()
+            ),
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&c.title),
+            escape(&diff::judged_cell(c.old.as_ref())),
+            escape(&diff::judged_cell(c.new.as_ref())),
+            hurts
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// One chart to draw: where its data comes from, in page order.
+enum ChartKey<'a> {
+    Xy {
+        probe: &'a str,
+        x_label: &'a str,
+        y_label: &'a str,
+    },
+    Bars {
+        probe: &'a str,
+        name: &'a str,
+    },
+    Matrix {
+        probe: &'a str,
+        name: &'a str,
+    },
+}
+
+fn same_key(a: &ChartKey, b: &ChartKey) -> bool {
+    match (a, b) {
+        (
+            ChartKey::Xy {
+                probe: p1,
+                x_label: x1,
+                y_label: y1,
+            },
+            ChartKey::Xy {
+                probe: p2,
+                x_label: x2,
+                y_label: y2,
+            },
+        ) => p1 == p2 && x1 == x2 && y1 == y2,
+        (
+            ChartKey::Bars {
+                probe: p1,
+                name: n1,
+            },
+            ChartKey::Bars {
+                probe: p2,
+                name: n2,
+            },
+        )
+        | (
+            ChartKey::Matrix {
+                probe: p1,
+                name: n1,
+            },
+            ChartKey::Matrix {
+                probe: p2,
+                name: n2,
+            },
+        ) => p1 == p2 && n1 == n2,
+        _ => false,
+    }
+}
+
+fn series_of<'a>(run: &'a Run, probe: &str) -> &'a [Series] {
+    run.fp
+        .probe(probe)
+        .filter(|p| p.status == Status::Ok)
+        .map_or(&[], |p| p.series.as_slice())
+}
+
+fn open_figure(h: &mut String, id: &str, kind: &str) {
+    let _ = writeln!(
+        h,
+        "<figure class=\"chart\" id=\"chart-{}\" data-kind=\"{kind}\">",
+        slug(id)
+    );
+}
+
+fn close_figure(h: &mut String, caption: &str, missing: &[&str]) {
+    let mut cap = escape(caption);
+    if !missing.is_empty() {
+        let _ = write!(
+            cap,
+            " <span class=\"muted\">Not measured in {}.</span>",
+            escape(&missing.join(", "))
+        );
+    }
+    let _ = writeln!(h, "<figcaption>{cap}</figcaption>\n</figure>");
+}
+
+fn charts_section(h: &mut String, runs: &[Run]) -> Result<(), ChartError> {
+    let mut drawn = spin_chart(h, runs)?;
+    let mut keys: Vec<ChartKey> = Vec::new();
+    for run in runs {
+        for p in run.fp.probes.iter().filter(|p| p.status == Status::Ok) {
+            for s in &p.series {
+                let key = match s {
+                    Series::Xy {
+                        x_label, y_label, ..
+                    } => ChartKey::Xy {
+                        probe: &p.name,
+                        x_label,
+                        y_label,
+                    },
+                    Series::Bars { name, .. } => ChartKey::Bars {
+                        probe: &p.name,
+                        name,
+                    },
+                    Series::Matrix { name, .. } => ChartKey::Matrix {
+                        probe: &p.name,
+                        name,
+                    },
+                };
+                if !keys.iter().any(|k| same_key(k, &key)) {
+                    keys.push(key);
+                }
+            }
+        }
+    }
+    for key in &keys {
+        drawn += match *key {
+            ChartKey::Xy {
+                probe,
+                x_label,
+                y_label,
+            } => xy_figure(h, runs, probe, x_label, y_label)?,
+            ChartKey::Bars { probe, name } => bars_figure(h, runs, probe, name)?,
+            ChartKey::Matrix { probe, name } => matrix_figure(h, runs, probe, name)?,
+        };
+    }
+    if drawn == 0 {
+        h.push_str("<p>No charts: no probe with chart data ran successfully.</p>\n");
+    }
+    Ok(())
+}
+
+fn xy_figure(
+    h: &mut String,
+    runs: &[Run],
+    probe: &str,
+    x_label: &str,
+    y_label: &str,
+) -> Result<usize, ChartError> {
+    let mut lines = Vec::new();
+    let mut missing = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let mut k = 0;
+        for s in series_of(run, probe) {
+            if let Series::Xy {
+                name,
+                x_label: xl,
+                y_label: yl,
+                points,
+            } = s
+                && xl == x_label
+                && yl == y_label
+                && !points.is_empty()
+            {
+                let single = runs.len() == 1;
+                lines.push(Line {
+                    label: if single {
+                        name.clone()
+                    } else {
+                        format!("{}: {name}", run.label)
+                    },
+                    color: if single { k } else { i },
+                    dashed: !single && k > 0,
+                    points: points.iter().map(|p| (p[0], p[1])).collect(),
+                });
+                k += 1;
+            }
+        }
+        if k == 0 {
+            missing.push(run.label.as_str());
+        }
+    }
+    if lines.is_empty() {
+        return Ok(0);
+    }
+    let title = format!(
+        "{probe}: {} by {}",
+        axis_title(y_label),
+        axis_title(x_label)
+    );
+    let svg = charts::xy_chart(&title, x_label, y_label, &lines)?;
+    open_figure(h, &format!("{probe}-{y_label}-{x_label}"), "xy");
+    h.push_str(&svg);
+    let scale = if charts::is_size_axis(x_label) {
+        " Size axis is logarithmic."
+    } else {
+        ""
+    };
+    close_figure(
+        h,
+        &format!(
+            "{} curve(s) of probe {probe}: {} against {}.{scale}",
+            lines.len(),
+            axis_title(y_label),
+            axis_title(x_label)
+        ),
+        &missing,
+    );
+    Ok(1)
+}
+
+fn bars_figure(h: &mut String, runs: &[Run], probe: &str, name: &str) -> Result<usize, ChartError> {
+    let mut categories: Vec<String> = Vec::new();
+    let mut found: Vec<(usize, &str, &[String], &[f64])> = Vec::new();
+    let mut missing = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let hit = series_of(run, probe).iter().find_map(|s| match s {
+            Series::Bars {
+                name: n,
+                unit,
+                labels,
+                values,
+            } if n == name => Some((unit.as_str(), labels.as_slice(), values.as_slice())),
+            _ => None,
+        });
+        match hit {
+            Some((unit, labels, values)) => {
+                for l in labels {
+                    if !categories.contains(l) {
+                        categories.push(l.clone());
+                    }
+                }
+                found.push((i, unit, labels, values));
+            }
+            None => missing.push(runs[i].label.as_str()),
+        }
+    }
+    let sets: Vec<BarSet> = found
+        .iter()
+        .map(|&(i, _, labels, values)| BarSet {
+            label: runs[i].label.clone(),
+            color: i,
+            values: categories
+                .iter()
+                .map(|c| {
+                    labels
+                        .iter()
+                        .position(|l| l == c)
+                        .and_then(|j| values.get(j).copied())
+                })
+                .collect(),
+        })
+        .collect();
+    if sets.iter().all(|s| s.values.iter().all(Option::is_none)) {
+        return Ok(0);
+    }
+    let unit = found.first().map_or("", |f| f.1);
+    let desc = format!("{} ({unit})", name.replace('_', " "));
+    let svg = charts::bar_chart(&format!("{probe}: {name}"), &desc, unit, &categories, &sets)?;
+    open_figure(h, &format!("{probe}-{name}"), "bars");
+    legend(h, runs, &sets);
+    h.push_str(&svg);
+    close_figure(
+        h,
+        &format!(
+            "{name} of probe {probe}, in {unit}: {} bar(s) per run.",
+            categories.len()
+        ),
+        &missing,
+    );
+    Ok(1)
+}
+
+fn matrix_figure(
+    h: &mut String,
+    runs: &[Run],
+    probe: &str,
+    name: &str,
+) -> Result<usize, ChartError> {
+    /// One run's matrix: run index, unit, rows, columns, cells.
+    struct Found<'a> {
+        run: usize,
+        unit: &'a str,
+        rows: &'a [String],
+        cols: &'a [String],
+        values: &'a [Vec<Option<f64>>],
+    }
+    let mut found: Vec<Found> = Vec::new();
+    let mut missing = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let hit = series_of(run, probe).iter().find_map(|s| match s {
+            Series::Matrix {
+                name: n,
+                unit,
+                rows,
+                cols,
+                values,
+            } if n == name => Some(Found {
+                run: i,
+                unit,
+                rows,
+                cols,
+                values,
+            }),
+            _ => None,
+        });
+        match hit {
+            Some(f) => found.push(f),
+            None => missing.push(run.label.as_str()),
+        }
+    }
+    let all = found
+        .iter()
+        .flat_map(|f| f.values.iter().flatten().flatten().copied())
+        .filter(|v| v.is_finite());
+    let Some(scale) = all.fold(None, |acc: Option<(f64, f64)>, v| {
+        Some(acc.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+    }) else {
+        return Ok(0);
+    };
+    open_figure(h, &format!("{probe}-{name}"), "matrix");
+    for f in &found {
+        let title = if runs.len() == 1 {
+            format!("{probe}: {name}")
+        } else {
+            format!("{}: {name}", runs[f.run].label)
+        };
+        h.push_str(&charts::heatmap(
+            &title, f.unit, f.rows, f.cols, f.values, scale,
+        )?);
+    }
+    close_figure(
+        h,
+        &format!(
+            "{name} of probe {probe}, in {}: one heatmap per run on a shared colour scale; \
+             grey cells were not measured.",
+            found.first().map_or("", |f| f.unit)
+        ),
+        &missing,
+    );
+    Ok(1)
+}
+
+/// The colour key of a bar chart that overlays several runs.
+fn legend(h: &mut String, runs: &[Run], sets: &[BarSet]) {
+    if runs.len() < 2 {
+        return;
+    }
+    h.push_str("<div class=\"legend\">");
+    for s in sets {
+        let _ = write!(h, "<span>{}{}</span> ", swatch(s.color), escape(&s.label));
+    }
+    h.push_str("</div>\n");
+}
+
+/// The spin-before-block chart: each runtime's spin at each run's measured PAUSE and CPU
+/// count (the spin model of `cpudoctor spin`).
+fn spin_chart(h: &mut String, runs: &[Run]) -> Result<usize, ChartError> {
+    let mut sets = Vec::new();
+    let mut notes = Vec::new();
+    let mut missing = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let Some(pause) = run.fp.metric("pause", "pause_ns") else {
+            missing.push(run.label.as_str());
+            continue;
+        };
+        let cores = run.fp.machine.logical_cpus as u64;
+        notes.push(format!(
+            "{}: {:.1} ns per PAUSE, {cores} CPUs",
+            run.label, pause.value
+        ));
+        sets.push(BarSet {
+            label: run.label.clone(),
+            color: i,
+            values: RUNTIMES
+                .iter()
+                .map(|p| Some(spin_cost(p, pause.value, cores).spin_ns))
+                .collect(),
+        });
+    }
+    if sets.is_empty() {
+        return Ok(0);
+    }
+    let categories: Vec<String> = RUNTIMES.iter().map(|p| p.runtime.to_string()).collect();
+    let svg = charts::bar_chart(
+        "Spin before blocking, by runtime",
+        "spin before blocking (ns)",
+        "ns",
+        &categories,
+        &sets,
+    )?;
+    open_figure(h, "spin-before-block", "spin");
+    legend(h, runs, &sets);
+    h.push_str(&svg);
+    close_figure(
+        h,
+        &format!(
+            "How long each runtime's lock spins on PAUSE before it yields or sleeps, at the \
+             measured PAUSE ({}). folly and .NET normalized bound spinning by time.",
+            notes.join("; ")
+        ),
+        &missing,
+    );
+    Ok(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::sample_fingerprint;
+
+    fn run(label: &str, fp: Fingerprint) -> Run {
+        Run {
+            label: label.into(),
+            fp,
+        }
+    }
+
+    #[test]
+    fn escaping_and_slugs() {
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+        assert_eq!(slug("pause-pause_ns_per_cpu"), "pause-pause-ns-per-cpu");
+        assert_eq!(slug("c2c: Latency (ns)"), "c2c-latency-ns");
+    }
+
+    #[test]
+    fn utc_time_is_civil() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc_time(1_800_000_000), "2027-01-15 08:00 UTC");
+        assert_eq!(utc_time(951_782_400), "2000-02-29 00:00 UTC");
+    }
+
+    #[test]
+    fn single_run_page_is_self_contained_with_pause_and_spin_charts() {
+        let page = render_report(&[run("a.json", sample_fingerprint())]).unwrap();
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(page.contains("id=\"chart-pause-pause-ns-per-cpu\""));
+        assert!(page.contains("id=\"chart-spin-before-block\""));
+        assert!(page.contains("not measured: needs two CPUs"));
+        assert!(!page.contains("<script"));
+        // Nothing to fetch: the only URL is the SVG namespace.
+        assert!(!page.contains("https:"));
+        let urls = page.matches("http:").count();
+        let ns = page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count();
+        assert_eq!(urls, ns);
+        assert!(!page.contains("src=") && !page.contains("href="));
+    }
+
+    #[test]
+    fn several_runs_overlay_and_add_the_diff() {
+        let mut slow = sample_fingerprint();
+        slow.machine.cpu.microarchitecture = "Skylake-SP".into();
+        let m = &mut slow.probes[0].metrics[0];
+        m.value = 43.0;
+        m.spread.as_mut().unwrap().median = 43.0;
+        let page = render_report(&[
+            run("zen4.json", sample_fingerprint()),
+            run("skx.json", slow),
+        ])
+        .unwrap();
+        assert!(page.contains("Diff: zen4.json → skx.json"));
+        assert!(page.contains("class=\"worse\">WORSE (higher)"));
+        assert!(page.contains("spin-waits that count PAUSEs"));
+        // The spin chart overlays both runs: their legend entries are present.
+        let spin = &page[page.find("chart-spin-before-block").unwrap()..];
+        assert!(spin.contains("zen4.json") && spin.contains("skx.json"));
+        assert!(page.contains("<tr class=\"differs\"><th>Microarchitecture</th>"));
+    }
+
+    #[test]
+    fn xy_series_sharing_axes_share_a_chart_and_matrices_get_one_heatmap_per_run() {
+        let mut fp = sample_fingerprint();
+        let mut p = crate::report::schema::ProbeResult::new("mem_latency", Status::Ok);
+        for (name, scale) in [("latency_4k", 1.0), ("latency_2m", 0.8)] {
+            p.series.push(Series::Xy {
+                name: name.into(),
+                x_label: "size_bytes".into(),
+                y_label: "latency_ns".into(),
+                points: (12..24)
+                    .map(|e| [(1u64 << e) as f64, e as f64 * scale])
+                    .collect(),
+            });
+        }
+        p.series.push(Series::Matrix {
+            name: "c2c_latency_ns".into(),
+            unit: "ns".into(),
+            rows: vec!["cpu0".into(), "cpu1".into()],
+            cols: vec!["cpu0".into(), "cpu1".into()],
+            values: vec![vec![None, Some(50.0)], vec![Some(52.0), None]],
+        });
+        fp.probes.push(p);
+        let page = render_report(&[run("a", fp.clone()), run("b", fp)]).unwrap();
+        assert_eq!(page.matches("data-kind=\"xy\"").count(), 1);
+        assert!(page.contains("4 curve(s) of probe mem_latency"));
+        let m = &page[page.find("data-kind=\"matrix\"").unwrap()..];
+        let m = &m[..m.find("</figure>").unwrap()];
+        assert_eq!(m.matches("<svg").count(), 2);
+    }
+}
