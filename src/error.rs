@@ -35,4 +35,47 @@ pub enum InputError {
         /// The value given.
         value: String,
     },
+    /// A fingerprint file that is missing or cannot be read.
+    #[error(
+        "cannot read fingerprint {path}: {reason}; give a file saved with \
+         `cpudoctor check --save FILE`"
+    )]
+    UnreadableFingerprint {
+        /// The path given.
+        path: String,
+        /// What went wrong (`no such file`, `permission denied`, ...).
+        reason: String,
+    },
+    /// A file that is not JSON, or JSON that is not a fingerprint.
+    #[error(
+        "{path} is not a cpudoctor fingerprint ({reason}); give a file saved with \
+         `cpudoctor check --save FILE`"
+    )]
+    NotAFingerprint {
+        /// The path given.
+        path: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// A fingerprint written by a newer cpudoctor, whose layout this build does not know.
+    #[error(
+        "{path} has fingerprint schema_version {found}, newer than this cpudoctor reads \
+         ({known}); upgrade cpudoctor to read it"
+    )]
+    NewerFingerprint {
+        /// The path given.
+        path: String,
+        /// The version in the file.
+        found: u64,
+        /// The newest version this build reads.
+        known: u32,
+    },
+    /// An output file whose directory does not exist.
+    #[error("cannot write {path}: directory {dir} does not exist; create it or pick another path")]
+    OutputDirMissing {
+        /// The path given.
+        path: String,
+        /// Its directory.
+        dir: String,
+    },
 }

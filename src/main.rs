@@ -50,6 +50,27 @@ enum Command {
             Example (the seed's Skylake-SP): cpudoctor spin --pause-ns 43 --cores 24"
     )]
     Spin(cmd::spin::SpinArgs),
+    /// Compare two saved fingerprints: machine facts, every metric, changed verdicts.
+    #[command(
+        long_about = "Compares two fingerprints saved with --save, without access to either \
+            machine: the machine facts that differ, every metric side by side with the ratio \
+            NEW/OLD (a change counts only beyond both runs' spread; direction-aware, so \
+            higher latency is worse and higher bandwidth better), metrics measured in one run \
+            only (shown as not measured, never as a regression), then the hazards whose \
+            verdict changed and the software patterns each hurts.\n\n\
+            Example: cpudoctor diff old-host.json new-host.json"
+    )]
+    Diff(cmd::diff::DiffArgs),
+    /// Write one self-contained HTML page with tables and charts for one or more fingerprints.
+    #[command(
+        long_about = "Writes one HTML file (inline SVG and CSS, no script, nothing fetched) with \
+            the machine facts, the verdict table, the metrics and a chart for every series: \
+            latency curves (log size axis), core-to-core heatmaps, bandwidth bars, PAUSE per \
+            CPU, spin-before-block per runtime. With two or more files the charts overlay \
+            them and the page adds the diff of the first against each other one.\n\n\
+            Example: cpudoctor report old-host.json new-host.json -o report.html"
+    )]
+    Report(cmd::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +79,8 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Spin(a) => cmd::spin::run(a),
+        Command::Diff(a) => cmd::diff::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,11 +2,14 @@
 //! bars, output of fingerprints, atomic file writes. Only this module and `main.rs` print.
 
 pub mod check;
+pub mod diff;
 pub mod probe;
+pub mod report;
 pub mod spin;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use cpudoctor::error::InputError;
 use cpudoctor::measure::Progress;
 use cpudoctor::report::{json, schema::Fingerprint, terminal};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -119,6 +122,52 @@ pub fn check_save_target(output: &OutputArgs) -> Result<()> {
             output.save.as_ref().unwrap().display(),
             dir.display()
         );
+    }
+    Ok(())
+}
+
+/// Reads a saved fingerprint; every way the file can be wrong is an [`InputError`] that names
+/// the file.
+pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| InputError::UnreadableFingerprint {
+        path: shown.clone(),
+        reason: match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
+            _ => e.to_string(),
+        },
+    })?;
+    json::from_json_bytes(&bytes).map_err(|e| {
+        anyhow::Error::from(match e {
+            json::FingerprintError::NewerSchema { found } => InputError::NewerFingerprint {
+                path: shown,
+                found,
+                known: cpudoctor::report::schema::SCHEMA_VERSION,
+            },
+            json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
+                path: shown,
+                reason: match err.classify() {
+                    serde_json::error::Category::Data => format!("wrong shape: {err}"),
+                    _ => format!("not JSON: {err}"),
+                },
+            },
+        })
+    })
+}
+
+/// Fails with an [`InputError`] when the directory `path` would be written into is missing,
+/// before any work is done.
+pub fn check_output_dir(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(InputError::OutputDirMissing {
+            path: path.display().to_string(),
+            dir: dir.display().to_string(),
+        }
+        .into());
     }
     Ok(())
 }

@@ -1,0 +1,62 @@
+//! `cpudoctor report FILE.json [MORE.json...] -o report.html`: one self-contained HTML page.
+
+use super::{check_output_dir, load_fingerprint, write_atomically};
+use anyhow::{Context, Result};
+use clap::Args;
+use cpudoctor::report::html::{self, Run};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// Fingerprints to show. With two or more, charts overlay them and the first is compared
+    /// with each other one.
+    #[arg(value_name = "FILE.json", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The HTML file to write (written whole or not at all).
+    #[arg(short = 'o', long = "output", value_name = "report.html")]
+    pub output: PathBuf,
+}
+
+/// The file name alone, unless two inputs share it (then the paths as given).
+fn labels(files: &[PathBuf]) -> Vec<String> {
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.file_name()
+                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
+        })
+        .collect();
+    let unique = names
+        .iter()
+        .enumerate()
+        .all(|(i, n)| !names[..i].contains(n));
+    if unique {
+        names
+    } else {
+        files.iter().map(|f| f.display().to_string()).collect()
+    }
+}
+
+pub fn run(args: ReportArgs) -> Result<()> {
+    check_output_dir(&args.output)?;
+    let mut runs = Vec::new();
+    for (file, label) in args.files.iter().zip(labels(&args.files)) {
+        runs.push(Run {
+            label,
+            fp: load_fingerprint(file)?,
+        });
+    }
+    let page = html::render_report(&runs).context("cannot render the report")?;
+    write_atomically(&args.output, page.as_bytes())?;
+    println!(
+        "Report written to {} ({} fingerprint(s), {} chart(s))",
+        show(&args.output),
+        runs.len(),
+        page.matches("<figure class=\"chart\"").count()
+    );
+    Ok(())
+}
+
+fn show(p: &Path) -> String {
+    p.display().to_string()
+}
