@@ -1,0 +1,215 @@
+//! `cpudoctor diff` and `cpudoctor report` from the command line: real fingerprints of one
+//! machine compare clean, a slow-PAUSE copy is flagged, and each kind of bad input gets one
+//! clear line, exit 2, and nothing written to `-o`.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn cpudoctor() -> Command {
+    Command::cargo_bin("cpudoctor").unwrap()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fingerprints")
+        .join(name)
+}
+
+const REAL_CHECK: &str = "zen4-kvm-check.json";
+const REAL_FULL: &str = "zen4-kvm-probe-full.json";
+const SLOW_PAUSE: &str = "slow-pause-skylake-sp.json";
+const SYNTHETIC: &str = "synthetic-all-series.json";
+
+/// Runs a command expected to fail on input and returns its stderr, checking the exit code,
+/// that stdout is empty and that the message is one line.
+fn input_error(cmd: &mut Command) -> String {
+    let out = cmd.assert().code(2).stdout(predicate::str::is_empty());
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "one line expected: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    stderr
+}
+
+#[test]
+fn every_fixture_fingerprint_matches_the_documented_schema() {
+    let schema: Value =
+        serde_json::from_str(include_str!("../docs/fingerprint.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for name in [REAL_CHECK, REAL_FULL, SLOW_PAUSE, SYNTHETIC] {
+        let fp: Value = serde_json::from_slice(&std::fs::read(fixture(name)).unwrap()).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&fp).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+    }
+}
+
+#[test]
+fn diff_of_two_runs_of_this_machine_reports_no_regression() {
+    cpudoctor()
+        .arg("diff")
+        .arg(fixture(REAL_CHECK))
+        .arg(fixture(REAL_FULL))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Machine facts: identical."))
+        .stdout(predicate::str::contains("0 worse, 0 better"))
+        .stdout(predicate::str::contains("WORSE").not())
+        .stdout(predicate::str::contains("Hazards: no verdict changed"));
+}
+
+#[test]
+fn diff_against_a_slow_pause_cpu_flags_the_hazard_and_names_spin_waits() {
+    let out = cpudoctor()
+        .args(["diff", "--json"])
+        .arg(fixture(REAL_FULL))
+        .arg(fixture(SLOW_PAUSE))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let d: Value = serde_json::from_slice(&out).unwrap();
+    let h = &d["hazards"][0];
+    assert_eq!(h["hazard"], "slow_pause");
+    assert_eq!(h["old"]["level"], "notice");
+    assert_eq!(h["new"]["level"], "hazard");
+    assert_eq!(h["direction"], "worse");
+    assert!(h["hurts"][0].as_str().unwrap().starts_with("spin-waits"));
+    assert_eq!(d["machine"][1]["fact"], "Microarchitecture");
+    assert_eq!(d["machine"][1]["new"], "Skylake-SP");
+    let pause = d["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "pause_ns")
+        .unwrap();
+    assert_eq!(pause["change"], "worse");
+}
+
+#[test]
+fn diff_shows_probes_of_one_file_as_not_measured() {
+    cpudoctor()
+        .arg("diff")
+        .arg(fixture(SYNTHETIC))
+        .arg(fixture(REAL_CHECK))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Not measured in new ("))
+        .stdout(predicate::str::contains("probe c2c (not in this file)"))
+        .stdout(predicate::str::contains("not measured in new"))
+        .stdout(predicate::str::contains("0 worse, 0 better"));
+}
+
+#[test]
+fn diff_of_a_missing_file_says_so() {
+    let err = input_error(
+        cpudoctor()
+            .arg("diff")
+            .arg(fixture("no-such.json"))
+            .arg(fixture(REAL_FULL)),
+    );
+    assert!(err.contains("no-such.json: no such file"), "{err}");
+}
+
+#[test]
+fn diff_of_a_file_that_is_not_json_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "PAUSE 43 ns\n").unwrap();
+    let err = input_error(cpudoctor().arg("diff").arg(fixture(REAL_FULL)).arg(&junk));
+    assert!(
+        err.contains("junk.json is not a cpudoctor fingerprint (not JSON"),
+        "{err}"
+    );
+    // JSON of another shape is named as such.
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    let err = input_error(cpudoctor().arg("diff").arg(fixture(REAL_FULL)).arg(&junk));
+    assert!(err.contains("(wrong shape: missing field"), "{err}");
+}
+
+#[test]
+fn diff_of_a_newer_schema_asks_for_an_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let newer = dir.path().join("newer.json");
+    let mut fp: Value =
+        serde_json::from_slice(&std::fs::read(fixture(REAL_FULL)).unwrap()).unwrap();
+    fp["schema_version"] = 99.into();
+    std::fs::write(&newer, fp.to_string()).unwrap();
+    let err = input_error(cpudoctor().arg("diff").arg(&newer).arg(fixture(REAL_FULL)));
+    assert!(err.contains("schema_version 99"), "{err}");
+    assert!(err.contains("upgrade cpudoctor"), "{err}");
+}
+
+#[test]
+fn report_writes_one_self_contained_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    cpudoctor()
+        .arg("report")
+        .arg(fixture(REAL_FULL))
+        .arg(fixture(SLOW_PAUSE))
+        .arg(fixture(SYNTHETIC))
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("(3 fingerprint(s), 5 chart(s))"));
+    let page = std::fs::read_to_string(&out).unwrap();
+    for id in [
+        "chart-spin-before-block",
+        "chart-pause-pause-ns-per-cpu",
+        "chart-mem-latency-latency-ns-size-bytes",
+        "chart-c2c-c2c-latency-ns",
+        "chart-bandwidth-read-bandwidth-gbps",
+    ] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "missing {id}");
+    }
+    assert!(page.contains("Diff: zen4-kvm-probe-full.json → slow-pause-skylake-sp.json"));
+    // Only the report itself is in the directory: no temporary file left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn report_with_a_bad_input_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    // An existing report stays as it was.
+    std::fs::write(&out, "previous report").unwrap();
+    let err = input_error(
+        cpudoctor()
+            .arg("report")
+            .arg(fixture(REAL_FULL))
+            .arg(dir.path().join("missing.json"))
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(err.contains("missing.json: no such file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "previous report");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn report_into_a_missing_directory_fails_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("no/such/report.html");
+    let err = input_error(
+        cpudoctor()
+            .arg("report")
+            .arg(fixture(REAL_FULL))
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn report_needs_an_output_path() {
+    cpudoctor()
+        .arg("report")
+        .arg(fixture(REAL_FULL))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--output"));
+}

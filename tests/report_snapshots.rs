@@ -1,0 +1,70 @@
+//! Snapshot tests of the exporters of `diff` (table and JSON) on the fixture fingerprints:
+//! two real runs of one Zen 4 guest, and a copy edited to model the seed's slow-PAUSE
+//! Skylake-SP. Review changes with `cargo insta review` (or compare the `.snap.new` files).
+
+use cpudoctor::report::diff::{Change, diff, diff_to_json, render_diff};
+use cpudoctor::report::json::from_json_bytes;
+use cpudoctor::report::schema::Fingerprint;
+
+fn fixture(name: &str) -> Fingerprint {
+    let path = format!(
+        "{}/tests/fixtures/fingerprints/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    from_json_bytes(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn same_machine_check_against_full_probe_shows_no_regression() {
+    // Guards the false-regression case: a quick `check` and a full `probe` of one machine,
+    // taken on a loaded host, differ by up to 10% in PAUSE but within their spreads.
+    let d = diff(
+        &fixture("zen4-kvm-check.json"),
+        &fixture("zen4-kvm-probe-full.json"),
+        "zen4-kvm-check.json",
+        "zen4-kvm-probe-full.json",
+    );
+    assert!(d.metrics.iter().all(|m| m.change == Change::Same), "{d:#?}");
+    assert!(d.hazards.is_empty());
+    insta::assert_snapshot!("diff_same_machine", render_diff(&d, 120));
+}
+
+#[test]
+fn slow_pause_cpu_flags_the_pause_hazard_and_names_spin_waits() {
+    let d = diff(
+        &fixture("zen4-kvm-probe-full.json"),
+        &fixture("slow-pause-skylake-sp.json"),
+        "zen4-kvm-probe-full.json",
+        "slow-pause-skylake-sp.json",
+    );
+    let pause = d.metrics.iter().find(|m| m.metric == "pause_ns").unwrap();
+    assert_eq!(pause.change, Change::Worse);
+    assert_eq!(d.hazards.len(), 1);
+    assert_eq!(d.hazards[0].hazard, "slow_pause");
+    // Wide enough that no cell wraps, so phrases can be searched for.
+    let wide = render_diff(&d, 400);
+    assert!(wide.contains("HAZARD: 43.0 ns = 140 cycles"), "{wide}");
+    assert!(
+        wide.contains("now hurts more: spin-waits that count PAUSEs"),
+        "{wide}"
+    );
+    let table = render_diff(&d, 120);
+    // Machine facts come before the metrics.
+    assert!(table.find("Skylake-SP").unwrap() < table.find("pause_ns").unwrap());
+    insta::assert_snapshot!("diff_slow_pause", table);
+    insta::assert_snapshot!("diff_slow_pause_json", diff_to_json(&d));
+}
+
+#[test]
+fn probes_present_in_one_file_only_are_not_measured() {
+    let d = diff(
+        &fixture("zen4-kvm-check.json"),
+        &fixture("synthetic-all-series.json"),
+        "zen4-kvm-check.json",
+        "synthetic-all-series.json",
+    );
+    assert_eq!(d.counts.worse + d.counts.better, 0);
+    let missing: Vec<&str> = d.not_measured.iter().map(|n| n.probe.as_str()).collect();
+    assert_eq!(missing, ["mem_latency", "c2c", "bandwidth"]);
+    insta::assert_snapshot!("diff_not_measured", render_diff(&d, 120));
+}
