@@ -200,6 +200,20 @@ pub fn xy_chart(
     lines: &[Line],
 ) -> Result<String, ChartError> {
     let log_x = is_size_axis(x_label);
+    // A log axis cannot place x <= 0, and no axis can place NaN: such points are left out.
+    let lines: Vec<Line> = lines
+        .iter()
+        .map(|l| Line {
+            points: l
+                .points
+                .iter()
+                .copied()
+                .filter(|&(x, y)| x.is_finite() && y.is_finite() && (!log_x || x > 0.0))
+                .collect(),
+            ..l.clone()
+        })
+        .collect();
+    let lines = lines.as_slice();
     let points = || lines.iter().flat_map(|l| l.points.iter());
     let (x0, x1) = finite_range(points().map(|p| p.0).filter(|&x| !log_x || x > 0.0))
         .ok_or_else(|| ChartError(format!("{title}: no points")))?;
@@ -264,7 +278,8 @@ fn draw_bars<X>(
     root: &DrawingArea<SVGBackend<'_>, Shift>,
     title: &str,
     x: X,
-    x_start: f64,
+    // Where bars start: 0 on a linear axis, the axis start on a log one (which has no 0).
+    base: f64,
     value_desc: &str,
     x_fmt: &dyn Fn(&f64) -> String,
     categories: &[String],
@@ -312,11 +327,12 @@ where
             .iter()
             .enumerate()
             .filter_map(|(i, v)| {
-                let v = (*v)?;
+                // A log axis cannot place values <= 0: those bars are left out.
+                let v = (*v).filter(|v| v.is_finite() && (base == 0.0 || *v > 0.0))?;
                 let center = (n - 1 - i) as f64;
                 let top = center + 0.4 - band * j as f64;
                 Some(Rectangle::new(
-                    [(x_start, top), (v, top - band * 0.92)],
+                    [(base, top), (v, top - band * 0.92)],
                     color.filled(),
                 ))
             })
@@ -368,13 +384,13 @@ pub fn bar_chart(
                 sets,
             )?;
         } else {
-            let x0 = lo.min(0.0);
+            let x0 = if lo < 0.0 { lo * 1.1 } else { 0.0 };
             let x1 = if hi > 0.0 { hi * 1.1 } else { 1.0 };
             draw_bars(
                 &root,
                 title,
                 x0..x1,
-                x0,
+                0.0,
                 value_desc,
                 &x_fmt,
                 categories,
@@ -574,6 +590,17 @@ mod tests {
     }
 
     #[test]
+    fn negative_bars_are_drawn_from_zero() {
+        let sets = vec![BarSet {
+            label: "a".into(),
+            color: 0,
+            values: vec![Some(-5.0), Some(10.0)],
+        }];
+        let svg = bar_chart("gain", "gain (%)", "%", &["x".into(), "y".into()], &sets).unwrap();
+        assert_eq!(count(&svg, "fill=\"#0072B2\""), 2);
+    }
+
+    #[test]
     fn bars_spanning_decades_use_a_log_axis() {
         let sets = vec![BarSet {
             label: "a".into(),
@@ -609,6 +636,19 @@ mod tests {
         assert_eq!(count(&svg, "fill=\"#D7D7D7\""), 3, "three null cells");
         assert_eq!(count(&svg, "\nn/a\n"), 3);
         assert!(svg.contains("\ncpu2\n") && svg.contains("latency (ns)"));
+    }
+
+    #[test]
+    fn points_a_log_axis_cannot_place_are_left_out() {
+        let line = Line {
+            label: "l".into(),
+            color: 0,
+            dashed: false,
+            points: vec![(0.0, 1.0), (4096.0, 2.0), (f64::NAN, 3.0), (8192.0, 4.0)],
+        };
+        let svg = xy_chart("t", "size_bytes", "latency_ns", &[line]).unwrap();
+        assert_eq!(count(&svg, "<circle"), 2);
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Everything that turns results into something to read or store: the versioned fingerprint
-//! schema ([`schema`]), terminal tables ([`terminal`]) and the JSON exporter ([`json`]).
+//! schema ([`schema`]), terminal tables ([`terminal`]), the JSON exporter ([`json`]), the
+//! comparison of two fingerprints ([`diff`]) and the HTML report ([`html`]) with its SVG
+//! charts ([`charts`]).
 //! Exporters take results and return text or bytes; only the binary writes them anywhere.
 
 pub mod charts;
