@@ -67,4 +67,11 @@ for dl in delays:
     print(f"{dl:>5g} {items * max(work_ms, dl) / 1e3:>8.3f} {c / 1e3:>9.3f} {nm / 1e3:>12.3f} {lg / 1e3:>9.3f} "
           f"{pr / 1e3:>11.3f} {lg / nm:>11.2f} {lg / pr:>11.2f}")
 print(f"worst legacy/normalized ratio {worst:.2f} (seed: 2.2 s / 1.2 s = 1.83 at D = 1-2 ms)")
+# How fast the legacy rounds really went: above the calibration, the spinner was preempted or
+# took pause-loop exits, and every round (counted in PAUSEs) lasted longer than modelled.
+spin = [s for p in probes
+        for v in p["effects"]["runtimes"]["model_dotnet_legacy"]["lock_stats"].values() for s in v]
+ns = sum(s["spin_ns"] for s in spin) / max(1, sum(s["pauses_spun"] for s in spin))
+print(f"legacy spinner: {ns:.1f} ns per PAUSE while spinning vs {statistics.median(measured):.1f} ns calibrated")
+print("machine load (1/5/15 min):", open("/proc/loadavg").read().split()[:3])
 PY

@@ -24,6 +24,18 @@ fn f64_param(p: &ProbeResult, key: &str) -> Option<f64> {
     p.params.get(key).and_then(Value::as_f64)
 }
 
+static NULL: Value = Value::Null;
+
+/// `params[key]`, or null when absent (a file from another version may lack it).
+fn param<'a>(p: &'a ProbeResult, key: &str) -> &'a Value {
+    p.params.get(key).unwrap_or(&NULL)
+}
+
+/// `effects[key]`, or null when absent.
+fn effect<'a>(p: &'a ProbeResult, key: &str) -> &'a Value {
+    p.effects.get(key).unwrap_or(&NULL)
+}
+
 /// One table: rows are runtimes, columns delays; `cell` formats a y value.
 fn grid(
     p: &ProbeResult,
@@ -51,7 +63,7 @@ fn grid(
         t.add_row(row);
     }
     for rt in runtimes {
-        let status = p.effects["runtimes"][rt]["status"].as_str().unwrap_or("?");
+        let status = effect(p, "runtimes")[rt]["status"].as_str().unwrap_or("?");
         let mut row = vec![rt.clone()];
         match xy(p, &format!("{series_prefix}.{rt}")) {
             Some(points) if status == "ok" => row.extend(
@@ -88,11 +100,11 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
         );
         return s;
     }
-    let delays: Vec<f64> = p.params["delays_ms"]
+    let delays: Vec<f64> = param(p, "delays_ms")
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default();
-    let runtimes: Vec<String> = p.params["runtimes"]
+    let runtimes: Vec<String> = param(p, "runtimes")
         .as_array()
         .map(|a| {
             a.iter()
@@ -100,9 +112,9 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    let items = p.params["items"].as_u64().unwrap_or(0);
+    let items = param(p, "items").as_u64().unwrap_or(0);
     let work = f64_param(p, "work_ms").unwrap_or(0.0);
-    let reps = p.params["repetitions"].as_u64().unwrap_or(1);
+    let reps = param(p, "repetitions").as_u64().unwrap_or(1);
     let _ = writeln!(
         s,
         "Handoff: {items} items; the worker holds the lock for {work} ms of busy work per item; \
@@ -110,16 +122,16 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
          Ideal = items x max({work} ms, D). Median of {reps} run(s) per cell."
     );
     if let (Some(modelled), Some(measured)) = (
-        f64_param(p, "model_pause_ns").or_else(|| p.effects["modelled_pause_ns"].as_f64()),
-        p.effects["measured_pause_ns"].as_f64(),
+        f64_param(p, "model_pause_ns").or_else(|| effect(p, "modelled_pause_ns").as_f64()),
+        effect(p, "measured_pause_ns").as_f64(),
     ) {
-        let cores = p.params["model_cores"].as_u64().unwrap_or(0);
+        let cores = param(p, "model_cores").as_u64().unwrap_or(0);
         let _ = writeln!(
             s,
             "Model lock: PAUSE modelled at {modelled:.1} ns (measured here {measured:.1} ns over \
              runs of {} PAUSEs; {:.2} PAUSEs here per modelled PAUSE); legacy round limit \
              20000 x {cores} cores.",
-            p.effects["pause_calibration_run_pauses"]
+            effect(p, "pause_calibration_run_pauses")
                 .as_u64()
                 .map_or("?".into(), crate::report::terminal::group_thousands),
             modelled / measured
@@ -151,7 +163,7 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
     ));
     s.push('\n');
     for rt in &runtimes {
-        let e = &p.effects["runtimes"][rt];
+        let e = &effect(p, "runtimes")[rt];
         if let (Some(status), Some(reason)) = (e["status"].as_str(), e["reason"].as_str())
             && status != "ok"
         {
@@ -160,14 +172,14 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
     }
     if let (Some(ratio), Some(d)) = (
         p.metric("model_legacy_over_normalized_ratio"),
-        p.effects["model_legacy_over_normalized_worst_delay_ms"].as_f64(),
+        effect(p, "model_legacy_over_normalized_worst_delay_ms").as_f64(),
     ) {
         let wall = |rt: &str| {
             xy(p, &format!("wall_ms.{rt}"))
                 .and_then(|pts| at(pts, d))
                 .unwrap_or(f64::NAN)
         };
-        let longest = p.effects["runtimes"]["model_dotnet_legacy"]["modelled_longest_run_ns"]
+        let longest = effect(p, "runtimes")["model_dotnet_legacy"]["modelled_longest_run_ns"]
             .as_f64()
             .unwrap_or(f64::NAN);
         let _ = writeln!(
@@ -182,7 +194,31 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
             longest / 1e6
         );
     }
+    if let (Some(ns), Some(calibrated)) = (
+        spin_ns_per_pause(p, "model_dotnet_legacy"),
+        effect(p, "measured_pause_ns").as_f64(),
+    ) {
+        let _ = writeln!(
+            s,
+            "While spinning, the legacy waiter took {ns:.1} ns per PAUSE of this machine \
+             (calibrated {calibrated:.1} ns). Well above the calibration means it was preempted \
+             (a busy machine) or the hypervisor took pause-loop exits: a round counted in \
+             PAUSEs then lasts longer than modelled, and so does the handoff."
+        );
+    }
     s
+}
+
+/// Wall time per PAUSE while the model lock `rt` spun, over every run: how fast its rounds
+/// really went, against the calibration they were scaled with.
+fn spin_ns_per_pause(p: &ProbeResult, rt: &str) -> Option<f64> {
+    let by_delay = effect(p, "runtimes")[rt]["lock_stats"].as_object()?;
+    let (mut ns, mut pauses) = (0.0, 0.0);
+    for s in by_delay.values().filter_map(Value::as_array).flatten() {
+        ns += s["spin_ns"].as_f64()?;
+        pauses += s["pauses_spun"].as_f64()?;
+    }
+    (pauses > 0.0).then(|| ns / pauses)
 }
 
 #[cfg(test)]
@@ -209,7 +245,9 @@ mod tests {
         p.effects.insert(
             "runtimes".into(),
             json!({
-                "model_dotnet_legacy": {"status": "ok", "modelled_longest_run_ns": 14.1e6},
+                "model_dotnet_legacy": {"status": "ok", "modelled_longest_run_ns": 14.1e6,
+                    "lock_stats": {"delay_1ms": [{"spin_ns": 3.0e8, "pauses_spun": 1.0e7}],
+                                   "delay_5ms": [{"spin_ns": 1.0e8, "pauses_spun": 1.0e7}]}},
                 "model_dotnet_normalized": {"status": "ok"},
                 "go_sync": {"status": "skipped", "reason": "go toolchain missing: go not found"},
             }),
@@ -268,9 +306,24 @@ mod tests {
             "PAUSE modelled at 43.0 ns (measured here 24.5 ns over runs of 40,000 PAUSEs",
             "legacy takes 2.20x as long",
             "longest is 14.1 ms",
+            "took 20.0 ns per PAUSE of this machine (calibrated 24.5 ns)",
         ] {
             assert!(out.contains(needle), "missing {needle:?} in\n{out}");
         }
+    }
+
+    // Regression: a run without the model lock has no `measured_pause_ns` effect, and the
+    // renderer panicked indexing the missing key.
+    #[test]
+    fn renders_a_run_without_the_model_lock() {
+        let mut p = probe();
+        p.effects.remove("measured_pause_ns");
+        p.effects.remove("model_legacy_over_normalized_worst_delay_ms");
+        p.params.remove("model_pause_ns");
+        p.metrics.clear();
+        let out = render_handoff(&p, 120);
+        assert!(out.contains("go_sync skipped: go toolchain missing"), "{out}");
+        assert!(!out.contains("Model lock:"), "{out}");
     }
 
     #[test]

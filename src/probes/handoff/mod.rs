@@ -301,7 +301,15 @@ impl Probe for HandoffProbe {
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Err(ProbeFailure::Failed(format!("no runtime ran ({why})")));
+            let all_skipped = outcomes
+                .iter()
+                .all(|(_, o)| matches!(o, Outcome::Skipped(_)));
+            let msg = format!("no runtime ran ({why})");
+            return Err(if all_skipped {
+                ProbeFailure::Skipped(msg)
+            } else {
+                ProbeFailure::Failed(msg)
+            });
         }
         Ok(assemble(cfg, measured_pause_ns, scale, outcomes))
     }
