@@ -318,11 +318,15 @@ mod tests {
     fn renders_a_run_without_the_model_lock() {
         let mut p = probe();
         p.effects.remove("measured_pause_ns");
-        p.effects.remove("model_legacy_over_normalized_worst_delay_ms");
+        p.effects
+            .remove("model_legacy_over_normalized_worst_delay_ms");
         p.params.remove("model_pause_ns");
         p.metrics.clear();
         let out = render_handoff(&p, 120);
-        assert!(out.contains("go_sync skipped: go toolchain missing"), "{out}");
+        assert!(
+            out.contains("go_sync skipped: go toolchain missing"),
+            "{out}"
+        );
         assert!(!out.contains("Model lock:"), "{out}");
     }
 
