@@ -78,4 +78,12 @@ pub enum InputError {
         /// Its directory.
         dir: String,
     },
+    /// `spin --runtimes` naming a runtime (or group) the handoff does not have.
+    #[error("unknown runtime '{name}'; known: {known} (or a group: c, rust, go, java, model)")]
+    UnknownRuntime {
+        /// The name given.
+        name: String,
+        /// Comma-separated names of all runtimes.
+        known: String,
+    },
 }

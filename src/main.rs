@@ -47,7 +47,13 @@ enum Command {
             PAUSE cost, or at --pause-ns to model another CPU. Includes the .NET legacy \
             schedule of the Skylake case in full: its rounds, total spin, and the last round, \
             which is the worst extra delay a waiter adds after a lock is freed.\n\n\
-            Example (the seed's Skylake-SP): cpudoctor spin --pause-ns 43 --cores 24"
+            With --handoff, runs the seed's producer/consumer handoff (a worker holding a lock \
+            10 ms per item, a sender waiting 1-9 ms) on C pthread, Rust std, Go and Java locks \
+            and on a model lock with .NET's legacy and normalized spin, and saves it as probe \
+            `handoff`. A full run takes minutes (so `check` does not run it); --quick is \
+            shorter.\n\n\
+            Example (the seed's Skylake-SP): cpudoctor spin --pause-ns 43 --cores 24\n\
+            Handoff on the same model: cpudoctor spin --handoff --pause-ns 43 --cores 24"
     )]
     Spin(cmd::spin::SpinArgs),
     /// Compare two saved fingerprints: machine facts, every metric, changed verdicts.

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diff;
+pub mod handoff;
 pub mod probe;
 pub mod report;
 pub mod spin;

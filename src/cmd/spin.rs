@@ -19,12 +19,17 @@ pub struct SpinArgs {
     /// Core count the .NET spin limit scales with (default: this machine's logical CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub cores: Option<u64>,
-    /// Print the model as JSON.
+    /// Print the model as JSON (with --handoff: the fingerprint).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub handoff: super::handoff::HandoffArgs,
 }
 
 pub fn run(args: SpinArgs) -> Result<()> {
+    if args.handoff.handoff {
+        return super::handoff::run(&args);
+    }
     if let Some(ns) = args.pause_ns
         && !(ns.is_finite() && ns > 0.0)
     {

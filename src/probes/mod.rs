@@ -6,6 +6,7 @@
 //! [`all`]. Every probe has a quick profile (what `check` runs, a second or so) and a full
 //! profile (`probe NAME`).
 
+pub mod handoff;
 pub mod pause;
 
 use crate::machine::Machine;

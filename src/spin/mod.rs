@@ -4,9 +4,12 @@
 //!
 //! [`dotnet`] holds the seed's .NET legacy policy in full (rounds, totals, the last round that
 //! sets the worst extra delay after a release) and the time-normalized policy that replaced
-//! it; [`runtimes`] holds the table of spin-before-block policies by runtime.
+//! it; [`runtimes`] holds the table of spin-before-block policies by runtime; [`policy`] turns
+//! the two .NET policies into spin plans (PAUSE runs between looks at the lock) for the model
+//! lock of the handoff experiment.
 
 pub mod dotnet;
+pub mod policy;
 pub mod runtimes;
 
 pub use dotnet::{LegacySpin, NormalizedSpin};

@@ -1,0 +1,176 @@
+//! `cpudoctor spin --handoff`: the seed's producer/consumer handoff on each runtime, plus the
+//! model lock with .NET's two spin policies. Kept out of `check`: a full run takes minutes.
+
+use super::{BarProgress, OutputArgs, check_save_target, terminal_width, write_atomically};
+use anyhow::Result;
+use clap::Args;
+use cpudoctor::error::InputError;
+use cpudoctor::probes::handoff::{
+    HandoffConfig, HandoffProbe, QUICK_DELAYS_MS, QUICK_ITEMS, Runtime, ideal_ms,
+};
+use cpudoctor::probes::{self, Probe, ProbeOptions, Profile};
+use cpudoctor::report::{handoff::render_handoff, json, terminal};
+use cpudoctor::session::{self, Host};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct HandoffArgs {
+    /// Run the seed's producer/consumer handoff on each runtime (C pthread, Rust std, Go,
+    /// Java, and a model lock with .NET's legacy and normalized spin). Takes minutes; see --quick.
+    #[arg(long)]
+    pub handoff: bool,
+    /// Items per run (default 100; 20 with --quick).
+    #[arg(long, requires = "handoff", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub items: Option<u64>,
+    /// Busy work per item while the worker holds the lock, in ms (default 10).
+    #[arg(
+        long,
+        requires = "handoff",
+        value_name = "MS",
+        allow_negative_numbers = true
+    )]
+    pub work_ms: Option<f64>,
+    /// Sender delays after each item, in ms, comma-separated (default 1,2,...,9; 1,2,5,9 with --quick).
+    #[arg(
+        long,
+        requires = "handoff",
+        value_delimiter = ',',
+        value_name = "MS,...",
+        allow_negative_numbers = true
+    )]
+    pub delays: Option<Vec<f64>>,
+    /// Short version: 20 items, delays 1,2,5,9 ms (about half a minute instead of minutes).
+    #[arg(long, requires = "handoff")]
+    pub quick: bool,
+    /// Runs per runtime and delay; tables show the median (default 1).
+    #[arg(long, requires = "handoff", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub repetitions: Option<u32>,
+    /// Runtimes to run, comma-separated: names (c_pthread_adaptive, rust_std, ...) or groups
+    /// (c, rust, go, java, model). Default: all.
+    #[arg(long, requires = "handoff", value_delimiter = ',', value_name = "LIST")]
+    pub runtimes: Option<Vec<String>>,
+    /// Also write the fingerprint to FILE (written whole or not at all).
+    #[arg(long, requires = "handoff", value_name = "FILE")]
+    pub save: Option<PathBuf>,
+}
+
+fn positive(what: &'static str, v: f64) -> Result<f64, InputError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(InputError::NotPositive {
+            what,
+            value: v.to_string(),
+        })
+    }
+}
+
+fn select_runtimes(words: &[String]) -> Result<Vec<Runtime>, InputError> {
+    let mut chosen = Vec::new();
+    for w in words {
+        let found = Runtime::select(w.trim());
+        if found.is_empty() {
+            return Err(InputError::UnknownRuntime {
+                name: w.clone(),
+                known: Runtime::ALL.map(Runtime::name).join(", "),
+            });
+        }
+        chosen.extend(found);
+    }
+    chosen.sort();
+    chosen.dedup();
+    Ok(chosen)
+}
+
+pub fn run(args: &super::spin::SpinArgs) -> Result<()> {
+    let h = &args.handoff;
+    if let Some(ns) = args.pause_ns {
+        positive("--pause-ns", ns)?;
+    }
+    let work_ms = positive("--work-ms", h.work_ms.unwrap_or(10.0))?;
+    let delays_ms = match &h.delays {
+        Some(d) => d
+            .iter()
+            .map(|&v| positive("--delays", v))
+            .collect::<Result<Vec<_>, _>>()?,
+        None if h.quick => QUICK_DELAYS_MS.to_vec(),
+        None => cpudoctor::probes::handoff::SEED_DELAYS_MS.to_vec(),
+    };
+    let runtimes = match &h.runtimes {
+        Some(words) => select_runtimes(words)?,
+        None => Runtime::ALL.to_vec(),
+    };
+    let output = OutputArgs {
+        json: args.json,
+        save: h.save.clone(),
+    };
+    check_save_target(&output)?;
+
+    let host = Host::detect();
+    let mut config = HandoffConfig::seed(args.cores.unwrap_or(host.machine.logical_cpus as u64));
+    config.items = h
+        .items
+        .unwrap_or(if h.quick { QUICK_ITEMS } else { config.items });
+    config.work_ms = work_ms;
+    config.delays_ms = delays_ms;
+    config.repetitions = h.repetitions.unwrap_or(1);
+    config.runtimes = runtimes;
+    config.model_pause_ns = args.pause_ns;
+
+    let ideal_s: f64 = config
+        .delays_ms
+        .iter()
+        .map(|&d| ideal_ms(config.items, config.work_ms, d))
+        .sum::<f64>()
+        * config.repetitions as f64
+        * config.runtimes.len() as f64
+        / 1e3;
+    eprintln!(
+        "handoff: {} runtime(s) x {} delay(s) x {} run(s); at least {:.0} s of runs, plus \
+         building the C, Go and Java programs on first use",
+        config.runtimes.len(),
+        config.delays_ms.len(),
+        config.repetitions,
+        ideal_s
+    );
+    let probe = HandoffProbe { config };
+    let pause = probes::by_name("pause").expect("pause probe is registered");
+    let selected: [&dyn Probe; 2] = [pause, &probe];
+    let profile = if h.quick {
+        Profile::Quick
+    } else {
+        Profile::Full
+    };
+    let fp = session::run(
+        &host,
+        "spin --handoff",
+        &selected,
+        &ProbeOptions::new(profile),
+        &BarProgress::new(),
+    );
+
+    let bytes = json::to_json_bytes(&fp);
+    if let Some(path) = &output.save {
+        write_atomically(path, &bytes)?;
+    }
+    let mut out = std::io::stdout().lock();
+    if output.json {
+        out.write_all(&bytes)?;
+        return Ok(());
+    }
+    let width = terminal_width();
+    writeln!(out, "{}", terminal::render_machine(&fp.machine, &fp.clock))?;
+    if let Some(p) = fp.probe("handoff") {
+        write!(out, "{}", render_handoff(p, width))?;
+    }
+    writeln!(out)?;
+    write!(out, "{}", terminal::render_verdicts(&fp.verdicts, width))?;
+    writeln!(out)?;
+    if let Some(path) = &output.save {
+        writeln!(out, "Fingerprint saved to {}", path.display())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! `cpudoctor spin --handoff`: the fingerprint it writes validates against the documented
+//! schema and carries the probe's metrics and series, the model lock runs both policies, and
+//! bad input gets one clear line, exit 2 and no file. The C, Go and Java programs have their
+//! own tests (`handoff_programs.rs`); these runs use the in-process runtimes to stay short.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn cpudoctor() -> Command {
+    Command::cargo_bin("cpudoctor").unwrap()
+}
+
+fn schema_errors(instance: &Value) -> Vec<String> {
+    let schema: Value =
+        serde_json::from_str(include_str!("../docs/fingerprint.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+fn metric(p: &Value, name: &str) -> f64 {
+    p["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["value"].as_f64())
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+const SHORT: [&str; 9] = [
+    "--items",
+    "3",
+    "--work-ms",
+    "2",
+    "--delays",
+    "1,3",
+    "--quick",
+    "--runtimes",
+    "rust,model",
+];
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn handoff_json_validates_and_reports_each_runtime_and_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("handoff.json");
+    let out = cpudoctor()
+        .args([
+            "spin",
+            "--handoff",
+            "--json",
+            "--pause-ns",
+            "43",
+            "--cores",
+            "24",
+        ])
+        .args(SHORT)
+        .arg("--save")
+        .arg(&saved)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let fp: Value = serde_json::from_slice(&out).expect("stdout is JSON");
+    assert!(schema_errors(&fp).is_empty(), "{:#?}", schema_errors(&fp));
+    assert_eq!(fp["command"], "spin --handoff");
+    let file: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert_eq!(file, fp, "--save writes what --json prints");
+
+    let p = fp["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "handoff")
+        .expect("handoff probe");
+    assert_eq!(p["status"], "ok");
+    assert_eq!(p["params"]["items"], 3);
+    assert_eq!(p["params"]["model_pause_ns"], 43.0);
+    assert_eq!(p["params"]["model_cores"], 24);
+    for rt in ["rust_std", "model_dotnet_legacy", "model_dotnet_normalized"] {
+        assert_eq!(p["effects"]["runtimes"][rt]["status"], "ok", "{rt}");
+        for d in ["1", "3"] {
+            let wall = metric(p, &format!("{rt}_delay_{d}ms_wall_ms"));
+            let ideal = metric(p, &format!("delay_{d}ms_ideal_ms"));
+            // Busy waits on both sides make the ideal a hard floor.
+            assert!(wall >= ideal, "{rt} at {d} ms: {wall} < {ideal}");
+            metric(p, &format!("{rt}_delay_{d}ms_wait_cpu_ms"));
+        }
+        metric(p, &format!("{rt}_worst_slowdown_ratio"));
+    }
+    assert!(metric(p, "model_legacy_over_normalized_ratio") > 0.0);
+    // The legacy plan at 24 cores: nine rounds, the longest 328,050 PAUSEs of 43 ns.
+    let legacy = &p["effects"]["runtimes"]["model_dotnet_legacy"];
+    assert_eq!(legacy["modelled_pauses_before_check"][8], 328_050);
+    assert_eq!(legacy["modelled_longest_run_ns"], 328_050.0 * 43.0);
+    let series: Vec<&str> = p["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(series.contains(&"ideal_ms"));
+    assert!(series.contains(&"wall_ms.model_dotnet_legacy"));
+    assert!(series.contains(&"wait_cpu_ms.rust_std"));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn handoff_table_has_a_row_per_runtime_and_a_column_per_delay() {
+    cpudoctor()
+        .args(["spin", "--handoff"])
+        .args(SHORT)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("D=1 ms")
+                .and(predicate::str::contains("D=3 ms"))
+                .and(predicate::str::contains("ideal"))
+                .and(predicate::str::contains("rust_std"))
+                .and(predicate::str::contains("model_dotnet_legacy"))
+                .and(predicate::str::contains("model_dotnet_normalized"))
+                .and(predicate::str::contains(
+                    "CPU burned by the waiting threads",
+                )),
+        );
+}
+
+#[test]
+fn bad_handoff_input_is_one_line_exit_2_and_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("never.json");
+    for (args, says) in [
+        (
+            &["--delays", "1,0"][..],
+            "--delays must be a positive number, got 0",
+        ),
+        (
+            &["--work-ms", "-1"][..],
+            "--work-ms must be a positive number",
+        ),
+        (&["--runtimes", "dotnet"][..], "unknown runtime 'dotnet'"),
+        (
+            &["--pause-ns", "0"][..],
+            "--pause-ns must be a positive number",
+        ),
+    ] {
+        cpudoctor()
+            .args(["spin", "--handoff"])
+            .args(args)
+            .arg("--save")
+            .arg(&saved)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(says));
+        assert!(!saved.exists(), "{args:?} wrote a file");
+    }
+}
+
+#[test]
+fn handoff_options_need_handoff() {
+    cpudoctor()
+        .args(["spin", "--items", "5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--handoff"));
+}
