@@ -130,6 +130,9 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     for (pid, m) in &rec.perf_maps {
         symz.set_perf_map(*pid, m.clone());
     }
+    for (pid, code) in &rec.jit_code {
+        symz.set_jit_code(*pid, code.clone());
+    }
     symz.live_pids = rec.live_pids.clone();
     let total = rec.total_samples.max(1) as f64;
     let mut funcs: HashMap<(String, u64), FuncAcc> = HashMap::new();
@@ -340,5 +343,8 @@ pub fn analyze(rec: &Recording) -> HotSpots {
 
 /// The file name of a module path.
 pub fn short_module(module: &str) -> &str {
+    if module.starts_with("//") || !module.starts_with('/') {
+        return module;
+    }
     module.rsplit('/').next().unwrap_or(module)
 }

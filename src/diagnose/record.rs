@@ -98,6 +98,8 @@ pub struct Recording {
     pub counters_unavailable: Vec<(String, String)>,
     /// JIT symbols of each process, from its perf map.
     pub perf_maps: HashMap<u32, Vec<Symbol>>,
+    /// Code of JIT symbols, copied from the process while it ran (address, bytes).
+    pub jit_code: HashMap<u32, Vec<(u64, Vec<u8>)>>,
     /// Processes still alive at the end (their memory can be read).
     pub live_pids: Vec<u32>,
 }
@@ -127,6 +129,29 @@ fn open_error(e: OpenError, pid: i32, mode: SamplingMode) -> anyhow::Error {
         ),
         OpenError::Other(io) => {
             anyhow::Error::new(io).context(format!("cannot open the {} event", mode.event_name()))
+        }
+    }
+}
+
+/// Largest JIT symbol whose code is copied, and the most copied per process: enough for the
+/// hot methods of a JVM or .NET process without copying its whole code cache.
+const JIT_SYMBOL_MAX_BYTES: u64 = 64 * 1024;
+const JIT_CODE_MAX_BYTES: usize = 8 << 20;
+
+/// Copies the code of newly published JIT symbols while the process is alive, so that hot
+/// JIT code can be disassembled after it exits.
+fn copy_jit_code(pid: u32, syms: &[Symbol], code: &mut Vec<(u64, Vec<u8>)>) {
+    let mut total: usize = code.iter().map(|(_, b)| b.len()).sum();
+    for s in syms {
+        if total >= JIT_CODE_MAX_BYTES {
+            break;
+        }
+        if s.size == 0 || s.size > JIT_SYMBOL_MAX_BYTES || code.iter().any(|(a, _)| *a == s.addr) {
+            continue;
+        }
+        if let Some(bytes) = symbols::read_process_memory(pid, s.addr, s.size) {
+            total += bytes.len();
+            code.push((s.addr, bytes));
         }
     }
 }
@@ -270,6 +295,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
     let mut memory: BTreeMap<u32, ProcessMemory> = BTreeMap::new();
     let mut perf_maps: HashMap<u32, Vec<Symbol>> = HashMap::new();
     let mut perf_map_seen = HashMap::new();
+    let mut jit_code: HashMap<u32, Vec<(u64, Vec<u8>)>> = HashMap::new();
     let mut records = Vec::new();
     let mut last_threads = Instant::now() - Duration::from_secs(1);
     let mut last_memory = last_threads;
@@ -293,6 +319,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
             for &pid in &st.pids {
                 tracker.poll(pid);
                 if let Some(m) = refresh_perf_map(pid, &mut perf_map_seen) {
+                    copy_jit_code(pid, &m, jit_code.entry(pid).or_default());
                     perf_maps.insert(pid, m);
                 }
             }
@@ -373,6 +400,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         counter_values,
         counters_unavailable: counters.map(|c| c.unavailable).unwrap_or_default(),
         perf_maps,
+        jit_code,
         live_pids,
     })
 }

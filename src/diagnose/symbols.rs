@@ -264,6 +264,7 @@ pub struct Named {
 pub struct Symbolizer {
     modules: HashMap<Arc<str>, Option<ElfModule>>,
     perf_maps: HashMap<u32, Vec<Symbol>>,
+    jit_code: HashMap<u32, Vec<(u64, Vec<u8>)>>,
     /// Where code bytes of anonymous memory can still be read (live processes only).
     pub live_pids: Vec<u32>,
 }
@@ -272,6 +273,11 @@ impl Symbolizer {
     /// Gives the JIT symbols of process `pid` (from its perf map, read while it ran).
     pub fn set_perf_map(&mut self, pid: u32, symbols: Vec<Symbol>) {
         self.perf_maps.insert(pid, symbols);
+    }
+
+    /// Gives code copied from process `pid` while it ran (JIT symbols).
+    pub fn set_jit_code(&mut self, pid: u32, code: Vec<(u64, Vec<u8>)>) {
+        self.jit_code.insert(pid, code);
     }
 
     /// The module loaded from `path`, cached.
@@ -336,8 +342,15 @@ impl Symbolizer {
                 self.module(path)?.bytes_at(addr, len).map(<[u8]>::to_vec)
             }
             Location::Anon { pid, .. } | Location::Unknown { pid, .. } => {
-                if !self.live_pids.contains(pid) {
-                    return None;
+                let copied = self.jit_code.get(pid).and_then(|blocks| {
+                    blocks.iter().find_map(|(start, bytes)| {
+                        let from = addr.checked_sub(*start)? as usize;
+                        (from < bytes.len())
+                            .then(|| bytes[from..(from + len as usize).min(bytes.len())].to_vec())
+                    })
+                });
+                if copied.is_some() || !self.live_pids.contains(pid) {
+                    return copied;
                 }
                 read_process_memory(*pid, addr, len)
             }
@@ -353,7 +366,8 @@ impl Symbolizer {
     }
 }
 
-fn read_process_memory(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>> {
+/// Reads `len` bytes at `addr` of process `pid` (`/proc/PID/mem`, ptrace access needed).
+pub fn read_process_memory(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
     let mut buf = vec![0u8; len as usize];

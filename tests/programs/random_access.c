@@ -1,7 +1,8 @@
-/* Random loads over a large buffer on 4 KiB pages (plain malloc; with THP in madvise mode
-   nothing asks for huge pages): each load likely misses the TLB. Usage:
+/* Random loads over a large buffer kept on 4 KiB pages (MADV_NOHUGEPAGE, so the result does
+   not depend on the THP mode): each load likely misses the TLB. Usage:
    random_access [SECONDS] [MIB] */
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +29,11 @@ int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 1.0;
     size_t mib = argc > 2 ? (size_t)atol(argv[2]) : 256;
     uint64_t words = mib * 1024 * 1024 / 8;
-    uint64_t *buf = malloc(words * 8);
-    if (!buf)
+    uint64_t *buf = mmap(NULL, words * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+    if (buf == MAP_FAILED)
         return 1;
+    madvise(buf, words * 8, MADV_NOHUGEPAGE);
     memset(buf, 1, words * 8);
     double end = now() + seconds;
     uint64_t sum = 0, state = 42;
