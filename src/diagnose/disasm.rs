@@ -438,7 +438,7 @@ pub fn split_line_note(mem: &MemOperand) -> Option<String> {
                      it crosses a 64-byte line if its base register is line-aligned",
                     mem.displacement
                 ))
-            } else if off % size != 0 {
+            } else if !off.is_multiple_of(size) {
                 Some(format!(
                     "the {size}-byte operand is misaligned (displacement {:#x}); it crosses a \
                      line whenever it lands at the end of one",

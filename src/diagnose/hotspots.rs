@@ -260,7 +260,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
                     share_of_thread: n as f64 / thread_samples[&tid].max(1) as f64,
                 })
                 .collect();
-            threads.sort_by(|a, b| b.samples.cmp(&a.samples));
+            threads.sort_by_key(|t| std::cmp::Reverse(t.samples));
             let split_note = (site.kind == SiteKind::LockedRmw)
                 .then(|| site.hot_mem.as_ref().and_then(disasm::split_line_note))
                 .flatten();
@@ -296,7 +296,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         .collect();
     // Threads: every thread /proc showed, plus any seen only in samples (too short-lived).
     let mut figures: Vec<ThreadFigures> = rec.threads.clone();
-    for (&tid, _) in &thread_samples {
+    for &tid in thread_samples.keys() {
         if !figures.iter().any(|f| f.tid == tid) {
             figures.push(ThreadFigures {
                 pid: rec.thread_pid.get(&tid).copied().unwrap_or(0),

@@ -247,7 +247,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         pids: BTreeSet::new(),
         new_tids: Vec::new(),
     };
-    let (mut sampler, counters, child, root) = match &opts.target {
+    let (mut sampler, mut counters, child, root) = match &opts.target {
         Target::Command(argv) => {
             let mut child =
                 target::launch(argv, opts.child_stdout_to_stderr).map_err(input_error)?;
@@ -310,6 +310,9 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
             for tid in target::threads_of(root as i32) {
                 if sampler_tids.insert(tid) {
                     let _ = sampler.add_task(tid);
+                    if let Some(c) = counters.as_mut() {
+                        c.add_task(tid);
+                    }
                 }
             }
         }
