@@ -145,7 +145,7 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
                 pct(s.share),
                 s.kind.describe().to_string(),
                 s.symbol.clone(),
-                format!("{}+{:#x}", short_module(&s.module), s.address),
+                format!("{} {:#x}", short_module(&s.module), s.address),
                 s.instruction.clone(),
                 s.threads
                     .iter()
