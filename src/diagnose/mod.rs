@@ -242,3 +242,20 @@ pub fn build(
         notes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sampling_event_follows_the_pmu_and_says_why() {
+        let mut m = Machine::detect();
+        m.pmu.usable = false;
+        m.pmu.reason = Some("no hardware PMU is exposed".into());
+        let (mode, why) = choose_mode(&m);
+        assert_eq!(mode, SamplingMode::CpuClock);
+        assert!(why.starts_with("no hardware PMU is exposed: sampling the cpu-clock"));
+        m.pmu.usable = true;
+        assert_eq!(choose_mode(&m).0, SamplingMode::Cycles);
+    }
+}

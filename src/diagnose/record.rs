@@ -429,3 +429,37 @@ fn totals_of(u: &libc::rusage) -> ProcessTotals {
         max_rss_kb: u.ru_maxrss as u64,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_perf_event_open_becomes_the_paranoid_input_error_with_its_fix() {
+        let e = open_error(OpenError::NotPermitted, 1, SamplingMode::CpuClock);
+        let input = e
+            .downcast_ref::<InputError>()
+            .expect("an input error (exit 2)");
+        assert!(matches!(input, InputError::PerfNotPermitted { .. }));
+        let text = input.to_string();
+        assert!(
+            text.contains("sysctl kernel.perf_event_paranoid=1"),
+            "{text}"
+        );
+        assert!(text.contains("CAP_PERFMON"));
+    }
+
+    #[test]
+    fn target_errors_map_to_input_errors() {
+        let e = input_error(TargetError::NotOwner { pid: 1, uid: 0 });
+        assert_eq!(
+            e.downcast_ref::<InputError>(),
+            Some(&InputError::ProcessNotOwned { pid: 1, uid: 0 })
+        );
+        let e = open_error(OpenError::NoSuchTask, 42, SamplingMode::Cycles);
+        assert_eq!(
+            e.downcast_ref::<InputError>(),
+            Some(&InputError::NoSuchProcess(42))
+        );
+    }
+}
