@@ -1,6 +1,6 @@
 //! `cpudoctor diagnose`: run or attach to a workload, sample it, and print findings.
 
-use super::{BarProgress, terminal_width, write_atomically};
+use super::{BarProgress, OutputArgs, check_save_target, terminal_width, write_atomically};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::diagnose::record::{RecordOptions, Target};
@@ -62,6 +62,10 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         None if args.pid.is_some() => Some(Duration::from_secs(10)),
         None => None,
     };
+    check_save_target(&OutputArgs {
+        json: args.json,
+        save: args.save.clone(),
+    })?;
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),
         None => Target::Command(args.command.clone()),

@@ -284,8 +284,10 @@ pub fn analyze(insns: &[Insn], ip_counts: &BTreeMap<u64, u64>) -> Vec<SiteAnalys
     }
     let mut sites: BTreeMap<(usize, usize), Acc> = BTreeMap::new();
     for (&ip, &n) in ip_counts {
-        let at_idx = insns.iter().position(|i| i.addr == ip);
-        let prev_idx = insns.iter().position(|i| i.end() == ip);
+        // Instructions are in address order: the one at `ip`, and the one ending there.
+        let after = insns.partition_point(|i| i.addr < ip);
+        let at_idx = (after < insns.len() && insns[after].addr == ip).then_some(after);
+        let prev_idx = after.checked_sub(1).filter(|&i| insns[i].end() == ip);
         let (b, blamed) = blame(prev_idx.map(|i| &insns[i]), at_idx.map(|i| &insns[i]));
         let (range, in_loop) = match innermost_loop(insns, ip) {
             Some(r) => (r, true),

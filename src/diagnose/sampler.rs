@@ -462,7 +462,11 @@ impl Sampler {
             s.fds.push(fd);
         }
         for &task in tasks.iter().skip(1) {
-            s.add_task(task)?;
+            match s.add_task(task) {
+                // A thread that exited since the caller listed it is not an error.
+                Ok(()) | Err(OpenError::NoSuchTask) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(s)
     }
