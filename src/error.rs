@@ -86,4 +86,34 @@ pub enum InputError {
         /// Comma-separated names of all runtimes.
         known: String,
     },
+    /// `diagnose -- CMD` with a command that cannot be started.
+    #[error("cannot start '{program}': {reason}; check the command name and PATH")]
+    CommandNotStarted {
+        /// The program as given.
+        program: String,
+        /// Why it could not start.
+        reason: String,
+    },
+    /// `diagnose --pid` with a PID no process has.
+    #[error("no process with PID {0}; check the PID with `ps -p {0}`")]
+    NoSuchProcess(i32),
+    /// `diagnose --pid` on another user's process.
+    #[error("process {pid} belongs to uid {uid}; run cpudoctor as that user or as root to attach")]
+    ProcessNotOwned {
+        /// The PID.
+        pid: i32,
+        /// Its owner.
+        uid: u32,
+    },
+    /// `perf_event_open` refused by `kernel.perf_event_paranoid` (or a missing capability).
+    #[error(
+        "perf_event_open is not permitted (kernel.perf_event_paranoid={}); run \
+         `sysctl kernel.perf_event_paranoid=1` as root, or run cpudoctor as root or with \
+         CAP_PERFMON",
+        paranoid.map_or("?".to_string(), |p| p.to_string())
+    )]
+    PerfNotPermitted {
+        /// The sysctl's value, when readable.
+        paranoid: Option<i32>,
+    },
 }

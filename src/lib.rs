@@ -8,6 +8,7 @@
 //! prints and never exits; the `cpudoctor` binary parses arguments and wires these parts.
 
 pub mod arch;
+pub mod diagnose;
 pub mod error;
 pub mod hazards;
 pub mod machine;

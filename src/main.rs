@@ -77,6 +77,21 @@ enum Command {
             Example: cpudoctor report old-host.json new-host.json -o report.html"
     )]
     Report(cmd::report::ReportArgs),
+    /// Where a workload spends its time: spin-waits, contended atomics, page size; with or without a PMU.
+    #[command(
+        long_about = "Runs CMD (following its threads and children) or attaches to --pid for a \
+            duration, samples it with perf_event_open (cpu-clock where there is no hardware \
+            PMU, cycles where there is), names the samples (ELF symbols, DWARF lines, JIT \
+            perf maps in /tmp/perf-PID.map), disassembles the hot code, and reports findings: \
+            spin-waits on PAUSE (with this machine's PAUSE cost), spins without PAUSE, \
+            contended locked instructions, split locks, large memory on 4 KiB pages; per-thread \
+            CPU time, context switches and faults; hardware counters when a PMU exists.\n\n\
+            Needs perf_event_open: root, CAP_PERFMON, or kernel.perf_event_paranoid <= 2 for \
+            your own processes.\n\n\
+            Examples: cpudoctor diagnose -- ./server --port 8080\n          \
+            cpudoctor diagnose --pid 1234 --duration 5 --json"
+    )]
+    Diagnose(cmd::diagnose::DiagnoseArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +102,7 @@ fn main() -> ExitCode {
         Command::Spin(a) => cmd::spin::run(a),
         Command::Diff(a) => cmd::diff::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Diagnose(a) => cmd::diagnose::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

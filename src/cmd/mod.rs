@@ -2,6 +2,7 @@
 //! bars, output of fingerprints, atomic file writes. Only this module and `main.rs` print.
 
 pub mod check;
+pub mod diagnose;
 pub mod diff;
 pub mod handoff;
 pub mod probe;

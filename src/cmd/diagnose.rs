@@ -1,0 +1,142 @@
+//! `cpudoctor diagnose`: run or attach to a workload, sample it, and print findings.
+
+use super::{BarProgress, OutputArgs, check_save_target, terminal_width, write_atomically};
+use anyhow::Result;
+use clap::Args;
+use cpudoctor::diagnose::record::{RecordOptions, Target};
+use cpudoctor::diagnose::rules::PauseCost;
+use cpudoctor::diagnose::{self, counters, hotspots, render};
+use cpudoctor::error::InputError;
+use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::session::{self, Host};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct DiagnoseArgs {
+    /// Attach to this running process instead of starting a command.
+    #[arg(
+        long,
+        value_name = "PID",
+        conflicts_with = "command",
+        required_unless_present = "command"
+    )]
+    pub pid: Option<i32>,
+    /// Stop after S seconds (default: when the command exits; 10 s with --pid). A started
+    /// command is then sent SIGTERM.
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+    /// Samples per second per running thread.
+    #[arg(long, value_name = "HZ", default_value_t = diagnose::DEFAULT_FREQUENCY_HZ,
+          value_parser = clap::value_parser!(u64).range(1..=20_000))]
+    pub frequency: u64,
+    /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON diagnosis to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+pub fn run(args: DiagnoseArgs) -> Result<()> {
+    let duration = match args.duration {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(InputError::NotPositive {
+                what: "--duration",
+                value: s.to_string(),
+            }
+            .into());
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None if args.pid.is_some() => Some(Duration::from_secs(10)),
+        None => None,
+    };
+    check_save_target(&OutputArgs {
+        json: args.json,
+        save: args.save.clone(),
+    })?;
+    let target = match args.pid {
+        Some(pid) => Target::Pid(pid),
+        None => Target::Command(args.command.clone()),
+    };
+    let host = Host::detect();
+    let machine = &host.machine;
+    let (mode, reason) = diagnose::choose_mode(machine);
+    let (specs, counter_note) = if machine.pmu.usable {
+        counters::specs_for(&machine.cpu.vendor, machine.cpu.family, machine.cpu.model)
+    } else {
+        (Vec::new(), "no hardware PMU".to_string())
+    };
+    let cpus = machine
+        .topology
+        .as_ref()
+        .map(|t| t.online_cpus.clone())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| (0..machine.logical_cpus).collect());
+    eprintln!(
+        "cpudoctor diagnose: {} at {} Hz ({reason})",
+        mode.event_name(),
+        args.frequency
+    );
+    // Ctrl-C reaches a started command too (same process group); diagnose then reports.
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    let rec = diagnose::record::record(
+        &RecordOptions {
+            target,
+            duration,
+            frequency_hz: args.frequency,
+            mode,
+            cpus,
+            counters: specs,
+            child_stdout_to_stderr: args.json,
+        },
+        &INTERRUPTED,
+    )?;
+    let hot = hotspots::analyze(&rec);
+    let pause = if diagnose::needs_pause_cost(&hot) {
+        // Measured after the workload, so neither disturbs the other.
+        let fp = session::run(
+            &host,
+            "diagnose",
+            &[probes::by_name("pause").expect("pause probe is registered")],
+            &ProbeOptions::new(Profile::Quick),
+            &BarProgress::new(),
+        );
+        fp.metric("pause", "pause_ns").map(|m| PauseCost {
+            ns: m.value,
+            cycles: fp.metric("pause", "pause_cycles").map(|c| c.value),
+        })
+    } else {
+        None
+    };
+    let d = diagnose::build(rec, hot, machine, reason, counter_note, pause);
+    let json = serde_json::to_vec_pretty(&d)?;
+    if let Some(path) = &args.save {
+        write_atomically(path, &json)?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        out.write_all(&json)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", render::render(&d, terminal_width()))?;
+    }
+    Ok(())
+}

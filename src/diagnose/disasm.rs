@@ -1,0 +1,567 @@
+//! Hot instructions: decode the code around sampled addresses (iced-x86) and say what the
+//! hot code is: a spin-wait on PAUSE, a spin loop without PAUSE, a locked read-modify-write,
+//! a memory load, or plain computation.
+//!
+//! Skid: a timer sample interrupts the thread at an instruction boundary, so the address it
+//! records is usually the instruction *after* the one that was executing: the seed's hot
+//! addresses were the `jmp` and the `sub` right after a `pause`. Every sample is therefore
+//! judged on two instructions, the one at its address and the one before it. Decoding starts
+//! at the symbol's first byte so that "the one before" is a real instruction boundary.
+
+use iced_x86::{
+    Decoder, DecoderOptions, FlowControl, Formatter, Instruction, InstructionInfoFactory,
+    IntelFormatter, Mnemonic, OpAccess, OpKind, Register,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The memory operand of an instruction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemOperand {
+    /// Operand size in bytes.
+    pub size: u32,
+    /// Displacement, as a signed offset from the base register.
+    pub displacement: i64,
+    /// The address itself, when the code fixes it (RIP-relative or absolute).
+    pub absolute: Option<u64>,
+    /// Base and index registers (full width), `None` entries omitted.
+    pub registers: Vec<Register>,
+}
+
+/// One decoded instruction and the facts the classifier needs.
+#[derive(Debug, Clone)]
+pub struct Insn {
+    /// Address, in the module's numbering.
+    pub addr: u64,
+    /// Encoded bytes.
+    pub bytes: Vec<u8>,
+    /// Intel syntax.
+    pub text: String,
+    /// `pause`.
+    pub pause: bool,
+    /// A `lock`-prefixed instruction, or `xchg` with a memory operand (implicitly locked).
+    pub locked_rmw: bool,
+    /// Reads memory (`lea` and `nop` do not).
+    pub reads_memory: bool,
+    /// Writes memory.
+    pub writes_memory: bool,
+    /// A call.
+    pub call: bool,
+    /// Target of a direct jump or conditional branch.
+    pub branch_target: Option<u64>,
+    /// The explicit memory operand, if any.
+    pub mem: Option<MemOperand>,
+    /// Registers it writes (full width).
+    pub writes_registers: Vec<Register>,
+}
+
+impl Insn {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.addr + self.bytes.len() as u64
+    }
+}
+
+/// Decodes `code`, which starts at `start`, until the bytes run out or stop decoding.
+pub fn decode(code: &[u8], start: u64) -> Vec<Insn> {
+    let mut decoder = Decoder::with_ip(64, code, start, DecoderOptions::NONE);
+    let mut formatter = IntelFormatter::new();
+    let mut info = InstructionInfoFactory::new();
+    let mut instr = Instruction::default();
+    let mut out = Vec::new();
+    while decoder.can_decode() {
+        let offset = (decoder.ip() - start) as usize;
+        decoder.decode_out(&mut instr);
+        if instr.is_invalid() {
+            break;
+        }
+        let mut text = String::new();
+        formatter.format(&instr, &mut text);
+        let facts = info.info(&instr);
+        let reads_memory = facts.used_memory().iter().any(|m| {
+            matches!(
+                m.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::ReadWrite | OpAccess::ReadCondWrite
+            )
+        });
+        let writes_memory = facts.used_memory().iter().any(|m| {
+            matches!(
+                m.access(),
+                OpAccess::Write
+                    | OpAccess::CondWrite
+                    | OpAccess::ReadWrite
+                    | OpAccess::ReadCondWrite
+            )
+        });
+        let has_mem_operand = (0..instr.op_count()).any(|i| instr.op_kind(i) == OpKind::Memory);
+        let mem = (has_mem_operand && instr.mnemonic() != Mnemonic::Lea).then(|| MemOperand {
+            size: instr.memory_size().size() as u32,
+            displacement: instr.memory_displacement64() as i64,
+            absolute: if instr.is_ip_rel_memory_operand() {
+                Some(instr.ip_rel_memory_address())
+            } else if instr.memory_base() == Register::None
+                && instr.memory_index() == Register::None
+            {
+                Some(instr.memory_displacement64())
+            } else {
+                None
+            },
+            registers: [instr.memory_base(), instr.memory_index()]
+                .into_iter()
+                .filter(|r| *r != Register::None && *r != Register::RIP)
+                .map(|r| r.full_register())
+                .collect(),
+        });
+        let branch_target = match instr.flow_control() {
+            FlowControl::ConditionalBranch | FlowControl::UnconditionalBranch
+                if matches!(
+                    instr.op0_kind(),
+                    OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+                ) =>
+            {
+                Some(instr.near_branch_target())
+            }
+            _ => None,
+        };
+        out.push(Insn {
+            addr: instr.ip(),
+            bytes: code[offset..offset + instr.len()].to_vec(),
+            text,
+            pause: instr.mnemonic() == Mnemonic::Pause,
+            locked_rmw: instr.has_lock_prefix()
+                || (instr.mnemonic() == Mnemonic::Xchg && has_mem_operand),
+            reads_memory,
+            writes_memory,
+            call: matches!(
+                instr.flow_control(),
+                FlowControl::Call | FlowControl::IndirectCall
+            ),
+            branch_target,
+            mem,
+            writes_registers: facts
+                .used_registers()
+                .iter()
+                .filter(|r| {
+                    matches!(
+                        r.access(),
+                        OpAccess::Write
+                            | OpAccess::CondWrite
+                            | OpAccess::ReadWrite
+                            | OpAccess::ReadCondWrite
+                    )
+                })
+                .map(|r| r.register().full_register())
+                .collect(),
+        });
+    }
+    out
+}
+
+/// What a hot site is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteKind {
+    /// A loop that waits on PAUSE.
+    PauseSpin,
+    /// A tight loop re-reading one address, with no PAUSE.
+    SpinWithoutPause,
+    /// A `lock`-prefixed instruction or `xchg` with memory takes the samples.
+    LockedRmw,
+    /// Memory loads take the samples.
+    MemoryLoad,
+    /// Anything else.
+    Compute,
+}
+
+impl SiteKind {
+    /// Words for a report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SiteKind::PauseSpin => "spin-wait on PAUSE",
+            SiteKind::SpinWithoutPause => "spin loop without PAUSE",
+            SiteKind::LockedRmw => "locked read-modify-write",
+            SiteKind::MemoryLoad => "memory loads",
+            SiteKind::Compute => "computation",
+        }
+    }
+}
+
+/// What one sample blames, judged on the instruction at its address and the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blame {
+    Pause,
+    Locked,
+    Load,
+    Other,
+}
+
+fn blame(prev: Option<&Insn>, at: Option<&Insn>) -> (Blame, Option<u64>) {
+    let both = [prev, at];
+    let pick = |f: &dyn Fn(&Insn) -> bool| both.iter().flatten().find(|i| f(i)).map(|i| i.addr);
+    if let Some(a) = pick(&|i| i.pause) {
+        (Blame::Pause, Some(a))
+    } else if let Some(a) = pick(&|i| i.locked_rmw) {
+        (Blame::Locked, Some(a))
+    } else if let Some(a) = pick(&|i| i.reads_memory && !i.call) {
+        (Blame::Load, Some(a))
+    } else {
+        (Blame::Other, at.map(|i| i.addr))
+    }
+}
+
+/// The innermost loop around `ip`: the shortest backward branch at or after `ip` whose target
+/// is at or before it. Returns the indices of its first and last instruction.
+fn innermost_loop(insns: &[Insn], ip: u64) -> Option<(usize, usize)> {
+    insns
+        .iter()
+        .enumerate()
+        .filter_map(|(j, b)| {
+            let t = b.branch_target?;
+            (t <= ip && b.addr >= ip).then(|| (j, t, b.addr - t))
+        })
+        .min_by_key(|&(_, _, span)| span)
+        .and_then(|(j, t, _)| {
+            let first = insns.iter().position(|i| i.addr == t)?;
+            Some((first, j))
+        })
+}
+
+/// A tight loop that re-reads one address and does nothing else: no stores, no calls, no
+/// locked ops, and a load whose address registers the loop never changes.
+fn is_plain_spin(body: &[Insn]) -> bool {
+    const MAX_SPIN_INSNS: usize = 12;
+    if body.len() > MAX_SPIN_INSNS
+        || body
+            .iter()
+            .any(|i| i.call || i.writes_memory || i.locked_rmw)
+    {
+        return false;
+    }
+    let written: Vec<Register> = body
+        .iter()
+        .flat_map(|i| i.writes_registers.iter().copied())
+        .collect();
+    body.iter().any(|i| {
+        i.reads_memory
+            && i.mem
+                .as_ref()
+                .is_some_and(|m| m.registers.iter().all(|r| !written.contains(r)))
+    })
+}
+
+/// One hot site inside a function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteAnalysis {
+    /// What it is.
+    pub kind: SiteKind,
+    /// First instruction of the loop (or the hot instruction when not in a loop).
+    pub start: u64,
+    /// Last instruction.
+    pub end: u64,
+    /// Samples in it.
+    pub samples: u64,
+    /// The instruction the samples blame most (skid undone).
+    pub hot_addr: u64,
+    /// The hot instruction's memory operand, when it has one.
+    pub hot_mem: Option<MemOperand>,
+    /// Text of the hot instruction.
+    pub hot_text: String,
+    /// Disassembly lines of the site: address, bytes, instruction, samples at that address.
+    pub lines: Vec<String>,
+    /// Sampled addresses of the site and their counts.
+    pub ip_counts: BTreeMap<u64, u64>,
+}
+
+/// Groups the samples of one function (`ip_counts`, in the module's numbering) into sites and
+/// classifies each. `insns` is the function decoded from its first byte.
+pub fn analyze(insns: &[Insn], ip_counts: &BTreeMap<u64, u64>) -> Vec<SiteAnalysis> {
+    struct Acc {
+        range: (usize, usize),
+        in_loop: bool,
+        samples: u64,
+        by_blame: BTreeMap<u64, (Blame, u64)>,
+        ips: BTreeMap<u64, u64>,
+    }
+    let mut sites: BTreeMap<(usize, usize), Acc> = BTreeMap::new();
+    for (&ip, &n) in ip_counts {
+        // Instructions are in address order: the one at `ip`, and the one ending there.
+        let after = insns.partition_point(|i| i.addr < ip);
+        let at_idx = (after < insns.len() && insns[after].addr == ip).then_some(after);
+        let prev_idx = after.checked_sub(1).filter(|&i| insns[i].end() == ip);
+        let (b, blamed) = blame(prev_idx.map(|i| &insns[i]), at_idx.map(|i| &insns[i]));
+        let (range, in_loop) = match innermost_loop(insns, ip) {
+            Some(r) => (r, true),
+            None => match at_idx.or(prev_idx) {
+                Some(i) => ((i, i), false),
+                None => continue, // not on an instruction boundary: a misdecode, skip
+            },
+        };
+        let acc = sites.entry(range).or_insert(Acc {
+            range,
+            in_loop,
+            samples: 0,
+            by_blame: BTreeMap::new(),
+            ips: BTreeMap::new(),
+        });
+        acc.samples += n;
+        *acc.ips.entry(ip).or_default() += n;
+        if let Some(a) = blamed {
+            let e = acc.by_blame.entry(a).or_insert((b, 0));
+            e.1 += n;
+        }
+    }
+    let mut out: Vec<SiteAnalysis> = sites
+        .into_values()
+        .map(|acc| {
+            let body = &insns[acc.range.0..=acc.range.1];
+            let share = |k: Blame| {
+                acc.by_blame
+                    .values()
+                    .filter(|(b, _)| *b == k)
+                    .map(|(_, n)| n)
+                    .sum::<u64>() as f64
+                    / acc.samples.max(1) as f64
+            };
+            let has_call = body.iter().any(|i| i.call);
+            let kind = if acc.in_loop && !has_call && body.iter().any(|i| i.pause) {
+                SiteKind::PauseSpin
+            } else if share(Blame::Locked) >= 0.5 {
+                SiteKind::LockedRmw
+            } else if acc.in_loop && is_plain_spin(body) {
+                SiteKind::SpinWithoutPause
+            } else if share(Blame::Load) >= 0.5 {
+                SiteKind::MemoryLoad
+            } else {
+                SiteKind::Compute
+            };
+            let wanted = match kind {
+                SiteKind::PauseSpin => Some(Blame::Pause),
+                SiteKind::LockedRmw => Some(Blame::Locked),
+                SiteKind::MemoryLoad | SiteKind::SpinWithoutPause => Some(Blame::Load),
+                SiteKind::Compute => None,
+            };
+            let hot_addr = acc
+                .by_blame
+                .iter()
+                .filter(|(_, (b, _))| wanted.is_none_or(|w| *b == w))
+                .max_by_key(|(_, (_, n))| *n)
+                .map(|(a, _)| *a)
+                .or_else(|| {
+                    body.iter()
+                        .find(|i| wanted == Some(Blame::Pause) && i.pause)
+                        .map(|i| i.addr)
+                })
+                .unwrap_or(body[0].addr);
+            let hot = insns.iter().find(|i| i.addr == hot_addr);
+            SiteAnalysis {
+                kind,
+                start: body[0].addr,
+                end: body[body.len() - 1].addr,
+                samples: acc.samples,
+                hot_addr,
+                hot_mem: hot.and_then(|i| i.mem.clone()),
+                hot_text: hot.map(|i| i.text.clone()).unwrap_or_default(),
+                lines: listing(insns, acc.range, hot_addr, &acc.ips),
+                ip_counts: acc.ips,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.start.cmp(&b.start)));
+    out
+}
+
+/// The lines shown for a site: the loop body when short, else a window around the hot
+/// instruction; plus the instruction after the site, where skid puts samples.
+fn listing(
+    insns: &[Insn],
+    range: (usize, usize),
+    hot_addr: u64,
+    ips: &BTreeMap<u64, u64>,
+) -> Vec<String> {
+    const MAX_LINES: usize = 14;
+    let hot_idx = insns
+        .iter()
+        .position(|i| i.addr == hot_addr)
+        .unwrap_or(range.0);
+    let (first, last) = if range.1 - range.0 < MAX_LINES {
+        (range.0, (range.1 + 1).min(insns.len() - 1))
+    } else {
+        (
+            hot_idx.saturating_sub(6),
+            (hot_idx + 6).min(insns.len() - 1),
+        )
+    };
+    insns[first..=last]
+        .iter()
+        .map(|i| {
+            let bytes: Vec<String> = i.bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let n = ips.get(&i.addr).copied().unwrap_or(0);
+            let mark = if i.addr == hot_addr { "=>" } else { "  " };
+            let count = if n > 0 {
+                format!("  [{n} samples]")
+            } else {
+                String::new()
+            };
+            format!(
+                "{mark} {:#x}: {:<24} {}{count}",
+                i.addr,
+                bytes.join(" "),
+                i.text
+            )
+        })
+        .collect()
+}
+
+/// Whether a locked operand visibly straddles a 64-byte cache line, in words. A fixed address
+/// (RIP-relative: module load addresses are page-aligned, so the offset in the line is the
+/// same at run time) proves it; a register-relative one does when the displacement alone
+/// crosses a line, provided the base is line-aligned (an assumption the note states).
+pub fn split_line_note(mem: &MemOperand) -> Option<String> {
+    const LINE: u64 = 64;
+    let size = u64::from(mem.size);
+    if size == 0 {
+        return None;
+    }
+    match mem.absolute {
+        Some(addr) => {
+            let off = addr % LINE;
+            (off + size > LINE).then(|| {
+                format!(
+                    "the {size}-byte operand at {addr:#x} starts at byte {off} of its 64-byte \
+                     line and ends in the next: a split lock"
+                )
+            })
+        }
+        None => {
+            let off = mem.displacement.rem_euclid(LINE as i64) as u64;
+            if off + size > LINE {
+                Some(format!(
+                    "the {size}-byte operand sits at displacement {:#x} (byte {off} of a line): \
+                     it crosses a 64-byte line if its base register is line-aligned",
+                    mem.displacement
+                ))
+            } else if !off.is_multiple_of(size) {
+                Some(format!(
+                    "the {size}-byte operand is misaligned (displacement {:#x}); it crosses a \
+                     line whenever it lands at the end of one",
+                    mem.displacement
+                ))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(pairs: &[(u64, u64)]) -> BTreeMap<u64, u64> {
+        pairs.iter().copied().collect()
+    }
+
+    // The seed's .NET JIT_MonEnterWorker spin (skylake-pause-spin.en.txt):
+    //   mov eax,r10d / pause / sub eax,1 / jne <pause>
+    // with the samples on the `sub` after the `pause`.
+    const SEED_SPIN: &[u8] = &[
+        0x41, 0x8b, 0xc2, 0xf3, 0x90, 0x83, 0xe8, 0x01, 0x75, 0xf9, 0xc3,
+    ];
+
+    #[test]
+    fn the_seed_spin_is_a_pause_spin_blamed_on_the_pause() {
+        let insns = decode(SEED_SPIN, 0x1000);
+        assert_eq!(insns[1].text, "pause");
+        let sites = analyze(&insns, &counts(&[(0x1005, 90), (0x1008, 10)]));
+        assert_eq!(sites.len(), 1);
+        assert_eq!(sites[0].kind, SiteKind::PauseSpin);
+        assert_eq!(
+            sites[0].hot_addr, 0x1003,
+            "skid undone: the pause, not the sub"
+        );
+        assert_eq!(sites[0].samples, 100);
+        assert!(
+            sites[0]
+                .lines
+                .iter()
+                .any(|l| l.starts_with("=>") && l.contains("pause"))
+        );
+    }
+
+    #[test]
+    fn a_lock_add_loop_is_a_locked_rmw() {
+        // top: lock add qword ptr [rip+0x2f00],1 / sub ecx,1 / jne top
+        let code = [
+            0xf0, 0x48, 0x83, 0x05, 0x00, 0x2f, 0x00, 0x00, 0x01, 0x83, 0xe9, 0x01, 0x75, 0xf2,
+            0xc3,
+        ];
+        let insns = decode(&code, 0x2000);
+        assert!(insns[0].locked_rmw);
+        let sites = analyze(&insns, &counts(&[(0x2009, 50), (0x200c, 5)]));
+        assert_eq!(sites[0].kind, SiteKind::LockedRmw);
+        assert_eq!(sites[0].hot_addr, 0x2000);
+        let mem = sites[0].hot_mem.as_ref().unwrap();
+        assert_eq!(mem.absolute, Some(0x2009 + 0x2f00));
+        assert_eq!(mem.size, 8);
+    }
+
+    #[test]
+    fn xchg_with_memory_counts_as_locked() {
+        // xchg dword ptr [rdi],eax
+        let insns = decode(&[0x87, 0x07], 0);
+        assert!(insns[0].locked_rmw);
+        // xchg eax,edx: registers only
+        assert!(!decode(&[0x92], 0)[0].locked_rmw);
+    }
+
+    #[test]
+    fn a_flag_poll_without_pause_is_a_plain_spin() {
+        // top: mov eax,[rip+0x100] / test eax,eax / je top
+        let code = [
+            0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0x85, 0xc0, 0x74, 0xf6, 0xc3,
+        ];
+        let insns = decode(&code, 0x3000);
+        let sites = analyze(&insns, &counts(&[(0x3006, 40), (0x3008, 40)]));
+        assert_eq!(sites[0].kind, SiteKind::SpinWithoutPause);
+    }
+
+    #[test]
+    fn an_indexed_load_loop_is_memory_loads_not_a_spin() {
+        // top: mov rax,[rdi+rcx*8] / add rdx,rax / inc rcx / cmp rcx,rsi / jne top
+        let code = [
+            0x48, 0x8b, 0x04, 0xcf, 0x48, 0x01, 0xc2, 0x48, 0xff, 0xc1, 0x48, 0x39, 0xf1, 0x75,
+            0xf1, 0xc3,
+        ];
+        let insns = decode(&code, 0x4000);
+        let sites = analyze(&insns, &counts(&[(0x4004, 80), (0x400a, 5)]));
+        assert_eq!(sites[0].kind, SiteKind::MemoryLoad);
+        assert_eq!(sites[0].hot_addr, 0x4000);
+    }
+
+    #[test]
+    fn split_notes_follow_the_operand_offset() {
+        let at = |absolute, displacement, size| MemOperand {
+            size,
+            displacement,
+            absolute,
+            registers: vec![],
+        };
+        assert!(
+            split_line_note(&at(Some(0x403c), 0, 8))
+                .unwrap()
+                .contains("split lock")
+        );
+        assert_eq!(split_line_note(&at(Some(0x4038), 0, 8)), None);
+        assert!(
+            split_line_note(&at(None, 0x3e, 8))
+                .unwrap()
+                .contains("line-aligned")
+        );
+        assert!(
+            split_line_note(&at(None, 0x3, 4))
+                .unwrap()
+                .contains("misaligned")
+        );
+        assert_eq!(split_line_note(&at(None, 0x10, 8)), None);
+    }
+}

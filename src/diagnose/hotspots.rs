@@ -1,0 +1,350 @@
+//! From samples to hot code: name every sampled address, total the samples per function, then
+//! decode the hottest functions and classify their hot sites (see [`super::disasm`]), with the
+//! share of samples each takes in total and per thread.
+
+use super::disasm::{self, SiteKind};
+use super::record::Recording;
+use super::symbols::{Location, Symbol, Symbolizer};
+use super::threads::ThreadFigures;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// A function and its samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HotFunction {
+    /// Symbol name, or `module+0xaddr` when there is none.
+    pub symbol: String,
+    /// File or region.
+    pub module: String,
+    /// Samples in it.
+    pub samples: u64,
+    /// Share of all samples.
+    pub share: f64,
+}
+
+/// One thread's part of a hot site.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SiteThread {
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub name: String,
+    /// Samples of this thread at the site.
+    pub samples: u64,
+    /// Share of this thread's samples.
+    pub share_of_thread: f64,
+}
+
+/// A classified hot site.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HotSite {
+    /// What it is.
+    pub kind: SiteKind,
+    /// Containing function.
+    pub symbol: String,
+    /// File or region.
+    pub module: String,
+    /// Address of the hot instruction in the module's numbering (ELF virtual address).
+    pub address: u64,
+    /// Offset of the hot instruction from the function's start.
+    pub offset: u64,
+    /// The hot instruction (skid undone).
+    pub instruction: String,
+    /// Samples in the site.
+    pub samples: u64,
+    /// Share of all samples.
+    pub share: f64,
+    /// Threads sampled here, busiest first.
+    pub threads: Vec<SiteThread>,
+    /// The site's code, `=>` on the hot instruction, samples per address.
+    pub disassembly: Vec<String>,
+    /// `file:line` of the hot instruction, from DWARF.
+    pub source_line: Option<String>,
+    /// Whether the locked operand visibly straddles a cache line.
+    pub split_note: Option<String>,
+}
+
+/// Samples of one kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KindShare {
+    /// The kind.
+    pub kind: SiteKind,
+    /// Samples.
+    pub samples: u64,
+    /// Share of the samples it is counted against (all, or one thread's).
+    pub share: f64,
+}
+
+/// A thread: kernel figures, samples, and where its samples went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadReport {
+    /// Kernel figures.
+    #[serde(flatten)]
+    pub figures: ThreadFigures,
+    /// Samples of this thread.
+    pub samples: u64,
+    /// Share of all samples.
+    pub sample_share: f64,
+    /// Share of this thread's samples in each kind of hot site.
+    pub kinds: Vec<KindShare>,
+}
+
+/// What the samples say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HotSpots {
+    /// Hottest functions.
+    pub functions: Vec<HotFunction>,
+    /// Classified sites of the hottest functions, hottest first.
+    pub sites: Vec<HotSite>,
+    /// Share of all samples per kind.
+    pub kinds: Vec<KindShare>,
+    /// Threads, busiest first.
+    pub threads: Vec<ThreadReport>,
+    /// What could not be done (no code bytes, no symbols).
+    pub notes: Vec<String>,
+}
+
+/// Functions reported.
+const TOP_FUNCTIONS: usize = 15;
+/// Functions disassembled.
+const DECODED_FUNCTIONS: usize = 10;
+/// A function is decoded when it has at least this share of the samples.
+const MIN_DECODE_SHARE: f64 = 0.01;
+/// A site is reported when it has at least this share.
+const MIN_SITE_SHARE: f64 = 0.005;
+/// Longest function decoded whole; beyond, a window around the samples.
+const MAX_DECODE_BYTES: u64 = 256 * 1024;
+
+struct FuncAcc {
+    module: String,
+    symbol: Option<Symbol>,
+    fallback_addr: u64,
+    loc: Location,
+    samples: u64,
+    ips: BTreeMap<u64, BTreeMap<u32, u64>>,
+}
+
+/// Names, totals and classifies the samples of a recording.
+pub fn analyze(rec: &Recording) -> HotSpots {
+    let mut symz = Symbolizer::default();
+    for (pid, m) in &rec.perf_maps {
+        symz.set_perf_map(*pid, m.clone());
+    }
+    for (pid, code) in &rec.jit_code {
+        symz.set_jit_code(*pid, code.clone());
+    }
+    symz.live_pids = rec.live_pids.clone();
+    let total = rec.total_samples.max(1) as f64;
+    let mut funcs: HashMap<(String, u64), FuncAcc> = HashMap::new();
+    let mut thread_samples: BTreeMap<u32, u64> = BTreeMap::new();
+    for (loc, tids) in &rec.samples {
+        let named = symz.name(loc);
+        let key = (
+            named.module.clone(),
+            named.symbol.as_ref().map_or(named.address, |s| s.addr),
+        );
+        let acc = funcs.entry(key).or_insert_with(|| FuncAcc {
+            module: named.module.clone(),
+            symbol: named.symbol.clone(),
+            fallback_addr: named.address,
+            loc: loc.clone(),
+            samples: 0,
+            ips: BTreeMap::new(),
+        });
+        let per_ip = acc.ips.entry(named.address).or_default();
+        for (&tid, &n) in tids {
+            acc.samples += n;
+            *per_ip.entry(tid).or_default() += n;
+            *thread_samples.entry(tid).or_default() += n;
+        }
+    }
+    let mut funcs: Vec<FuncAcc> = funcs.into_values().collect();
+    funcs.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.module.cmp(&b.module)));
+    let func_name = |f: &FuncAcc| match &f.symbol {
+        Some(s) => s.name.clone(),
+        None => format!("{}+{:#x}", short_module(&f.module), f.fallback_addr),
+    };
+    let mut out = HotSpots {
+        functions: funcs
+            .iter()
+            .take(TOP_FUNCTIONS)
+            .map(|f| HotFunction {
+                symbol: func_name(f),
+                module: f.module.clone(),
+                samples: f.samples,
+                share: f.samples as f64 / total,
+            })
+            .collect(),
+        ..HotSpots::default()
+    };
+    let thread_name = |tid: u32| {
+        rec.thread_names
+            .get(&tid)
+            .cloned()
+            .or_else(|| {
+                rec.threads
+                    .iter()
+                    .find(|t| t.tid == tid)
+                    .map(|t| t.name.clone())
+            })
+            .unwrap_or_default()
+    };
+    let mut kind_by_thread: BTreeMap<(u32, SiteKind), u64> = BTreeMap::new();
+    for f in funcs
+        .iter()
+        .filter(|f| f.samples as f64 / total >= MIN_DECODE_SHARE)
+        .take(DECODED_FUNCTIONS)
+    {
+        let Some(sym) = &f.symbol else {
+            out.notes.push(format!(
+                "{} ({:.1}% of samples) has no symbol; not disassembled",
+                func_name(f),
+                100.0 * f.samples as f64 / total
+            ));
+            continue;
+        };
+        let last_ip = *f
+            .ips
+            .keys()
+            .next_back()
+            .expect("a sampled function has samples");
+        let first_ip = *f.ips.keys().next().expect("a sampled function has samples");
+        // Whole function when its size is known; else up to past the last sample, far enough
+        // to reach the backward branch that closes a loop around it.
+        let end = if sym.size > 0 {
+            sym.addr + sym.size
+        } else {
+            last_ip + 256
+        };
+        let start = if end - sym.addr > MAX_DECODE_BYTES {
+            // Too long to decode whole: a window before the first sample; its first
+            // instructions may be misdecoded, the decoder resynchronises within a few.
+            first_ip.saturating_sub(4096).max(sym.addr)
+        } else {
+            sym.addr
+        };
+        let len = end.min(start + MAX_DECODE_BYTES) - start;
+        let Some(code) = symz.code(&f.loc, start, len) else {
+            out.notes.push(format!(
+                "{} ({:.1}% of samples): code not readable (anonymous memory of a process that \
+                 has exited); named but not disassembled",
+                sym.name,
+                100.0 * f.samples as f64 / total
+            ));
+            continue;
+        };
+        let insns = disasm::decode(&code, start);
+        let ip_counts: BTreeMap<u64, u64> = f
+            .ips
+            .iter()
+            .map(|(&ip, tids)| (ip, tids.values().sum()))
+            .collect();
+        for site in disasm::analyze(&insns, &ip_counts) {
+            let share = site.samples as f64 / total;
+            let mut per_thread: BTreeMap<u32, u64> = BTreeMap::new();
+            for ip in site.ip_counts.keys() {
+                for (&tid, &n) in &f.ips[ip] {
+                    *per_thread.entry(tid).or_default() += n;
+                    *kind_by_thread.entry((tid, site.kind)).or_default() += n;
+                }
+            }
+            if share < MIN_SITE_SHARE {
+                continue;
+            }
+            let mut threads: Vec<SiteThread> = per_thread
+                .into_iter()
+                .map(|(tid, n)| SiteThread {
+                    tid,
+                    name: thread_name(tid),
+                    samples: n,
+                    share_of_thread: n as f64 / thread_samples[&tid].max(1) as f64,
+                })
+                .collect();
+            threads.sort_by_key(|t| std::cmp::Reverse(t.samples));
+            let split_note = (site.kind == SiteKind::LockedRmw)
+                .then(|| site.hot_mem.as_ref().and_then(disasm::split_line_note))
+                .flatten();
+            out.sites.push(HotSite {
+                kind: site.kind,
+                symbol: sym.name.clone(),
+                module: f.module.clone(),
+                address: site.hot_addr,
+                offset: site.hot_addr - sym.addr,
+                instruction: site.hot_text.clone(),
+                samples: site.samples,
+                share,
+                threads,
+                disassembly: site.lines.clone(),
+                source_line: symz.source_line(&f.loc, site.hot_addr),
+                split_note,
+            });
+        }
+    }
+    out.sites
+        .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
+    let mut kinds: BTreeMap<SiteKind, u64> = BTreeMap::new();
+    for ((_, k), n) in &kind_by_thread {
+        *kinds.entry(*k).or_default() += n;
+    }
+    out.kinds = kinds
+        .into_iter()
+        .map(|(kind, samples)| KindShare {
+            kind,
+            samples,
+            share: samples as f64 / total,
+        })
+        .collect();
+    // Threads: every thread /proc showed, plus any seen only in samples (too short-lived).
+    let mut figures: Vec<ThreadFigures> = rec.threads.clone();
+    for &tid in thread_samples.keys() {
+        if !figures.iter().any(|f| f.tid == tid) {
+            figures.push(ThreadFigures {
+                pid: rec.thread_pid.get(&tid).copied().unwrap_or(0),
+                tid,
+                name: thread_name(tid),
+                wall_s: 0.0,
+                cpu_s: 0.0,
+                cpu_per_wall: 0.0,
+                voluntary_switches: 0,
+                involuntary_switches: 0,
+                minor_faults: 0,
+                major_faults: 0,
+            });
+        }
+    }
+    out.threads = figures
+        .into_iter()
+        .map(|fig| {
+            let n = thread_samples.get(&fig.tid).copied().unwrap_or(0);
+            let kinds = kind_by_thread
+                .iter()
+                .filter(|((tid, _), _)| *tid == fig.tid)
+                .map(|((_, kind), &k)| KindShare {
+                    kind: *kind,
+                    samples: k,
+                    share: k as f64 / n.max(1) as f64,
+                })
+                .collect();
+            ThreadReport {
+                figures: fig,
+                samples: n,
+                sample_share: n as f64 / total,
+                kinds,
+            }
+        })
+        .collect();
+    out.threads.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then(b.figures.cpu_s.total_cmp(&a.figures.cpu_s))
+    });
+    out
+}
+
+/// The file name of a module path.
+pub fn short_module(module: &str) -> &str {
+    if module.starts_with("//") || !module.starts_with('/') {
+        return module;
+    }
+    module.rsplit('/').next().unwrap_or(module)
+}

@@ -1,0 +1,261 @@
+//! `diagnose`: where a running workload spends its time, which hot instructions are
+//! spin-waits or contended atomics, and what the kernel and (where there is one) the PMU say,
+//! turned into findings in this machine's own figures.
+//!
+//! The method that needs no PMU comes first, because most cloud VMs expose none: timer
+//! samples (`cpu-clock`) give hot addresses; disassembling them shows the instruction before
+//! the sample, as the Skylake seed found its `pause` ([`disasm`]). Hardware counters
+//! ([`counters`], encodings in [`events`]) add CPI, TLB walks, bus locks, machine clears and
+//! HITM where a PMU exists.
+//!
+//! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
+//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by [`render`].
+
+pub mod counters;
+pub mod disasm;
+pub mod events;
+pub mod hotspots;
+pub mod memory;
+pub mod record;
+pub mod render;
+pub mod rules;
+pub mod sampler;
+pub mod symbols;
+pub mod target;
+pub mod threads;
+
+use crate::machine::Machine;
+use crate::report::schema::Tool;
+use counters::CounterValue;
+use hotspots::{HotFunction, HotSite, HotSpots, KindShare, ThreadReport};
+use memory::ProcessMemory;
+use record::{ProcessTotals, Recording};
+use rules::{Finding, PauseCost};
+use sampler::SamplingMode;
+use serde::{Deserialize, Serialize};
+
+/// Version of the diagnosis JSON layout (`docs/diagnose.md`).
+pub const DIAGNOSIS_VERSION: u32 = 1;
+
+/// Default samples per second. A cpu-clock sample costs the sampled thread ~20 us in a KVM
+/// guest (timer interrupt and reprogramming exit to the hypervisor; `perf record` pays the
+/// same, see `bench/diagnose_overhead.sh`): ~1% at 499 Hz against a 3% budget, where perf's
+/// 4000 Hz would cost ~9%. An odd rate avoids beating with periodic timers.
+pub const DEFAULT_FREQUENCY_HZ: u64 = 499;
+
+/// The sampling event for this machine, and why.
+pub fn choose_mode(machine: &Machine) -> (SamplingMode, String) {
+    if machine.pmu.usable {
+        (
+            SamplingMode::Cycles,
+            "hardware PMU available: sampling core cycles".into(),
+        )
+    } else {
+        (
+            SamplingMode::CpuClock,
+            format!(
+                "{}: sampling the cpu-clock software timer; hardware counters (CPI, TLB \
+                 misses, bus locks, machine clears, HITM) are not available",
+                machine
+                    .pmu
+                    .reason
+                    .as_deref()
+                    .unwrap_or("perf_event_open of cycles failed")
+            ),
+        )
+    }
+}
+
+/// The workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// Command line, when diagnose started it.
+    pub command: Option<Vec<String>>,
+    /// Its process id.
+    pub pid: u32,
+    /// How it ended.
+    pub ended: String,
+}
+
+/// How samples were taken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplingReport {
+    /// `cpu-clock` or `cycles`.
+    pub event: SamplingMode,
+    /// Why this event.
+    pub reason: String,
+    /// Samples per second per running thread.
+    pub frequency_hz: u64,
+    /// Wall time recorded, s.
+    pub wall_s: f64,
+    /// Samples taken.
+    pub samples: u64,
+    /// Records the kernel dropped.
+    pub lost: u64,
+}
+
+/// Machine facts the findings use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineReport {
+    /// CPU line.
+    pub cpu: String,
+    /// Logical CPUs.
+    pub logical_cpus: usize,
+    /// Hardware PMU usable.
+    pub pmu_usable: bool,
+    /// Why not.
+    pub pmu_reason: Option<String>,
+    /// THP mode.
+    pub thp: Option<String>,
+    /// Split-lock handling.
+    pub split_lock: String,
+    /// PAUSE measured during this diagnosis (only when a PAUSE spin was found).
+    pub pause: Option<PauseCost>,
+}
+
+/// Hardware counters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterReport {
+    /// True when a PMU counted.
+    pub available: bool,
+    /// Why not, or which vendor event table matched.
+    pub note: String,
+    /// Values.
+    pub values: Vec<CounterValue>,
+    /// Cycles per instruction.
+    pub cpi: Option<f64>,
+    /// Events the PMU refused, with the reason.
+    pub unavailable: Vec<(String, String)>,
+}
+
+/// Everything `diagnose` found: the `--json` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    /// Layout version ([`DIAGNOSIS_VERSION`]).
+    pub diagnosis_version: u32,
+    /// Writer.
+    pub tool: Tool,
+    /// The workload.
+    pub target: TargetReport,
+    /// Sampling.
+    pub sampling: SamplingReport,
+    /// Machine facts.
+    pub machine: MachineReport,
+    /// Findings, most severe first.
+    pub findings: Vec<Finding>,
+    /// Classified hot sites.
+    pub hot_sites: Vec<HotSite>,
+    /// Hottest functions.
+    pub functions: Vec<HotFunction>,
+    /// Share of samples per kind of site.
+    pub kinds: Vec<KindShare>,
+    /// Threads.
+    pub threads: Vec<ThreadReport>,
+    /// Memory per process.
+    pub processes: Vec<ProcessMemory>,
+    /// Exact totals of a started command.
+    pub totals: Option<ProcessTotals>,
+    /// Hardware counters.
+    pub counters: CounterReport,
+    /// What could not be done.
+    pub notes: Vec<String>,
+}
+
+/// True when the hot sites include a PAUSE spin (the caller then measures PAUSE).
+pub fn needs_pause_cost(hot: &HotSpots) -> bool {
+    hot.sites
+        .iter()
+        .any(|s| s.kind == disasm::SiteKind::PauseSpin && s.share >= rules::NOTICE_SHARE)
+}
+
+/// Assembles the diagnosis: evidence, findings, facts.
+pub fn build(
+    rec: Recording,
+    hot: HotSpots,
+    machine: &Machine,
+    mode_reason: String,
+    counter_note: String,
+    pause: Option<PauseCost>,
+) -> Diagnosis {
+    let findings = rules::findings(&rules::Context {
+        hot: &hot,
+        processes: &rec.processes,
+        machine,
+        pause,
+        counters: &rec.counter_values,
+        frequency_hz: rec.frequency_hz,
+    });
+    let mut notes = hot.notes.clone();
+    if rec.total_samples == 0 {
+        notes.push(
+            "no samples: the workload used no CPU in user space while it was followed".into(),
+        );
+    }
+    if rec.lost > 0 {
+        notes.push(format!(
+            "{} records lost (ring buffer full); shares are still representative",
+            rec.lost
+        ));
+    }
+    Diagnosis {
+        diagnosis_version: DIAGNOSIS_VERSION,
+        tool: Tool::this(),
+        target: TargetReport {
+            command: rec.command.clone(),
+            pid: rec.root_pid,
+            ended: rec.ended.clone(),
+        },
+        sampling: SamplingReport {
+            event: rec.mode,
+            reason: mode_reason,
+            frequency_hz: rec.frequency_hz,
+            wall_s: rec.wall_s,
+            samples: rec.total_samples,
+            lost: rec.lost,
+        },
+        machine: MachineReport {
+            cpu: machine.cpu_line(),
+            logical_cpus: machine.logical_cpus,
+            pmu_usable: machine.pmu.usable,
+            pmu_reason: machine.pmu.reason.clone(),
+            thp: machine.thp.as_ref().map(|t| t.enabled.clone()),
+            split_lock: format!(
+                "{}: {}",
+                machine.split_lock.effective, machine.split_lock.summary
+            ),
+            pause,
+        },
+        findings,
+        hot_sites: hot.sites,
+        functions: hot.functions,
+        kinds: hot.kinds,
+        threads: hot.threads,
+        processes: rec.processes,
+        totals: rec.totals,
+        counters: CounterReport {
+            available: machine.pmu.usable,
+            note: counter_note,
+            cpi: counters::cpi(&rec.counter_values),
+            values: rec.counter_values,
+            unavailable: rec.counters_unavailable,
+        },
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sampling_event_follows_the_pmu_and_says_why() {
+        let mut m = Machine::detect();
+        m.pmu.usable = false;
+        m.pmu.reason = Some("no hardware PMU is exposed".into());
+        let (mode, why) = choose_mode(&m);
+        assert_eq!(mode, SamplingMode::CpuClock);
+        assert!(why.starts_with("no hardware PMU is exposed: sampling the cpu-clock"));
+        m.pmu.usable = true;
+        assert_eq!(choose_mode(&m).0, SamplingMode::Cycles);
+    }
+}

@@ -1,0 +1,281 @@
+//! The terminal report of a diagnosis: header facts, findings with their evidence and code,
+//! then the tables behind them (hot sites, functions, threads, memory). Returns a `String`.
+
+use super::Diagnosis;
+use super::hotspots::short_module;
+use crate::hazards::pause::human_ns;
+use crate::report::terminal::{group_thousands, level_word};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use std::fmt::Write;
+
+fn table(width: u16, header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width)
+        .set_header(header.to_vec());
+    t
+}
+
+/// Word-wraps `text` to `width` columns; the first line starts with `indent`, the others
+/// with as many spaces.
+fn wrap(text: &str, indent: &str, width: usize) -> String {
+    let room = width.saturating_sub(indent.len()).max(20);
+    let rest = " ".repeat(indent.len());
+    let mut out = String::new();
+    let mut line = String::new();
+    let mut first = true;
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > room {
+            let _ = writeln!(out, "{}{line}", if first { indent } else { &rest });
+            first = false;
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "{}{line}", if first { indent } else { &rest });
+    }
+    out
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// Renders the whole report for a terminal `width` columns wide.
+pub fn render(d: &Diagnosis, width: u16) -> String {
+    let w = width as usize;
+    let mut o = String::new();
+    let what = match &d.target.command {
+        Some(c) => c.join(" "),
+        None => format!("attached to PID {}", d.target.pid),
+    };
+    let _ = writeln!(
+        o,
+        "Workload    {what} (pid {}): {}, {:.2} s recorded",
+        d.target.pid, d.target.ended, d.sampling.wall_s
+    );
+    let _ = writeln!(
+        o,
+        "Sampling    {} at {} Hz: {} samples{}",
+        d.sampling.event.event_name(),
+        d.sampling.frequency_hz,
+        group_thousands(d.sampling.samples),
+        if d.sampling.lost > 0 {
+            format!(", {} records lost", d.sampling.lost)
+        } else {
+            String::new()
+        }
+    );
+    if d.counters.available {
+        let cpi = d
+            .counters
+            .cpi
+            .map(|c| format!("CPI {c:.2}; "))
+            .unwrap_or_default();
+        let _ = writeln!(o, "Counters    {cpi}events: {}", d.counters.note);
+    } else {
+        let _ = writeln!(
+            o,
+            "PMU         none: {}. Hardware counters (CPI, TLB misses, bus locks, machine \
+             clears, HITM) are not available; everything below comes from timer samples, \
+             the code and /proc.",
+            d.machine.pmu_reason.as_deref().unwrap_or("not usable")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "Machine     {}, {} logical CPUs, THP {}",
+        d.machine.cpu,
+        d.machine.logical_cpus,
+        d.machine.thp.as_deref().unwrap_or("unknown")
+    );
+    if let Some(p) = d.machine.pause {
+        let _ = writeln!(
+            o,
+            "PAUSE       {:.1} ns{} (measured now, quick pause probe)",
+            p.ns,
+            p.cycles
+                .map(|c| format!(" = {c:.0} cycles"))
+                .unwrap_or_default()
+        );
+    }
+    let _ = writeln!(o);
+    if d.findings.is_empty() {
+        let _ = writeln!(
+            o,
+            "No findings: no spin-wait, locked hotspot or page-size problem stands out."
+        );
+    } else {
+        let _ = writeln!(o, "Findings");
+    }
+    for f in &d.findings {
+        let _ = writeln!(o, "\n[{}] {}", level_word(f.level), f.title);
+        for e in &f.evidence {
+            o.push_str(&wrap(e, "  - ", w));
+        }
+        if !f.disassembly.is_empty() {
+            let _ = writeln!(o, "  code:");
+            for l in &f.disassembly {
+                let _ = writeln!(o, "    {l}");
+            }
+        }
+        o.push_str(&wrap(&format!("Cost: {}", f.explanation), "  ", w));
+        o.push_str(&wrap(&format!("Do: {}", f.advice), "  ", w));
+    }
+    if !d.hot_sites.is_empty() {
+        let _ = writeln!(o, "\nHot sites");
+        let mut t = table(
+            width,
+            &[
+                "Share",
+                "Kind",
+                "Function",
+                "Where",
+                "Instruction",
+                "Threads",
+            ],
+        );
+        for s in d.hot_sites.iter().take(10) {
+            t.add_row(vec![
+                pct(s.share),
+                s.kind.describe().to_string(),
+                s.symbol.clone(),
+                format!("{} {:#x}", short_module(&s.module), s.address),
+                s.instruction.clone(),
+                s.threads
+                    .iter()
+                    .take(3)
+                    .map(|t| format!("{} {}", t.tid, pct(t.share_of_thread)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        let _ = writeln!(o, "{t}");
+    }
+    if !d.functions.is_empty() {
+        let _ = writeln!(o, "\nFunctions");
+        let mut t = table(width, &["Share", "Samples", "Function", "Module"]);
+        for f in d.functions.iter().take(10) {
+            t.add_row(vec![
+                pct(f.share),
+                f.samples.to_string(),
+                f.symbol.clone(),
+                short_module(&f.module).to_string(),
+            ]);
+        }
+        let _ = writeln!(o, "{t}");
+    }
+    if !d.threads.is_empty() {
+        let _ = writeln!(o, "\nThreads");
+        let mut t = table(
+            width,
+            &[
+                "TID",
+                "Name",
+                "Samples",
+                "CPU / wall",
+                "Switches vol/invol",
+                "Faults min/maj",
+                "Where its samples go",
+            ],
+        );
+        for th in d.threads.iter().take(12) {
+            let f = &th.figures;
+            t.add_row(vec![
+                f.tid.to_string(),
+                f.name.clone(),
+                format!("{} ({})", th.samples, pct(th.sample_share)),
+                if f.wall_s > 0.0 {
+                    format!(
+                        "{} of {} ({})",
+                        human_ns(f.cpu_s * 1e9),
+                        human_ns(f.wall_s * 1e9),
+                        pct(f.cpu_per_wall)
+                    )
+                } else {
+                    "-".into()
+                },
+                format!("{}/{}", f.voluntary_switches, f.involuntary_switches),
+                format!("{}/{}", f.minor_faults, f.major_faults),
+                th.kinds
+                    .iter()
+                    .map(|k| format!("{} {}", k.kind.describe(), pct(k.share)))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ]);
+        }
+        let _ = writeln!(o, "{t}");
+    }
+    if let Some(tot) = &d.totals {
+        let _ = writeln!(
+            o,
+            "Process totals: user {:.2} s, system {:.2} s, {} voluntary / {} involuntary \
+             switches, {} minor / {} major faults, peak RSS {} MiB",
+            tot.user_s,
+            tot.system_s,
+            tot.voluntary_switches,
+            tot.involuntary_switches,
+            tot.minor_faults,
+            tot.major_faults,
+            tot.max_rss_kb / 1024
+        );
+    }
+    for p in &d.processes {
+        let _ = writeln!(
+            o,
+            "Memory of {} ({}): RSS {} MiB, anonymous {} MiB, on huge pages {} MiB ({})",
+            p.pid,
+            p.name,
+            p.rss_kb / 1024,
+            p.anonymous_kb / 1024,
+            p.anon_huge_pages_kb / 1024,
+            pct(p.huge_share())
+        );
+    }
+    if d.counters.available && !d.counters.values.is_empty() {
+        let _ = writeln!(o, "\nCounters");
+        for v in &d.counters.values {
+            let _ = writeln!(
+                o,
+                "  {:<40} {:>16.0}{}",
+                v.name,
+                v.value,
+                if v.running_fraction < 0.99 {
+                    format!("  (scaled, counted {})", pct(v.running_fraction))
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    for n in &d.notes {
+        o.push_str(&wrap(&format!("Note: {n}"), "", w));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_words_and_indents() {
+        let text = "aaaa bbbb cccc dddd eeee ffff gggg hhhh";
+        let s = wrap(text, "- ", 24);
+        assert_eq!(s.lines().count(), 2);
+        assert!(s.starts_with("- aaaa"));
+        assert!(s.lines().nth(1).unwrap().starts_with("  "));
+        assert_eq!(
+            s.split_whitespace()
+                .filter(|w| *w != "-")
+                .collect::<Vec<_>>()
+                .join(" "),
+            text
+        );
+    }
+}

@@ -1,0 +1,640 @@
+//! Findings: rules that turn the evidence (hot sites, kernel signals, memory, counters) into
+//! what a reader should act on, each with a level, the evidence, what it costs in this
+//! machine's own figures, and what to do.
+//!
+//! Share thresholds are cpudoctor's: at 5% of samples a site is where a profile reader looks
+//! (notice); at 25% a quarter of the workload's CPU time goes there (hazard). Reference costs
+//! come from the design notes: core-to-core line transfers on Zen 4 (~22 ns within a CCX,
+//! ~100 ns across CCDs), split locks (~1.1 us on a Zen 4 VM against ~100 ns aligned), second-
+//! level TLBs of 1536 (Skylake) to 3072 (Zen 4) entries.
+
+use super::counters::{self, CounterValue};
+use super::disasm::SiteKind;
+use super::events::Signal;
+use super::hotspots::{HotSite, HotSpots, short_module};
+use super::memory::ProcessMemory;
+use crate::hazards::pause::human_ns;
+use crate::machine::Machine;
+use crate::report::schema::Level;
+use crate::spin::LegacySpin;
+use serde::{Deserialize, Serialize};
+
+/// Share of samples from which a site is worth a notice.
+pub const NOTICE_SHARE: f64 = 0.05;
+/// Share of samples from which a site is a hazard.
+pub const HAZARD_SHARE: f64 = 0.25;
+/// Anonymous memory above which page size matters: 64 MiB is 16384 4 KiB pages, beyond what
+/// any second-level TLB holds (1536 entries Skylake, 3072 Zen 4 = 6-12 MiB of reach).
+pub const LARGE_ANON_KB: u64 = 64 * 1024;
+/// Below this share of anonymous memory on huge pages, the process is on 4 KiB pages.
+pub const LOW_HUGE_SHARE: f64 = 0.10;
+/// Share of samples on memory loads from which the loads are "hot".
+pub const HOT_LOAD_SHARE: f64 = 0.20;
+
+/// PAUSE as measured on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PauseCost {
+    /// ns per PAUSE.
+    pub ns: f64,
+    /// Core cycles per PAUSE, when the core clock was estimated.
+    pub cycles: Option<f64>,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable id: `pause_spin`, `spin_without_pause`, `locked_rmw`, `split_lock`,
+    /// `small_pages`, `high_cpi`, `memory_ordering_clears`, `cross_core_hitm`, `bus_locks`.
+    pub id: String,
+    /// How much it matters.
+    pub level: Level,
+    /// One line.
+    pub title: String,
+    /// Function, when the finding is about code.
+    pub symbol: Option<String>,
+    /// Its file.
+    pub module: Option<String>,
+    /// Offset of the hot instruction in the function.
+    pub offset: Option<u64>,
+    /// Share of all samples.
+    pub sample_share: Option<f64>,
+    /// The code, `=>` on the hot instruction.
+    pub disassembly: Vec<String>,
+    /// The evidence, one fact per line.
+    pub evidence: Vec<String>,
+    /// What it costs, in this machine's figures.
+    pub explanation: String,
+    /// What to do.
+    pub advice: String,
+}
+
+/// What the rules read.
+pub struct Context<'a> {
+    /// Hot code.
+    pub hot: &'a HotSpots,
+    /// Memory per process.
+    pub processes: &'a [ProcessMemory],
+    /// Host facts.
+    pub machine: &'a Machine,
+    /// PAUSE measured now, when a PAUSE spin was found.
+    pub pause: Option<PauseCost>,
+    /// Hardware counters (empty without a PMU).
+    pub counters: &'a [CounterValue],
+    /// Sampling frequency, to turn samples into CPU time.
+    pub frequency_hz: u64,
+}
+
+fn level_for_share(share: f64) -> Option<Level> {
+    if share >= HAZARD_SHARE {
+        Some(Level::Hazard)
+    } else if share >= NOTICE_SHARE {
+        Some(Level::Notice)
+    } else {
+        None
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+fn site_evidence(site: &HotSite, ctx: &Context) -> Vec<String> {
+    let cpu_s = site.samples as f64 / ctx.frequency_hz.max(1) as f64;
+    let mut v = vec![format!(
+        "{} of all samples ({} samples, ~{} of CPU time) at {}+{:#x} in {}, hot instruction \
+         `{}`",
+        pct(site.share),
+        site.samples,
+        human_ns(cpu_s * 1e9),
+        site.symbol,
+        site.offset,
+        short_module(&site.module),
+        site.instruction
+    )];
+    if let Some(line) = &site.source_line {
+        v.push(format!("source: {line}"));
+    }
+    for t in site.threads.iter().take(4) {
+        let cpu = ctx
+            .hot
+            .threads
+            .iter()
+            .find(|r| r.figures.tid == t.tid)
+            .filter(|r| r.figures.wall_s > 0.0)
+            .map(|r| {
+                format!(
+                    ", thread busy {} of its wall time",
+                    pct(r.figures.cpu_per_wall)
+                )
+            })
+            .unwrap_or_default();
+        v.push(format!(
+            "thread {} ({}): {} of its samples here{cpu}",
+            t.tid,
+            t.name,
+            pct(t.share_of_thread)
+        ));
+    }
+    v
+}
+
+fn code_finding(id: &str, level: Level, title: String, site: &HotSite, ctx: &Context) -> Finding {
+    Finding {
+        id: id.into(),
+        level,
+        title,
+        symbol: Some(site.symbol.clone()),
+        module: Some(site.module.clone()),
+        offset: Some(site.offset),
+        sample_share: Some(site.share),
+        disassembly: site.disassembly.clone(),
+        evidence: site_evidence(site, ctx),
+        explanation: String::new(),
+        advice: String::new(),
+    }
+}
+
+fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
+    let mut f = code_finding(
+        "pause_spin",
+        level,
+        format!("{} spins on PAUSE", site.symbol),
+        site,
+        ctx,
+    );
+    let cpu_ns = site.samples as f64 / ctx.frequency_hz.max(1) as f64 * 1e9;
+    f.explanation = match ctx.pause {
+        Some(p) => {
+            let cycles = p
+                .cycles
+                .map(|c| format!(" ({c:.0} core cycles)"))
+                .unwrap_or_default();
+            let legacy = LegacySpin::new(ctx.machine.logical_cpus as u64);
+            format!(
+                "This loop waits on PAUSE. PAUSE costs {:.1} ns here{cycles}, measured now \
+                 ({:.1}x the ~4 ns spin counts were tuned for on Haswell-era CPUs); the time \
+                 sampled here is about {} PAUSEs. A spin of 100 PAUSEs (glibc's adaptive \
+                 mutex) lasts {}, of 1,000 PAUSEs {}; .NET's legacy lock spin on {} cores \
+                 would last {}. Spinning is the symptom: a waiter spins because the holder \
+                 keeps the lock (or the producer the data) longer than the spin.",
+                p.ns,
+                p.ns / 4.0,
+                crate::report::terminal::group_thousands((cpu_ns / p.ns) as u64),
+                human_ns(100.0 * p.ns),
+                human_ns(1000.0 * p.ns),
+                ctx.machine.logical_cpus,
+                human_ns(legacy.total_ns(p.ns)),
+            )
+        }
+        None => "This loop waits on PAUSE; the PAUSE cost could not be measured here, see \
+                 `cpudoctor check`."
+            .into(),
+    };
+    f.advice = "Bound the spin by time, not by a count of PAUSEs (.NET measures PAUSE at \
+                start-up since Core 2.1 and spins by normalized time), then block (futex, \
+                condition variable, parking). Find what the waiter waits for: shorten the \
+                critical section or hand work over without a lock."
+        .into();
+    f
+}
+
+fn plain_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
+    let mut f = code_finding(
+        "spin_without_pause",
+        level,
+        format!("{} spins without PAUSE", site.symbol),
+        site,
+        ctx,
+    );
+    f.explanation = "This loop re-reads one location with no PAUSE. It takes issue slots from \
+                     the SMT sibling, leaves with a memory-order machine clear when the value \
+                     changes, and inside a VM never triggers pause-loop exiting, so the \
+                     hypervisor cannot give the vCPU to the thread being waited for."
+        .into();
+    f.advice = "Put a PAUSE in the loop (_mm_pause(), std::hint::spin_loop(), \
+                Thread.onSpinWait()), bound the spin by time and then block."
+        .into();
+    f
+}
+
+fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
+    let contending: Vec<_> = site
+        .threads
+        .iter()
+        .filter(|t| t.samples * 10 >= site.samples)
+        .collect();
+    let contended = contending.len() >= 2;
+    let mut f = code_finding(
+        "locked_rmw",
+        level,
+        format!(
+            "{} locked read-modify-write in {}",
+            if contended { "contended" } else { "hot" },
+            site.symbol
+        ),
+        site,
+        ctx,
+    );
+    if contended {
+        f.evidence.push(format!(
+            "{} threads take turns on the same instruction, so its cache line moves between \
+             cores",
+            contending.len()
+        ));
+    }
+    f.explanation = format!(
+        "A locked instruction waits until it owns the cache line. Uncontended that is ~20 \
+         cycles in L1; when another core wrote the line last, the line must move first: ~22 ns \
+         within a Zen 4 CCX, ~100 ns across CCDs, ~200 ns across sockets. {}",
+        if contended {
+            "Here several threads hit the same line, so most executions pay a transfer, and \
+             neighbouring fields on that line pay it too (false sharing, the Netflix case)."
+        } else {
+            "Here one thread takes most samples: the cost is the locked operation itself."
+        }
+    );
+    f.advice = "Shard the counter per thread or per CPU and sum on read; batch updates; keep \
+                hot atomics on their own 64-byte line (alignas(64) / padding) so unrelated \
+                fields do not share it; read before CAS (test-and-test-and-set)."
+        .into();
+    f
+}
+
+fn split_lock(site: &HotSite, note: &str, ctx: &Context) -> Finding {
+    let mut f = code_finding(
+        "split_lock",
+        Level::Hazard,
+        format!("split lock in {}", site.symbol),
+        site,
+        ctx,
+    );
+    f.evidence.push(note.to_string());
+    if let Some(bus) = counters::signal_total(ctx.counters, Signal::BusLocks) {
+        f.evidence.push(format!("bus-lock counter: {bus:.0}"));
+    }
+    f.explanation = format!(
+        "A locked operation on a value that straddles two cache lines cannot lock one line: \
+         the CPU takes a bus lock, which stalls memory access on every core: ~1.1 us on a Zen \
+         4 VM against ~100 ns aligned, and up to 10x slower L2/L3/DRAM for the other cores. \
+         This kernel: {}",
+        ctx.machine.split_lock.summary
+    );
+    f.advice = "Align every atomic to its size (alignas, no #pragma pack or packed structs \
+                around atomics, no pointer arithmetic that misaligns them)."
+        .into();
+    f
+}
+
+fn small_pages(ctx: &Context) -> Option<Finding> {
+    let proc_ = ctx
+        .processes
+        .iter()
+        .max_by_key(|p| p.anonymous_kb)
+        .filter(|p| p.anonymous_kb >= LARGE_ANON_KB && p.huge_share() < LOW_HUGE_SHARE)?;
+    let load_share: f64 = ctx
+        .hot
+        .kinds
+        .iter()
+        .filter(|k| k.kind == SiteKind::MemoryLoad)
+        .map(|k| k.share)
+        .sum();
+    let walks = counters::signal_total(ctx.counters, Signal::DtlbWalks);
+    let instructions = ctx
+        .counters
+        .iter()
+        .find(|v| v.name == "instructions")
+        .map(|v| v.value);
+    let walks_per_k = walks
+        .zip(instructions)
+        .map(|(w, i)| 1000.0 * w / i.max(1.0));
+    if load_share < HOT_LOAD_SHARE && walks_per_k.is_none_or(|w| w < 1.0) {
+        return None;
+    }
+    let level = match walks_per_k {
+        Some(w) if w >= 5.0 => Level::Hazard,
+        _ => Level::Notice,
+    };
+    let thp = ctx
+        .machine
+        .thp
+        .as_ref()
+        .map_or("unknown".to_string(), |t| t.enabled.clone());
+    let site = ctx
+        .hot
+        .sites
+        .iter()
+        .find(|s| s.kind == SiteKind::MemoryLoad);
+    let mut evidence = vec![
+        format!(
+            "process {} ({}): {} MiB anonymous memory, {} MiB of it on huge pages \
+             (AnonHugePages), RSS {} MiB",
+            proc_.pid,
+            proc_.name,
+            proc_.anonymous_kb / 1024,
+            proc_.anon_huge_pages_kb / 1024,
+            proc_.rss_kb / 1024
+        ),
+        format!("transparent huge pages: {thp}"),
+        format!("{} of samples on memory loads", pct(load_share)),
+    ];
+    if let Some(w) = walks_per_k {
+        evidence.push(format!("{w:.2} data-TLB walks per 1000 instructions"));
+    } else {
+        evidence.push(
+            "no PMU: TLB misses cannot be counted here; the finding rests on the page size \
+             and the hot loads"
+                .into(),
+        );
+    }
+    if let Some(s) = site {
+        evidence.extend(site_evidence(s, ctx));
+    }
+    let pages = proc_.anonymous_kb / 4;
+    Some(Finding {
+        id: "small_pages".into(),
+        level,
+        title: format!(
+            "{} MiB on 4 KiB pages with hot memory loads",
+            proc_.anonymous_kb / 1024
+        ),
+        symbol: site.map(|s| s.symbol.clone()),
+        module: site.map(|s| s.module.clone()),
+        offset: site.map(|s| s.offset),
+        sample_share: Some(load_share),
+        disassembly: site.map(|s| s.disassembly.clone()).unwrap_or_default(),
+        evidence,
+        explanation: format!(
+            "{} MiB of anonymous memory is {} 4 KiB pages. A second-level TLB of 1536 \
+             (Skylake) to 3072 (Zen 4) entries reaches 6-12 MiB with 4 KiB pages, 3-6 GiB \
+             with 2 MiB pages: loads that jump around this memory mostly miss the TLB and \
+             walk the page tables, a chain of dependent memory reads per load.",
+            proc_.anonymous_kb / 1024,
+            crate::report::terminal::group_thousands(pages)
+        ),
+        advice: match thp.as_str() {
+            "madvise" => "THP is in madvise mode here: madvise(MADV_HUGEPAGE) the large \
+                          buffers (2 MiB-aligned), or set transparent_hugepage=always; JVMs: \
+                          -XX:+UseTransparentHugePages."
+                .into(),
+            "never" => "THP is off here: enable it (madvise or always) and madvise the large \
+                        buffers, or use hugetlbfs (MAP_HUGETLB)."
+                .into(),
+            _ => "THP is on but the memory is not on huge pages: check fragmentation \
+                  (khugepaged, defrag setting) or allocate from hugetlbfs."
+                .into(),
+        },
+    })
+}
+
+fn counter_findings(ctx: &Context) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let instructions = ctx
+        .counters
+        .iter()
+        .find(|v| v.name == "instructions")
+        .map(|v| v.value)
+        .filter(|i| *i > 0.0);
+    let plain =
+        |id: &str, level, title: String, evidence: String, explanation: &str, advice: &str| {
+            Finding {
+                id: id.into(),
+                level,
+                title,
+                symbol: None,
+                module: None,
+                offset: None,
+                sample_share: None,
+                disassembly: Vec::new(),
+                evidence: vec![evidence],
+                explanation: explanation.into(),
+                advice: advice.into(),
+            }
+        };
+    if let Some(cpi) = counters::cpi(ctx.counters)
+        && cpi >= 2.0
+    {
+        out.push(plain(
+            "high_cpi",
+            Level::Notice,
+            format!("CPI {cpi:.2}"),
+            format!("{cpi:.2} cycles per instruction"),
+            "The core waits more than it executes. The Netflix seed's slow nodes ran at 3x the \
+             CPI of the fast ones, with 4x the machine clears: cache lines bouncing between \
+             cores.",
+            "Look at the memory-ordering clears and HITM counts below, and at the hot \
+             instructions for shared writes.",
+        ));
+    }
+    let per_k = |s: Signal| {
+        counters::signal_total(ctx.counters, s)
+            .zip(instructions)
+            .map(|(v, i)| (v, 1000.0 * v / i))
+    };
+    if let Some((n, k)) = per_k(Signal::MemoryOrderingClears)
+        && k >= 0.5
+    {
+        out.push(plain(
+            "memory_ordering_clears",
+            Level::Notice,
+            format!("{k:.2} memory-ordering machine clears per 1000 instructions"),
+            format!("{n:.0} clears"),
+            "Another core wrote a line this core had read ahead, and the pipeline was flushed: \
+             the signature of true or false sharing.",
+            "Find fields written by one thread and read by others on the same 64-byte line; \
+             pad them apart or stop writing shared state (the seed's fix).",
+        ));
+    }
+    if let Some((n, k)) = per_k(Signal::CrossCoreHitm)
+        && k >= 1.0
+    {
+        out.push(plain(
+            "cross_core_hitm",
+            Level::Notice,
+            format!("{k:.2} loads per 1000 instructions served from another core's modified line"),
+            format!("{n:.0} cross-core transfers"),
+            "Each costs a core-to-core transfer (~22-100 ns on Zen 4) instead of an L1 hit.",
+            "Keep data written by one thread on lines no other thread reads in a hot path.",
+        ));
+    }
+    if let Some(n) = counters::signal_total(ctx.counters, Signal::BusLocks)
+        && n >= 1.0
+    {
+        out.push(plain(
+            "bus_locks",
+            Level::Hazard,
+            format!("{n:.0} bus locks"),
+            format!("{n:.0} locked operations took a bus lock"),
+            "Split or uncacheable locked operations lock the bus and slow every core.",
+            "Find the misaligned atomic (the locked hot sites above) and align it.",
+        ));
+    }
+    out
+}
+
+/// Every finding, most severe first, then by share.
+pub fn findings(ctx: &Context) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for site in &ctx.hot.sites {
+        let Some(level) = level_for_share(site.share) else {
+            continue;
+        };
+        match site.kind {
+            SiteKind::PauseSpin => out.push(pause_spin(site, level, ctx)),
+            SiteKind::SpinWithoutPause => out.push(plain_spin(site, level, ctx)),
+            SiteKind::LockedRmw => {
+                // A split lock is the locked hotspot with its cause named: one finding, unless
+                // threads also contend for it, which is a second cost.
+                let contended = site
+                    .threads
+                    .iter()
+                    .filter(|t| t.samples * 10 >= site.samples)
+                    .count()
+                    >= 2;
+                if let Some(note) = &site.split_note {
+                    out.push(split_lock(site, note, ctx));
+                }
+                if site.split_note.is_none() || contended {
+                    out.push(locked_rmw(site, level, ctx));
+                }
+            }
+            SiteKind::MemoryLoad | SiteKind::Compute => {}
+        }
+    }
+    out.extend(small_pages(ctx));
+    out.extend(counter_findings(ctx));
+    out.sort_by(|a, b| {
+        b.level.cmp(&a.level).then(
+            b.sample_share
+                .unwrap_or(0.0)
+                .total_cmp(&a.sample_share.unwrap_or(0.0)),
+        )
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::hotspots::{KindShare, SiteThread};
+
+    fn machine() -> Machine {
+        let mut m = Machine::detect();
+        m.logical_cpus = 24;
+        m
+    }
+
+    fn site(kind: SiteKind, share: f64, threads: &[(u32, u64)]) -> HotSite {
+        let samples = threads.iter().map(|t| t.1).sum();
+        HotSite {
+            kind,
+            symbol: "spin_wait_on_flag".into(),
+            module: "/tmp/x/pause_spin".into(),
+            address: 0x1189,
+            offset: 0x19,
+            instruction: "pause".into(),
+            samples,
+            share,
+            threads: threads
+                .iter()
+                .map(|&(tid, n)| SiteThread {
+                    tid,
+                    name: "t".into(),
+                    samples: n,
+                    share_of_thread: 0.9,
+                })
+                .collect(),
+            disassembly: vec!["=> 0x1189: f3 90 pause".into()],
+            source_line: None,
+            split_note: None,
+        }
+    }
+
+    fn ctx<'a>(hot: &'a HotSpots, m: &'a Machine, procs: &'a [ProcessMemory]) -> Context<'a> {
+        Context {
+            hot,
+            processes: procs,
+            machine: m,
+            pause: Some(PauseCost {
+                ns: 43.0,
+                cycles: Some(140.0),
+            }),
+            counters: &[],
+            frequency_hz: 1000,
+        }
+    }
+
+    #[test]
+    fn a_pause_spin_finding_joins_the_measured_pause_cost() {
+        let hot = HotSpots {
+            sites: vec![site(SiteKind::PauseSpin, 0.6, &[(10, 600)])],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let f = findings(&ctx(&hot, &m, &[]));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].id, "pause_spin");
+        assert_eq!(f[0].level, Level::Hazard);
+        assert_eq!(f[0].symbol.as_deref(), Some("spin_wait_on_flag"));
+        // 600 samples at 1 kHz = 0.6 s = ~13.95 M PAUSEs at 43 ns; 1,000 PAUSEs = 43 us;
+        // the seed's .NET legacy spin on 24 cores at 43 ns = 211.6 ms.
+        assert!(f[0].explanation.contains("43.0 ns"), "{}", f[0].explanation);
+        assert!(f[0].explanation.contains("13,953,488 PAUSEs"));
+        assert!(f[0].explanation.contains("43.0 us"));
+        assert!(f[0].explanation.contains("211.6 ms"));
+    }
+
+    #[test]
+    fn small_shares_give_no_finding() {
+        let hot = HotSpots {
+            sites: vec![site(SiteKind::PauseSpin, 0.02, &[(10, 20)])],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        assert!(findings(&ctx(&hot, &m, &[])).is_empty());
+    }
+
+    #[test]
+    fn two_threads_on_one_locked_site_is_contended_and_a_split_adds_a_hazard() {
+        let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 400), (11, 380)]);
+        s.split_note = Some("the 8-byte operand at 0x403c ... a split lock".into());
+        let hot = HotSpots {
+            sites: vec![s],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let f = findings(&ctx(&hot, &m, &[]));
+        let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["split_lock", "locked_rmw"]);
+        assert!(f[1].title.starts_with("contended"));
+        assert!(f[0].evidence.iter().any(|e| e.contains("0x403c")));
+    }
+
+    #[test]
+    fn large_anonymous_memory_on_small_pages_with_hot_loads_is_a_page_size_finding() {
+        let procs = [ProcessMemory {
+            pid: 5,
+            name: "rand".into(),
+            rss_kb: 600 * 1024,
+            anonymous_kb: 512 * 1024,
+            anon_huge_pages_kb: 0,
+        }];
+        let hot = HotSpots {
+            kinds: vec![KindShare {
+                kind: SiteKind::MemoryLoad,
+                samples: 700,
+                share: 0.7,
+            }],
+            sites: vec![site(SiteKind::MemoryLoad, 0.7, &[(5, 700)])],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let f = findings(&ctx(&hot, &m, &procs));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].id, "small_pages");
+        assert!(f[0].explanation.contains("131,072 4 KiB pages"));
+        // Same memory on huge pages: no finding.
+        let mut huge = procs.clone();
+        huge[0].anon_huge_pages_kb = 500 * 1024;
+        assert!(findings(&ctx(&hot, &m, &huge)).is_empty());
+    }
+}

@@ -1,0 +1,462 @@
+//! Naming addresses: which file backs an address (from `/proc/PID/maps` and the sampler's
+//! mmap records), the ELF symbol that contains it (symbol table, or the dynamic one of a
+//! stripped library), the source line when the file carries DWARF, and the names JITs publish
+//! in `/tmp/perf-PID.map` for code in anonymous memory (HotSpot with perf-map-agent or
+//! `-XX:+DumpPerfMapAtExit`, .NET with `DOTNET_PerfMapEnabled=1`, V8 with `--perf-basic-prof`).
+
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One executable mapping of a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapEntry {
+    /// First address.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub pgoff: u64,
+    /// Backing file or pseudo-name (`//anon`, `[vdso]`, `[anon:...]`, empty for anonymous).
+    pub path: Arc<str>,
+}
+
+impl MapEntry {
+    /// True when a file on disk backs it (an absolute path).
+    pub fn is_file(&self) -> bool {
+        self.path.starts_with('/') && !self.path.starts_with("//")
+    }
+}
+
+/// Parses the executable mappings of a `/proc/PID/maps` text.
+pub fn parse_proc_maps(text: &str) -> Vec<MapEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (start, end) = f.next()?.split_once('-')?;
+            let perms = f.next()?;
+            let pgoff = u64::from_str_radix(f.next()?, 16).ok()?;
+            let (_dev, _inode) = (f.next()?, f.next()?);
+            let path: Vec<&str> = f.collect();
+            if !perms.contains('x') {
+                return None;
+            }
+            Some(MapEntry {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                pgoff,
+                path: Arc::from(path.join(" ")),
+            })
+        })
+        .collect()
+}
+
+/// Where a sampled address lies, fixed at the time of the sample.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Location {
+    /// In a file-backed mapping: the file and the offset in it.
+    File {
+        /// Path of the file.
+        path: Arc<str>,
+        /// Offset in the file.
+        file_offset: u64,
+    },
+    /// In memory no file backs (JIT code, the vDSO): the absolute address.
+    Anon {
+        /// Process, whose perf map names it.
+        pid: u32,
+        /// The address.
+        addr: u64,
+        /// The mapping's pseudo-name.
+        region: Arc<str>,
+    },
+    /// Outside every known mapping.
+    Unknown {
+        /// Process.
+        pid: u32,
+        /// The address.
+        addr: u64,
+    },
+}
+
+/// The executable mappings of every followed process, as they change.
+#[derive(Debug, Default)]
+pub struct AddressSpaces {
+    by_pid: HashMap<u32, Vec<MapEntry>>,
+}
+
+impl AddressSpaces {
+    /// Adds a mapping; a later mapping at the same address hides an earlier one.
+    pub fn add(&mut self, pid: u32, entry: MapEntry) {
+        self.by_pid.entry(pid).or_default().push(entry);
+    }
+
+    /// A new process starts with its parent's mappings (fork records carry no mmaps).
+    pub fn fork(&mut self, parent: u32, child: u32) {
+        if parent != child
+            && let Some(m) = self.by_pid.get(&parent).cloned()
+        {
+            self.by_pid.insert(child, m);
+        }
+    }
+
+    /// An exec replaces the address space.
+    pub fn exec(&mut self, pid: u32) {
+        self.by_pid.remove(&pid);
+    }
+
+    /// Where `addr` lies in process `pid` now.
+    pub fn locate(&self, pid: u32, addr: u64) -> Location {
+        let found = self
+            .by_pid
+            .get(&pid)
+            .and_then(|maps| maps.iter().rev().find(|m| (m.start..m.end).contains(&addr)));
+        match found {
+            Some(m) if m.is_file() => Location::File {
+                path: m.path.clone(),
+                file_offset: addr - m.start + m.pgoff,
+            },
+            Some(m) => Location::Anon {
+                pid,
+                addr,
+                region: m.path.clone(),
+            },
+            None => Location::Unknown { pid, addr },
+        }
+    }
+}
+
+/// A named code range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    /// Start (ELF virtual address for files, absolute for JIT code).
+    pub addr: u64,
+    /// Size in bytes, 0 when unknown.
+    pub size: u64,
+    /// Demangled name.
+    pub name: String,
+}
+
+/// Finds the symbol containing `addr` in a list sorted by address. A symbol of unknown size
+/// extends to the next one.
+pub fn symbol_containing(symbols: &[Symbol], addr: u64) -> Option<&Symbol> {
+    let i = symbols.partition_point(|s| s.addr <= addr);
+    let s = symbols.get(i.checked_sub(1)?)?;
+    (s.size == 0 || addr < s.addr + s.size).then_some(s)
+}
+
+/// Parses a perf map: `START SIZE NAME` per line, START and SIZE in hex with or without `0x`
+/// (perf-map-agent and .NET write none, some V8 builds write `0x`). Returns symbols sorted.
+pub fn parse_perf_map(text: &str) -> Vec<Symbol> {
+    let hex = |s: &str| {
+        let s = s
+            .strip_prefix("0x")
+            .or_else(|| s.strip_prefix("0X"))
+            .unwrap_or(s);
+        u64::from_str_radix(s, 16).ok()
+    };
+    let mut v: Vec<Symbol> = text
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.trim().splitn(3, char::is_whitespace);
+            let addr = hex(parts.next()?)?;
+            let size = hex(parts.next()?.trim())?;
+            let name = parts.next()?.trim().to_string();
+            (!name.is_empty()).then_some(Symbol { addr, size, name })
+        })
+        .collect();
+    v.sort_by_key(|s| s.addr);
+    v
+}
+
+/// An ELF file's code: load segments, symbols, and DWARF lines when present.
+pub struct ElfModule {
+    data: Vec<u8>,
+    segments: Vec<(u64, u64, u64)>, // (file offset, file size, virtual address)
+    /// Function symbols, sorted by address.
+    pub symbols: Vec<Symbol>,
+    lines: Option<addr2line::Loader>,
+}
+
+impl ElfModule {
+    /// Loads `path`; `None` when it is not a readable object file.
+    pub fn load(path: &str) -> Option<ElfModule> {
+        let data = std::fs::read(path).ok()?;
+        let (segments, symbols, has_dwarf) = {
+            let file = object::File::parse(&*data).ok()?;
+            let segments = file
+                .segments()
+                .map(|s| {
+                    let (off, size) = s.file_range();
+                    (off, size, s.address())
+                })
+                .collect();
+            let mut symbols: Vec<Symbol> = file
+                .symbols()
+                .chain(file.dynamic_symbols())
+                .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+                .filter_map(|s| {
+                    let name = s.name().ok()?;
+                    Some(Symbol {
+                        addr: s.address(),
+                        size: s.size(),
+                        name: addr2line::demangle_auto(name.into(), None).into_owned(),
+                    })
+                })
+                .collect();
+            symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+            symbols.dedup_by_key(|s| s.addr);
+            let has_dwarf = file.section_by_name(".debug_line").is_some();
+            (segments, symbols, has_dwarf)
+        };
+        let lines = if has_dwarf {
+            addr2line::Loader::new(path).ok()
+        } else {
+            None
+        };
+        Some(ElfModule {
+            data,
+            segments,
+            symbols,
+            lines,
+        })
+    }
+
+    /// The virtual address at which the byte at `file_offset` is loaded.
+    pub fn vaddr_of(&self, file_offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(off, size, _)| (*off..off + size).contains(&file_offset))
+            .map(|(off, _, vaddr)| vaddr + (file_offset - off))
+    }
+
+    /// Up to `len` bytes of the file image at virtual address `vaddr` (clipped to its segment).
+    pub fn bytes_at(&self, vaddr: u64, len: u64) -> Option<&[u8]> {
+        let (off, size, seg) = self
+            .segments
+            .iter()
+            .find(|(_, size, seg)| (*seg..seg + size).contains(&vaddr))?;
+        let start = off + (vaddr - seg);
+        let end = (start + len).min(off + size);
+        self.data.get(start as usize..end as usize)
+    }
+
+    /// `file:line` of `vaddr`, from DWARF.
+    pub fn source_line(&self, vaddr: u64) -> Option<String> {
+        let loc = self.lines.as_ref()?.find_location(vaddr).ok()??;
+        Some(format!("{}:{}", loc.file?, loc.line?))
+    }
+}
+
+/// A sampled address, named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// File path, or the region (`//anon`, `[vdso]`, `[unknown]`).
+    pub module: String,
+    /// The address in the module's own numbering (ELF virtual address; absolute for JIT).
+    pub address: u64,
+    /// The containing symbol, if any.
+    pub symbol: Option<Symbol>,
+}
+
+/// Loads and caches modules and perf maps, and names locations.
+#[derive(Default)]
+pub struct Symbolizer {
+    modules: HashMap<Arc<str>, Option<ElfModule>>,
+    perf_maps: HashMap<u32, Vec<Symbol>>,
+    jit_code: HashMap<u32, Vec<(u64, Vec<u8>)>>,
+    /// Where code bytes of anonymous memory can still be read (live processes only).
+    pub live_pids: Vec<u32>,
+}
+
+impl Symbolizer {
+    /// Gives the JIT symbols of process `pid` (from its perf map, read while it ran).
+    pub fn set_perf_map(&mut self, pid: u32, symbols: Vec<Symbol>) {
+        self.perf_maps.insert(pid, symbols);
+    }
+
+    /// Gives code copied from process `pid` while it ran (JIT symbols).
+    pub fn set_jit_code(&mut self, pid: u32, code: Vec<(u64, Vec<u8>)>) {
+        self.jit_code.insert(pid, code);
+    }
+
+    /// The module loaded from `path`, cached.
+    pub fn module(&mut self, path: &Arc<str>) -> Option<&ElfModule> {
+        self.modules
+            .entry(path.clone())
+            .or_insert_with(|| ElfModule::load(path))
+            .as_ref()
+    }
+
+    /// Names a location.
+    pub fn name(&mut self, loc: &Location) -> Named {
+        match loc {
+            Location::File { path, file_offset } => {
+                let module = path.to_string();
+                match self.module(path) {
+                    Some(m) => {
+                        let address = m.vaddr_of(*file_offset).unwrap_or(*file_offset);
+                        Named {
+                            module,
+                            address,
+                            symbol: symbol_containing(&m.symbols, address).cloned(),
+                        }
+                    }
+                    None => Named {
+                        module,
+                        address: *file_offset,
+                        symbol: None,
+                    },
+                }
+            }
+            Location::Anon { pid, addr, region } => Named {
+                module: if region.is_empty() {
+                    "[anon]".into()
+                } else {
+                    region.to_string()
+                },
+                address: *addr,
+                symbol: self
+                    .perf_maps
+                    .get(pid)
+                    .and_then(|m| symbol_containing(m, *addr))
+                    .cloned(),
+            },
+            Location::Unknown { pid, addr } => Named {
+                module: "[unknown]".into(),
+                address: *addr,
+                symbol: self
+                    .perf_maps
+                    .get(pid)
+                    .and_then(|m| symbol_containing(m, *addr))
+                    .cloned(),
+            },
+        }
+    }
+
+    /// Code bytes `[addr, addr + len)` in the numbering of `loc`'s module: from the file, or
+    /// from the memory of a process that is still alive.
+    pub fn code(&mut self, loc: &Location, addr: u64, len: u64) -> Option<Vec<u8>> {
+        match loc {
+            Location::File { path, .. } => {
+                self.module(path)?.bytes_at(addr, len).map(<[u8]>::to_vec)
+            }
+            Location::Anon { pid, .. } | Location::Unknown { pid, .. } => {
+                let copied = self.jit_code.get(pid).and_then(|blocks| {
+                    blocks.iter().find_map(|(start, bytes)| {
+                        let from = addr.checked_sub(*start)? as usize;
+                        (from < bytes.len())
+                            .then(|| bytes[from..(from + len as usize).min(bytes.len())].to_vec())
+                    })
+                });
+                if copied.is_some() || !self.live_pids.contains(pid) {
+                    return copied;
+                }
+                read_process_memory(*pid, addr, len)
+            }
+        }
+    }
+
+    /// `file:line` for a file location's address.
+    pub fn source_line(&mut self, loc: &Location, addr: u64) -> Option<String> {
+        match loc {
+            Location::File { path, .. } => self.module(path)?.source_line(addr),
+            _ => None,
+        }
+    }
+}
+
+/// Reads `len` bytes at `addr` of process `pid` (`/proc/PID/mem`, ptrace access needed).
+pub fn read_process_memory(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = vec![0u8; len as usize];
+    let n = f.read_at(&mut buf, addr).ok()?;
+    buf.truncate(n);
+    (n > 0).then_some(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAPS: &str = "\
+55d0c8a00000-55d0c8a01000 r--p 00000000 fd:01 123 /usr/bin/spin
+55d0c8a01000-55d0c8a02000 r-xp 00001000 fd:01 123 /usr/bin/spin
+7f00aa000000-7f00aa010000 rwxp 00000000 00:00 0
+7f00bb028000-7f00bb1bd000 r-xp 00028000 fd:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd1e9f0000-7ffd1e9f2000 r-xp 00000000 00:00 0                          [vdso]
+";
+
+    #[test]
+    fn only_executable_mappings_are_kept_with_their_offsets() {
+        let m = parse_proc_maps(MAPS);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].pgoff, 0x1000);
+        assert_eq!(&*m[0].path, "/usr/bin/spin");
+        assert_eq!(&*m[1].path, "");
+        assert_eq!(&*m[3].path, "[vdso]");
+        assert!(m[2].is_file() && !m[1].is_file() && !m[3].is_file());
+    }
+
+    #[test]
+    fn addresses_locate_to_file_offsets_or_anonymous_memory() {
+        let mut a = AddressSpaces::default();
+        for e in parse_proc_maps(MAPS) {
+            a.add(7, e);
+        }
+        assert_eq!(
+            a.locate(7, 0x55d0c8a01136),
+            Location::File {
+                path: "/usr/bin/spin".into(),
+                file_offset: 0x1136
+            }
+        );
+        assert!(matches!(a.locate(7, 0x7f00aa000010), Location::Anon { .. }));
+        assert!(matches!(a.locate(7, 0x10), Location::Unknown { .. }));
+        a.fork(7, 8);
+        assert!(matches!(a.locate(8, 0x55d0c8a01136), Location::File { .. }));
+        a.exec(8);
+        assert!(matches!(
+            a.locate(8, 0x55d0c8a01136),
+            Location::Unknown { .. }
+        ));
+    }
+
+    #[test]
+    fn perf_maps_parse_with_and_without_0x() {
+        // Guards the two spellings JITs use: perf-map-agent/.NET (bare hex) and 0x-prefixed.
+        let text = include_str!("../../tests/fixtures/perf-map/perf-1234.map");
+        let s = parse_perf_map(text);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].name, "LazyCompile:*spinWait /app/lock.js:12");
+        assert_eq!(s[0].addr, 0x3ec4e8b00040);
+        assert_eq!(s[0].size, 0x80);
+        assert_eq!(
+            s[2].name,
+            "void System.Threading.SpinWait::SpinOnce(int32)[Optimized]"
+        );
+        assert_eq!(s[2].size, 0x6c);
+        let hit = symbol_containing(&s, 0x7f6a1c0a1050).unwrap();
+        assert!(hit.name.starts_with("Interpreter"));
+        assert!(symbol_containing(&s, 0x7f6a1c0a1000 + 0x200).is_none());
+    }
+
+    #[test]
+    fn this_test_binary_names_its_own_functions() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let m = ElfModule::load(exe.to_str().unwrap()).unwrap();
+        assert!(m.symbols.len() > 100);
+        assert!(m.symbols.windows(2).all(|w| w[0].addr < w[1].addr));
+        let s = m
+            .symbols
+            .iter()
+            .find(|s| s.name.contains("this_test_binary_names_its_own_functions"))
+            .expect("own symbol");
+        assert_eq!(
+            symbol_containing(&m.symbols, s.addr + 1).unwrap().name,
+            s.name
+        );
+        assert!(m.bytes_at(s.addr, 16).is_some_and(|b| b.len() == 16));
+    }
+}

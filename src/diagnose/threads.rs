@@ -1,0 +1,304 @@
+//! Kernel signals per thread, from /proc: CPU time against wall time (a spinning thread burns
+//! a whole CPU while it waits), voluntary and involuntary context switches (blocking against
+//! being preempted), and page faults. Read every ~100 ms while the workload runs, because a
+//! thread's /proc entry vanishes when it exits.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+
+/// One reading of one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ThreadReading {
+    /// CPU time in ns (schedstat's run time when present, else utime + stime).
+    pub cpu_ns: u64,
+    /// Minor page faults.
+    pub minor_faults: u64,
+    /// Major page faults.
+    pub major_faults: u64,
+    /// Voluntary context switches (the thread blocked).
+    pub voluntary_switches: u64,
+    /// Involuntary context switches (the thread was preempted).
+    pub involuntary_switches: u64,
+    /// Start time in clock ticks since boot.
+    pub start_ticks: u64,
+}
+
+/// The `stat` fields diagnose reads: name, faults, CPU ticks, start time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatFields {
+    /// Thread name (`comm`).
+    pub comm: String,
+    /// Minor faults.
+    pub minflt: u64,
+    /// Major faults.
+    pub majflt: u64,
+    /// User time in clock ticks.
+    pub utime: u64,
+    /// System time in clock ticks.
+    pub stime: u64,
+    /// Start time in clock ticks since boot.
+    pub starttime: u64,
+}
+
+/// Parses `/proc/PID/task/TID/stat`. The name sits in parentheses and may itself hold spaces
+/// and parentheses, so fields are counted from the last `)`.
+pub fn parse_stat(text: &str) -> Option<StatFields> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let f: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    let n = |i: usize| f.get(i)?.parse::<u64>().ok();
+    Some(StatFields {
+        comm,
+        minflt: n(7)?,
+        majflt: n(9)?,
+        utime: n(11)?,
+        stime: n(12)?,
+        starttime: n(19)?,
+    })
+}
+
+/// Parses `/proc/.../status` for the two context-switch counts.
+pub fn parse_switches(status: &str) -> (u64, u64) {
+    let get = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        get("voluntary_ctxt_switches:"),
+        get("nonvoluntary_ctxt_switches:"),
+    )
+}
+
+/// Parses `/proc/.../schedstat`: time on CPU in ns (first field).
+pub fn parse_schedstat(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Clock ticks per second of /proc times.
+pub fn clock_ticks_per_s() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as u64 } else { 100 }
+}
+
+/// Reads one thread; `None` when it has gone.
+pub fn read_thread(pid: u32, tid: u32) -> Option<(String, ThreadReading)> {
+    let dir = format!("/proc/{pid}/task/{tid}");
+    let stat = parse_stat(&fs::read_to_string(format!("{dir}/stat")).ok()?)?;
+    let (vol, invol) = parse_switches(&fs::read_to_string(format!("{dir}/status")).ok()?);
+    let tick_ns = 1_000_000_000 / clock_ticks_per_s();
+    let cpu_ns = fs::read_to_string(format!("{dir}/schedstat"))
+        .ok()
+        .and_then(|t| parse_schedstat(&t))
+        .unwrap_or((stat.utime + stat.stime) * tick_ns);
+    Some((
+        stat.comm,
+        ThreadReading {
+            cpu_ns,
+            minor_faults: stat.minflt,
+            major_faults: stat.majflt,
+            voluntary_switches: vol,
+            involuntary_switches: invol,
+            start_ticks: stat.starttime,
+        },
+    ))
+}
+
+/// Time since boot in ns (`CLOCK_BOOTTIME`, the clock of `starttime`).
+pub fn boot_time_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// First and last reading of a thread, and when each was taken (boot-time ns).
+#[derive(Debug, Clone)]
+struct Track {
+    pid: u32,
+    name: String,
+    first: ThreadReading,
+    first_ns: u64,
+    last: ThreadReading,
+    last_ns: u64,
+}
+
+/// Follows threads across readings.
+#[derive(Debug, Default)]
+pub struct ThreadTracker {
+    tracks: BTreeMap<u32, Track>,
+    /// True when threads began with the diagnosis (a started command): their counts start at
+    /// zero at their start time. False when attaching: counts are deltas from the first look.
+    from_start: bool,
+}
+
+/// What one thread did while it was observed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadFigures {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub name: String,
+    /// Wall time observed, in seconds.
+    pub wall_s: f64,
+    /// CPU time in that window, in seconds.
+    pub cpu_s: f64,
+    /// CPU time over wall time (1.0 = one CPU busy the whole time).
+    pub cpu_per_wall: f64,
+    /// Voluntary context switches (blocked: lock waits, I/O, sleeps).
+    pub voluntary_switches: u64,
+    /// Involuntary context switches (preempted: more runnable threads than CPUs).
+    pub involuntary_switches: u64,
+    /// Minor page faults.
+    pub minor_faults: u64,
+    /// Major page faults.
+    pub major_faults: u64,
+}
+
+impl ThreadTracker {
+    /// A tracker; `from_start` as for a started command.
+    pub fn new(from_start: bool) -> ThreadTracker {
+        ThreadTracker {
+            tracks: BTreeMap::new(),
+            from_start,
+        }
+    }
+
+    /// Reads every thread of `pid` now.
+    pub fn poll(&mut self, pid: u32) {
+        let now = boot_time_ns();
+        let tick_ns = 1_000_000_000 / clock_ticks_per_s();
+        let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            return;
+        };
+        for tid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+            let Some((name, r)) = read_thread(pid, tid) else {
+                continue;
+            };
+            let from_start = self.from_start;
+            let t = self.tracks.entry(tid).or_insert_with(|| {
+                if from_start {
+                    Track {
+                        pid,
+                        name: name.clone(),
+                        first: ThreadReading {
+                            start_ticks: r.start_ticks,
+                            ..ThreadReading::default()
+                        },
+                        first_ns: r.start_ticks * tick_ns,
+                        last: r,
+                        last_ns: now,
+                    }
+                } else {
+                    Track {
+                        pid,
+                        name: name.clone(),
+                        first: r,
+                        first_ns: now,
+                        last: r,
+                        last_ns: now,
+                    }
+                }
+            });
+            t.name = name;
+            t.last = r;
+            t.last_ns = now;
+        }
+    }
+
+    /// Figures for every thread seen, busiest first.
+    pub fn figures(&self) -> Vec<ThreadFigures> {
+        let mut v: Vec<ThreadFigures> = self
+            .tracks
+            .iter()
+            .map(|(&tid, t)| {
+                let wall_s = t.last_ns.saturating_sub(t.first_ns) as f64 / 1e9;
+                let cpu_s = t.last.cpu_ns.saturating_sub(t.first.cpu_ns) as f64 / 1e9;
+                ThreadFigures {
+                    pid: t.pid,
+                    tid,
+                    name: t.name.clone(),
+                    wall_s,
+                    cpu_s,
+                    cpu_per_wall: if wall_s > 0.0 {
+                        (cpu_s / wall_s).min(1.0)
+                    } else {
+                        0.0
+                    },
+                    voluntary_switches: t
+                        .last
+                        .voluntary_switches
+                        .saturating_sub(t.first.voluntary_switches),
+                    involuntary_switches: t
+                        .last
+                        .involuntary_switches
+                        .saturating_sub(t.first.involuntary_switches),
+                    minor_faults: t.last.minor_faults.saturating_sub(t.first.minor_faults),
+                    major_faults: t.last.major_faults.saturating_sub(t.first.major_faults),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.tid.cmp(&b.tid)));
+        v
+    }
+
+    /// The name last seen for `tid`.
+    pub fn name_of(&self, tid: u32) -> Option<&str> {
+        self.tracks.get(&tid).map(|t| t.name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_of_a_real_thread_parses() {
+        let s = parse_stat(include_str!("../../tests/fixtures/proc/task/stat.txt")).unwrap();
+        assert_eq!(s.comm, "bash");
+        assert_eq!(s.minflt, 102);
+        assert_eq!(s.majflt, 0);
+        assert_eq!(s.starttime, 156128);
+    }
+
+    #[test]
+    fn names_with_spaces_and_parentheses_do_not_shift_fields() {
+        let line = "42 (my (odd) name) R 1 42 42 0 -1 0 7 0 3 0 250 50 0 0 20 0 2 0 999 0 0";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.comm, "my (odd) name");
+        assert_eq!((s.minflt, s.majflt, s.utime, s.stime), (7, 3, 250, 50));
+        assert_eq!(s.starttime, 999);
+    }
+
+    #[test]
+    fn switches_and_schedstat_parse() {
+        let status = include_str!("../../tests/fixtures/proc/task/status.txt");
+        let (v, i) = parse_switches(status);
+        assert!(status.contains(&format!("voluntary_ctxt_switches:\t{v}")));
+        assert!(status.contains(&format!("nonvoluntary_ctxt_switches:\t{i}")));
+        let sched = include_str!("../../tests/fixtures/proc/task/schedstat.txt");
+        assert_eq!(parse_schedstat(sched), Some(620865));
+    }
+
+    #[test]
+    fn a_busy_thread_of_this_process_shows_cpu_time() {
+        let mut t = ThreadTracker::new(false);
+        let pid = std::process::id();
+        t.poll(pid);
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed().as_millis() < 50 {
+            x = std::hint::black_box(x + 1);
+        }
+        t.poll(pid);
+        let me = nix::unistd::gettid().as_raw() as u32;
+        let f = t.figures().into_iter().find(|f| f.tid == me).unwrap();
+        assert!(f.cpu_s > 0.0 && f.wall_s > 0.0, "{f:?}");
+    }
+}
