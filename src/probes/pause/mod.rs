@@ -110,11 +110,11 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         return Err(ProbeFailure::Skipped("no CPU available to run on".into()));
     }
     let reps = ctx.repetitions(15, 61);
-    // Fresh runs of PAUSEs for the pause-loop-exit test, and the length of each. The first
-    // exits after a window reset come within ~0.6 ms on KVM; 10 ms leaves room for slower
-    // PAUSEs and larger windows.
+    // Runs of PAUSEs for the pause-loop-exit test, and the length of each: long enough to
+    // hold several of KVM's capped windows (65,536 PAUSEs, 1.6 ms at 25 ns) between host
+    // noise.
     let (ple_runs, ple_run_ms) = match ctx.options.profile {
-        Profile::Quick => (6, 10.0),
+        Profile::Quick => (8, 30.0),
         Profile::Full => (16, 25.0),
     };
 
@@ -125,16 +125,20 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ctx.progress.advance(1);
     }
 
-    // Pause-loop exits: on the first CPU, the same PAUSE count back to back and spaced.
+    // Pause-loop exits: on the first CPU, PAUSEs back to back and spaced, for the same time
+    // each (host noise arrives per unit of time, so equal time gives the control equal odds).
     let ple_cpu = cpus[0];
     let pause_ns_first = measure::stats::median(&per_cpu[0].ns).unwrap_or(25.0);
-    let chunks = ((ple_run_ms * 1e6) / (pause_ns_first * PLE_CHUNK_PAUSES as f64)) as usize;
-    let chunks = chunks.clamp(1_000, 4_000_000);
+    let spacing_ns = crate::arch::SPACING_ADDS_PER_PAUSE as f64 / per_cpu[0].core_hz * 1e9;
+    let chunks_for = |ns_per_pause: f64| {
+        ((ple_run_ms * 1e6 / (ns_per_pause * PLE_CHUNK_PAUSES as f64)) as usize)
+            .clamp(1_000, 4_000_000)
+    };
     let (tight, spaced) = {
         let _pin = pin_to_cpu(ple_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
         (
-            time_runs(ctx, ple_runs, chunks, false),
-            time_runs(ctx, ple_runs, chunks, true),
+            time_runs(ctx, ple_runs, chunks_for(pause_ns_first), false),
+            time_runs(ctx, ple_runs, chunks_for(pause_ns_first + spacing_ns), true),
         )
     };
     ctx.progress.advance(1);
@@ -163,6 +167,13 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             Metric::from_samples("pause_cycles", "cycles", Better::Lower, &all_cycles),
             Metric::from_samples("pause_tsc_ticks", "ticks", Better::Lower, &all_ticks),
             Metric::from_samples("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
+            // What a long spin pays per PAUSE, pause-loop exits and host noise included.
+            Some(Metric::derived(
+                "pause_sustained_ns",
+                evidence.back_to_back.sustained_ns_per_pause,
+                "ns",
+                Better::Lower,
+            )),
         ]
         .into_iter()
         .flatten(),
@@ -189,16 +200,24 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         r.samples
             .insert(format!("pause_ns.cpu{}", c.cpu), c.ns.clone());
     }
-    // Raw evidence: where each back-to-back run stalled, in PAUSEs from its start.
-    let median_chunk = evidence.back_to_back.median_chunk_ns;
-    for (i, run) in tight.iter().enumerate() {
-        r.samples.insert(
-            format!("ple_run{i}_stall_at_pauses"),
-            ple::find_spikes(run, median_chunk)
-                .iter()
-                .map(|(c, _)| ((c + 1) as u64 * PLE_CHUNK_PAUSES) as f64)
-                .collect(),
-        );
+    // Raw evidence: where each run stalled, in PAUSEs from its start.
+    for (mode, runs, median) in [
+        (
+            "back_to_back",
+            &tight,
+            evidence.back_to_back.median_chunk_ns,
+        ),
+        ("spaced", &spaced, evidence.spaced.median_chunk_ns),
+    ] {
+        for (i, run) in runs.iter().enumerate() {
+            r.samples.insert(
+                format!("ple_{mode}_run{i}_stall_at_pauses"),
+                ple::find_stalls(run, median)
+                    .iter()
+                    .map(|(c, _)| ((c + 1) as u64 * PLE_CHUNK_PAUSES) as f64)
+                    .collect(),
+            );
+        }
     }
     r.series.push(Series::Bars {
         name: "pause_ns_per_cpu".into(),
