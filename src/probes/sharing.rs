@@ -39,25 +39,22 @@ struct Padded(AtomicU64);
 /// What each thread does to its counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernel {
-    /// `x = x + 1` as a plain load and store (no lock), like a field update.
+    /// `x = x + 1` as a plain load, add and store (no lock), like a field update.
     LoadStore,
     /// `lock xadd`: an atomic increment.
     Atomic,
 }
 
+/// Runs `n` increments of `counter` with `kernel`. Assembly (`arch`), so a debug build times
+/// the same instructions as a release one. The plain kernel's caller guarantees no other
+/// thread touches this counter (its neighbours on the line are the point).
 fn increment(counter: &AtomicU64, kernel: Kernel, n: u64) {
-    match kernel {
-        Kernel::LoadStore => {
-            for _ in 0..n {
-                // Relaxed load and store compile to plain `mov`s: the line moves between
-                // cores exactly as a non-atomic field update would make it.
-                counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            }
-        }
-        Kernel::Atomic => {
-            for _ in 0..n {
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
+    // SAFETY: the counter is live for the call; plain increments are only ever run with one
+    // thread per counter (see `run`), locked ones may share it.
+    unsafe {
+        match kernel {
+            Kernel::LoadStore => crate::arch::store_increment_loop(counter.as_ptr(), n),
+            Kernel::Atomic => crate::arch::lock_add_loop(counter.as_ptr().cast(), n),
         }
     }
 }
@@ -130,6 +127,7 @@ impl Probe for SharingProbe {
     }
 
     fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+        crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         let cpus = ctx.cpus()?;
         require_two_cpus(&cpus)?;
         let samples = ctx.repetitions(5, 15);
@@ -169,7 +167,7 @@ impl Probe for SharingProbe {
         ctx.progress.finish();
 
         // Every increment landed: plain stores by one thread each never lose any, and the
-        // shared atomic counts them all. A shortfall would mean the compiler folded the loop.
+        // shared atomic counts them all.
         let total = samples as u64 * iterations;
         let counts_ok = packed_refs
             .iter()

@@ -1,5 +1,6 @@
 //! Locked read-modify-write instructions at any address, aligned or not: the kernels of the
-//! core-to-core, split-lock and noisy-neighbour probes.
+//! core-to-core, split-lock and noisy-neighbour probes; and the counter updates of the sharing
+//! probe, plain and locked, in assembly so a debug build times the same instructions.
 //!
 //! Rust's atomics require natural alignment, so they cannot express the case the split-lock
 //! probes exist for: a `lock cmpxchg` on 8 bytes that straddle two cache lines, which the CPU
@@ -56,6 +57,35 @@ pub unsafe fn lock_add_loop(ptr: *mut u8, count: u64) {
     }
 }
 
+/// Executes `count` plain increments of the 8 bytes at `ptr` (`mov`, `inc`, `mov`): what a
+/// non-atomic `field += 1` compiles to. Each iteration's load depends on the previous store,
+/// so the loop runs at store-to-load forwarding speed while the line stays in this core.
+///
+/// # Safety
+/// `ptr` must be valid for reads and writes of 8 bytes, and no other thread may access those
+/// bytes during the call (other bytes of the same line may be in use: that is the point).
+#[inline(never)]
+pub unsafe fn store_increment_loop(ptr: *mut u64, count: u64) {
+    if count == 0 {
+        return;
+    }
+    // SAFETY: as documented; only `ptr`'s 8 bytes and registers are touched.
+    unsafe {
+        asm!(
+            "2:",
+            "mov {v}, qword ptr [{ptr}]",
+            "inc {v}",
+            "mov qword ptr [{ptr}], {v}",
+            "dec {n}",
+            "jnz 2b",
+            ptr = in(reg) ptr,
+            v = out(reg) _,
+            n = inout(reg) count => _,
+            options(nostack),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +106,9 @@ mod tests {
         assert_eq!(unsafe { lock_cmpxchg_u64(p, 7, 8) }, 7);
         unsafe { lock_add_loop(p, 5) };
         assert_eq!(u64::from_le_bytes(b.0[60..68].try_into().unwrap()), 13);
+        let mut x = 5u64;
+        unsafe { store_increment_loop(&mut x, 1000) };
+        assert_eq!(x, 1005);
         // Neighbouring bytes untouched.
         assert!(b.0[..60].iter().chain(&b.0[68..]).all(|&x| x == 0));
     }

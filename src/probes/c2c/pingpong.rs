@@ -129,7 +129,7 @@ impl Watchdog<'_> {
     #[inline(always)]
     fn tripped(&mut self) -> bool {
         self.spins = self.spins.wrapping_add(1);
-        if self.spins % SPINS_PER_CHECK != 0 {
+        if !self.spins.is_multiple_of(SPINS_PER_CHECK) {
             return false;
         }
         if self.stop.load(Ordering::Relaxed) {

@@ -35,7 +35,7 @@ impl SplitMix64 {
     /// Uniform in `0..n` (n > 0), by multiply-shift (Lemire); the bias is below 2^-32 for the
     /// sizes used here.
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 }
 
@@ -51,6 +51,10 @@ pub fn sattolo(n: usize, rng: &mut SplitMix64) -> Vec<u32> {
     }
     next
 }
+
+/// A place on the chase cycle. Only a [`ChaseBuffer`] makes one, so following it is safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChasePos(*const u8);
 
 /// The victim's buffer, with the chase cycle written into it.
 pub struct ChaseBuffer {
@@ -121,30 +125,31 @@ impl ChaseBuffer {
     }
 
     /// Where the chase starts.
-    pub fn start(&self) -> *const u8 {
-        self.base
+    pub fn start(&self) -> ChasePos {
+        ChasePos(self.base)
     }
 
     /// Follows `steps` links from `from`; returns where it stopped (pass it to the next call,
     /// so consecutive chunks keep walking the cycle instead of re-reading warm lines).
-    pub fn chase(&self, from: *const u8, steps: u64) -> *const u8 {
-        let mut p = from;
-        for _ in 0..steps {
-            // SAFETY: every link written in `new` points at a line start in the buffer.
-            p = unsafe { p.cast::<*const u8>().read() };
-        }
-        std::hint::black_box(p)
+    pub fn chase(&self, from: ChasePos, steps: u64) -> ChasePos {
+        let at = from.0 as usize;
+        let base = self.base as usize;
+        assert!(
+            (base..base + self.len).contains(&at),
+            "chase position from another buffer"
+        );
+        // SAFETY: `from` lies in this buffer (checked) and came from it (`start` or an earlier chase), and every link
+        // written in `new` points at a line start in the buffer.
+        ChasePos(unsafe { crate::arch::chase_loop(from.0, steps) })
     }
 
-    /// Sums `bytes` bytes as u64 words from `offset` (wrapping at the end); the sum keeps
-    /// the reads alive.
+    /// Reads `bytes` bytes from `offset` (both rounded down to whole lines; stops at the end
+    /// of the buffer) and returns a sum of what it read, which keeps the loads alive.
     pub fn read(&self, offset: usize, bytes: usize) -> u64 {
-        let offset = (offset % self.len) & !7;
-        let bytes = bytes.min(self.len - offset) & !7;
-        // SAFETY: the range lies in the buffer and is initialised (zero or written links).
-        let words =
-            unsafe { std::slice::from_raw_parts(self.base.add(offset).cast::<u64>(), bytes / 8) };
-        std::hint::black_box(words.iter().fold(0u64, |a, &w| a.wrapping_add(w)))
+        let offset = (offset % self.len) & !(LINE_BYTES - 1);
+        let bytes = bytes.min(self.len - offset) & !(LINE_BYTES - 1);
+        // SAFETY: the range lies in the buffer, line-aligned, and is initialised.
+        unsafe { crate::arch::read_loop(self.base.add(offset), bytes) }
     }
 
     /// Bytes of the buffer backed by transparent huge pages, from /proc/self/smaps.
