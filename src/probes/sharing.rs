@@ -130,12 +130,14 @@ impl Probe for SharingProbe {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         let cpus = ctx.cpus()?;
         require_two_cpus(&cpus)?;
-        let samples = ctx.repetitions(5, 15);
-        // Per thread per sample, on the Zen 4 guest: padded ~0.3 ms, packed ~1 ms, shared
-        // atomic ~13 ms in quick; long enough that thread start-up skew does not count.
+        // Many short samples: a sample ends when its slowest thread does, so one thread
+        // preempted by another program stretches the whole sample, and on a shared machine
+        // the shorter the sample the fewer are hit. Per thread per sample on the Zen 4 guest:
+        // padded ~0.2 ms, packed ~0.6 ms, shared atomic ~2 ms (quick).
+        let samples = ctx.repetitions(9, 31);
         let iterations: u64 = match ctx.options.profile {
-            Profile::Quick => 1_000_000,
-            Profile::Full => 5_000_000,
+            Profile::Quick => 200_000,
+            Profile::Full => 500_000,
         };
         let n = cpus.len();
         let packed_lines: Vec<PackedLine> =

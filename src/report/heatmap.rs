@@ -27,6 +27,14 @@ fn short(v: f64) -> String {
     }
 }
 
+/// A topology group key (`shared_l3`) in words (`shared L3`).
+fn group_words(key: &str) -> String {
+    key.replace('_', " ")
+        .replace("l3", "L3")
+        .replace("numa", "NUMA")
+        .replace("smt", "SMT")
+}
+
 /// Renders a `Series::Matrix`; `None` for other kinds or a matrix without values.
 pub fn render_matrix(series: &Series, width: u16) -> Option<String> {
     let Series::Matrix {
@@ -147,7 +155,7 @@ pub fn render_c2c(p: &ProbeResult, width: u16) -> Option<String> {
                 let n = counts.map_or(0, |c| c.values().filter(|g| g.as_str() == Some(l)).count());
                 format!(
                     "{} {} ns ({n} pair{})",
-                    l.replace('_', " "),
+                    group_words(l),
                     short(*v),
                     if n == 1 { "" } else { "s" }
                 )
@@ -248,6 +256,13 @@ mod tests {
         let row = out.lines().nth(2).unwrap();
         assert_eq!(row.chars().count(), "cpu39 ".len() + n, "{row:?}");
         assert!(row.contains('·'));
+    }
+
+    #[test]
+    fn group_keys_read_as_words() {
+        assert_eq!(group_words("shared_l3"), "shared L3");
+        assert_eq!(group_words("other_numa_node"), "other NUMA node");
+        assert_eq!(group_words("smt_sibling"), "SMT sibling");
     }
 
     #[test]
