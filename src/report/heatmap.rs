@@ -169,8 +169,8 @@ pub fn render_c2c(p: &ProbeResult, width: u16) -> Option<String> {
     ) {
         let _ = writeln!(
             s,
-            "Median over pairs: lock cmpxchg {} ns, plain load/store flag {} ns (the line \
-             transfer alone)",
+            "Median over pairs: lock cmpxchg {} ns; plain flag {} ns (no lock: a store's \
+             ownership request plus the reader's miss)",
             short(cas.value),
             short(ls.value)
         );
