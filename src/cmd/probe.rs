@@ -1,11 +1,13 @@
 //! `cpudoctor probe`: the full microbenchmarks, with their knobs.
 
-use super::{BarProgress, OutputArgs, check_save_target, emit};
+use super::{BarProgress, OutputArgs, check_save_target, emit, terminal_width};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::report::heatmap;
 use cpudoctor::session::{self, Host};
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct ProbeArgs {
@@ -26,6 +28,15 @@ pub struct ProbeArgs {
     pub quick: bool,
     #[command(flatten)]
     pub output: OutputArgs,
+    /// c2c: time budget in seconds for the CPU-pair matrix; when all pairs would not fit,
+    /// a sample of pairs covering every topology group is measured (default 60, quick 2).
+    #[arg(long, value_name = "SECONDS")]
+    pub budget: Option<f64>,
+    /// split-lock-neighbour: seconds of bus locking in total (default 0.3, quick 0.15).
+    /// Bus locks slow every other tenant of a shared host (other VMs and containers on the
+    /// same machine), not only this process: keep it short there.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -58,6 +69,8 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         },
         cpus,
         repetitions: args.repetitions.map(|r| r as usize),
+        budget: seconds("--budget", args.budget)?,
+        duration: seconds("--duration", args.duration)?,
     };
     let command = format!(
         "probe {}",
@@ -68,5 +81,28 @@ pub fn run(args: ProbeArgs) -> Result<()> {
             .join(" ")
     );
     let fp = session::run(&host, &command, &selected, &options, &BarProgress::new());
-    emit(&fp, &args.output)
+    emit(&fp, &args.output)?;
+    if !args.output.json {
+        for p in &fp.probes {
+            if let Some(map) = heatmap::render_c2c(p, terminal_width()) {
+                print!("\n{map}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A seconds option: absent, or a positive finite number (at most a day).
+fn seconds(what: &'static str, value: Option<f64>) -> Result<Option<Duration>, InputError> {
+    value
+        .map(|v| {
+            Duration::try_from_secs_f64(v)
+                .ok()
+                .filter(|d| !d.is_zero() && v <= 86_400.0)
+                .ok_or(InputError::NotPositive {
+                    what,
+                    value: v.to_string(),
+                })
+        })
+        .transpose()
 }

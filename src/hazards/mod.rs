@@ -4,7 +4,10 @@
 //!
 //! Adding a hazard: write a module with a type implementing [`Hazard`] and list it in [`all`].
 
+pub mod cross_core;
+pub mod false_sharing;
 pub mod pause;
+pub mod split_lock;
 
 use crate::report::schema::{Fingerprint, Verdict};
 
@@ -22,7 +25,12 @@ pub trait Hazard: Sync {
 
 /// Every hazard rule.
 pub fn all() -> &'static [&'static dyn Hazard] {
-    &[&pause::SlowPause]
+    &[
+        &pause::SlowPause,
+        &cross_core::CrossCoreLatency,
+        &split_lock::SplitLock,
+        &false_sharing::FalseSharing,
+    ]
 }
 
 /// The rule with identifier `id`.

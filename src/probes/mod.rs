@@ -6,8 +6,12 @@
 //! [`all`]. Every probe has a quick profile (what `check` runs, a second or so) and a full
 //! profile (`probe NAME`).
 
+pub mod c2c;
 pub mod handoff;
 pub mod pause;
+pub mod sharing;
+pub mod split_lock;
+pub mod split_lock_neighbour;
 
 use crate::machine::Machine;
 use crate::measure::{Clock, Progress};
@@ -34,6 +38,11 @@ pub struct ProbeOptions {
     pub cpus: Option<Vec<usize>>,
     /// Repetitions per measurement (default: by profile).
     pub repetitions: Option<usize>,
+    /// Time budget for probes that sweep many cases (the c2c matrix samples CPU pairs when
+    /// all would not fit); default by profile.
+    pub budget: Option<std::time::Duration>,
+    /// Bus locking in total for the split-lock neighbour probe; default by profile.
+    pub duration: Option<std::time::Duration>,
 }
 
 impl ProbeOptions {
@@ -43,6 +52,8 @@ impl ProbeOptions {
             profile,
             cpus: None,
             repetitions: None,
+            budget: None,
+            duration: None,
         }
     }
 }
@@ -118,7 +129,13 @@ pub trait Probe: Sync {
 
 /// Every probe, in the order `check` runs them.
 pub fn all() -> &'static [&'static dyn Probe] {
-    &[&pause::PauseProbe]
+    &[
+        &pause::PauseProbe,
+        &c2c::C2cProbe,
+        &split_lock::SplitLockProbe,
+        &split_lock_neighbour::SplitLockNeighbourProbe,
+        &sharing::SharingProbe,
+    ]
 }
 
 /// The probe called `name`.

@@ -1,10 +1,15 @@
 //! x86-64 primitives, by concern: the time-stamp counter here, PAUSE and ALU chains in
-//! [`pause`]. Each timed kernel is a single `asm!` block so the compiler can neither hoist,
-//! fuse nor drop the instructions being measured.
+//! [`pause`], locked operations at any address in [`atomics`], the noisy-neighbour victim's
+//! chase and read in [`victim_loads`]. Each timed kernel is a single `asm!` block so the
+//! compiler can neither hoist, fuse nor drop the instructions being measured.
 
+mod atomics;
 mod pause;
+mod victim_loads;
 
+pub use atomics::*;
 pub use pause::*;
+pub use victim_loads::*;
 
 use std::arch::x86_64::{__rdtscp, _mm_lfence, _rdtsc};
 

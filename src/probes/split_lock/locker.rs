@@ -1,0 +1,339 @@
+//! A split-lock loop in a child process, started and stopped on command.
+//!
+//! Where the kernel traps split locks, the locking task may sleep 10 ms per trap
+//! (`kernel.split_lock_mitigate=1`), be rate-limited (`split_lock_detect=ratelimit:N`) or be
+//! killed with SIGBUS (`split_lock_detect=fatal`). None of that may land on cpudoctor itself,
+//! so the locking runs in a forked child, and what the parent sees (ops per second, or the
+//! signal that ended the child) is the kernel's mitigation as measured. The noisy-neighbour
+//! probe uses the same child as its aggressor in every mode, so the path is exercised on
+//! machines without detection too.
+//!
+//! Parent and child talk through one shared anonymous page: the parent writes a command word,
+//! the child answers with its state and running totals. After `fork` the child calls only
+//! async-signal-safe functions (affinity, clock, nanosleep, `_exit`) and inline assembly; it
+//! never allocates, since another thread of the parent may have held the allocator's lock.
+
+use super::super::c2c::pingpong::SPLIT_OFFSET;
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const PAGE_BYTES: usize = 4096;
+// Word offsets in the shared page, one line each so the parent's polling does not share a
+// line with the counters the child writes.
+const CMD: usize = 0;
+const STATE: usize = 64;
+const OPS: usize = 128;
+const LOCK_NS: usize = 192;
+/// A 128-byte-aligned block; the child locks the 8 bytes at `SPLIT_OFFSET` in it.
+const TARGET_BLOCK: usize = 256;
+
+const CMD_IDLE: u64 = 0;
+const CMD_LOCK: u64 = 1;
+const CMD_EXIT: u64 = 2;
+const STATE_STARTING: u64 = 0;
+const STATE_IDLE: u64 = 1;
+const STATE_LOCKING: u64 = 2;
+const STATE_PIN_FAILED: u64 = 3;
+
+/// How long the parent waits for the child to answer a command. A trapped split lock with
+/// `split_lock_mitigate=1` takes ~10 ms, so a second is generous.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How the child ended, when it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildEnd {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal ended it (`SIGBUS` under `split_lock_detect=fatal`).
+    Signaled(String),
+    /// It stopped answering and was killed.
+    Unresponsive,
+}
+
+impl std::fmt::Display for ChildEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildEnd::Exited(code) => write!(f, "exited with code {code}"),
+            ChildEnd::Signaled(sig) => write!(f, "killed by {sig}"),
+            ChildEnd::Unresponsive => write!(f, "stopped answering and was killed"),
+        }
+    }
+}
+
+/// Running totals of the child's locking.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LockTotals {
+    /// Split locks executed so far.
+    pub ops: u64,
+    /// Nanoseconds spent in locking phases so far.
+    pub locking_ns: f64,
+}
+
+impl LockTotals {
+    /// Time per split lock over the span between `earlier` and `self`; `None` when no lock
+    /// completed in between.
+    pub fn ns_per_op_since(&self, earlier: &LockTotals) -> Option<f64> {
+        let ops = self.ops.checked_sub(earlier.ops)?;
+        (ops > 0).then(|| (self.locking_ns - earlier.locking_ns) / ops as f64)
+    }
+}
+
+/// The child process and its shared page.
+pub struct Locker {
+    pid: Pid,
+    page: *mut u8,
+    ended: std::cell::RefCell<Option<ChildEnd>>,
+}
+
+impl Locker {
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: the page is mapped for the Locker's lifetime; offsets are aligned words.
+        unsafe { AtomicU64::from_ptr(self.page.add(offset).cast()) }
+    }
+
+    /// Forks a child pinned to `cpu` that waits for [`Locker::start`]; each locking burst is
+    /// `batch` split locks between looks at the command word.
+    pub fn spawn(cpu: usize, batch: u64) -> Result<Locker, String> {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(format!(
+                "CPU {cpu} is beyond what an affinity mask can name"
+            ));
+        }
+        // SAFETY: a fresh anonymous shared mapping; checked for failure below.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+        }
+        let page = page.cast::<u8>();
+        // SAFETY: the child runs only async-signal-safe code (see `child_main`).
+        match unsafe { fork() } {
+            Err(e) => {
+                // SAFETY: mapped above, not shared with anyone.
+                unsafe { libc::munmap(page.cast(), PAGE_BYTES) };
+                Err(format!("fork: {e}"))
+            }
+            Ok(ForkResult::Child) => child_main(page, cpu, batch),
+            Ok(ForkResult::Parent { child }) => {
+                let locker = Locker {
+                    pid: child,
+                    page,
+                    ended: Default::default(),
+                };
+                match locker.wait_state(|s| s != STATE_STARTING)? {
+                    STATE_PIN_FAILED => Err(format!(
+                        "the locking child could not be pinned to CPU {cpu}"
+                    )),
+                    _ => Ok(locker),
+                }
+            }
+        }
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Whether the child has ended, and how (`None` while it runs).
+    pub fn poll_end(&self) -> Option<ChildEnd> {
+        let mut ended = self.ended.borrow_mut();
+        if ended.is_none() {
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, code)) => *ended = Some(ChildEnd::Exited(code)),
+                Ok(WaitStatus::Signaled(_, sig, _)) => {
+                    *ended = Some(ChildEnd::Signaled(sig.as_str().to_string()))
+                }
+                _ => {}
+            }
+        }
+        ended.clone()
+    }
+
+    /// Waits until the child's state satisfies `done`, or it ends, or it stops answering.
+    fn wait_state(&self, done: impl Fn(u64) -> bool) -> Result<u64, String> {
+        let deadline = Instant::now() + ANSWER_TIMEOUT;
+        loop {
+            let s = self.word(STATE).load(Ordering::Acquire);
+            if done(s) {
+                return Ok(s);
+            }
+            if let Some(end) = self.poll_end() {
+                return Err(format!("the locking child {end}"));
+            }
+            if Instant::now() > deadline {
+                let _ = kill(self.pid, Signal::SIGKILL);
+                let _ = waitpid(self.pid, None);
+                *self.ended.borrow_mut() = Some(ChildEnd::Unresponsive);
+                return Err(format!("the locking child {}", ChildEnd::Unresponsive));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Starts the split-lock loop; returns once the child is locking.
+    pub fn start(&self) -> Result<(), String> {
+        self.word(CMD).store(CMD_LOCK, Ordering::Release);
+        self.wait_state(|s| s == STATE_LOCKING).map(|_| ())
+    }
+
+    /// Stops the loop; returns the totals once the child is idle. An error carries how the
+    /// child ended when it did not survive (SIGBUS under `split_lock_detect=fatal`).
+    pub fn stop(&self) -> Result<LockTotals, String> {
+        self.word(CMD).store(CMD_IDLE, Ordering::Release);
+        self.wait_state(|s| s == STATE_IDLE)?;
+        Ok(self.totals())
+    }
+
+    /// The child's running count of split locks, for sampling alongside other work (it
+    /// advances once per batch).
+    pub fn ops_counter(&self) -> &AtomicU64 {
+        self.word(OPS)
+    }
+
+    /// The running totals as last published by the child.
+    pub fn totals(&self) -> LockTotals {
+        LockTotals {
+            ops: self.word(OPS).load(Ordering::Acquire),
+            locking_ns: self.word(LOCK_NS).load(Ordering::Acquire) as f64,
+        }
+    }
+}
+
+impl Drop for Locker {
+    fn drop(&mut self) {
+        if self.poll_end().is_none() {
+            self.word(CMD).store(CMD_EXIT, Ordering::Release);
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while self.poll_end().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            if self.poll_end().is_none() {
+                let _ = kill(self.pid, Signal::SIGKILL);
+                let _ = waitpid(self.pid, None);
+            }
+        }
+        // SAFETY: mapped in `spawn`; the child is gone.
+        unsafe { libc::munmap(self.page.cast(), PAGE_BYTES) };
+    }
+}
+
+/// Monotonic nanoseconds; `clock_gettime` is async-signal-safe.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes only `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The child: pin, then obey the command word until told to exit.
+fn child_main(page: *mut u8, cpu: usize, batch: u64) -> ! {
+    // SAFETY (whole function): `page` is the shared mapping, inherited across fork; only
+    // async-signal-safe calls follow, and the process leaves through `_exit`.
+    unsafe {
+        let word = |off: usize| AtomicU64::from_ptr(page.add(off).cast());
+        // Rust's runtime handles SIGBUS to report stack overflows; the child wants the plain
+        // default, so the kernel's SIGBUS for a split lock ends it at once.
+        libc::signal(libc::SIGBUS, libc::SIG_DFL);
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            word(STATE).store(STATE_PIN_FAILED, Ordering::Release);
+            libc::_exit(3);
+        }
+        let target = page.add(TARGET_BLOCK + SPLIT_OFFSET);
+        let mut ops = 0u64;
+        let mut locking_ns = 0u64;
+        let mut burst_start = 0u64;
+        let mut locking = false;
+        word(STATE).store(STATE_IDLE, Ordering::Release);
+        loop {
+            match word(CMD).load(Ordering::Acquire) {
+                CMD_LOCK => {
+                    if !locking {
+                        locking = true;
+                        burst_start = now_ns();
+                        word(STATE).store(STATE_LOCKING, Ordering::Release);
+                    }
+                    crate::arch::lock_add_loop(target, batch);
+                    ops += batch;
+                    word(OPS).store(ops, Ordering::Release);
+                }
+                CMD_IDLE => {
+                    if locking {
+                        locking = false;
+                        locking_ns += now_ns() - burst_start;
+                        word(LOCK_NS).store(locking_ns, Ordering::Release);
+                        word(OPS).store(ops, Ordering::Release);
+                        word(STATE).store(STATE_IDLE, Ordering::Release);
+                    }
+                    let pause = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 200_000,
+                    };
+                    libc::nanosleep(&pause, std::ptr::null_mut());
+                }
+                _ => libc::_exit(0),
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_locks_on_command_and_reports_totals() {
+        let cpu = *crate::measure::allowed_cpus().last().unwrap();
+        let l = Locker::spawn(cpu, 16).unwrap();
+        let before = l.totals();
+        assert_eq!(before.ops, 0);
+        l.start().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let after = l.stop().unwrap();
+        assert!(after.ops > 0, "no split lock ran");
+        let ns = after.ns_per_op_since(&before).unwrap();
+        // A split lock takes between a few ns and a 10 ms trap; anything else is a bug.
+        assert!(ns > 1.0 && ns < 20e6, "{ns} ns per split lock");
+        // Idle: the count stays put.
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(l.totals().ops, after.ops);
+    }
+
+    #[test]
+    fn a_child_killed_by_sigbus_is_reported_as_such() {
+        // What `split_lock_detect=fatal` does to the locker, delivered by hand.
+        let cpu = *crate::measure::allowed_cpus().last().unwrap();
+        let l = Locker::spawn(cpu, 16).unwrap();
+        l.start().unwrap();
+        kill(l.pid(), Signal::SIGBUS).unwrap();
+        // Delivery to a process running on another CPU is not instant.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while l.poll_end().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let err = l.stop().unwrap_err();
+        assert!(err.contains("SIGBUS"), "{err}");
+        assert_eq!(l.poll_end(), Some(ChildEnd::Signaled("SIGBUS".into())));
+    }
+
+    #[test]
+    fn pinning_outside_the_mask_is_an_error() {
+        assert!(Locker::spawn(1 << 20, 1).is_err());
+    }
+}

@@ -1,0 +1,367 @@
+//! The split-lock noisy neighbour: a victim on one CPU measures DRAM-sized pointer-chase
+//! latency and streaming read bandwidth, alone and then while another CPU loops split locks.
+//!
+//! The seed measured what a bus lock does to everyone else: on Zen 2 and Zen 5 every access
+//! beyond L1D slowed down by up to 10x, on Arrow Lake L2 misses roughly halved in speed, on
+//! Alder Lake the damage was modest. This probe gives this machine's figure as two ratios.
+//!
+//! Bus locks slow every tenant of a shared host, not only this process, so the locking is
+//! short by default (0.3 s in total, 0.15 s in `check`; `--duration` sets it) and split into
+//! rounds that alternate with the quiet measurements, so drift hits both sides alike. The
+//! aggressor is the child process of [`super::split_lock::locker`]: where the kernel traps
+//! split locks it is the one that sleeps or dies, and the figures are the kernel's
+//! mitigation as a neighbour feels it.
+
+pub mod chase;
+
+use super::c2c::require_two_cpus;
+use super::split_lock::kernel_acts_on_split_locks;
+use super::split_lock::locker::Locker;
+use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use crate::measure::{self, pin_to_cpu};
+use crate::report::schema::{Better, Metric, ProbeResult, Status};
+use chase::{ChaseBuffer, Sample, sample_until};
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The noisy-neighbour probe.
+pub struct SplitLockNeighbourProbe;
+
+/// Alone/loaded rounds.
+const ROUNDS: usize = 3;
+/// Links followed per latency sample: ~1 ms at DRAM latency, a few ms under split locks;
+/// short, so the aggressor filter can tell the samples apart.
+const CHASE_STEPS: u64 = 5_000;
+/// Bytes read per bandwidth sample: ~0.5 ms at 30 GB/s.
+const READ_BYTES: usize = 16 << 20;
+
+/// Buffer size: four times the last-level cache, so a random line is in DRAM three times in
+/// four; between 64 MiB and 1 GiB; 256 MiB when the cache size is unknown.
+pub fn buffer_bytes(llc_bytes: Option<u64>) -> usize {
+    match llc_bytes {
+        Some(b) => (4 * b as usize).clamp(64 << 20, 1 << 30),
+        None => 256 << 20,
+    }
+}
+
+/// What the victim saw in one condition.
+#[derive(Default)]
+struct Victim {
+    latency: Vec<Sample>,
+    bandwidth: Vec<Sample>,
+}
+
+/// A loaded sample counts only if the aggressor ran through it: at least half the split-lock
+/// rate of the busiest tenth of samples. On a shared machine the aggressor's CPU is also
+/// time-sliced with other programs, and a sample taken while it was descheduled says nothing
+/// about split locks.
+pub const MIN_AGGRESSOR_DUTY: f64 = 0.5;
+
+/// The samples, of those given, during which the aggressor ran at close to its full rate.
+pub fn while_locking(samples: &[Sample]) -> Vec<Sample> {
+    let rate = |s: &Sample| s.side as f64 / s.ns.max(1.0);
+    let mut rates: Vec<f64> = samples.iter().map(rate).collect();
+    rates.sort_by(f64::total_cmp);
+    let Some(&busy) = rates.get(rates.len() * 9 / 10) else {
+        return Vec::new();
+    };
+    if busy <= 0.0 {
+        return Vec::new();
+    }
+    samples
+        .iter()
+        .filter(|s| rate(s) >= MIN_AGGRESSOR_DUTY * busy)
+        .copied()
+        .collect()
+}
+
+fn latency_ns(samples: &[Sample]) -> Vec<f64> {
+    samples
+        .iter()
+        .map(|s| s.ns / s.units.max(1) as f64)
+        .collect()
+}
+
+/// Bytes per ns is GB/s.
+fn bandwidth_gb_s(samples: &[Sample]) -> Vec<f64> {
+    samples
+        .iter()
+        .map(|s| s.units as f64 / s.ns.max(1.0))
+        .collect()
+}
+
+impl Probe for SplitLockNeighbourProbe {
+    fn name(&self) -> &'static str {
+        "split-lock-neighbour"
+    }
+
+    fn about(&self) -> &'static str {
+        "DRAM latency/bandwidth of a victim CPU while another loops split locks \
+         (bus locks: slows other tenants of a shared host; short by default)"
+    }
+
+    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+        crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
+        let cpus = ctx.cpus()?;
+        require_two_cpus(&cpus)?;
+        let (victim_cpu, aggressor_cpu) = (cpus[0], cpus[1]);
+        let duration_s = ctx.options.duration.map_or(
+            match ctx.options.profile {
+                Profile::Quick => 0.15,
+                Profile::Full => 0.3,
+            },
+            |d| d.as_secs_f64(),
+        );
+        // Each round locks for one latency phase and one bandwidth phase.
+        let phase = Duration::from_secs_f64(duration_s / (2 * ROUNDS) as f64);
+        let mode = ctx.machine.split_lock.effective.clone();
+        let trapped = kernel_acts_on_split_locks(&mode);
+        let llc = ctx
+            .machine
+            .topology
+            .as_ref()
+            .and_then(|t| {
+                t.caches
+                    .iter()
+                    .filter(|c| c.kind != "Instruction")
+                    .max_by_key(|c| c.level)
+            })
+            .map(|c| c.size_bytes);
+        let bytes = buffer_bytes(llc);
+
+        // Forked before the big buffer exists, so the fork copies little.
+        // Small batches: the ops counter the victim reads around each sample advances per
+        // batch, and a bandwidth sample lasts well under a millisecond.
+        let batch = if trapped { 1 } else { 8 };
+        let locker = Locker::spawn(aggressor_cpu, batch).map_err(ProbeFailure::Failed)?;
+        let buf = ChaseBuffer::new(bytes, 0x5eed_cafe).map_err(ProbeFailure::Failed)?;
+        let _pin = pin_to_cpu(victim_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+        let clock = ctx.clock;
+        // Warm-up: fault in and settle the victim's clock.
+        buf.read(0, buf.len());
+        let mut at = buf.chase(buf.start(), CHASE_STEPS);
+        let mut offset = 0usize;
+        let ops = locker.ops_counter();
+        let mut observe = |victim: &mut Victim| {
+            let end = Instant::now() + phase;
+            victim.latency.extend(sample_until(
+                end,
+                clock,
+                || {
+                    at = buf.chase(at, CHASE_STEPS);
+                    CHASE_STEPS
+                },
+                || ops.load(Ordering::Relaxed),
+            ));
+            let end = Instant::now() + phase;
+            victim.bandwidth.extend(sample_until(
+                end,
+                clock,
+                || {
+                    buf.read(offset, READ_BYTES);
+                    offset = (offset + READ_BYTES) % buf.len();
+                    READ_BYTES as u64
+                },
+                || ops.load(Ordering::Relaxed),
+            ));
+        };
+
+        let mut alone = Victim::default();
+        let mut loaded = Victim::default();
+        let before = locker.totals();
+        ctx.progress.begin("split-lock-neighbour", ROUNDS as u64);
+        let mut child_end = None;
+        for _ in 0..ROUNDS {
+            observe(&mut alone);
+            if let Err(e) = locker.start() {
+                child_end = Some(e);
+                break;
+            }
+            observe(&mut loaded);
+            if let Err(e) = locker.stop() {
+                child_end = Some(e);
+                break;
+            }
+            ctx.progress.advance(1);
+        }
+        ctx.progress.finish();
+        if let Some(e) = child_end {
+            return Err(if trapped {
+                ProbeFailure::Skipped(format!(
+                    "{e} (split_lock_detect mode {mode}): the kernel stops split locks here, \
+                     so they cannot slow a neighbour"
+                ))
+            } else {
+                ProbeFailure::Failed(e)
+            });
+        }
+        let after = locker.totals();
+        drop(locker);
+
+        let alone_lat = latency_ns(&alone.latency);
+        let alone_bw = bandwidth_gb_s(&alone.bandwidth);
+        let kept_lat = while_locking(&loaded.latency);
+        let kept_bw = while_locking(&loaded.bandwidth);
+        let loaded_lat = latency_ns(&kept_lat);
+        let loaded_bw = bandwidth_gb_s(&kept_bw);
+
+        let mut r = ProbeResult::new("split-lock-neighbour", Status::Ok);
+        r.params
+            .insert("cpus".into(), json!([victim_cpu, aggressor_cpu]));
+        r.params.insert("duration_s".into(), json!(duration_s));
+        r.params.insert("rounds".into(), json!(ROUNDS));
+        r.params.insert("buffer_bytes".into(), json!(buf.len()));
+        r.params
+            .insert("chase_steps_per_sample".into(), json!(CHASE_STEPS));
+        r.params
+            .insert("read_bytes_per_sample".into(), json!(READ_BYTES));
+        r.params
+            .insert("min_aggressor_duty".into(), json!(MIN_AGGRESSOR_DUTY));
+        r.effects.insert("victim_cpu".into(), json!(victim_cpu));
+        r.effects
+            .insert("aggressor_cpu".into(), json!(aggressor_cpu));
+        r.effects
+            .insert("pinned_cpus".into(), json!([victim_cpu, aggressor_cpu]));
+        r.effects
+            .insert("huge_page_bytes".into(), json!(buf.huge_page_bytes()));
+        r.effects
+            .insert("kernel_split_lock_mode".into(), json!(mode));
+        r.effects.insert(
+            "split_lock_measured".into(),
+            json!(if trapped {
+                "kernel_mitigation"
+            } else {
+                "hardware"
+            }),
+        );
+        r.effects.insert(
+            "aggressor_split_locks".into(),
+            json!(after.ops - before.ops),
+        );
+        r.effects.insert(
+            "bus_locking_s".into(),
+            json!((after.locking_ns - before.locking_ns) * 1e-9),
+        );
+        r.effects.insert(
+            "loaded_samples_kept".into(),
+            json!({
+                "latency": [kept_lat.len(), loaded.latency.len()],
+                "bandwidth": [kept_bw.len(), loaded.bandwidth.len()],
+            }),
+        );
+
+        let med = |v: &[f64]| measure::stats::median(v).filter(|m| *m > 0.0);
+        r.metrics.extend(
+            [
+                Metric::from_samples("victim_latency_ns", "ns", Better::Lower, &alone_lat),
+                Metric::from_samples(
+                    "victim_latency_under_split_locks_ns",
+                    "ns",
+                    Better::Lower,
+                    &loaded_lat,
+                ),
+                Metric::from_samples("victim_bandwidth_gb_s", "GB/s", Better::Higher, &alone_bw),
+                Metric::from_samples(
+                    "victim_bandwidth_under_split_locks_gb_s",
+                    "GB/s",
+                    Better::Higher,
+                    &loaded_bw,
+                ),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        if let (Some(a), Some(l)) = (med(&alone_lat), med(&loaded_lat)) {
+            r.metrics.push(Metric::derived(
+                "split_lock_neighbour_latency_ratio",
+                l / a,
+                "ratio",
+                Better::Lower,
+            ));
+        }
+        if let (Some(a), Some(l)) = (med(&alone_bw), med(&loaded_bw)) {
+            r.metrics.push(Metric::derived(
+                "split_lock_neighbour_bandwidth_ratio",
+                l / a,
+                "ratio",
+                Better::Higher,
+            ));
+        }
+        let cpu = victim_cpu;
+        r.samples
+            .insert(format!("victim_latency_ns.cpu{cpu}"), alone_lat);
+        r.samples.insert(
+            format!("victim_latency_under_split_locks_ns.cpu{cpu}"),
+            loaded_lat,
+        );
+        r.samples
+            .insert(format!("victim_bandwidth_gb_s.cpu{cpu}"), alone_bw);
+        r.samples.insert(
+            format!("victim_bandwidth_under_split_locks_gb_s.cpu{cpu}"),
+            loaded_bw,
+        );
+        // What the filter saw: the aggressor's split locks per microsecond in every loaded
+        // sample, kept or not.
+        r.samples.insert(
+            "aggressor_split_locks_per_us.latency".into(),
+            loaded
+                .latency
+                .iter()
+                .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
+                .collect(),
+        );
+        r.samples.insert(
+            "aggressor_split_locks_per_us.bandwidth".into(),
+            loaded
+                .bandwidth
+                .iter()
+                .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
+                .collect(),
+        );
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(ns: f64, side: u64) -> Sample {
+        Sample {
+            units: 1000,
+            ns,
+            side,
+        }
+    }
+
+    #[test]
+    fn samples_without_the_aggressor_running_are_dropped() {
+        // Nine samples at ~1 split lock per 10 ns, one where the aggressor was descheduled.
+        let mut v: Vec<Sample> = (0..9).map(|i| s(1000.0, 100 + i)).collect();
+        v.push(s(1000.0, 3));
+        let kept = while_locking(&v);
+        assert_eq!(kept.len(), 9);
+        assert!(kept.iter().all(|x| x.side >= 100));
+        // A slower sample at the same rate is kept: rate, not count, decides.
+        v.push(s(3000.0, 330));
+        assert_eq!(while_locking(&v).len(), 10);
+        // No aggressor at all: nothing counts as loaded.
+        assert!(while_locking(&[s(1000.0, 0), s(1000.0, 0)]).is_empty());
+        assert!(while_locking(&[]).is_empty());
+    }
+
+    #[test]
+    fn victim_figures_per_sample() {
+        assert_eq!(latency_ns(&[s(150_000.0, 0)]), vec![150.0]);
+        assert_eq!(bandwidth_gb_s(&[s(100.0, 0)]), vec![10.0]);
+    }
+
+    #[test]
+    fn buffer_is_four_llcs_within_bounds() {
+        assert_eq!(buffer_bytes(Some(32 << 20)), 128 << 20);
+        assert_eq!(buffer_bytes(Some(4 << 20)), 64 << 20);
+        assert_eq!(buffer_bytes(Some(1 << 30)), 1 << 30);
+        assert_eq!(buffer_bytes(None), 256 << 20);
+    }
+}
