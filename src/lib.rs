@@ -10,6 +10,7 @@
 pub mod arch;
 pub mod diagnose;
 pub mod error;
+pub mod format;
 pub mod hazards;
 pub mod machine;
 pub mod measure;

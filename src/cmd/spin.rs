@@ -87,8 +87,8 @@ pub fn run(args: SpinArgs) -> Result<()> {
         writeln!(out)?;
         return Ok(());
     }
-    let h = cpudoctor::hazards::pause::human_ns;
-    let g = terminal::group_thousands;
+    let h = cpudoctor::format::human_ns;
+    let g = cpudoctor::format::group_thousands;
     write!(
         out,
         "{}",

@@ -3,8 +3,9 @@
 
 use super::Diagnosis;
 use super::hotspots::short_module;
-use crate::hazards::pause::human_ns;
-use crate::report::terminal::{group_thousands, level_word};
+use crate::format::group_thousands;
+use crate::format::human_ns;
+use crate::report::terminal::level_word;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use std::fmt::Write;
 

@@ -13,7 +13,7 @@ use super::disasm::SiteKind;
 use super::events::Signal;
 use super::hotspots::{HotSite, HotSpots, short_module};
 use super::memory::ProcessMemory;
-use crate::hazards::pause::human_ns;
+use crate::format::human_ns;
 use crate::machine::Machine;
 use crate::report::schema::Level;
 use crate::spin::LegacySpin;
@@ -179,7 +179,7 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
                  keeps the lock (or the producer the data) longer than the spin.",
                 p.ns,
                 p.ns / 4.0,
-                crate::report::terminal::group_thousands((cpu_ns / p.ns) as u64),
+                crate::format::group_thousands((cpu_ns / p.ns) as u64),
                 human_ns(100.0 * p.ns),
                 human_ns(1000.0 * p.ns),
                 ctx.machine.logical_cpus,
@@ -369,7 +369,7 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
              with 2 MiB pages: loads that jump around this memory mostly miss the TLB and \
              walk the page tables, a chain of dependent memory reads per load.",
             proc_.anonymous_kb / 1024,
-            crate::report::terminal::group_thousands(pages)
+            crate::format::group_thousands(pages)
         ),
         advice: match thp.as_str() {
             "madvise" => "THP is in madvise mode here: madvise(MADV_HUGEPAGE) the large \

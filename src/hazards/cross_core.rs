@@ -5,7 +5,7 @@
 //! ~200 ns between sockets; a monolithic client die sits at 20-40 ns.
 
 use super::Hazard;
-use crate::hazards::pause::human_ns;
+use crate::format::human_ns;
 use crate::report::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this one-way latency, handoffs cost what a cross-socket hop costs (~200 ns on
@@ -21,6 +21,10 @@ pub struct CrossCoreLatency;
 impl Hazard for CrossCoreLatency {
     fn id(&self) -> &'static str {
         "cross_core_latency"
+    }
+
+    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+        &[("c2c", "c2c_latency_ns"), ("c2c", "c2c_latency_cycles")]
     }
 
     fn hurts(&self) -> &'static [&'static str] {

@@ -6,7 +6,7 @@
 //! shared field itself (true sharing) was the limit, and only not writing it gave 3.5x.
 
 use super::Hazard;
-use crate::hazards::pause::human_ns;
+use crate::format::human_ns;
 use crate::report::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this packed/padded time ratio, false sharing costs what the seed's slow nodes
@@ -21,6 +21,10 @@ pub struct FalseSharing;
 impl Hazard for FalseSharing {
     fn id(&self) -> &'static str {
         "false_sharing"
+    }
+
+    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+        &[("sharing", "false_sharing_ratio")]
     }
 
     fn hurts(&self) -> &'static [&'static str] {

@@ -18,6 +18,10 @@ pub trait Hazard: Sync {
     /// The software patterns this hazard hurts, in plain words (`diff` names them when the
     /// verdict changes between machines).
     fn hurts(&self) -> &'static [&'static str];
+    /// The metrics the verdict's level depends on, as (probe, metric). `diff` counts a change
+    /// of verdict between two runs as real only when one of them moved beyond both runs'
+    /// spread; otherwise the figure merely crossed a threshold within noise.
+    fn reads(&self) -> &'static [(&'static str, &'static str)];
     /// Judges the fingerprint; `None` when the metrics it needs are absent (probe skipped or
     /// not run), so no verdict is invented.
     fn judge(&self, fp: &Fingerprint) -> Option<Verdict>;

@@ -11,7 +11,7 @@
 //! the measured cost when the probes ran.
 
 use super::Hazard;
-use crate::hazards::pause::human_ns;
+use crate::format::human_ns;
 use crate::report::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this split-lock latency, split locks cost what the seed called "bad to
@@ -36,6 +36,18 @@ fn kernel_penalises(mode: &str) -> bool {
 impl Hazard for SplitLock {
     fn id(&self) -> &'static str {
         "split_lock"
+    }
+
+    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("split-lock", "split_lock_ratio"),
+            ("split-lock", "split_lock_latency_ns"),
+            ("split-lock-neighbour", "split_lock_neighbour_latency_ratio"),
+            (
+                "split-lock-neighbour",
+                "split_lock_neighbour_bandwidth_ratio",
+            ),
+        ]
     }
 
     fn hurts(&self) -> &'static [&'static str] {

@@ -82,7 +82,9 @@ pub fn split_lock_state(
             mode.clone(),
             format!("bus locks are rate-limited per second ({mode}): excess lockers are slowed"),
         )
-    } else if mitigate.unwrap_or(1) == 1 {
+    } else if cpu_split_lock_detect && mitigate.unwrap_or(1) == 1 {
+        // The 10 ms sleep is on the #AC split-lock path only; #DB bus-lock detection (a CPU
+        // with bus_lock_detect alone) just warns.
         (
             "warn+sleep".into(),
             "each trapped split lock logs a warning and the task sleeps 10 ms \
@@ -148,6 +150,13 @@ mod tests {
         assert_eq!(s.effective, "warn+sleep");
         let s = split_lock_state(true, false, None, Some(0));
         assert_eq!(s.effective, "warn");
+    }
+
+    #[test]
+    fn bus_lock_detection_alone_only_warns() {
+        // Regression: kernel.split_lock_mitigate applies to #AC split-lock traps, not to the
+        // #DB raised after a bus lock.
+        assert_eq!(split_lock_state(false, true, None, Some(1)).effective, "warn");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! heatmaps ([`heatmap`], null cells grey). Several runs overlay as one line or one bar per
 //! run, in the same colours in every chart. Axis titles carry units.
 
-use super::terminal::human_bytes;
+use crate::format::human_bytes;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;

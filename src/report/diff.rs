@@ -7,7 +7,8 @@
 //! HTML report reuses the same [`Diff`].
 
 use super::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
-use super::terminal::{human_bytes, level_word};
+use super::terminal::level_word;
+use crate::format::human_bytes;
 use crate::hazards;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;

@@ -133,7 +133,7 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
              20000 x {cores} cores.",
             effect(p, "pause_calibration_run_pauses")
                 .as_u64()
-                .map_or("?".into(), crate::report::terminal::group_thousands),
+                .map_or("?".into(), crate::format::group_thousands),
             modelled / measured
         );
     }

@@ -3,6 +3,7 @@
 //! and the binary decides where it goes.
 
 use super::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
+use crate::format::{group_thousands, human_bytes};
 use crate::machine::Machine;
 use crate::measure::ClockInfo;
 use crate::spin::SpinCost;
@@ -16,29 +17,6 @@ fn table(width: u16, header: &[&str]) -> Table {
         .set_width(width)
         .set_header(header.to_vec());
     t
-}
-
-/// Bytes as KiB / MiB / GiB.
-pub fn human_bytes(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
-        b => format!("{b} B"),
-    }
-}
-
-/// An integer with thousands separators: 4920500 -> `4,920,500`.
-pub fn group_thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 /// The machine summary: one fact per line.
@@ -229,9 +207,9 @@ pub fn render_spin_table(costs: &[SpinCost], pause_ns: f64, cores: u64, width: u
             } else {
                 format!("~{} (time-bound)", group_thousands(c.pauses.round() as u64))
             },
-            crate::hazards::pause::human_ns(c.spin_ns),
+            crate::format::human_ns(c.spin_ns),
             c.worst_extra_delay_ns
-                .map_or("-".into(), crate::hazards::pause::human_ns),
+                .map_or("-".into(), crate::format::human_ns),
             c.then.clone(),
         ]);
     }
@@ -273,21 +251,5 @@ mod tests {
     #[test]
     fn no_verdicts_says_so() {
         assert!(render_verdicts(&[], 80).starts_with("No verdicts"));
-    }
-
-    #[test]
-    fn bytes_are_human() {
-        assert_eq!(human_bytes(32 << 10), "32 KiB");
-        assert_eq!(human_bytes(32 << 20), "32 MiB");
-        assert_eq!(human_bytes(1 << 30), "1 GiB");
-        assert_eq!(human_bytes(100), "100 B");
-    }
-
-    #[test]
-    fn thousands_are_grouped() {
-        assert_eq!(group_thousands(4_920_500), "4,920,500");
-        assert_eq!(group_thousands(328_050), "328,050");
-        assert_eq!(group_thousands(999), "999");
-        assert_eq!(group_thousands(0), "0");
     }
 }

@@ -1,0 +1,67 @@
+//! Formatting of figures for people: durations, sizes, large counts. Shared by the hazards'
+//! explanations and every renderer, so one figure reads the same everywhere.
+
+/// Formats a duration in ns with a unit that suits it.
+pub fn human_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.1} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} us", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+/// Bytes as KiB / MiB / GiB.
+pub fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 20 => format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// An integer with thousands separators: 4920500 -> `4,920,500`.
+pub fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_pick_a_unit() {
+        assert_eq!(human_ns(24.37), "24.4 ns");
+        assert_eq!(human_ns(2_400.0), "2.4 us");
+        assert_eq!(human_ns(19_682_000.0), "19.7 ms");
+    }
+
+    #[test]
+    fn bytes_are_human_and_never_round_a_difference_away() {
+        assert_eq!(human_bytes(32 << 10), "32 KiB");
+        assert_eq!(human_bytes(32 << 20), "32 MiB");
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+        assert_eq!(human_bytes(100), "100 B");
+        // A 1.25 MiB L2 must not read as 1 MiB.
+        assert_eq!(human_bytes(1280 << 10), "1.25 MiB");
+    }
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(group_thousands(4_920_500), "4,920,500");
+        assert_eq!(group_thousands(328_050), "328,050");
+        assert_eq!(group_thousands(999), "999");
+        assert_eq!(group_thousands(0), "0");
+    }
+}
