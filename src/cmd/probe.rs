@@ -4,6 +4,8 @@ use super::{BarProgress, OutputArgs, check_save_target, emit};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
+use cpudoctor::machine::meminfo;
+use cpudoctor::measure::buffer::{self, PageKind};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::session::{self, Host};
 
@@ -26,6 +28,73 @@ pub struct ProbeArgs {
     pub quick: bool,
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Buffer sizes of the mem-latency curve, as a list like 16K,1M,64M,1G (default: 16 KiB
+    /// to 1 GiB, powers of two and the points halfway between).
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+    /// Largest buffer the memory probes map, like 256M or 1G (default: 1 GiB, or 256 MiB with
+    /// --quick); must fit in the memory available.
+    #[arg(long, value_name = "SIZE")]
+    pub max_size: Option<String>,
+    /// Page kinds the memory probes measure, as a list of 4k, thp, hugetlb-2m, hugetlb-1g
+    /// (default: all; hugetlbfs kinds need pages reserved with `sysctl vm.nr_hugepages`).
+    #[arg(long, value_name = "LIST")]
+    pub pages: Option<String>,
+}
+
+/// Parses `--sizes`, `--max-size` and `--pages`, and refuses sizes beyond the memory
+/// available before anything is measured.
+fn memory_knobs(
+    args: &ProbeArgs,
+) -> Result<(Option<Vec<u64>>, Option<u64>, Option<Vec<PageKind>>), InputError> {
+    let size = |what: &'static str, text: &str| {
+        buffer::parse_size(text).ok_or_else(|| InputError::BadSize {
+            what,
+            value: text.to_string(),
+        })
+    };
+    let sizes = args
+        .sizes
+        .as_deref()
+        .map(|list| {
+            list.split(',')
+                .map(|s| size("--sizes", s))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let max_size = args
+        .max_size
+        .as_deref()
+        .map(|s| size("--max-size", s))
+        .transpose()?;
+    let pages = args
+        .pages
+        .as_deref()
+        .map(|list| {
+            list.split(',')
+                .map(|k| PageKind::parse(k).ok_or_else(|| InputError::BadPageKind(k.to_string())))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    if let Some(available) = meminfo::read_mem_available_bytes() {
+        let largest = [
+            ("--max-size", max_size),
+            (
+                "--sizes",
+                sizes.as_ref().and_then(|v| v.iter().max().copied()),
+            ),
+        ];
+        for (what, bytes) in largest {
+            if let Some(bytes) = bytes.filter(|&b| b > available) {
+                return Err(InputError::MoreThanAvailableMemory {
+                    what,
+                    requested: buffer::format_size(bytes),
+                    available: buffer::format_size(available),
+                });
+            }
+        }
+    }
+    Ok((sizes, max_size, pages))
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -36,6 +105,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         return Ok(());
     }
     let selected = session::select_probes(&args.names)?;
+    let (sizes, max_size, page_kinds) = memory_knobs(&args)?;
     check_save_target(&args.output)?;
     let cpus = args
         .cpus
@@ -58,6 +128,9 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         },
         cpus,
         repetitions: args.repetitions.map(|r| r as usize),
+        sizes,
+        max_size,
+        page_kinds,
     };
     let command = format!(
         "probe {}",

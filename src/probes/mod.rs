@@ -6,10 +6,12 @@
 //! [`all`]. Every probe has a quick profile (what `check` runs, a second or so) and a full
 //! profile (`probe NAME`).
 
+// pub mod bandwidth;
+pub mod mem_latency;
 pub mod pause;
 
 use crate::machine::Machine;
-use crate::measure::{Clock, Progress};
+use crate::measure::{Clock, PageKind, Progress};
 use crate::report::schema::{ProbeResult, Status};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -33,6 +35,12 @@ pub struct ProbeOptions {
     pub cpus: Option<Vec<usize>>,
     /// Repetitions per measurement (default: by profile).
     pub repetitions: Option<usize>,
+    /// Buffer sizes of the memory latency curve, in bytes (default: by profile).
+    pub sizes: Option<Vec<u64>>,
+    /// Largest buffer a memory probe may map, in bytes (default: by profile).
+    pub max_size: Option<u64>,
+    /// Page kinds the memory probes measure (default: every kind).
+    pub page_kinds: Option<Vec<PageKind>>,
 }
 
 impl ProbeOptions {
@@ -42,6 +50,9 @@ impl ProbeOptions {
             profile,
             cpus: None,
             repetitions: None,
+            sizes: None,
+            max_size: None,
+            page_kinds: None,
         }
     }
 }
@@ -117,7 +128,7 @@ pub trait Probe: Sync {
 
 /// Every probe, in the order `check` runs them.
 pub fn all() -> &'static [&'static dyn Probe] {
-    &[&pause::PauseProbe]
+    &[&pause::PauseProbe, &mem_latency::MemLatencyProbe]
 }
 
 /// The probe called `name`.

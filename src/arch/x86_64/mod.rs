@@ -1,9 +1,12 @@
 //! x86-64 primitives, by concern: the time-stamp counter here, PAUSE and ALU chains in
-//! [`pause`]. Each timed kernel is a single `asm!` block so the compiler can neither hoist,
-//! fuse nor drop the instructions being measured.
+//! [`pause`], pointer chases and vector read loops in [`memory`]. Each timed kernel is a
+//! single `asm!` block so the compiler can neither hoist, fuse nor drop the instructions being
+//! measured.
 
+mod memory;
 mod pause;
 
+pub use memory::*;
 pub use pause::*;
 
 use std::arch::x86_64::{__rdtscp, _mm_lfence, _rdtsc};
