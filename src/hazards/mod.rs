@@ -4,7 +4,10 @@
 //!
 //! Adding a hazard: write a module with a type implementing [`Hazard`] and list it in [`all`].
 
+pub mod huge_pages;
 pub mod pause;
+pub mod prefetch;
+pub mod tlb;
 
 use crate::report::schema::{Fingerprint, Verdict};
 
@@ -22,7 +25,12 @@ pub trait Hazard: Sync {
 
 /// Every hazard rule.
 pub fn all() -> &'static [&'static dyn Hazard] {
-    &[&pause::SlowPause]
+    &[
+        &pause::SlowPause,
+        &huge_pages::HugePages,
+        &tlb::SmallPagePenalty,
+        &prefetch::SoftwarePrefetch,
+    ]
 }
 
 /// The rule with identifier `id`.

@@ -6,7 +6,7 @@
 //! [`all`]. Every probe has a quick profile (what `check` runs, a second or so) and a full
 //! profile (`probe NAME`).
 
-// pub mod bandwidth;
+pub mod bandwidth;
 pub mod mem_latency;
 pub mod pause;
 
@@ -128,7 +128,11 @@ pub trait Probe: Sync {
 
 /// Every probe, in the order `check` runs them.
 pub fn all() -> &'static [&'static dyn Probe] {
-    &[&pause::PauseProbe, &mem_latency::MemLatencyProbe]
+    &[
+        &pause::PauseProbe,
+        &mem_latency::MemLatencyProbe,
+        &bandwidth::BandwidthProbe,
+    ]
 }
 
 /// The probe called `name`.
