@@ -42,11 +42,16 @@ pub struct ProbeArgs {
     pub pages: Option<String>,
 }
 
+/// The memory probes' knobs, parsed.
+struct MemoryKnobs {
+    sizes: Option<Vec<u64>>,
+    max_size: Option<u64>,
+    page_kinds: Option<Vec<PageKind>>,
+}
+
 /// Parses `--sizes`, `--max-size` and `--pages`, and refuses sizes beyond the memory
 /// available before anything is measured.
-fn memory_knobs(
-    args: &ProbeArgs,
-) -> Result<(Option<Vec<u64>>, Option<u64>, Option<Vec<PageKind>>), InputError> {
+fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
     let size = |what: &'static str, text: &str| {
         buffer::parse_size(text).ok_or_else(|| InputError::BadSize {
             what,
@@ -94,7 +99,11 @@ fn memory_knobs(
             }
         }
     }
-    Ok((sizes, max_size, pages))
+    Ok(MemoryKnobs {
+        sizes,
+        max_size,
+        page_kinds: pages,
+    })
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -105,7 +114,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         return Ok(());
     }
     let selected = session::select_probes(&args.names)?;
-    let (sizes, max_size, page_kinds) = memory_knobs(&args)?;
+    let knobs = memory_knobs(&args)?;
     check_save_target(&args.output)?;
     let cpus = args
         .cpus
@@ -128,9 +137,9 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         },
         cpus,
         repetitions: args.repetitions.map(|r| r as usize),
-        sizes,
-        max_size,
-        page_kinds,
+        sizes: knobs.sizes,
+        max_size: knobs.max_size,
+        page_kinds: knobs.page_kinds,
     };
     let command = format!(
         "probe {}",
