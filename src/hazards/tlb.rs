@@ -70,7 +70,8 @@ impl Hazard for SmallPagePenalty {
         );
         if let Some(reach) = reach {
             text.push_str(&format!(
-                " 4 KiB pages stop walking-free at {} of memory touched at random (TLB reach).",
+                " Past {} of memory touched at random, 4 KiB pages start paying page walks \
+                 (their TLB reach).",
                 format_size(reach)
             ));
         }

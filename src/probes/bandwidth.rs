@@ -62,6 +62,15 @@ struct Config {
 }
 
 impl Config {
+    fn new(kind: PageKind, threads: usize, prefetch: Option<usize>) -> Config {
+        Config {
+            kind,
+            threads,
+            prefetch,
+            gbs: Vec::new(),
+        }
+    }
+
     /// Sample name: `read_bw_gbs.1t.4k.none`, `read_bw_gbs.2t.thp.pf2048`.
     fn label(&self) -> String {
         format!(
@@ -79,18 +88,16 @@ impl Config {
     }
 }
 
-/// Reads `buf` with `threads` threads pinned one per CPU of `cpus`, each over its own slice,
-/// `reps` times after one warm-up pass; returns GB/s per repetition (all bytes over the time
-/// from the first thread's start to the last thread's end).
+/// One pass over `buf` by one thread per CPU of `cpus` (pinned), each over its own slice;
+/// returns GB/s: all bytes over the time from the first thread's start to the last one's end.
 #[cfg(target_arch = "x86_64")]
-fn read_bandwidth(
+fn read_pass(
     ctx: &ProbeContext,
     buf: &Buffer,
     cpus: &[usize],
     width: crate::arch::VectorWidth,
     prefetch: Option<usize>,
-    reps: usize,
-) -> Result<Vec<f64>, ProbeFailure> {
+) -> Result<f64, ProbeFailure> {
     use crate::arch::{READ_BYTES_PER_ITERATION, sequential_read};
     use std::sync::Barrier;
     let n = cpus.len();
@@ -98,7 +105,7 @@ fn read_bandwidth(
     let base = buf.as_ptr() as usize;
     let clock = ctx.clock;
     let barrier = Barrier::new(n);
-    let per_thread: Vec<Result<Vec<(u64, u64)>, ProbeFailure>> = std::thread::scope(|s| {
+    let stamps: Vec<Result<(u64, u64), ProbeFailure>> = std::thread::scope(|s| {
         let handles: Vec<_> = cpus
             .iter()
             .enumerate()
@@ -106,20 +113,15 @@ fn read_bandwidth(
                 let barrier = &barrier;
                 s.spawn(move || {
                     let pinned = pin_to_cpu(cpu).map_err(|e| ProbeFailure::Failed(e.to_string()));
-                    // Every thread reaches every barrier, pinned or not, so none waits forever.
-                    let ptr = (base + i * slice) as *const u8;
-                    let mut stamps = Vec::with_capacity(reps);
-                    for rep in 0..=reps {
-                        barrier.wait();
-                        let t0 = clock.start();
-                        // SAFETY: the slice lies inside the buffer, 512-byte multiple, aligned.
-                        unsafe { sequential_read(ptr, slice, width, prefetch) };
-                        let t1 = clock.end();
-                        if rep > 0 {
-                            stamps.push((t0, t1));
-                        }
-                    }
-                    pinned.map(|_| stamps)
+                    // Every thread reaches the barrier, pinned or not, so none waits forever.
+                    barrier.wait();
+                    let t0 = clock.start();
+                    // SAFETY: the slice lies inside the buffer, a 512-byte multiple, aligned.
+                    unsafe {
+                        sequential_read((base + i * slice) as *const u8, slice, width, prefetch)
+                    };
+                    let t1 = clock.end();
+                    pinned.map(|_| (t0, t1))
                 })
             })
             .collect();
@@ -128,15 +130,10 @@ fn read_bandwidth(
             .map(|h| h.join().expect("reader thread panicked"))
             .collect()
     });
-    let per_thread: Vec<Vec<(u64, u64)>> = per_thread.into_iter().collect::<Result<_, _>>()?;
-    let bytes = (slice * n) as f64;
-    Ok((0..reps)
-        .map(|rep| {
-            let start = per_thread.iter().map(|t| t[rep].0).min().expect("n >= 1");
-            let end = per_thread.iter().map(|t| t[rep].1).max().expect("n >= 1");
-            bytes / clock.ticks_to_ns(end - start)
-        })
-        .collect())
+    let stamps: Vec<(u64, u64)> = stamps.into_iter().collect::<Result<_, _>>()?;
+    let start = stamps.iter().map(|t| t.0).min().expect("n >= 1");
+    let end = stamps.iter().map(|t| t.1).max().expect("n >= 1");
+    Ok((slice * n) as f64 / clock.ticks_to_ns(end - start))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -165,18 +162,16 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .clone()
         .unwrap_or_else(|| PageKind::ALL.to_vec());
 
-    // Per kind: 1 thread without and with each prefetch distance, then all threads.
-    let per_kind = PREFETCH_DISTANCES.len() + 2;
-    ctx.progress
-        .begin("bandwidth", (kinds.len() * per_kind) as u64);
+    // Every kind's buffer is mapped at once so the configurations can take their passes in
+    // turn: they are compared with each other, so a neighbour's burst on a shared machine must
+    // hit them alike.
     let mut backings = Vec::new();
-    let mut configs: Vec<Config> = Vec::new();
+    let mut bufs: Vec<Buffer> = Vec::new();
     for &kind in &kinds {
         let buf = match Buffer::allocate(size, kind) {
             Ok(b) => b,
             Err(e) => {
                 backings.push(json!({"requested": kind, "took": false, "note": e.to_string()}));
-                ctx.progress.advance(per_kind as u64);
                 continue;
             }
         };
@@ -184,29 +179,33 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             .backing()
             .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
         backings.push(serde_json::to_value(&backing).expect("backing serialises"));
-        if !backing.took {
-            ctx.progress.advance(per_kind as u64);
-            continue;
+        // Not taken, it would be 4 KiB pages measured under a huge-page label: leave it out.
+        if backing.took {
+            bufs.push(buf);
         }
+    }
+    // Per kind: one thread without and with each prefetch distance, then all threads.
+    let mut configs: Vec<(usize, Config)> = Vec::new();
+    for (b, buf) in bufs.iter().enumerate() {
         for prefetch in std::iter::once(None).chain(PREFETCH_DISTANCES.map(Some)) {
-            let gbs = read_bandwidth(ctx, &buf, &[first], width, prefetch, reps)?;
-            configs.push(Config {
-                kind,
-                threads: 1,
-                prefetch,
-                gbs,
-            });
-            ctx.progress.advance(1);
+            configs.push((b, Config::new(buf.kind(), 1, prefetch)));
         }
-        let gbs = read_bandwidth(ctx, &buf, &cpus, width, None, reps)?;
-        configs.push(Config {
-            kind,
-            threads: cpus.len(),
-            prefetch: None,
-            gbs,
-        });
+        configs.push((b, Config::new(buf.kind(), cpus.len(), None)));
+    }
+    ctx.progress.begin("bandwidth", reps as u64 + 1);
+    // Pass 0 warms every configuration up (page-table caches, the core clock) untimed.
+    for rep in 0..=reps {
+        for (b, c) in configs.iter_mut() {
+            let on: &[usize] = if c.threads == 1 { &[first] } else { &cpus };
+            let gbs = read_pass(ctx, &bufs[*b], on, width, c.prefetch)?;
+            if rep > 0 {
+                c.gbs.push(gbs);
+            }
+        }
         ctx.progress.advance(1);
     }
+    drop(bufs);
+    let configs: Vec<Config> = configs.into_iter().map(|(_, c)| c).collect();
     ctx.progress.finish();
     if configs.is_empty() {
         return Err(ProbeFailure::Skipped(format!(

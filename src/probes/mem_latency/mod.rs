@@ -117,29 +117,42 @@ pub fn cache_sizes(ctx: &ProbeContext) -> Vec<CacheSize> {
         .collect()
 }
 
-/// Times a chase from `start` through `slots` slots: warm-up, then `reps` samples of ns/load.
+/// Times chases through `slots` slots, one per page kind (`starts`), taking their samples in
+/// turn so that a neighbour's burst on a shared machine hits every kind alike: the kinds are
+/// compared with each other, so they must see the same noise. Returns ns/load per kind.
+///
+/// Before each sample a chase that fits in one sample is walked once untimed, so the lines
+/// and TLB entries the other kinds' chases evicted are back; longer chases are not rewarmed
+/// (at those sizes the loads miss anyway, and a lap would cost more than the sample).
 #[cfg(target_arch = "x86_64")]
-fn time_chase(
+fn time_chases(
     ctx: &ProbeContext,
-    start: *const u64,
+    starts: &[*const u64],
     slots: u64,
     loads: u64,
     reps: usize,
-) -> Vec<f64> {
+) -> Vec<Vec<f64>> {
     use crate::arch::{CHASE_LOADS_PER_ITERATION, pointer_chase};
     let clock = ctx.clock;
-    // SAFETY (all chases): `start` heads a cycle `chase::build` wrote in a live buffer.
-    let mut p = unsafe { pointer_chase(start, slots.min(WARM_UP_CAP)) };
     let loads = loads.next_multiple_of(CHASE_LOADS_PER_ITERATION);
-    let ns = (0..reps)
-        .map(|_| {
-            let t0 = clock.start();
-            p = unsafe { pointer_chase(p, loads) };
-            let t1 = clock.end();
-            clock.ticks_to_ns(t1 - t0) / loads as f64
-        })
+    // SAFETY (all chases): every start heads a cycle `chase::build` wrote in a live buffer.
+    let mut ps: Vec<*const u64> = starts
+        .iter()
+        .map(|&s| unsafe { pointer_chase(s, slots.min(WARM_UP_CAP)) })
         .collect();
-    std::hint::black_box(p);
+    let mut ns = vec![Vec::with_capacity(reps); starts.len()];
+    for _ in 0..reps {
+        for (p, out) in ps.iter_mut().zip(ns.iter_mut()) {
+            if starts.len() > 1 && slots <= loads {
+                *p = unsafe { pointer_chase(*p, slots) };
+            }
+            let t0 = clock.start();
+            *p = unsafe { pointer_chase(*p, loads) };
+            let t1 = clock.end();
+            out.push(clock.ticks_to_ns(t1 - t0) / loads as f64);
+        }
+    }
+    std::hint::black_box(ps);
     ns
 }
 
@@ -227,18 +240,16 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let core: CoreClock = estimate_core_clock(ctx.clock, 7)
         .ok_or_else(|| ProbeFailure::Failed("core clock estimate failed".into()))?;
 
-    ctx.progress.begin(
-        "mem-latency",
-        (kinds.len() * (sizes.len() + tlb_sweep.len())) as u64,
-    );
+    ctx.progress
+        .begin("mem-latency", (sizes.len() + tlb_sweep.len()) as u64);
+    // Every kind's buffer is mapped at once, so their samples can be taken in turn.
     let mut backings: Vec<serde_json::Value> = Vec::new();
-    let mut runs: Vec<KindRun> = Vec::new();
+    let mut bufs: Vec<Buffer> = Vec::new();
     for &kind in &kinds {
         let buf = match Buffer::allocate(largest, kind) {
             Ok(b) => b,
             Err(e) => {
                 backings.push(json!({"requested": kind, "took": false, "note": e.to_string()}));
-                ctx.progress.advance((sizes.len() + tlb_sweep.len()) as u64);
                 continue;
             }
         };
@@ -246,13 +257,13 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             .backing()
             .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
         backings.push(serde_json::to_value(&backing).expect("backing serialises"));
-        if !backing.took {
-            // Measured it would be 4 KiB pages under a huge-page label: leave it out.
-            ctx.progress.advance((sizes.len() + tlb_sweep.len()) as u64);
-            continue;
+        // Not taken, it would be 4 KiB pages measured under a huge-page label: leave it out.
+        if backing.took {
+            bufs.push(buf);
         }
-        runs.push(measure_kind(ctx, buf, &sizes, &tlb_sweep, loads, reps));
     }
+    let runs = measure_kinds(ctx, &mut bufs, &sizes, &tlb_sweep, loads, reps);
+    drop(bufs);
     ctx.progress.finish();
     if runs.is_empty() {
         return Err(ProbeFailure::Skipped(format!(
@@ -290,34 +301,45 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     Ok(r)
 }
 
+/// The latency curve and the TLB sweep on every buffer, kinds interleaved per sample.
 #[cfg(target_arch = "x86_64")]
-fn measure_kind(
+fn measure_kinds(
     ctx: &ProbeContext,
-    mut buf: Buffer,
+    bufs: &mut [Buffer],
     sizes: &[u64],
     tlb_sweep: &[u64],
     loads: u64,
     reps: usize,
-) -> KindRun {
-    let kind = buf.kind();
-    let base = buf.as_mut_ptr();
-    let mut curve = Vec::new();
-    for &size in sizes {
-        let slots = size / 64;
-        // SAFETY: `size` <= the buffer's length; the buffer is page aligned.
-        let start = unsafe { chase::build(base, slots as usize, Layout::Lines, SEED ^ size) };
-        curve.push((size, time_chase(ctx, start, slots, loads, reps)));
+) -> Vec<KindRun> {
+    let mut runs: Vec<KindRun> = bufs
+        .iter()
+        .map(|b| KindRun {
+            kind: b.kind(),
+            curve: Vec::new(),
+            tlb: Vec::new(),
+        })
+        .collect();
+    let points = sizes
+        .iter()
+        .map(|&s| (s, s / 64, Layout::Lines))
+        .chain(tlb_sweep.iter().map(|&p| (p, p, Layout::OneLinePerPage)));
+    for (x, slots, layout) in points {
+        let starts: Vec<*const u64> = bufs
+            .iter_mut()
+            // SAFETY: slots x stride <= the buffer's length (sizes and the sweep are capped
+            // by it); buffers are page aligned.
+            .map(|b| unsafe { chase::build(b.as_mut_ptr(), slots as usize, layout, SEED ^ x) })
+            .collect();
+        let samples = time_chases(ctx, &starts, slots, loads, reps);
+        for (run, ns) in runs.iter_mut().zip(samples) {
+            match layout {
+                Layout::Lines => run.curve.push((x, ns)),
+                Layout::OneLinePerPage => run.tlb.push((x, ns)),
+            }
+        }
         ctx.progress.advance(1);
     }
-    let mut tlb = Vec::new();
-    for &pages in tlb_sweep {
-        // SAFETY: pages x 4 KiB <= the buffer's length.
-        let start = unsafe { chase::build(base, pages as usize, Layout::OneLinePerPage, SEED) };
-        tlb.push((pages, time_chase(ctx, start, pages, loads, reps)));
-        ctx.progress.advance(1);
-    }
-    drop(buf);
-    KindRun { kind, curve, tlb }
+    runs
 }
 
 /// Metrics, samples, series and the level analysis from the measured kinds.
