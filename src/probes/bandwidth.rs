@@ -190,7 +190,9 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         for prefetch in std::iter::once(None).chain(PREFETCH_DISTANCES.map(Some)) {
             configs.push((b, Config::new(buf.kind(), 1, prefetch)));
         }
-        configs.push((b, Config::new(buf.kind(), cpus.len(), None)));
+        if cpus.len() > 1 {
+            configs.push((b, Config::new(buf.kind(), cpus.len(), None)));
+        }
     }
     ctx.progress.begin("bandwidth", reps as u64 + 1);
     // Pass 0 warms every configuration up (page-table caches, the core clock) untimed.

@@ -50,6 +50,20 @@ pub struct LevelOnCurve {
     /// size says it should; false means the cache does not behave like its reported size
     /// (a VM's virtual topology, a cache shared with busy neighbours).
     pub step_seen: Option<bool>,
+    /// Smallest measured size in the level's range (past the previous level).
+    pub range_start_bytes: Option<u64>,
+    /// True when the curve does not step up by [`CURVE_STEP_RATIO`] between the start of the
+    /// level's range and where it is read; false means the level ends before its sysfs size
+    /// (the latency read is already the next level's).
+    pub flat_inside: Option<bool>,
+}
+
+impl LevelOnCurve {
+    /// True unless the curve contradicts the sysfs size: the latency can be reported as this
+    /// level's.
+    pub fn confirmed(&self) -> bool {
+        self.step_seen != Some(false) && self.flat_inside != Some(false)
+    }
 }
 
 /// Places L1..L3 and DRAM on a curve of `(size_bytes, median_ns)` points sorted by size. A
@@ -69,6 +83,7 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
                 .map(|p| p.0)
                 .max()
         });
+        let range_start = points.iter().map(|p| p.0).find(|&s| s > previous);
         previous = c.bytes;
         let Some(inside) = inside else { continue };
         let beyond = points
@@ -78,6 +93,9 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
             .min();
         let lat = at(inside).expect("inside is a measured size");
         let ratio = beyond.and_then(at).map(|b| b / lat);
+        let flat = range_start
+            .and_then(at)
+            .map(|first| lat < first * CURVE_STEP_RATIO);
         out.push(LevelOnCurve {
             name: format!("l{}", c.level),
             cache_bytes: Some(c.bytes),
@@ -86,6 +104,8 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
             beyond_size_bytes: beyond,
             step_ratio: ratio,
             step_seen: ratio.map(|r| r >= STEP_MIN_RATIO),
+            range_start_bytes: range_start,
+            flat_inside: flat,
         });
     }
     if let (Some(llc), Some(&(largest, lat))) = (caches.last(), points.last())
@@ -99,6 +119,8 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
             beyond_size_bytes: None,
             step_ratio: None,
             step_seen: None,
+            range_start_bytes: None,
+            flat_inside: None,
         });
     }
     out
@@ -199,6 +221,23 @@ mod tests {
         assert_eq!(levels[2].beyond_size_bytes, Some(64 << 20));
         assert_eq!(levels[3].latency_ns, 85.0);
         assert!(levels[..3].iter().all(|l| l.step_seen == Some(true)));
+        assert!(levels.iter().all(LevelOnCurve::confirmed));
+        assert_eq!(levels[2].range_start_bytes, Some(2 << 20));
+    }
+
+    #[test]
+    fn a_level_that_ends_before_its_sysfs_size_is_not_confirmed() {
+        // A guest's share of a shared L3: the curve leaves it at 4 MiB, not 32 MiB, so what is
+        // read at 8 MiB is already DRAM, and past 64 MiB it rises further still.
+        let mut c = curve();
+        c[5].1 = 150.0; // 8 MiB
+        c[6].1 = 190.0; // 16 MiB
+        c[7].1 = 230.0; // 64 MiB
+        let levels = locate_levels(&c, &ZEN4);
+        assert_eq!(levels[2].name, "l3");
+        assert_eq!(levels[2].flat_inside, Some(false));
+        assert!(!levels[2].confirmed());
+        assert!(levels[1].confirmed());
     }
 
     #[test]

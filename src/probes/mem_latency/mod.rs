@@ -404,9 +404,9 @@ fn summarise(r: &mut ProbeResult, runs: &[KindRun], caches: &[CacheSize], core: 
             .unwrap_or_default()
     };
     for level in &levels {
-        if level.step_seen == Some(false) {
-            // The curve does not step past the size sysfs gives: what was read "inside" is
-            // already the next level's latency, so it is not reported under this name.
+        if !level.confirmed() {
+            // The curve contradicts the size sysfs gives (no step past it, or a step before
+            // it): what was read "inside" is another level's latency, not this one's.
             continue;
         }
         let ns = samples_at(main, level.at_size_bytes);
