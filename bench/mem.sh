@@ -33,11 +33,12 @@ likwid_gbs() {
   # likwid-bench pins its thread to the first CPU of the workgroup's domain (N: the node);
   # taskset keeps it on CPU $cpu as well.
   local mbs
-  mbs=$(taskset -c "$cpu" likwid-bench -t load_avx512 -w N:512MB:1 2>/dev/null | awk '/^MByte\/s:/ {print $2}')
+  mbs=$(taskset -c "$cpu" likwid-bench -t load_avx512 -i 20 -w N:512MB:1 2>/dev/null | awk '/^MByte\/s:/ {print $2}')
   python3 -c "print($mbs / 1000)"
 }
 ours_gbs() {
-  $bin probe bandwidth --cpus "$cpu" --pages 4k --max-size 512M --json 2>/dev/null | metric read_bw_1t_gbs
+  $bin probe bandwidth --cpus "$cpu" --pages 4k --max-size 512M --repetitions 7 --json 2>/dev/null |
+    metric read_bw_1t_gbs
 }
 ours_chase() { # prints "thp_ns 4k_ns"
   local fp
@@ -53,16 +54,22 @@ ref_chase() { # prints "thp_ns 4k_ns"
 }
 
 bw_ours=() bw_likwid=() lat_thp=() lat_4k=() ref_thp=() ref_4k=()
+# ABBA order: odd rounds run cpudoctor first, even rounds the reference first, so a drift in
+# the neighbours' load does not favour one side. Bandwidth pairs are short (seconds), so they
+# get twice the rounds.
+for i in $(seq $((2 * rounds))); do
+  echo "bandwidth round $i/$((2 * rounds))" >&2
+  if (( i % 2 )); then o=$(ours_gbs); l=$(likwid_gbs); else l=$(likwid_gbs); o=$(ours_gbs); fi
+  bw_ours+=("$o"); bw_likwid+=("$l")
+done
 for i in $(seq "$rounds"); do
-  echo "round $i/$rounds" >&2
-  # ABBA order: odd rounds run cpudoctor first, even rounds the reference first, so a drift in
-  # the neighbours' load does not favour one side.
+  echo "chase round $i/$rounds" >&2
   if (( i % 2 )); then
-    o=$(ours_gbs); l=$(likwid_gbs); read -r ot o4 < <(ours_chase); read -r rt r4 < <(ref_chase)
+    read -r ot o4 < <(ours_chase); read -r rt r4 < <(ref_chase)
   else
-    l=$(likwid_gbs); o=$(ours_gbs); read -r rt r4 < <(ref_chase); read -r ot o4 < <(ours_chase)
+    read -r rt r4 < <(ref_chase); read -r ot o4 < <(ours_chase)
   fi
-  bw_ours+=("$o"); bw_likwid+=("$l"); lat_thp+=("$ot"); lat_4k+=("$o4"); ref_thp+=("$rt"); ref_4k+=("$r4")
+  lat_thp+=("$ot"); lat_4k+=("$o4"); ref_thp+=("$rt"); ref_4k+=("$r4")
 done
 
 python3 - "$cpu" "${bw_ours[*]}" "${bw_likwid[*]}" "${lat_thp[*]}" "${ref_thp[*]}" "${lat_4k[*]}" "${ref_4k[*]}" <<'PY'
@@ -73,10 +80,11 @@ med = statistics.median
 fmt = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
 paired = lambda o, r: med([a / b for a, b in zip(o, r)])
 ok = True
-print(f"CPU {cpu}, {len(bw_o)} rounds; ratio = median of per-round ratios")
+print(f"CPU {cpu}, {len(bw_o)} bandwidth and {len(l_t)} chase rounds; ratio = median of per-round ratios")
 bw = paired(bw_o, bw_l)
 print(f"  read_bw_1t_gbs (4 KiB pages)  median {med(bw_o):8.2f} GB/s   (rounds: {fmt(bw_o)})")
 print(f"  likwid-bench load_avx512      median {med(bw_l):8.2f} GB/s   (rounds: {fmt(bw_l)})")
+print(f"  per-round ratios: {fmt([a / b for a, b in zip(bw_o, bw_l)])}")
 print(f"  bandwidth ratio cpudoctor/likwid {bw:.3f}  target >= 0.95: {'PASS' if bw >= 0.95 else 'FAIL'}")
 ok &= bw >= 0.95
 for name, o, r in (("THP", l_t, r_t), ("4 KiB", l_4, r_4)):
@@ -85,6 +93,7 @@ for name, o, r in (("THP", l_t, r_t), ("4 KiB", l_4, r_4)):
     ok &= good
     print(f"  1 GiB chase, {name:5s} cpudoctor median {med(o):8.1f} ns   (rounds: {fmt(o)})")
     print(f"  1 GiB chase, {name:5s} C ref     median {med(r):8.1f} ns   (rounds: {fmt(r)})")
+    print(f"  per-round ratios: {fmt([a / b for a, b in zip(o, r)])}")
     print(f"  latency ratio cpudoctor/C ({name}) {ratio:.3f}  target 0.95..1.05: {'PASS' if good else 'FAIL'}")
 print(f"  1 GiB chase on 4 KiB over THP: cpudoctor {paired(l_4, l_t):.2f}x, C reference {paired(r_4, r_t):.2f}x")
 sys.exit(0 if ok else 1)
