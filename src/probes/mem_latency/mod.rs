@@ -324,12 +324,15 @@ fn measure_kinds(
         .map(|&s| (s, s / 64, Layout::Lines))
         .chain(tlb_sweep.iter().map(|&p| (p, p, Layout::OneLinePerPage)));
     for (x, slots, layout) in points {
+        // One cycle for every kind: the same pattern, drawn once.
+        let next = chase::sattolo_cycle(slots as usize, &mut chase::SplitMix64::new(SEED ^ x));
         let starts: Vec<*const u64> = bufs
             .iter_mut()
             // SAFETY: slots x stride <= the buffer's length (sizes and the sweep are capped
             // by it); buffers are page aligned.
-            .map(|b| unsafe { chase::build(b.as_mut_ptr(), slots as usize, layout, SEED ^ x) })
+            .map(|b| unsafe { chase::build(b.as_mut_ptr(), &next, layout) })
             .collect();
+        drop(next);
         let samples = time_chases(ctx, &starts, slots, loads, reps);
         for (run, ns) in runs.iter_mut().zip(samples) {
             match layout {
