@@ -116,4 +116,29 @@ pub enum InputError {
         /// The sysctl's value, when readable.
         paranoid: Option<i32>,
     },
+    /// A size option that does not parse.
+    #[error(
+        "invalid size '{value}' for {what}: expected a number of bytes or one like 16K, 512M, 1G"
+    )]
+    BadSize {
+        /// Which option.
+        what: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// A buffer size larger than the memory the kernel can hand out.
+    #[error(
+        "{what} {requested} is more than the {available} of memory available (MemAvailable in /proc/meminfo); pick a smaller {what}"
+    )]
+    MoreThanAvailableMemory {
+        /// Which option.
+        what: &'static str,
+        /// The size asked for, formatted.
+        requested: String,
+        /// `MemAvailable`, formatted.
+        available: String,
+    },
+    /// A page kind that does not exist.
+    #[error("unknown page kind '{0}': expected 4k, thp, hugetlb-2m or hugetlb-1g")]
+    BadPageKind(String),
 }

@@ -4,6 +4,8 @@ use super::{BarProgress, OutputArgs, check_save_target, emit, terminal_width};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
+use cpudoctor::machine::meminfo;
+use cpudoctor::measure::buffer::{self, PageKind};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::report::heatmap;
 use cpudoctor::session::{self, Host};
@@ -37,6 +39,82 @@ pub struct ProbeArgs {
     /// same machine), not only this process: keep it short there.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
+    /// Buffer sizes of the mem-latency curve, as a list like 16K,1M,64M,1G (default: 16 KiB
+    /// to 1 GiB, powers of two and the points halfway between).
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+    /// Largest buffer the memory probes map, like 256M or 1G (default: 1 GiB, or 256 MiB with
+    /// --quick); must fit in the memory available.
+    #[arg(long, value_name = "SIZE")]
+    pub max_size: Option<String>,
+    /// Page kinds the memory probes measure, as a list of 4k, thp, hugetlb-2m, hugetlb-1g
+    /// (default: all; hugetlbfs kinds need pages reserved with `sysctl vm.nr_hugepages`).
+    #[arg(long, value_name = "LIST")]
+    pub pages: Option<String>,
+}
+
+/// The memory probes' knobs, parsed.
+struct MemoryKnobs {
+    sizes: Option<Vec<u64>>,
+    max_size: Option<u64>,
+    page_kinds: Option<Vec<PageKind>>,
+}
+
+/// Parses `--sizes`, `--max-size` and `--pages`, and refuses sizes beyond the memory
+/// available before anything is measured.
+fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
+    let size = |what: &'static str, text: &str| {
+        buffer::parse_size(text).ok_or_else(|| InputError::BadSize {
+            what,
+            value: text.to_string(),
+        })
+    };
+    let sizes = args
+        .sizes
+        .as_deref()
+        .map(|list| {
+            list.split(',')
+                .map(|s| size("--sizes", s))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let max_size = args
+        .max_size
+        .as_deref()
+        .map(|s| size("--max-size", s))
+        .transpose()?;
+    let pages = args
+        .pages
+        .as_deref()
+        .map(|list| {
+            list.split(',')
+                .map(|k| PageKind::parse(k).ok_or_else(|| InputError::BadPageKind(k.to_string())))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    if let Some(available) = meminfo::read_mem_available_bytes() {
+        let largest = [
+            ("--max-size", max_size),
+            (
+                "--sizes",
+                sizes.as_ref().and_then(|v| v.iter().max().copied()),
+            ),
+        ];
+        for (what, bytes) in largest {
+            if let Some(bytes) = bytes.filter(|&b| b > available) {
+                return Err(InputError::MoreThanAvailableMemory {
+                    what,
+                    requested: buffer::format_size(bytes),
+                    available: buffer::format_size(available),
+                });
+            }
+        }
+    }
+    Ok(MemoryKnobs {
+        sizes,
+        max_size,
+        page_kinds: pages,
+    })
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -47,6 +125,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         return Ok(());
     }
     let selected = session::select_probes(&args.names)?;
+    let knobs = memory_knobs(&args)?;
     check_save_target(&args.output)?;
     let cpus = args
         .cpus
@@ -71,6 +150,9 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         repetitions: args.repetitions.map(|r| r as usize),
         budget: seconds("--budget", args.budget)?,
         duration: seconds("--duration", args.duration)?,
+        sizes: knobs.sizes,
+        max_size: knobs.max_size,
+        page_kinds: knobs.page_kinds,
     };
     let command = format!(
         "probe {}",

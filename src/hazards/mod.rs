@@ -6,8 +6,11 @@
 
 pub mod cross_core;
 pub mod false_sharing;
+pub mod huge_pages;
 pub mod pause;
+pub mod prefetch;
 pub mod split_lock;
+pub mod tlb;
 
 use crate::report::schema::{Fingerprint, Verdict};
 
@@ -34,6 +37,9 @@ pub fn all() -> &'static [&'static dyn Hazard] {
         &cross_core::CrossCoreLatency,
         &split_lock::SplitLock,
         &false_sharing::FalseSharing,
+        &huge_pages::HugePages,
+        &tlb::SmallPagePenalty,
+        &prefetch::SoftwarePrefetch,
     ]
 }
 

@@ -156,7 +156,10 @@ mod tests {
     fn bus_lock_detection_alone_only_warns() {
         // Regression: kernel.split_lock_mitigate applies to #AC split-lock traps, not to the
         // #DB raised after a bus lock.
-        assert_eq!(split_lock_state(false, true, None, Some(1)).effective, "warn");
+        assert_eq!(
+            split_lock_state(false, true, None, Some(1)).effective,
+            "warn"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod cpuinfo;
 pub mod hypervisor;
 pub mod kernel;
+pub mod meminfo;
 pub mod pmu;
 pub mod smaps;
 pub mod topology;

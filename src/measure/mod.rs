@@ -1,13 +1,15 @@
 //! The measurement core every probe builds on: the clock ([`clock`]), the core-clock estimate
 //! that turns nanoseconds into core cycles ([`freq`]), pinning that proves it took ([`pin`]),
-//! robust statistics ([`stats`]), and the progress hook probes report through
-//! ([`Progress`]). Nothing here prints.
+//! robust statistics ([`stats`]), buffers with a checked page size ([`buffer`]), and the
+//! progress hook probes report through ([`Progress`]). Nothing here prints.
 
+pub mod buffer;
 pub mod clock;
 pub mod freq;
 pub mod pin;
 pub mod stats;
 
+pub use buffer::{Buffer, PageBacking, PageKind};
 pub use clock::{Clock, ClockInfo, ClockSource};
 pub use freq::{CoreClock, estimate_core_clock};
 pub use pin::{PinError, Pinned, allowed_cpus, pin_to_cpu};

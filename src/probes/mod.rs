@@ -6,15 +6,17 @@
 //! [`all`]. Every probe has a quick profile (what `check` runs, a second or so) and a full
 //! profile (`probe NAME`).
 
+pub mod bandwidth;
 pub mod c2c;
 pub mod handoff;
+pub mod mem_latency;
 pub mod pause;
 pub mod sharing;
 pub mod split_lock;
 pub mod split_lock_neighbour;
 
 use crate::machine::Machine;
-use crate::measure::{Clock, Progress};
+use crate::measure::{Clock, PageKind, Progress};
 use crate::report::schema::{ProbeResult, Status};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -43,6 +45,12 @@ pub struct ProbeOptions {
     pub budget: Option<std::time::Duration>,
     /// Bus locking in total for the split-lock neighbour probe; default by profile.
     pub duration: Option<std::time::Duration>,
+    /// Buffer sizes of the memory latency curve, in bytes (default: by profile).
+    pub sizes: Option<Vec<u64>>,
+    /// Largest buffer a memory probe may map, in bytes (default: by profile).
+    pub max_size: Option<u64>,
+    /// Page kinds the memory probes measure (default: every kind).
+    pub page_kinds: Option<Vec<PageKind>>,
 }
 
 impl ProbeOptions {
@@ -54,6 +62,9 @@ impl ProbeOptions {
             repetitions: None,
             budget: None,
             duration: None,
+            sizes: None,
+            max_size: None,
+            page_kinds: None,
         }
     }
 }
@@ -135,6 +146,8 @@ pub fn all() -> &'static [&'static dyn Probe] {
         &split_lock::SplitLockProbe,
         &split_lock_neighbour::SplitLockNeighbourProbe,
         &sharing::SharingProbe,
+        &mem_latency::MemLatencyProbe,
+        &bandwidth::BandwidthProbe,
     ]
 }
 

@@ -1,0 +1,183 @@
+//! Huge pages that are off or do not take. Transparent huge pages in `never` mode give every
+//! program 4 KiB pages, including those that ask for more (a JVM with
+//! `-XX:+UseTransparentHugePages`, glibc malloc with `glibc.malloc.hugetlb=1`); in `madvise`
+//! or `always` mode a request can still fail (fragmented memory, defrag off), which nothing
+//! reports. The memory probes ask for THP on a 2 MiB-aligned region and read back
+//! `AnonHugePages` from /proc/self/smaps; this rule reads what they found, and the THP mode
+//! from sysfs.
+
+use super::Hazard;
+use crate::measure::buffer::format_size;
+use crate::report::schema::{Fingerprint, Level, Verdict};
+
+/// The huge-pages rule.
+pub struct HugePages;
+
+/// What the probes found for the THP request: (took, huge fraction, mapped bytes, note), from
+/// the first memory probe that tried.
+fn thp_outcome(fp: &Fingerprint) -> Option<(bool, f64, u64, String)> {
+    ["mem-latency", "bandwidth"].iter().find_map(|name| {
+        let p = fp.probe(name)?;
+        let kinds = p.effects.get("page_kinds")?.as_array()?;
+        let thp = kinds.iter().find(|k| k["requested"] == "thp")?;
+        Some((
+            thp["took"].as_bool()?,
+            thp["huge_fraction"].as_f64().unwrap_or(0.0),
+            thp["mapping_bytes"].as_u64().unwrap_or(0),
+            thp["note"].as_str().unwrap_or("").to_string(),
+        ))
+    })
+}
+
+impl Hazard for HugePages {
+    fn id(&self) -> &'static str {
+        "huge_pages"
+    }
+
+    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+        // Judged from the THP mode and what the buffers got (effects), not from a figure.
+        &[]
+    }
+
+    fn hurts(&self) -> &'static [&'static str] {
+        &[
+            "programs that ask for transparent huge pages (JVM -XX:+UseTransparentHugePages, \
+             glibc.malloc.hugetlb=1, databases and caches that madvise their heaps)",
+            "random access over memory larger than the TLB reach of 4 KiB pages",
+        ]
+    }
+
+    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+        let mode = fp.machine.thp.as_ref().map(|t| t.enabled.clone());
+        let outcome = thp_outcome(fp);
+        if mode.is_none() && outcome.is_none() {
+            return None;
+        }
+        let penalty = fp
+            .metric("mem-latency", "tlb_penalty_ratio")
+            .map(|m| m.value);
+        let mode_text = mode.clone().unwrap_or_else(|| "unknown".into());
+        let (level, figure, lead) = match (&outcome, mode.as_deref()) {
+            (_, Some("never")) => (
+                Level::Notice,
+                "THP never".to_string(),
+                "Transparent huge pages are off (mode never): every program gets 4 KiB pages, \
+                 even one that asks for huge pages with madvise."
+                    .to_string(),
+            ),
+            (Some((false, fraction, bytes, note)), _) => (
+                Level::Hazard,
+                format!(
+                    "THP {mode_text}, request not taken ({:.0}%)",
+                    fraction * 100.0
+                ),
+                format!(
+                    "A {} region madvised for huge pages got {:.0}% of them ({note}): programs \
+                     that ask for huge pages silently run on 4 KiB pages.",
+                    format_size(*bytes),
+                    fraction * 100.0
+                ),
+            ),
+            (Some((true, fraction, bytes, _)), _) => (
+                Level::Ok,
+                format!("THP {mode_text}, taken ({:.0}%)", fraction * 100.0),
+                format!(
+                    "A {} region madvised for huge pages got {:.0}% of it on 2 MiB pages.{}",
+                    format_size(*bytes),
+                    fraction * 100.0,
+                    if mode.as_deref() == Some("madvise") {
+                        " In madvise mode only programs that ask get them."
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            (None, _) => (
+                Level::Ok,
+                format!("THP {mode_text}"),
+                format!("Transparent huge pages are in {mode_text} mode (not tested here)."),
+            ),
+        };
+        let cost = match penalty {
+            Some(p) => format!(
+                " Measured here, a random load from DRAM takes {p:.2}x as long on 4 KiB pages \
+                 as on huge pages."
+            ),
+            None => String::new(),
+        };
+        Some(Verdict {
+            hazard: self.id().into(),
+            title: "Huge pages".into(),
+            level,
+            figure,
+            reference: "THP madvise or always, and an madvised region backed by 2 MiB pages \
+                        (AnonHugePages in /proc/self/smaps)"
+                .into(),
+            explanation: format!("{lead}{cost}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use serde_json::json;
+
+    fn fingerprint(mode: &str, thp: Option<serde_json::Value>) -> Fingerprint {
+        let mut fp = crate::report::test_support::empty_fingerprint();
+        fp.machine.thp = Some(crate::machine::ThpMode {
+            enabled: mode.into(),
+            defrag: None,
+        });
+        if let Some(thp) = thp {
+            let mut p = ProbeResult::new("mem-latency", Status::Ok);
+            p.effects.insert(
+                "page_kinds".into(),
+                json!([{"requested": "4k", "took": true}, thp]),
+            );
+            p.metrics.push(Metric::derived(
+                "tlb_penalty_ratio",
+                1.5,
+                "ratio",
+                Better::Lower,
+            ));
+            fp.probes.push(p);
+        }
+        fp
+    }
+
+    #[test]
+    fn a_request_that_did_not_take_is_a_hazard() {
+        let thp = json!({"requested": "thp", "took": false, "huge_fraction": 0.12,
+            "mapping_bytes": 268435456u64, "note": "memory fragmented"});
+        let v = HugePages.judge(&fingerprint("madvise", Some(thp))).unwrap();
+        assert_eq!(v.level, Level::Hazard);
+        assert!(v.explanation.contains("256 MiB"), "{}", v.explanation);
+        assert!(v.explanation.contains("12%"), "{}", v.explanation);
+        assert!(v.explanation.contains("1.50x"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn thp_never_is_a_notice_even_without_probes() {
+        let v = HugePages.judge(&fingerprint("never", None)).unwrap();
+        assert_eq!(v.level, Level::Notice);
+        assert_eq!(v.figure, "THP never");
+    }
+
+    #[test]
+    fn a_request_that_took_is_ok() {
+        let thp = json!({"requested": "thp", "took": true, "huge_fraction": 1.0,
+            "mapping_bytes": 1073741824u64, "note": ""});
+        let v = HugePages.judge(&fingerprint("madvise", Some(thp))).unwrap();
+        assert_eq!(v.level, Level::Ok);
+        assert!(v.explanation.contains("only programs that ask"));
+    }
+
+    #[test]
+    fn nothing_known_means_no_verdict() {
+        let mut fp = crate::report::test_support::empty_fingerprint();
+        fp.machine.thp = None;
+        assert_eq!(HugePages.judge(&fp), None);
+    }
+}

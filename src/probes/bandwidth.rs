@@ -1,0 +1,416 @@
+//! Sequential read bandwidth from memory, with the widest vector loads the CPU has (AVX-512,
+//! else AVX2, else SSE2): one thread and all threads, on 4 KiB and on huge pages, without and
+//! with software prefetch at a few distances. Buffers are well beyond the last-level cache
+//! (4x or more), so every line comes from DRAM.
+//!
+//! The seed case (`p4-large-pages-prefetch.ru.txt`): whether prefetch survives a TLB miss
+//! decides whether large pages help streaming. A CPU whose prefetches stop at a page boundary
+//! reads faster on huge pages (Northwood: 3.2 vs 3.8 GB/s); one whose prefetches walk the page
+//! tables does not care (Prescott: 4.2 GB/s either way). The gains this probe reports are that
+//! comparison on the machine at hand.
+
+use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use crate::measure::buffer::{Buffer, PageBacking, PageKind, format_size};
+use crate::measure::{pin_to_cpu, stats};
+use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
+use serde_json::json;
+
+/// The bandwidth probe.
+pub struct BandwidthProbe;
+
+/// Software prefetch distances, in bytes ahead of the loads: one 512-byte iteration ahead
+/// (well inside a page), half a 4 KiB page, and two pages ahead (every prefetch lands in the
+/// next-but-one page, so it meets the TLB miss first: the seed's case).
+pub const PREFETCH_DISTANCES: [usize; 3] = [512, 2048, 8192];
+
+/// Buffer size: 16x the last-level cache for the full profile, 4x for the quick one, with a
+/// floor for machines whose cache sysfs does not report.
+fn default_size(profile: Profile, llc: Option<u64>) -> u64 {
+    let llc = llc.unwrap_or(32 << 20);
+    match profile {
+        Profile::Full => (llc * 16).max(256 << 20),
+        Profile::Quick => (llc * 4).max(64 << 20),
+    }
+}
+
+impl Probe for BandwidthProbe {
+    fn name(&self) -> &'static str {
+        "bandwidth"
+    }
+
+    fn about(&self) -> &'static str {
+        "Sequential read bandwidth (widest vector loads; 1 and all threads; page size; prefetch)"
+    }
+
+    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+        crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
+        run(ctx)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    unreachable!("require_x86_64 skips first")
+}
+
+/// One measured configuration.
+struct Config {
+    kind: PageKind,
+    threads: usize,
+    prefetch: Option<usize>,
+    gbs: Vec<f64>,
+}
+
+impl Config {
+    fn new(kind: PageKind, threads: usize, prefetch: Option<usize>) -> Config {
+        Config {
+            kind,
+            threads,
+            prefetch,
+            gbs: Vec::new(),
+        }
+    }
+
+    /// Sample name: `read_bw_gbs.1t.4k.none`, `read_bw_gbs.2t.thp.pf2048`.
+    fn label(&self) -> String {
+        format!(
+            "{}t.{}.{}",
+            self.threads,
+            self.kind.name(),
+            self.prefetch
+                .map(|d| format!("pf{d}"))
+                .unwrap_or_else(|| "none".into())
+        )
+    }
+
+    fn median(&self) -> Option<f64> {
+        stats::median(&self.gbs)
+    }
+}
+
+/// One pass over `buf` by one thread per CPU of `cpus` (pinned), each over its own slice;
+/// returns GB/s: all bytes over the time from the first thread's start to the last one's end.
+#[cfg(target_arch = "x86_64")]
+fn read_pass(
+    ctx: &ProbeContext,
+    buf: &Buffer,
+    cpus: &[usize],
+    width: crate::arch::VectorWidth,
+    prefetch: Option<usize>,
+) -> Result<f64, ProbeFailure> {
+    use crate::arch::{READ_BYTES_PER_ITERATION, sequential_read};
+    use std::sync::Barrier;
+    let n = cpus.len();
+    let slice = (buf.len() / n) / READ_BYTES_PER_ITERATION * READ_BYTES_PER_ITERATION;
+    let base = buf.as_ptr() as usize;
+    let clock = ctx.clock;
+    let barrier = Barrier::new(n);
+    let stamps: Vec<Result<(u64, u64), ProbeFailure>> = std::thread::scope(|s| {
+        let handles: Vec<_> = cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let pinned = pin_to_cpu(cpu).map_err(|e| ProbeFailure::Failed(e.to_string()));
+                    // Every thread reaches the barrier, pinned or not, so none waits forever.
+                    barrier.wait();
+                    let t0 = clock.start();
+                    // SAFETY: the slice lies inside the buffer, a 512-byte multiple, aligned.
+                    unsafe {
+                        sequential_read((base + i * slice) as *const u8, slice, width, prefetch)
+                    };
+                    let t1 = clock.end();
+                    pinned.map(|_| (t0, t1))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("reader thread panicked"))
+            .collect()
+    });
+    let stamps: Vec<(u64, u64)> = stamps.into_iter().collect::<Result<_, _>>()?;
+    let start = stamps.iter().map(|t| t.0).min().expect("n >= 1");
+    let end = stamps.iter().map(|t| t.1).max().expect("n >= 1");
+    Ok((slice * n) as f64 / clock.ticks_to_ns(end - start))
+}
+
+#[cfg(target_arch = "x86_64")]
+fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    use crate::arch::VectorWidth;
+    let cpus = ctx.cpus()?;
+    let first = *cpus
+        .first()
+        .ok_or_else(|| ProbeFailure::Skipped("no CPU available to run on".into()))?;
+    let profile = ctx.options.profile;
+    let reps = ctx.repetitions(5, 11);
+    let width = VectorWidth::widest();
+    let llc = ctx
+        .machine
+        .topology
+        .as_ref()
+        .and_then(|t| t.caches.iter().map(|c| c.size_bytes).max());
+    let mut size = default_size(profile, llc);
+    if let Some(max) = ctx.options.max_size {
+        size = size.min(max);
+    }
+    let size = size.next_multiple_of(1 << 21);
+    let kinds: Vec<PageKind> = ctx
+        .options
+        .page_kinds
+        .clone()
+        .unwrap_or_else(|| PageKind::ALL.to_vec());
+
+    // Every kind's buffer is mapped at once so the configurations can take their passes in
+    // turn: they are compared with each other, so a neighbour's burst on a shared machine must
+    // hit them alike.
+    let mut backings = Vec::new();
+    let mut bufs: Vec<Buffer> = Vec::new();
+    for &kind in &kinds {
+        let buf = match Buffer::allocate(size, kind) {
+            Ok(b) => b,
+            Err(e) => {
+                backings.push(json!({"requested": kind, "took": false, "note": e.to_string()}));
+                continue;
+            }
+        };
+        let backing: PageBacking = buf
+            .backing()
+            .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+        backings.push(serde_json::to_value(&backing).expect("backing serialises"));
+        // Not taken, it would be 4 KiB pages measured under a huge-page label: leave it out.
+        if backing.took {
+            bufs.push(buf);
+        }
+    }
+    // Per kind: one thread without and with each prefetch distance, then all threads.
+    let mut configs: Vec<(usize, Config)> = Vec::new();
+    for (b, buf) in bufs.iter().enumerate() {
+        for prefetch in std::iter::once(None).chain(PREFETCH_DISTANCES.map(Some)) {
+            configs.push((b, Config::new(buf.kind(), 1, prefetch)));
+        }
+        if cpus.len() > 1 {
+            configs.push((b, Config::new(buf.kind(), cpus.len(), None)));
+        }
+    }
+    ctx.progress.begin("bandwidth", reps as u64 + 1);
+    // Pass 0 warms every configuration up (page-table caches, the core clock) untimed.
+    for rep in 0..=reps {
+        for (b, c) in configs.iter_mut() {
+            let on: &[usize] = if c.threads == 1 { &[first] } else { &cpus };
+            let gbs = read_pass(ctx, &bufs[*b], on, width, c.prefetch)?;
+            if rep > 0 {
+                c.gbs.push(gbs);
+            }
+        }
+        ctx.progress.advance(1);
+    }
+    drop(bufs);
+    let configs: Vec<Config> = configs.into_iter().map(|(_, c)| c).collect();
+    ctx.progress.finish();
+    if configs.is_empty() {
+        return Err(ProbeFailure::Skipped(format!(
+            "no requested page kind could be mapped: {}",
+            backings
+                .iter()
+                .map(|b| b["note"].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
+
+    let mut r = ProbeResult::new("bandwidth", Status::Ok);
+    r.params.insert("cpus".into(), json!(cpus));
+    r.params.insert("repetitions".into(), json!(reps));
+    r.params.insert("buffer_bytes".into(), json!(size));
+    r.params.insert("page_kinds".into(), json!(kinds));
+    r.params
+        .insert("prefetch_distances_bytes".into(), json!(PREFETCH_DISTANCES));
+    r.effects.insert("pinned_cpus".into(), json!(cpus));
+    r.effects.insert("vector_isa".into(), json!(width.name()));
+    r.effects
+        .insert("vector_width_bits".into(), json!(width.bits()));
+    r.effects.insert("page_kinds".into(), json!(backings));
+    if let Some(llc) = llc {
+        r.effects.insert(
+            "buffer_over_llc_ratio".into(),
+            json!(size as f64 / llc as f64),
+        );
+    }
+    summarise(&mut r, &configs, cpus.len());
+    Ok(r)
+}
+
+/// Metrics, samples and bars from the measured configurations.
+fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
+    for c in configs {
+        r.samples
+            .insert(format!("read_bw_gbs.{}", c.label()), c.gbs.clone());
+    }
+    r.series.push(Series::Bars {
+        name: "read_bw_gbs".into(),
+        unit: "GB/s".into(),
+        labels: configs
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} thread(s), {}{}",
+                    c.threads,
+                    c.kind.name(),
+                    c.prefetch
+                        .map(|d| format!(", prefetch {}", format_size(d as u64)))
+                        .unwrap_or_default()
+                )
+            })
+            .collect(),
+        values: configs
+            .iter()
+            .map(|c| c.median().unwrap_or(f64::NAN))
+            .collect(),
+    });
+
+    let find = |kind: PageKind, threads: usize, prefetch: Option<usize>| {
+        configs
+            .iter()
+            .find(|c| c.kind == kind && c.threads == threads && c.prefetch == prefetch)
+    };
+    // Headline figures on 4 KiB pages, what a program gets unless it asks for more; on the
+    // first kind measured when 4 KiB was not asked for.
+    let base = if find(PageKind::Base4k, 1, None).is_some() {
+        PageKind::Base4k
+    } else {
+        configs[0].kind
+    };
+    r.effects
+        .insert("read_bw_page_kind".into(), json!(base.name()));
+    let huge = configs
+        .iter()
+        .map(|c| c.kind)
+        .find(|k| k.is_huge() && *k != base);
+    let metric = |name: &str, c: Option<&Config>| {
+        c.and_then(|c| Metric::from_samples(name, "GB/s", Better::Higher, &c.gbs))
+    };
+    r.metrics.extend(
+        [
+            metric("read_bw_1t_gbs", find(base, 1, None)),
+            metric("read_bw_all_gbs", find(base, all_threads, None)),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+    let ratio = |a: Option<&Config>, b: Option<&Config>| Some(a?.median()? / b?.median()?);
+    if let Some(h) = huge {
+        r.effects.insert("huge_page_kind".into(), json!(h.name()));
+        r.metrics.extend(
+            [
+                metric("read_bw_1t_huge_gbs", find(h, 1, None)),
+                metric("read_bw_all_huge_gbs", find(h, all_threads, None)),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        if let Some(g) = ratio(find(h, 1, None), find(base, 1, None)) {
+            r.metrics.push(Metric::derived(
+                "huge_page_read_gain_ratio",
+                g,
+                "ratio",
+                Better::Neither,
+            ));
+        }
+    }
+    // Prefetch: the best distance against none, per page kind; every distance in effects.
+    let mut by_distance = serde_json::Map::new();
+    for kind in [Some(base), huge].into_iter().flatten() {
+        let gains: Vec<(usize, f64)> = PREFETCH_DISTANCES
+            .iter()
+            .filter_map(|&d| Some((d, ratio(find(kind, 1, Some(d)), find(kind, 1, None))?)))
+            .collect();
+        by_distance.insert(
+            kind.name().into(),
+            json!(
+                gains
+                    .iter()
+                    .map(|(d, g)| (d.to_string(), *g))
+                    .collect::<std::collections::BTreeMap<_, _>>()
+            ),
+        );
+        let best = gains.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
+        let worst = gains.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1));
+        let suffix = if kind == base { "" } else { "_huge" };
+        if let (Some((d, best)), Some((_, worst))) = (best, worst) {
+            r.metrics.extend([
+                Metric::derived(
+                    &format!("prefetch_read_gain{suffix}_ratio"),
+                    best,
+                    "ratio",
+                    Better::Neither,
+                ),
+                Metric::derived(
+                    &format!("prefetch_read_worst{suffix}_ratio"),
+                    worst,
+                    "ratio",
+                    Better::Neither,
+                ),
+                Metric::derived(
+                    &format!("prefetch_best_distance{suffix}_bytes"),
+                    d as f64,
+                    "bytes",
+                    Better::Neither,
+                ),
+            ]);
+        }
+    }
+    r.effects
+        .insert("prefetch_gain_by_distance".into(), json!(by_distance));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(kind: PageKind, threads: usize, prefetch: Option<usize>, gbs: f64) -> Config {
+        Config {
+            kind,
+            threads,
+            prefetch,
+            gbs: vec![gbs * 0.99, gbs, gbs * 1.01],
+        }
+    }
+
+    #[test]
+    fn gains_compare_like_with_like() {
+        let configs = vec![
+            config(PageKind::Base4k, 1, None, 20.0),
+            config(PageKind::Base4k, 1, Some(512), 19.0),
+            config(PageKind::Base4k, 1, Some(2048), 22.0),
+            config(PageKind::Base4k, 1, Some(8192), 21.0),
+            config(PageKind::Base4k, 2, None, 30.0),
+            config(PageKind::Thp, 1, None, 24.0),
+            config(PageKind::Thp, 1, Some(512), 24.0),
+            config(PageKind::Thp, 1, Some(2048), 24.0),
+            config(PageKind::Thp, 1, Some(8192), 24.0),
+            config(PageKind::Thp, 2, None, 33.0),
+        ];
+        let mut r = ProbeResult::new("bandwidth", Status::Ok);
+        summarise(&mut r, &configs, 2);
+        let m = |n: &str| r.metric(n).unwrap_or_else(|| panic!("no {n}")).value;
+        assert_eq!(m("read_bw_1t_gbs"), 20.0);
+        assert_eq!(m("read_bw_all_gbs"), 30.0);
+        assert_eq!(m("read_bw_all_huge_gbs"), 33.0);
+        assert!((m("huge_page_read_gain_ratio") - 1.2).abs() < 1e-12);
+        assert!((m("prefetch_read_gain_ratio") - 1.1).abs() < 1e-12);
+        assert!((m("prefetch_read_worst_ratio") - 0.95).abs() < 1e-12);
+        assert_eq!(m("prefetch_best_distance_bytes"), 2048.0);
+        assert!((m("prefetch_read_gain_huge_ratio") - 1.0).abs() < 1e-12);
+        assert_eq!(r.effects["read_bw_page_kind"], "4k");
+        assert_eq!(r.samples["read_bw_gbs.1t.4k.pf2048"].len(), 3);
+    }
+
+    #[test]
+    fn buffers_are_well_beyond_the_llc() {
+        assert_eq!(default_size(Profile::Full, Some(32 << 20)), 512 << 20);
+        assert_eq!(default_size(Profile::Quick, Some(32 << 20)), 128 << 20);
+        assert_eq!(default_size(Profile::Quick, Some(4 << 20)), 64 << 20);
+    }
+}
