@@ -30,11 +30,18 @@ pub fn select_probes(names: &[String]) -> Result<Vec<&'static dyn Probe>, InputE
     if names.is_empty() {
         return Ok(probes::all().to_vec());
     }
-    names
-        .iter()
+    // `probe pause pause` runs pause once: a fingerprint holds one result per probe.
+    let mut unique: Vec<&String> = Vec::new();
+    for n in names {
+        if !unique.contains(&n) {
+            unique.push(n);
+        }
+    }
+    unique
+        .into_iter()
         .map(|n| {
             probes::by_name(n).ok_or_else(|| InputError::UnknownProbe {
-                name: n.clone(),
+                name: n.to_string(),
                 known: probes::all()
                     .iter()
                     .map(|p| p.name())
@@ -96,4 +103,22 @@ pub fn run(
     };
     fp.verdicts = hazards::judge_all(&fp);
     fp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_named_twice_runs_once() {
+        let names = vec!["pause".to_string(), "pause".to_string()];
+        let probes = select_probes(&names).unwrap();
+        assert_eq!(probes.len(), 1);
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_known_ones() {
+        let err = select_probes(&["nope".to_string()]).err().unwrap();
+        assert!(err.to_string().contains("known probes: pause"), "{err}");
+    }
 }

@@ -103,7 +103,7 @@ fn save_into_a_missing_directory_fails_before_measuring() {
         .args(["check", "--save"])
         .arg(&path)
         .assert()
-        .code(1)
+        .code(2)
         .stdout(predicate::str::is_empty())
         .stderr(predicate::str::contains("does not exist"));
     assert!(!path.exists());

@@ -112,20 +112,7 @@ pub fn emit(fp: &Fingerprint, output: &OutputArgs) -> Result<()> {
 
 pub fn check_save_target(output: &OutputArgs) -> Result<()> {
     // Fail before minutes of measuring, not after.
-    if let Some(dir) = output
-        .save
-        .as_deref()
-        .and_then(Path::parent)
-        .filter(|p| !p.as_os_str().is_empty())
-    {
-        anyhow::ensure!(
-            dir.is_dir(),
-            "cannot save to {}: directory {} does not exist",
-            output.save.as_ref().unwrap().display(),
-            dir.display()
-        );
-    }
-    Ok(())
+    output.save.as_deref().map_or(Ok(()), check_output_dir)
 }
 
 /// Reads a saved fingerprint; every way the file can be wrong is an [`InputError`] that names

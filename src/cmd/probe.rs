@@ -120,7 +120,7 @@ fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
 pub fn run(args: ProbeArgs) -> Result<()> {
     if args.list {
         for p in probes::all() {
-            println!("{:<12} {}", p.name(), p.about());
+            println!("{:<22} {}", p.name(), p.about());
         }
         return Ok(());
     }

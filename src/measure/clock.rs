@@ -93,7 +93,11 @@ impl Clock {
 
     #[cfg(target_arch = "x86_64")]
     fn tsc() -> Clock {
-        let calibrated = calibrate_tsc_hz(Duration::from_millis(10), 3);
+        let Some(calibrated) = calibrate_tsc_hz(Duration::from_millis(10), 5) else {
+            return Clock::clock_gettime(
+                "the TSC went backwards between CPUs while calibrating: not usable".into(),
+            );
+        };
         let reported = reported_tsc_hz();
         let (hz, source) = match reported {
             Some((hz, src)) if (hz / calibrated - 1.0).abs() <= REPORTED_TSC_TOLERANCE => {
@@ -173,27 +177,43 @@ fn reported_tsc_hz() -> Option<(f64, &'static str)> {
         .map(|khz| (khz as f64 * 1e3, "hypervisor_cpuid_0x40000010"))
 }
 
-/// TSC ticks per second against CLOCK_MONOTONIC_RAW over `rounds` windows of `window`; the
-/// median round. Each end point brackets the TSC read between two clock reads so the clock
-/// call's own cost cancels.
+/// Brackets whose two clock reads are further apart than this were interrupted between
+/// them; the stamp is taken again.
 #[cfg(target_arch = "x86_64")]
-fn calibrate_tsc_hz(window: Duration, rounds: usize) -> f64 {
+const MAX_BRACKET_NS: u64 = 20_000;
+
+/// TSC ticks per second against CLOCK_MONOTONIC_RAW over `rounds` windows of `window`; the
+/// median round. Each end point brackets the TSC read between two clock reads, retried until
+/// the bracket is tight (not preempted in between), so the clock call's own cost cancels. A
+/// round whose TSC went backwards (the thread moved to a CPU whose TSC disagrees) is dropped;
+/// `None` when every round was.
+#[cfg(target_arch = "x86_64")]
+fn calibrate_tsc_hz(window: Duration, rounds: usize) -> Option<f64> {
     let stamp = || {
-        let a = monotonic_raw_ns();
-        let t = crate::arch::tsc_start();
-        let b = monotonic_raw_ns();
-        (t, (a + b) as f64 / 2.0)
+        let mut best = (0u64, 0.0f64, u64::MAX);
+        for _ in 0..10 {
+            let a = monotonic_raw_ns();
+            let t = crate::arch::tsc_start();
+            let b = monotonic_raw_ns();
+            if b - a < best.2 {
+                best = (t, (a + b) as f64 / 2.0, b - a);
+            }
+            if b - a <= MAX_BRACKET_NS {
+                break;
+            }
+        }
+        (best.0, best.1)
     };
     let mut rates: Vec<f64> = (0..rounds.max(1))
-        .map(|_| {
+        .filter_map(|_| {
             let (t0, n0) = stamp();
             std::thread::sleep(window);
             let (t1, n1) = stamp();
-            (t1 - t0) as f64 / ((n1 - n0) * 1e-9)
+            (t1 > t0 && n1 > n0).then(|| (t1 - t0) as f64 / ((n1 - n0) * 1e-9))
         })
         .collect();
     rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
+    rates.get(rates.len() / 2).copied()
 }
 
 #[cfg(test)]

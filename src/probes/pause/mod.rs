@@ -19,6 +19,11 @@ pub struct PauseProbe;
 /// PAUSEs per timed sample: 4096 take ~0.1 ms at 25 ns, ~16 us at 4 ns; long enough to dwarf
 /// the clock reads, short enough to fit between interrupts.
 const PAUSES_PER_SAMPLE: u64 = 4096;
+/// PAUSEs in one timed long spin (about 13 ms at 25 ns): long enough to reach a hypervisor's
+/// steady pause-loop-exit window, as a lock that spins millions of PAUSEs does.
+const SUSTAINED_PAUSES: u64 = 1 << 19;
+/// Long spins timed for `pause_sustained_ns`.
+const SUSTAINED_RUNS: usize = 3;
 /// PAUSEs per chunk in the pause-loop-exit runs: fine enough to place a spike to 8 PAUSEs.
 const PLE_CHUNK_PAUSES: u64 = 8;
 
@@ -134,12 +139,20 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ((ple_run_ms * 1e6 / (ns_per_pause * PLE_CHUNK_PAUSES as f64)) as usize)
             .clamp(1_000, 4_000_000)
     };
-    let (tight, spaced) = {
+    let (tight, spaced, sustained_ns) = {
         let _pin = pin_to_cpu(ple_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
-        (
-            time_runs(ctx, ple_runs, chunks_for(pause_ns_first), false),
-            time_runs(ctx, ple_runs, chunks_for(pause_ns_first + spacing_ns), true),
-        )
+        let tight = time_runs(ctx, ple_runs, chunks_for(pause_ns_first), false);
+        let spaced = time_runs(ctx, ple_runs, chunks_for(pause_ns_first + spacing_ns), true);
+        // Straight after the back-to-back runs, so the window is as a long spinner finds it.
+        let sustained: Vec<f64> = (0..SUSTAINED_RUNS)
+            .map(|_| {
+                let t0 = ctx.clock.start();
+                crate::arch::pause_loop(SUSTAINED_PAUSES);
+                let t1 = ctx.clock.end();
+                ctx.clock.ticks_to_ns(t1 - t0) / SUSTAINED_PAUSES as f64
+            })
+            .collect();
+        (tight, spaced, sustained)
     };
     ctx.progress.advance(1);
     ctx.progress.finish();
@@ -151,6 +164,8 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params
         .insert("pauses_per_sample".into(), json!(PAUSES_PER_SAMPLE));
     r.params.insert("ple_runs".into(), json!(ple_runs));
+    r.params
+        .insert("sustained_pauses_per_run".into(), json!(SUSTAINED_PAUSES));
     r.params.insert("ple_run_ms".into(), json!(ple_run_ms));
     r.params.insert("ple_cpu".into(), json!(ple_cpu));
 
@@ -168,12 +183,7 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             Metric::from_samples("pause_tsc_ticks", "ticks", Better::Lower, &all_ticks),
             Metric::from_samples("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
             // What a long spin pays per PAUSE, pause-loop exits and host noise included.
-            Some(Metric::derived(
-                "pause_sustained_ns",
-                evidence.back_to_back.sustained_ns_per_pause,
-                "ns",
-                Better::Lower,
-            )),
+            Metric::from_samples("pause_sustained_ns", "ns", Better::Lower, &sustained_ns),
         ]
         .into_iter()
         .flatten(),
@@ -225,7 +235,8 @@ fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         labels: per_cpu.iter().map(|c| format!("cpu{}", c.cpu)).collect(),
         values: per_cpu
             .iter()
-            .map(|c| measure::stats::median(&c.ns).unwrap_or(f64::NAN))
+            // Every CPU in per_cpu has `reps` >= 1 samples, so a median exists.
+            .map(|c| measure::stats::median(&c.ns).unwrap_or_default())
             .collect(),
     });
     Ok(r)
