@@ -36,6 +36,28 @@ pub fn group_thousands(n: u64) -> String {
     out
 }
 
+/// A metric's value with its unit, at a precision that suits it: sizes as KiB/MiB, ratios
+/// with an `x`, other figures to three significant digits (at least one decimal below 100).
+pub fn human_value(value: f64, unit: &str) -> String {
+    if !value.is_finite() {
+        return format!("{value} {unit}");
+    }
+    match unit {
+        "bytes" if value >= 0.0 && value.fract() == 0.0 => human_bytes(value as u64),
+        "ratio" => format!("{value:.2}x"),
+        _ => {
+            let digits = if value.abs() >= 100.0 {
+                0
+            } else if value.abs() >= 10.0 {
+                1
+            } else {
+                2
+            };
+            format!("{value:.digits$} {unit}")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +77,16 @@ mod tests {
         assert_eq!(human_bytes(100), "100 B");
         // A 1.25 MiB L2 must not read as 1 MiB.
         assert_eq!(human_bytes(1280 << 10), "1.25 MiB");
+    }
+
+    #[test]
+    fn values_read_in_their_unit() {
+        assert_eq!(human_value(8_388_608.0, "bytes"), "8 MiB");
+        assert_eq!(human_value(35.514, "ratio"), "35.51x");
+        assert_eq!(human_value(1081.86, "ns"), "1082 ns");
+        assert_eq!(human_value(24.37, "ns"), "24.4 ns");
+        assert_eq!(human_value(1.088, "ns"), "1.09 ns");
+        assert_eq!(human_value(10.93, "GB/s"), "10.9 GB/s");
     }
 
     #[test]

@@ -107,7 +107,12 @@ fn metric_line(p: &ProbeResult) -> String {
                     if s.wide { " WIDE" } else { "" }
                 )
             });
-            format!("{} {:.2} {}{}", m.name, m.value, m.unit, spread)
+            format!(
+                "{} {}{}",
+                m.name,
+                crate::format::human_value(m.value, &m.unit),
+                spread
+            )
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -231,7 +236,7 @@ mod tests {
             "PMU         none: no hardware PMU",
             "THP madvise",
             "Split locks not_detected",
-            "pause_ns 24.50 ns ±0.6%",
+            "pause_ns 24.5 ns ±0.6%",
             "needs two CPUs",
             "PAUSE latency",
             "24.5 ns = 90 cycles",
