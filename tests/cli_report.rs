@@ -22,6 +22,7 @@ const REAL_FULL: &str = "zen4-kvm-probe-full.json";
 const SLOW_PAUSE: &str = "slow-pause-skylake-sp.json";
 const SYNTHETIC: &str = "synthetic-all-series.json";
 const REAL_ALL: &str = "zen4-kvm-probe-all.json";
+const REAL_CHECK_ALL: &str = "zen4-kvm-check-all.json";
 const NEAR_HAZARD_BELOW: &str = "pause-near-hazard-below.json";
 const NEAR_HAZARD_ABOVE: &str = "pause-near-hazard-above.json";
 
@@ -46,6 +47,7 @@ fn every_fixture_fingerprint_matches_the_documented_schema() {
         SLOW_PAUSE,
         SYNTHETIC,
         REAL_ALL,
+        REAL_CHECK_ALL,
         NEAR_HAZARD_BELOW,
         NEAR_HAZARD_ABOVE,
     ] {

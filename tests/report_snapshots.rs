@@ -84,3 +84,32 @@ fn a_verdict_crossing_its_threshold_within_noise_is_not_a_regression() {
     assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
     insta::assert_snapshot!("diff_threshold_within_noise", render_diff(&d, 120));
 }
+
+#[test]
+fn same_machine_check_against_full_probe_with_every_probe_shows_no_regression() {
+    // Guards false regressions from derived figures: a quick `check` and a full `probe` of one
+    // machine a minute apart, on a loaded host, moved ratios such as false_sharing_ratio
+    // (3.03 -> 2.73) and tlb_penalty_ratio (1.33 -> 1.59) by more than 10% while the figures
+    // they divide were spread by 40-60%; diff called them worse/better and two verdicts
+    // "now hurts more/less".
+    let d = diff(
+        &fixture("zen4-kvm-check-all.json"),
+        &fixture("zen4-kvm-probe-all.json"),
+        "zen4-kvm-check-all.json",
+        "zen4-kvm-probe-all.json",
+    );
+    let worse: Vec<_> = d
+        .metrics
+        .iter()
+        .filter(|m| m.change == Change::Worse)
+        .map(|m| &m.metric)
+        .collect();
+    assert!(worse.is_empty(), "{worse:?}");
+    assert!(
+        d.hazards
+            .iter()
+            .all(|h| h.direction == VerdictMove::WithinNoise),
+        "{:#?}",
+        d.hazards
+    );
+}

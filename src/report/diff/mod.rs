@@ -34,6 +34,12 @@ pub const MIN_RELATIVE_CHANGE: f64 = crate::measure::stats::WIDE_RELATIVE_SPREAD
 /// of two medians): with no samples to judge the noise by, only a 10% move is reported.
 pub const DERIVED_RELATIVE_CHANGE: f64 = 0.10;
 
+/// A derived figure (a ratio or product of medians) inherits the noise of the sampled figures
+/// it is computed from: a ratio of two medians each with relative spread r has a relative
+/// spread of about r x sqrt(2). Which siblings a figure comes from is not in the schema, so
+/// the widest relative spread among its probe's sampled metrics, in either run, stands for r.
+pub const DERIVED_SPREAD_GROWTH: f64 = std::f64::consts::SQRT_2;
+
 /// What one run was.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunInfo {
@@ -226,9 +232,12 @@ pub fn rule_text() -> String {
     format!(
         "a metric counts as changed when its median moved by more than {SPREAD_FACTOR} x the \
          larger scaled MAD of the two runs and by at least {:.0}% of the smaller figure; a \
-         figure without samples (derived) must move by {:.0}% (from 0, any move counts)",
+         figure without samples (derived) must move by {:.0}%, and by more than {SPREAD_FACTOR} \
+         x {:.2} x the widest relative spread of its probe's sampled figures (from 0, any move \
+         counts)",
         MIN_RELATIVE_CHANGE * 100.0,
-        DERIVED_RELATIVE_CHANGE * 100.0
+        DERIVED_RELATIVE_CHANGE * 100.0,
+        DERIVED_SPREAD_GROWTH
     )
 }
 
@@ -270,8 +279,30 @@ fn side(m: &Metric) -> MetricSide {
     }
 }
 
-/// Compares one metric measured in both runs.
+/// Compares one metric measured in both runs, on its own spreads alone.
 pub fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
+    compare_metric_in_probe(probe, old, new, 0.0)
+}
+
+/// The widest relative spread among the sampled metrics of a probe in either run: the noise a
+/// derived figure of that probe inherits.
+fn probe_relative_spread(old: &[Metric], new: &[Metric]) -> f64 {
+    old.iter()
+        .chain(new)
+        .filter_map(|m| m.spread.as_ref().map(|s| s.relative_spread))
+        .filter(|r| r.is_finite())
+        .fold(0.0, f64::max)
+}
+
+/// Compares one metric measured in both runs; a derived figure needs to move by at least
+/// [`DERIVED_RELATIVE_CHANGE`], and by more than the noise it inherits from its probe's
+/// sampled figures (`probe_relative_spread`, see [`DERIVED_SPREAD_GROWTH`]).
+pub fn compare_metric_in_probe(
+    probe: &str,
+    old: &Metric,
+    new: &Metric,
+    probe_relative_spread: f64,
+) -> MetricDiff {
     let (o, n) = (side(old), side(new));
     let mut d = MetricDiff {
         probe: probe.to_string(),
@@ -291,10 +322,11 @@ pub fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
     }
     let spread = o.mad.into_iter().chain(n.mad).fold(0.0_f64, f64::max).abs() * SPREAD_FACTOR;
     let both_have_spread = o.mad.is_some() && n.mad.is_some();
+    let inherited = SPREAD_FACTOR * DERIVED_SPREAD_GROWTH * probe_relative_spread;
     let relative = if both_have_spread {
         MIN_RELATIVE_CHANGE
     } else {
-        DERIVED_RELATIVE_CHANGE
+        DERIVED_RELATIVE_CHANGE.max(inherited)
     };
     // Relative to the smaller figure, so the rule is the same read old-to-new or new-to-old:
     // the larger must be at least (1 + relative) times the smaller. With no spread on either
@@ -305,6 +337,8 @@ pub fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
     d.rule = Some(
         if both_have_spread {
             "spread"
+        } else if inherited > DERIVED_RELATIVE_CHANGE {
+            "probe_spread"
         } else {
             "relative"
         }
@@ -404,9 +438,10 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
                 reason: not_measured_reason(new, probe),
             });
         }
+        let inherited = probe_relative_spread(om, nm);
         for o in om {
             metrics.push(match nm.iter().find(|n| n.name == o.name) {
-                Some(n) => compare_metric(probe, o, n),
+                Some(n) => compare_metric_in_probe(probe, o, n, inherited),
                 None => one_sided(probe, o, Change::NotMeasuredNew),
             });
         }
@@ -841,5 +876,28 @@ mod tests {
         assert!(render_diff(&d, 200).contains(
             "Probe pause is listed 3 times in new (b): only the first entry is compared"
         ));
+    }
+
+    #[test]
+    fn a_derived_ratio_of_noisy_figures_needs_to_move_beyond_their_noise() {
+        // Regression guard: check vs full probe of one machine, taken minutes apart, called
+        // false_sharing_ratio 3.03 -> 2.73 "better" (and the verdict "hurts less") while the
+        // counters it divides had spreads of 40%: a flat 10% bar for derived figures.
+        let noisy = |v: f64| metric("packed_increment_ns", Better::Lower, &[v * 0.6, v, v * 1.4]);
+        let ratio = |v: f64| Metric::derived("false_sharing_ratio", v, "ratio", Better::Lower);
+        let (om, nm) = (vec![noisy(1.2), ratio(3.03)], vec![noisy(1.0), ratio(2.73)]);
+        let r = probe_relative_spread(&om, &nm);
+        assert!(r > 0.3, "{r}");
+        let d = compare_metric_in_probe("sharing", &om[1], &nm[1], r);
+        assert_eq!(d.change, Change::Same);
+        assert_eq!(d.rule.as_deref(), Some("probe_spread"));
+        // Quiet siblings leave the 10% bar as it was.
+        let quiet = |v: f64| metric("padded_increment_ns", Better::Lower, &[v, v, v * 1.001]);
+        let r = probe_relative_spread(&[quiet(1.0)], &[quiet(1.0)]);
+        let d = compare_metric_in_probe("sharing", &ratio(3.03), &ratio(2.73), r);
+        assert_eq!(
+            (d.change, d.rule.as_deref()),
+            (Change::Better, Some("relative"))
+        );
     }
 }
