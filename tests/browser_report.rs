@@ -250,13 +250,38 @@ fn report_of_a_real_fingerprint_draws_every_chart() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let report = write_report(dir.path(), &["zen4-kvm-probe-full.json"]);
+    // Every probe, measured on this 2-vCPU guest.
+    let report = write_report(dir.path(), &["zen4-kvm-probe-all.json"]);
     let result = render_in_browser(&chromium, dir.path(), &report);
-    assert_eq!(result["figures"].as_array().unwrap().len(), 2, "{result}");
+    assert_eq!(result["figures"].as_array().unwrap().len(), 10, "{result}");
     // Ten runtimes, one bar each.
     assert_drawn(&result, "chart-spin-before-block", 10);
     // Two CPUs, one bar each.
     assert_drawn(&result, "chart-pause-pause-ns-per-cpu", 2);
+    // 2 x 2 matrices with a null diagonal: two coloured cells plus the 64-step colour key.
+    assert_drawn(&result, "chart-c2c-c2c-latency-ns", 2 + 64);
+    assert_drawn(&result, "chart-c2c-c2c-load-store-latency-ns", 2 + 64);
+    assert_drawn(&result, "chart-c2c-c2c-latency-ns-by-group", 1);
+    // Latency curves per page kind (4 KiB, THP), 33 sizes each: two lines, 66 markers.
+    assert_drawn(&result, "chart-mem-latency-latency-ns-size-bytes", 2 + 66);
+    assert_drawn(
+        &result,
+        "chart-mem-latency-latency-cycles-size-bytes",
+        2 + 66,
+    );
+    // The TLB sweep: 27 sizes per page kind, and the 4 KiB extra over huge pages.
+    assert_drawn(
+        &result,
+        "chart-mem-latency-latency-ns-size-bytes-spanned-one-line-per-4-kib-page",
+        2 + 54,
+    );
+    assert_drawn(
+        &result,
+        "chart-mem-latency-extra-latency-cycles-4-kib-over-huge-pages-size-bytes-spanned-one-line-per-4-kib-page",
+        1 + 27,
+    );
+    // Read bandwidth: 1 and 2 threads, 4 KiB and THP, with and without prefetch.
+    assert_drawn(&result, "chart-bandwidth-read-bw-gbs", 10);
 }
 
 #[test]

@@ -21,6 +21,10 @@ const REAL_CHECK: &str = "zen4-kvm-check.json";
 const REAL_FULL: &str = "zen4-kvm-probe-full.json";
 const SLOW_PAUSE: &str = "slow-pause-skylake-sp.json";
 const SYNTHETIC: &str = "synthetic-all-series.json";
+const REAL_ALL: &str = "zen4-kvm-probe-all.json";
+const REAL_CHECK_ALL: &str = "zen4-kvm-check-all.json";
+const NEAR_HAZARD_BELOW: &str = "pause-near-hazard-below.json";
+const NEAR_HAZARD_ABOVE: &str = "pause-near-hazard-above.json";
 
 /// Runs a command expected to fail on input and returns its stderr, checking the exit code,
 /// that stdout is empty and that the message is one line.
@@ -37,7 +41,16 @@ fn every_fixture_fingerprint_matches_the_documented_schema() {
     let schema: Value =
         serde_json::from_str(include_str!("../docs/fingerprint.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    for name in [REAL_CHECK, REAL_FULL, SLOW_PAUSE, SYNTHETIC] {
+    for name in [
+        REAL_CHECK,
+        REAL_FULL,
+        SLOW_PAUSE,
+        SYNTHETIC,
+        REAL_ALL,
+        REAL_CHECK_ALL,
+        NEAR_HAZARD_BELOW,
+        NEAR_HAZARD_ABOVE,
+    ] {
         let fp: Value = serde_json::from_slice(&std::fs::read(fixture(name)).unwrap()).unwrap();
         let errors: Vec<String> = validator.iter_errors(&fp).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{name}: {errors:#?}");
@@ -212,4 +225,167 @@ fn report_needs_an_output_path() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--output"));
+}
+
+#[test]
+fn diff_of_a_verdict_crossing_its_threshold_within_noise_reports_no_regression() {
+    // Regression guard: PAUSE at 118 and 122 cycles (3.4% apart, within noise) either side of
+    // the 120-cycle hazard line read "notice -> HAZARD, now hurts more".
+    let out = cpudoctor()
+        .args(["diff", "--json"])
+        .arg(fixture(NEAR_HAZARD_BELOW))
+        .arg(fixture(NEAR_HAZARD_ABOVE))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let d: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(d["counts"]["worse"], 0);
+    let h = &d["hazards"][0];
+    assert_eq!(h["hazard"], "slow_pause");
+    assert_eq!(
+        (&h["old"]["level"], &h["new"]["level"]),
+        (&"notice".into(), &"hazard".into())
+    );
+    assert_eq!(h["direction"], "within_noise");
+    cpudoctor()
+        .arg("diff")
+        .arg(fixture(NEAR_HAZARD_BELOW))
+        .arg(fixture(NEAR_HAZARD_ABOVE))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("now hurts more").not())
+        .stdout(predicate::str::contains("0 worse"));
+}
+
+#[test]
+fn diff_of_a_file_listing_a_probe_twice_compares_the_first_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let twice = dir.path().join("twice.json");
+    let mut fp: Value =
+        serde_json::from_slice(&std::fs::read(fixture(REAL_CHECK)).unwrap()).unwrap();
+    let pause = fp["probes"][0].clone();
+    fp["probes"].as_array_mut().unwrap().push(pause);
+    std::fs::write(&twice, fp.to_string()).unwrap();
+    let out = cpudoctor()
+        .args(["diff", "--json"])
+        .arg(fixture(REAL_CHECK))
+        .arg(&twice)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let d: Value = serde_json::from_slice(&out).unwrap();
+    let pause_ns = d["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["metric"] == "pause_ns")
+        .count();
+    assert_eq!(pause_ns, 1);
+    assert_eq!(d["duplicate_probes"][0]["probe"], "pause");
+    assert_eq!(d["duplicate_probes"][0]["times"], 2);
+}
+
+#[test]
+fn report_of_a_file_that_is_not_json_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    std::fs::write(&out, "previous report").unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "PAUSE 43 ns\n").unwrap();
+    let err = input_error(
+        cpudoctor()
+            .arg("report")
+            .arg(fixture(REAL_FULL))
+            .arg(&junk)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(
+        err.contains("junk.json is not a cpudoctor fingerprint (not JSON"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "previous report");
+    // The report and the junk input: no temporary file left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn report_of_a_newer_schema_asks_for_an_upgrade_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    let newer = dir.path().join("newer.json");
+    let mut fp: Value =
+        serde_json::from_slice(&std::fs::read(fixture(REAL_FULL)).unwrap()).unwrap();
+    fp["schema_version"] = 99.into();
+    std::fs::write(&newer, fp.to_string()).unwrap();
+    let err = input_error(cpudoctor().arg("report").arg(&newer).arg("-o").arg(&out));
+    assert!(err.contains("schema_version 99"), "{err}");
+    assert!(err.contains("upgrade cpudoctor"), "{err}");
+    assert!(!out.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn report_with_an_unplottable_series_draws_the_rest_and_says_what_it_left_out() {
+    // Regression guard: a size-axis series with x = 0 failed the whole report ("no points",
+    // exit 1).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    let input = dir.path().join("zero-size.json");
+    let mut fp: Value =
+        serde_json::from_slice(&std::fs::read(fixture(SYNTHETIC)).unwrap()).unwrap();
+    let mem = fp["probes"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["name"] == "mem_latency")
+        .unwrap();
+    for s in mem["series"].as_array_mut().unwrap() {
+        for p in s["points"].as_array_mut().unwrap() {
+            p[0] = 0.0.into();
+        }
+    }
+    std::fs::write(&input, fp.to_string()).unwrap();
+    cpudoctor()
+        .arg("report")
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("(1 fingerprint(s), 4 chart(s))"))
+        .stdout(predicate::str::contains(
+            "Not drawn: mem_latency: latency (ns) by size (bytes): no point can be placed",
+        ));
+    let page = std::fs::read_to_string(&out).unwrap();
+    assert!(page.contains("class=\"chart-skipped\""));
+    assert!(page.contains("id=\"chart-c2c-c2c-latency-ns\""));
+}
+
+#[test]
+fn report_of_a_real_full_fingerprint_has_every_chart_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    cpudoctor()
+        .arg("report")
+        .arg(fixture(REAL_ALL))
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Not drawn").not());
+    let page = std::fs::read_to_string(&out).unwrap();
+    for kind in ["spin", "bars", "xy", "matrix"] {
+        assert!(
+            page.contains(&format!("data-kind=\"{kind}\"")),
+            "no {kind} chart"
+        );
+    }
+    // Latency curves per page kind, on the log size axis.
+    assert!(page.contains("id=\"chart-mem-latency-latency-ns-size-bytes\""));
+    assert!(page.contains("latency_4k") && page.contains("latency_thp"));
 }

@@ -2,7 +2,7 @@
 //! two real runs of one Zen 4 guest, and a copy edited to model the seed's slow-PAUSE
 //! Skylake-SP. Review changes with `cargo insta review` (or compare the `.snap.new` files).
 
-use cpudoctor::report::diff::{Change, diff, diff_to_json, render_diff};
+use cpudoctor::report::diff::{Change, VerdictMove, diff, diff_to_json, render_diff};
 use cpudoctor::report::json::from_json_bytes;
 use cpudoctor::report::schema::Fingerprint;
 
@@ -67,4 +67,49 @@ fn probes_present_in_one_file_only_are_not_measured() {
     let missing: Vec<&str> = d.not_measured.iter().map(|n| n.probe.as_str()).collect();
     assert_eq!(missing, ["mem_latency", "c2c", "bandwidth"]);
     insta::assert_snapshot!("diff_not_measured", render_diff(&d, 120));
+}
+
+#[test]
+fn a_verdict_crossing_its_threshold_within_noise_is_not_a_regression() {
+    // Regression guard: PAUSE 118 -> 122 cycles, 3.4% apart and within both runs' spread,
+    // crosses the 120-cycle hazard line: the table must not call it "now hurts more".
+    let d = diff(
+        &fixture("pause-near-hazard-below.json"),
+        &fixture("pause-near-hazard-above.json"),
+        "pause-near-hazard-below.json",
+        "pause-near-hazard-above.json",
+    );
+    assert!(d.metrics.iter().all(|m| m.change == Change::Same), "{d:#?}");
+    assert_eq!(d.hazards.len(), 1);
+    assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
+    insta::assert_snapshot!("diff_threshold_within_noise", render_diff(&d, 120));
+}
+
+#[test]
+fn same_machine_check_against_full_probe_with_every_probe_shows_no_regression() {
+    // Guards false regressions from derived figures: a quick `check` and a full `probe` of one
+    // machine a minute apart, on a loaded host, moved ratios such as false_sharing_ratio
+    // (3.03 -> 2.73) and tlb_penalty_ratio (1.33 -> 1.59) by more than 10% while the figures
+    // they divide were spread by 40-60%; diff called them worse/better and two verdicts
+    // "now hurts more/less".
+    let d = diff(
+        &fixture("zen4-kvm-check-all.json"),
+        &fixture("zen4-kvm-probe-all.json"),
+        "zen4-kvm-check-all.json",
+        "zen4-kvm-probe-all.json",
+    );
+    let worse: Vec<_> = d
+        .metrics
+        .iter()
+        .filter(|m| m.change == Change::Worse)
+        .map(|m| &m.metric)
+        .collect();
+    assert!(worse.is_empty(), "{worse:?}");
+    assert!(
+        d.hazards
+            .iter()
+            .all(|h| h.direction == VerdictMove::WithinNoise),
+        "{:#?}",
+        d.hazards
+    );
 }

@@ -41,14 +41,55 @@ impl<E: std::error::Error + Send + Sync> From<DrawingAreaErrorKind<E>> for Chart
     }
 }
 
-/// A schema label with its unit suffix as an axis title: `latency_ns` -> `latency (ns)`,
-/// `size_bytes` -> `size (bytes)`. A label without a suffix is shown as it is.
-pub fn axis_title(label: &str) -> String {
-    match label.rsplit_once('_') {
+/// Characters of a chart title that fit the chart's width (22 px type at [`WIDTH`]).
+pub const TITLE_CHARS: usize = 72;
+
+/// A schema label split into its name, unit and note: `latency_ns` is (`latency`, `ns`),
+/// `size_bytes spanned (one line per page)` is (`size`, `bytes`, `spanned (one line per
+/// page)`). The identifier is the label up to its first space; its unit the part after its
+/// last `_`.
+fn label_parts(label: &str) -> (String, Option<&str>, Option<&str>) {
+    let (ident, note) = match label.split_once(' ') {
+        Some((ident, note)) => (ident, Some(note.trim()).filter(|n| !n.is_empty())),
+        None => (label, None),
+    };
+    // A note wholly in parentheses reads as a clause once they are dropped.
+    let note = note.map(|n| {
+        n.strip_prefix('(')
+            .and_then(|n| n.strip_suffix(')'))
+            .filter(|inner| !inner.contains(['(', ')']))
+            .unwrap_or(n)
+    });
+    match ident.rsplit_once('_') {
         Some((head, unit)) if !head.is_empty() && !unit.is_empty() => {
-            format!("{} ({unit})", head.replace('_', " "))
+            (head.replace('_', " "), Some(unit), note)
         }
-        _ => label.replace('_', " "),
+        _ => (ident.replace('_', " "), None, note),
+    }
+}
+
+/// A schema label as an axis title, with its unit: `latency_ns` -> `latency (ns)`,
+/// `extra_latency_cycles (4 KiB over huge pages)` -> `extra latency (cycles), 4 KiB over huge
+/// pages`. A label without a unit suffix is shown as it is.
+pub fn axis_title(label: &str) -> String {
+    let (name, unit, note) = label_parts(label);
+    let mut t = match unit {
+        Some(u) => format!("{name} ({u})"),
+        None => name,
+    };
+    if let Some(n) = note {
+        t.push_str(", ");
+        t.push_str(n);
+    }
+    t
+}
+
+/// A schema label without its unit, with or without its note: `size_bytes spanned (one line
+/// per page)` -> `size, spanned (one line per page)` or `size`.
+pub fn axis_name(label: &str, with_note: bool) -> String {
+    match label_parts(label) {
+        (name, _, Some(note)) if with_note => format!("{name}, {note}"),
+        (name, ..) => name,
     }
 }
 
@@ -102,6 +143,20 @@ fn size_tick(v: f64) -> String {
     } else {
         short_number(v)
     }
+}
+
+/// Whether a point can be drawn: finite, and with x > 0 on a logarithmic axis.
+pub fn placeable(log_x: bool, (x, y): (f64, f64)) -> bool {
+    x.is_finite() && y.is_finite() && (!log_x || x > 0.0)
+}
+
+/// The points of a series that an axis can place, in order.
+pub fn placeable_points(log_x: bool, points: &[[f64; 2]]) -> Vec<(f64, f64)> {
+    points
+        .iter()
+        .map(|p| (p[0], p[1]))
+        .filter(|&p| placeable(log_x, p))
+        .collect()
 }
 
 /// One curve of an xy chart.
@@ -208,7 +263,7 @@ pub fn xy_chart(
                 .points
                 .iter()
                 .copied()
-                .filter(|&(x, y)| x.is_finite() && y.is_finite() && (!log_x || x > 0.0))
+                .filter(|&p| placeable(log_x, p))
                 .collect(),
             ..l.clone()
         })
@@ -416,14 +471,13 @@ pub fn heatmap(
     let cell = (560 / nc.max(nr)).clamp(14, 60) as u32;
     let label_w = (rows.iter().map(|c| c.len()).max().unwrap_or(4) as u32 * 9 + 40).min(180);
     let key_w = 150;
-    // Wide enough for the caption (about 11 px per character at 22 px).
-    let width = (label_w + cell * nc as u32 + 30 + key_w).max(title.len() as u32 * 11 + 40);
+    // The caption is centred over the cells' area (left of the key): that area must be wide
+    // enough for it (about 11 px per character at 22 px), or it is cut at both ends.
+    let cells_w = (label_w + cell * nc as u32 + 30).max(title.chars().count() as u32 * 11 + 40);
+    let width = cells_w + key_w;
     let height = (cell * nr as u32 + 130).max(260);
-    let (lo, hi) = if scale.1 > scale.0 {
-        scale
-    } else {
-        (scale.0, scale.0 + 1.0)
-    };
+    let (lo, hi) = colour_range(scale);
+    let key_fmt = key_formatter(lo, hi);
     let mut buf = String::new();
     {
         let root = svg_root(&mut buf, width, height);
@@ -481,12 +535,11 @@ pub fn heatmap(
         key.configure_mesh()
             .label_style(LABEL_FONT)
             .axis_desc_style(DESC_FONT)
-            .label_style(LABEL_FONT)
-            .axis_desc_style(DESC_FONT)
             .disable_mesh()
             .disable_x_axis()
+            .y_labels(6)
             .y_desc(unit)
-            .y_label_formatter(&|v| short_number(*v))
+            .y_label_formatter(&key_fmt)
             .draw()?;
         let steps = 64;
         key.draw_series((0..steps).map(|i| {
@@ -500,6 +553,36 @@ pub fn heatmap(
         root.present()?;
     }
     Ok(buf)
+}
+
+/// The colour scale's range: the values' range, or 5% either side of a single value (a
+/// 2-CPU matrix has one pair), so equal cells sit mid-scale and the key reads their value.
+fn colour_range((lo, hi): (f64, f64)) -> (f64, f64) {
+    if hi > lo {
+        (lo, hi)
+    } else {
+        let pad = (lo.abs() * 0.05).max(0.5);
+        (lo - pad, lo + pad)
+    }
+}
+
+/// Tick labels for the colour key with as many decimals as its range needs, so no two ticks
+/// print alike (a narrow range such as 108.2 to 109.2 ns would read 108, 108, 109...).
+fn key_formatter(lo: f64, hi: f64) -> impl Fn(&f64) -> String {
+    // About six ticks: one decimal more than the order of magnitude of a step.
+    let step = (hi - lo) / 6.0;
+    let decimals = if step > 0.0 && step < 1.0 {
+        (-step.log10().floor()) as usize
+    } else {
+        0
+    };
+    move |v: &f64| {
+        if decimals == 0 {
+            short_number(*v)
+        } else {
+            format!("{v:.decimals$}")
+        }
+    }
 }
 
 /// The label at integer position `v`; rows count from the top.
@@ -543,6 +626,21 @@ mod tests {
         assert_eq!(axis_title("size_bytes"), "size (bytes)");
         assert_eq!(axis_title("read_bandwidth_gbps"), "read bandwidth (gbps)");
         assert_eq!(axis_title("ratio"), "ratio");
+        // Labels with a note after the identifier (mem-latency's TLB sweep).
+        assert_eq!(
+            axis_title("extra_latency_cycles (4 KiB over huge pages)"),
+            "extra latency (cycles), 4 KiB over huge pages"
+        );
+        assert_eq!(
+            axis_title("size_bytes spanned (one line per 4 KiB page)"),
+            "size (bytes), spanned (one line per 4 KiB page)"
+        );
+        let spanned = "size_bytes spanned (one line per 4 KiB page)";
+        assert_eq!(axis_name(spanned, false), "size");
+        assert_eq!(
+            axis_name(spanned, true),
+            "size, spanned (one line per 4 KiB page)"
+        );
     }
 
     #[test]
@@ -636,6 +734,37 @@ mod tests {
         assert_eq!(count(&svg, "fill=\"#D7D7D7\""), 3, "three null cells");
         assert_eq!(count(&svg, "\nn/a\n"), 3);
         assert!(svg.contains("\ncpu2\n") && svg.contains("latency (ns)"));
+    }
+
+    #[test]
+    fn a_heatmap_of_equal_cells_has_a_readable_key_and_its_whole_title() {
+        // Regression guard: a 2-CPU c2c matrix (one value) gave a key reading 108, 108, 109...
+        // and a caption cut at the left edge.
+        let rows: Vec<String> = (0..2).map(|i| format!("cpu{i}")).collect();
+        let v = 108.178;
+        let values = vec![vec![None, Some(v)], vec![Some(v), None]];
+        let title = "c2c: c2c_load_store_latency_ns";
+        let svg = heatmap(title, "ns", &rows, &rows, &values, (v, v)).unwrap();
+        // Equal cells sit mid-scale.
+        let (lo, hi) = colour_range((v, v));
+        assert!(lo < v && v < hi);
+        // A narrow range gets the decimals that tell its ticks apart.
+        let fmt = key_formatter(108.178, 109.178);
+        let ticks: Vec<String> = (0..6).map(|i| fmt(&(108.2 + 0.2 * i as f64))).collect();
+        assert_eq!(
+            ticks,
+            ["108.2", "108.4", "108.6", "108.8", "109.0", "109.2"]
+        );
+        assert_eq!(key_formatter(22.0, 100.0)(&40.0), "40");
+        // The caption's area holds its ~11 px characters.
+        let width: u32 = svg
+            .split("width=\"")
+            .nth(1)
+            .and_then(|w| w.split('"').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(width >= 150 + 11 * title.len() as u32, "{width}");
     }
 
     #[test]

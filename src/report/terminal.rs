@@ -5,18 +5,52 @@
 use super::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
 use crate::format::{group_thousands, human_bytes};
 use crate::machine::Machine;
+use crate::machine::topology::Topology;
 use crate::measure::ClockInfo;
 use crate::spin::SpinCost;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use std::fmt::Write;
 
-fn table(width: u16, header: &[&str]) -> Table {
+/// A table in the style every terminal view of cpudoctor uses, fitted to `width` columns.
+pub(crate) fn table(width: u16, header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_width(width)
         .set_header(header.to_vec());
     t
+}
+
+/// Cores, sockets, NUMA nodes and SMT in one line: `2 cores, 1 socket(s), 1 NUMA node(s), SMT off`.
+pub fn topology_line(t: &Topology) -> String {
+    format!(
+        "{} cores, {} socket(s), {} NUMA node(s), SMT {}",
+        t.cores,
+        t.packages,
+        t.numa_nodes,
+        if t.smt { "on" } else { "off" }
+    )
+}
+
+/// The data and unified caches in one line: `L1 32 KiB x2, L2 1 MiB x2, L3 32 MiB`.
+pub fn caches_line(t: &Topology) -> String {
+    t.caches
+        .iter()
+        .filter(|c| c.kind != "Instruction")
+        .map(|c| {
+            format!(
+                "L{} {}{}",
+                c.level,
+                human_bytes(c.size_bytes),
+                if c.instances > 1 {
+                    format!(" x{}", c.instances)
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The machine summary: one fact per line.
@@ -28,34 +62,11 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
         s,
         "Topology    {} logical CPUs{}",
         m.logical_cpus,
-        topo.map(|t| format!(
-            ", {} cores, {} socket(s), {} NUMA node(s), SMT {}",
-            t.cores,
-            t.packages,
-            t.numa_nodes,
-            if t.smt { "on" } else { "off" }
-        ))
-        .unwrap_or_default()
+        topo.map(|t| format!(", {}", topology_line(t)))
+            .unwrap_or_default()
     );
     if let Some(t) = topo {
-        let caches: Vec<String> = t
-            .caches
-            .iter()
-            .filter(|c| c.kind != "Instruction")
-            .map(|c| {
-                format!(
-                    "L{} {}{}",
-                    c.level,
-                    human_bytes(c.size_bytes),
-                    if c.instances > 1 {
-                        format!(" x{}", c.instances)
-                    } else {
-                        String::new()
-                    }
-                )
-            })
-            .collect();
-        let _ = writeln!(s, "Caches      {}", caches.join(", "));
+        let _ = writeln!(s, "Caches      {}", caches_line(t));
     }
     let _ = writeln!(
         s,

@@ -5,15 +5,15 @@
 //! runs (one colour per run throughout) and the page adds the diff of the first run against
 //! each other one.
 //!
-//! Charts come from the schema alone: every `xy` series of a probe that shares axes is one
-//! chart, every `bars` and `matrix` series another, so charts for probes added later appear
-//! without changes here.
+//! This module lays out the page and its tables; [`figures`] draws the charts, which come from
+//! the schema alone, so charts for probes added later appear without changes here.
 
-use super::charts::{self, BarSet, ChartError, Line, axis_title, run_color};
+pub mod figures;
+
+use super::charts::run_color;
 use super::diff::{self, Change, Diff, VerdictMove};
-use super::schema::{Fingerprint, Level, Series, Status};
+use super::schema::{Fingerprint, Level, ProbeResult, Status};
 use super::terminal::level_word;
-use crate::spin::{RUNTIMES, spin_cost};
 use std::fmt::Write;
 
 /// One fingerprint and the name it goes by on the page (usually its file name).
@@ -23,6 +23,43 @@ pub struct Run {
     pub label: String,
     /// The fingerprint.
     pub fp: Fingerprint,
+}
+
+/// The fingerprints of one report: at least one, by construction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Runs(Vec<Run>);
+
+impl Runs {
+    /// The runs, or `None` when there are none: a report shows at least one fingerprint.
+    pub fn new(runs: Vec<Run>) -> Option<Runs> {
+        (!runs.is_empty()).then_some(Runs(runs))
+    }
+
+    /// The runs, the first being the one the others are compared with.
+    pub fn as_slice(&self) -> &[Run] {
+        &self.0
+    }
+}
+
+/// A written report page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The page.
+    pub html: String,
+    /// How many charts it draws.
+    pub charts: usize,
+    /// Charts left out, one line each (which and why); the page says the same.
+    pub charts_skipped: Vec<String>,
+}
+
+/// The probes of a fingerprint, each name once: the first entry, as every reader of the file
+/// uses (a file listing a probe twice is malformed; the page says so).
+pub(crate) fn first_probes(fp: &Fingerprint) -> impl Iterator<Item = &ProbeResult> {
+    fp.probes
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| !fp.probes[..*i].iter().any(|q| q.name == p.name))
+        .map(|(_, p)| p)
 }
 
 /// Escapes text for HTML element content and attribute values.
@@ -103,7 +140,7 @@ fn level_class(l: Level) -> &'static str {
     }
 }
 
-fn swatch(i: usize) -> String {
+pub(crate) fn swatch(i: usize) -> String {
     let c = run_color(i);
     format!(
         "<span class=\"swatch\" style=\"background:#{:02x}{:02x}{:02x}\"></span>",
@@ -111,8 +148,10 @@ fn swatch(i: usize) -> String {
     )
 }
 
-/// The whole report page. Fails only when a chart cannot be drawn.
-pub fn render_report(runs: &[Run]) -> Result<String, ChartError> {
+/// The whole report page. A chart that cannot be drawn is left out with a note; the page
+/// itself always renders.
+pub fn render_report(runs: &Runs) -> Report {
+    let runs = runs.as_slice();
     let mut h = String::new();
     let title = match runs {
         [one] => format!("cpudoctor report: {}", one.label),
@@ -131,8 +170,8 @@ pub fn render_report(runs: &[Run]) -> Result<String, ChartError> {
     runs_section(&mut h, runs);
     machine_section(&mut h, runs);
     verdict_section(&mut h, runs);
-    if runs.len() == 1 {
-        metrics_section(&mut h, &runs[0]);
+    if let [one] = runs {
+        metrics_section(&mut h, one);
     } else {
         for other in &runs[1..] {
             let d = diff::diff(&runs[0].fp, &other.fp, &runs[0].label, &other.label);
@@ -140,14 +179,19 @@ pub fn render_report(runs: &[Run]) -> Result<String, ChartError> {
         }
     }
     h.push_str("<h2 id=\"charts\">Charts</h2>\n");
-    charts_section(&mut h, runs)?;
+    let figures = figures::figures(runs);
+    h.push_str(&figures.html);
     let _ = write!(
         h,
         "<p class=\"muted\">Written by cpudoctor {}. Self-contained: no script, no \
          fetches.</p>\n</body>\n</html>\n",
         env!("CARGO_PKG_VERSION")
     );
-    Ok(h)
+    Report {
+        html: h,
+        charts: figures.drawn,
+        charts_skipped: figures.skipped,
+    }
 }
 
 fn runs_section(h: &mut String, runs: &[Run]) {
@@ -176,17 +220,19 @@ fn machine_section(h: &mut String, runs: &[Run]) {
         let _ = write!(h, "<th>{}</th>", escape(&r.label));
     }
     h.push_str("</tr>\n");
-    let facts: Vec<Vec<(&str, String)>> = runs.iter().map(|r| diff::machine_facts(&r.fp)).collect();
-    for (i, (fact, first)) in facts[0].iter().enumerate() {
-        let differs = facts.iter().any(|f| &f[i].1 != first);
+    let facts: Vec<Vec<diff::MachineFact>> =
+        runs.iter().map(|r| diff::machine_facts(&r.fp)).collect();
+    // `Runs` holds at least one run, so there is a first column to compare with.
+    for (i, first) in facts[0].iter().enumerate() {
+        let differs = facts.iter().any(|f| !f[i].same_as(first));
         let _ = write!(
             h,
             "<tr{}><th>{}</th>",
             if differs { " class=\"differs\"" } else { "" },
-            escape(fact)
+            escape(first.name)
         );
         for f in &facts {
-            let _ = write!(h, "<td>{}</td>", escape(&f[i].1));
+            let _ = write!(h, "<td>{}</td>", escape(&f[i].shown));
         }
         h.push_str("</tr>\n");
     }
@@ -255,7 +301,7 @@ fn metrics_section(h: &mut String, run: &Run) {
          <th>Metric</th><th>Median</th><th>Spread (MAD/median)</th><th>Samples</th>\
          <th>Better</th></tr>\n",
     );
-    for p in &run.fp.probes {
+    for p in first_probes(&run.fp) {
         if p.status != Status::Ok {
             let _ = writeln!(
                 h,
@@ -294,6 +340,17 @@ fn metrics_section(h: &mut String, run: &Run) {
         }
     }
     h.push_str("</table>\n");
+    for p in first_probes(&run.fp) {
+        let times = run.fp.probes.iter().filter(|q| q.name == p.name).count();
+        if times > 1 {
+            let _ = writeln!(
+                h,
+                "<p class=\"muted\">Probe {} is listed {times} times in this file: only the \
+                 first entry is shown.</p>",
+                escape(&p.name)
+            );
+        }
+    }
 }
 
 fn diff_section(h: &mut String, d: &Diff) {
@@ -362,6 +419,13 @@ fn diff_section(h: &mut String, d: &Diff) {
             escape(&n.reason)
         );
     }
+    for dup in &d.duplicate_probes {
+        let _ = writeln!(
+            h,
+            "<p class=\"muted\">{}.</p>",
+            escape(&diff::text::duplicate_words(d, dup))
+        );
+    }
     if d.hazards.is_empty() {
         h.push_str("<p>Hazards: no verdict changed.</p>\n");
         return;
@@ -372,14 +436,21 @@ fn diff_section(h: &mut String, d: &Diff) {
     );
     for c in &d.hazards {
         let hurts = match c.direction {
-            VerdictMove::NotJudged => "not compared: judged in one run only".to_string(),
-            _ if c.hurts.is_empty() => "(hazard unknown to this cpudoctor)".to_string(),
-            _ => format!(
-                "<ul>{}</ul>",
+            VerdictMove::Worse | VerdictMove::Better if !c.hurts.is_empty() => format!(
+                "{}<ul>{}</ul>",
+                if c.direction == VerdictMove::Worse {
+                    "now hurts more:"
+                } else {
+                    "now hurts less:"
+                },
                 c.hurts
                     .iter()
                     .map(|s| format!("<li>{}</li>", escape(s)))
                     .collect::<String>()
+            ),
+            _ => format!(
+                "<span class=\"muted\">{}</span>",
+                escape(&diff::verdict_move_words(c))
             ),
         };
         let _ = writeln!(
@@ -394,398 +465,6 @@ fn diff_section(h: &mut String, d: &Diff) {
     h.push_str("</table>\n");
 }
 
-/// One chart to draw: where its data comes from, in page order.
-enum ChartKey<'a> {
-    Xy {
-        probe: &'a str,
-        x_label: &'a str,
-        y_label: &'a str,
-    },
-    Bars {
-        probe: &'a str,
-        name: &'a str,
-    },
-    Matrix {
-        probe: &'a str,
-        name: &'a str,
-    },
-}
-
-fn same_key(a: &ChartKey, b: &ChartKey) -> bool {
-    match (a, b) {
-        (
-            ChartKey::Xy {
-                probe: p1,
-                x_label: x1,
-                y_label: y1,
-            },
-            ChartKey::Xy {
-                probe: p2,
-                x_label: x2,
-                y_label: y2,
-            },
-        ) => p1 == p2 && x1 == x2 && y1 == y2,
-        (
-            ChartKey::Bars {
-                probe: p1,
-                name: n1,
-            },
-            ChartKey::Bars {
-                probe: p2,
-                name: n2,
-            },
-        )
-        | (
-            ChartKey::Matrix {
-                probe: p1,
-                name: n1,
-            },
-            ChartKey::Matrix {
-                probe: p2,
-                name: n2,
-            },
-        ) => p1 == p2 && n1 == n2,
-        _ => false,
-    }
-}
-
-fn series_of<'a>(run: &'a Run, probe: &str) -> &'a [Series] {
-    run.fp
-        .probe(probe)
-        .filter(|p| p.status == Status::Ok)
-        .map_or(&[], |p| p.series.as_slice())
-}
-
-fn open_figure(h: &mut String, id: &str, kind: &str) {
-    let _ = writeln!(
-        h,
-        "<figure class=\"chart\" id=\"chart-{}\" data-kind=\"{kind}\">",
-        slug(id)
-    );
-}
-
-fn close_figure(h: &mut String, caption: &str, missing: &[&str]) {
-    let mut cap = escape(caption);
-    if !missing.is_empty() {
-        let _ = write!(
-            cap,
-            " <span class=\"muted\">Not measured in {}.</span>",
-            escape(&missing.join(", "))
-        );
-    }
-    let _ = writeln!(h, "<figcaption>{cap}</figcaption>\n</figure>");
-}
-
-fn charts_section(h: &mut String, runs: &[Run]) -> Result<(), ChartError> {
-    let mut drawn = spin_chart(h, runs)?;
-    let mut keys: Vec<ChartKey> = Vec::new();
-    for run in runs {
-        for p in run.fp.probes.iter().filter(|p| p.status == Status::Ok) {
-            for s in &p.series {
-                let key = match s {
-                    Series::Xy {
-                        x_label, y_label, ..
-                    } => ChartKey::Xy {
-                        probe: &p.name,
-                        x_label,
-                        y_label,
-                    },
-                    Series::Bars { name, .. } => ChartKey::Bars {
-                        probe: &p.name,
-                        name,
-                    },
-                    Series::Matrix { name, .. } => ChartKey::Matrix {
-                        probe: &p.name,
-                        name,
-                    },
-                };
-                if !keys.iter().any(|k| same_key(k, &key)) {
-                    keys.push(key);
-                }
-            }
-        }
-    }
-    for key in &keys {
-        drawn += match *key {
-            ChartKey::Xy {
-                probe,
-                x_label,
-                y_label,
-            } => xy_figure(h, runs, probe, x_label, y_label)?,
-            ChartKey::Bars { probe, name } => bars_figure(h, runs, probe, name)?,
-            ChartKey::Matrix { probe, name } => matrix_figure(h, runs, probe, name)?,
-        };
-    }
-    if drawn == 0 {
-        h.push_str("<p>No charts: no probe with chart data ran successfully.</p>\n");
-    }
-    Ok(())
-}
-
-fn xy_figure(
-    h: &mut String,
-    runs: &[Run],
-    probe: &str,
-    x_label: &str,
-    y_label: &str,
-) -> Result<usize, ChartError> {
-    let mut lines = Vec::new();
-    let mut missing = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let mut k = 0;
-        for s in series_of(run, probe) {
-            if let Series::Xy {
-                name,
-                x_label: xl,
-                y_label: yl,
-                points,
-            } = s
-                && xl == x_label
-                && yl == y_label
-                && !points.is_empty()
-            {
-                let single = runs.len() == 1;
-                lines.push(Line {
-                    label: if single {
-                        name.clone()
-                    } else {
-                        format!("{}: {name}", run.label)
-                    },
-                    color: if single { k } else { i },
-                    dashed: !single && k > 0,
-                    points: points.iter().map(|p| (p[0], p[1])).collect(),
-                });
-                k += 1;
-            }
-        }
-        if k == 0 {
-            missing.push(run.label.as_str());
-        }
-    }
-    if lines.is_empty() {
-        return Ok(0);
-    }
-    let title = format!(
-        "{probe}: {} by {}",
-        axis_title(y_label),
-        axis_title(x_label)
-    );
-    let svg = charts::xy_chart(&title, x_label, y_label, &lines)?;
-    open_figure(h, &format!("{probe}-{y_label}-{x_label}"), "xy");
-    h.push_str(&svg);
-    let scale = if charts::is_size_axis(x_label) {
-        " Size axis is logarithmic."
-    } else {
-        ""
-    };
-    close_figure(
-        h,
-        &format!(
-            "{} curve(s) of probe {probe}: {} against {}.{scale}",
-            lines.len(),
-            axis_title(y_label),
-            axis_title(x_label)
-        ),
-        &missing,
-    );
-    Ok(1)
-}
-
-fn bars_figure(h: &mut String, runs: &[Run], probe: &str, name: &str) -> Result<usize, ChartError> {
-    let mut categories: Vec<String> = Vec::new();
-    let mut found: Vec<(usize, &str, &[String], &[f64])> = Vec::new();
-    let mut missing = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let hit = series_of(run, probe).iter().find_map(|s| match s {
-            Series::Bars {
-                name: n,
-                unit,
-                labels,
-                values,
-            } if n == name => Some((unit.as_str(), labels.as_slice(), values.as_slice())),
-            _ => None,
-        });
-        match hit {
-            Some((unit, labels, values)) => {
-                for l in labels {
-                    if !categories.contains(l) {
-                        categories.push(l.clone());
-                    }
-                }
-                found.push((i, unit, labels, values));
-            }
-            None => missing.push(runs[i].label.as_str()),
-        }
-    }
-    let sets: Vec<BarSet> = found
-        .iter()
-        .map(|&(i, _, labels, values)| BarSet {
-            label: runs[i].label.clone(),
-            color: i,
-            values: categories
-                .iter()
-                .map(|c| {
-                    labels
-                        .iter()
-                        .position(|l| l == c)
-                        .and_then(|j| values.get(j).copied())
-                })
-                .collect(),
-        })
-        .collect();
-    if sets.iter().all(|s| s.values.iter().all(Option::is_none)) {
-        return Ok(0);
-    }
-    let unit = found.first().map_or("", |f| f.1);
-    let desc = format!("{} ({unit})", name.replace('_', " "));
-    let svg = charts::bar_chart(&format!("{probe}: {name}"), &desc, unit, &categories, &sets)?;
-    open_figure(h, &format!("{probe}-{name}"), "bars");
-    legend(h, runs, &sets);
-    h.push_str(&svg);
-    close_figure(
-        h,
-        &format!(
-            "{name} of probe {probe}, in {unit}: {} bar(s) per run.",
-            categories.len()
-        ),
-        &missing,
-    );
-    Ok(1)
-}
-
-fn matrix_figure(
-    h: &mut String,
-    runs: &[Run],
-    probe: &str,
-    name: &str,
-) -> Result<usize, ChartError> {
-    /// One run's matrix: run index, unit, rows, columns, cells.
-    struct Found<'a> {
-        run: usize,
-        unit: &'a str,
-        rows: &'a [String],
-        cols: &'a [String],
-        values: &'a [Vec<Option<f64>>],
-    }
-    let mut found: Vec<Found> = Vec::new();
-    let mut missing = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let hit = series_of(run, probe).iter().find_map(|s| match s {
-            Series::Matrix {
-                name: n,
-                unit,
-                rows,
-                cols,
-                values,
-            } if n == name => Some(Found {
-                run: i,
-                unit,
-                rows,
-                cols,
-                values,
-            }),
-            _ => None,
-        });
-        match hit {
-            Some(f) => found.push(f),
-            None => missing.push(run.label.as_str()),
-        }
-    }
-    let all = found
-        .iter()
-        .flat_map(|f| f.values.iter().flatten().flatten().copied())
-        .filter(|v| v.is_finite());
-    let Some(scale) = all.fold(None, |acc: Option<(f64, f64)>, v| {
-        Some(acc.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
-    }) else {
-        return Ok(0);
-    };
-    open_figure(h, &format!("{probe}-{name}"), "matrix");
-    for f in &found {
-        let title = if runs.len() == 1 {
-            format!("{probe}: {name}")
-        } else {
-            format!("{}: {name}", runs[f.run].label)
-        };
-        h.push_str(&charts::heatmap(
-            &title, f.unit, f.rows, f.cols, f.values, scale,
-        )?);
-    }
-    close_figure(
-        h,
-        &format!(
-            "{name} of probe {probe}, in {}: one heatmap per run on a shared colour scale; \
-             grey cells were not measured.",
-            found.first().map_or("", |f| f.unit)
-        ),
-        &missing,
-    );
-    Ok(1)
-}
-
-/// The colour key of a bar chart that overlays several runs.
-fn legend(h: &mut String, runs: &[Run], sets: &[BarSet]) {
-    if runs.len() < 2 {
-        return;
-    }
-    h.push_str("<div class=\"legend\">");
-    for s in sets {
-        let _ = write!(h, "<span>{}{}</span> ", swatch(s.color), escape(&s.label));
-    }
-    h.push_str("</div>\n");
-}
-
-/// The spin-before-block chart: each runtime's spin at each run's measured PAUSE and CPU
-/// count (the spin model of `cpudoctor spin`).
-fn spin_chart(h: &mut String, runs: &[Run]) -> Result<usize, ChartError> {
-    let mut sets = Vec::new();
-    let mut notes = Vec::new();
-    let mut missing = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let Some(pause) = run.fp.metric("pause", "pause_ns") else {
-            missing.push(run.label.as_str());
-            continue;
-        };
-        let cores = run.fp.machine.logical_cpus as u64;
-        notes.push(format!(
-            "{}: {:.1} ns per PAUSE, {cores} CPUs",
-            run.label, pause.value
-        ));
-        sets.push(BarSet {
-            label: run.label.clone(),
-            color: i,
-            values: RUNTIMES
-                .iter()
-                .map(|p| Some(spin_cost(p, pause.value, cores).spin_ns))
-                .collect(),
-        });
-    }
-    if sets.is_empty() {
-        return Ok(0);
-    }
-    let categories: Vec<String> = RUNTIMES.iter().map(|p| p.runtime.to_string()).collect();
-    let svg = charts::bar_chart(
-        "Spin before blocking, by runtime",
-        "spin before blocking (ns)",
-        "ns",
-        &categories,
-        &sets,
-    )?;
-    open_figure(h, "spin-before-block", "spin");
-    legend(h, runs, &sets);
-    h.push_str(&svg);
-    close_figure(
-        h,
-        &format!(
-            "How long each runtime's lock spins on PAUSE before it yields or sleeps, at the \
-             measured PAUSE ({}). folly and .NET normalized bound spinning by time.",
-            notes.join("; ")
-        ),
-        &missing,
-    );
-    Ok(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -796,6 +475,10 @@ mod tests {
             label: label.into(),
             fp,
         }
+    }
+
+    fn page(runs: Vec<Run>) -> String {
+        render_report(&Runs::new(runs).unwrap()).html
     }
 
     #[test]
@@ -817,7 +500,7 @@ mod tests {
 
     #[test]
     fn single_run_page_is_self_contained_with_pause_and_spin_charts() {
-        let page = render_report(&[run("a.json", sample_fingerprint())]).unwrap();
+        let page = page(vec![run("a.json", sample_fingerprint())]);
         assert!(page.starts_with("<!DOCTYPE html>"));
         assert!(page.contains("id=\"chart-pause-pause-ns-per-cpu\""));
         assert!(page.contains("id=\"chart-spin-before-block\""));
@@ -838,11 +521,10 @@ mod tests {
         let m = &mut slow.probes[0].metrics[0];
         m.value = 43.0;
         m.spread.as_mut().unwrap().median = 43.0;
-        let page = render_report(&[
+        let page = page(vec![
             run("zen4.json", sample_fingerprint()),
             run("skx.json", slow),
-        ])
-        .unwrap();
+        ]);
         assert!(page.contains("Diff: zen4.json → skx.json"));
         assert!(page.contains("class=\"worse\">WORSE (higher)"));
         assert!(page.contains("spin-waits that count PAUSEs"));
@@ -857,7 +539,7 @@ mod tests {
         let mut fp = sample_fingerprint();
         let mut p = crate::report::schema::ProbeResult::new("mem_latency", Status::Ok);
         for (name, scale) in [("latency_4k", 1.0), ("latency_2m", 0.8)] {
-            p.series.push(Series::Xy {
+            p.series.push(crate::report::schema::Series::Xy {
                 name: name.into(),
                 x_label: "size_bytes".into(),
                 y_label: "latency_ns".into(),
@@ -866,7 +548,7 @@ mod tests {
                     .collect(),
             });
         }
-        p.series.push(Series::Matrix {
+        p.series.push(crate::report::schema::Series::Matrix {
             name: "c2c_latency_ns".into(),
             unit: "ns".into(),
             rows: vec!["cpu0".into(), "cpu1".into()],
@@ -874,11 +556,29 @@ mod tests {
             values: vec![vec![None, Some(50.0)], vec![Some(52.0), None]],
         });
         fp.probes.push(p);
-        let page = render_report(&[run("a", fp.clone()), run("b", fp)]).unwrap();
+        let page = page(vec![run("a", fp.clone()), run("b", fp)]);
         assert_eq!(page.matches("data-kind=\"xy\"").count(), 1);
         assert!(page.contains("4 curve(s) of probe mem_latency"));
         let m = &page[page.find("data-kind=\"matrix\"").unwrap()..];
         let m = &m[..m.find("</figure>").unwrap()];
         assert_eq!(m.matches("<svg").count(), 2);
+    }
+
+    #[test]
+    fn a_report_needs_a_fingerprint() {
+        // Regression guard: an empty list indexed facts[0] and panicked; now it cannot be built.
+        assert!(Runs::new(Vec::new()).is_none());
+    }
+
+    #[test]
+    fn a_probe_listed_twice_is_shown_once_and_named() {
+        let mut fp = sample_fingerprint();
+        let mut twice = fp.probes[0].clone();
+        twice.metrics[0].value = 999.0;
+        fp.probes.push(twice);
+        let page = page(vec![run("a", fp)]);
+        assert_eq!(page.matches("<td>pause_ns</td>").count(), 1);
+        assert!(!page.contains("999"));
+        assert!(page.contains("Probe pause is listed 2 times in this file"));
     }
 }

@@ -3,16 +3,21 @@
 //! with the software patterns each hurts. Built from the schema alone (metric directions,
 //! spreads, hazard ids), so probes added later are compared without changes here.
 //!
-//! [`diff`] computes a [`Diff`]; [`render_diff`] and [`diff_to_json`] turn it into text. The
-//! HTML report reuses the same [`Diff`].
+//! [`diff`] computes a [`Diff`] (this module; the machine facts in [`facts`]); [`text`] turns
+//! it into a table or JSON, with the cell wording the HTML report shares.
+
+pub mod facts;
+pub mod text;
+
+pub use facts::{MachineFact, machine_facts};
+pub use text::{
+    change_words, diff_to_json, format_value, judged_cell, ratio_cell, render_diff, side_cell,
+    summary_line, verdict_move_words,
+};
 
 use super::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
-use super::terminal::level_word;
-use crate::format::human_bytes;
 use crate::hazards;
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
-use std::fmt::Write;
 
 /// How many scaled MADs a median must move before it counts as changed. The scaled MAD
 /// estimates the standard deviation of the samples (see `measure::stats`), so 2 is about two
@@ -28,6 +33,12 @@ pub const MIN_RELATIVE_CHANGE: f64 = crate::measure::stats::WIDE_RELATIVE_SPREAD
 /// Relative move that counts when one side has no spread (a derived figure, such as a ratio
 /// of two medians): with no samples to judge the noise by, only a 10% move is reported.
 pub const DERIVED_RELATIVE_CHANGE: f64 = 0.10;
+
+/// A derived figure (a ratio or product of medians) inherits the noise of the sampled figures
+/// it is computed from: a ratio of two medians each with relative spread r has a relative
+/// spread of about r x sqrt(2). Which siblings a figure comes from is not in the schema, so
+/// the widest relative spread among its probe's sampled metrics, in either run, stands for r.
+pub const DERIVED_SPREAD_GROWTH: f64 = std::f64::consts::SQRT_2;
 
 /// What one run was.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -141,6 +152,9 @@ pub enum VerdictMove {
     Better,
     /// Judged in one run only (its probe was not measured in the other).
     NotJudged,
+    /// The level changed, but no metric the hazard reads moved beyond both runs' spread: the
+    /// figures crossed a threshold within noise. Not a regression.
+    WithinNoise,
 }
 
 /// A hazard whose verdict differs between the runs.
@@ -160,6 +174,17 @@ pub struct HazardChange {
     pub hurts: Vec<String>,
     /// The explanation of the run that judged it worse (what it means for software there).
     pub explanation: String,
+}
+
+/// A probe listed more than once in one file: only its first entry is compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DuplicateProbe {
+    /// Probe name.
+    pub probe: String,
+    /// `old` or `new`: the run whose file lists it more than once.
+    pub run: String,
+    /// How many times the file lists it.
+    pub times: usize,
 }
 
 /// Counts for the summary line.
@@ -198,16 +223,21 @@ pub struct Diff {
     pub counts: DiffCounts,
     /// The change rule, in words, for readers of the JSON.
     pub rule: String,
+    /// Probes a file lists more than once (the first entry is the one compared).
+    pub duplicate_probes: Vec<DuplicateProbe>,
 }
 
 /// The rule that decides whether a metric changed, in words.
 pub fn rule_text() -> String {
     format!(
         "a metric counts as changed when its median moved by more than {SPREAD_FACTOR} x the \
-         larger scaled MAD of the two runs and by at least {:.0}%; a figure without samples \
-         (derived) must move by {:.0}%",
+         larger scaled MAD of the two runs and by at least {:.0}% of the smaller figure; a \
+         figure without samples (derived) must move by {:.0}%, and by more than {SPREAD_FACTOR} \
+         x {:.2} x the widest relative spread of its probe's sampled figures (from 0, any move \
+         counts)",
         MIN_RELATIVE_CHANGE * 100.0,
-        DERIVED_RELATIVE_CHANGE * 100.0
+        DERIVED_RELATIVE_CHANGE * 100.0,
+        DERIVED_SPREAD_GROWTH
     )
 }
 
@@ -241,95 +271,6 @@ fn run_info(fp: &Fingerprint, label: &str) -> RunInfo {
     }
 }
 
-/// The machine facts a comparison shows, in reading order, as (fact, value) pairs.
-pub fn machine_facts(fp: &Fingerprint) -> Vec<(&'static str, String)> {
-    let m = &fp.machine;
-    let c = &m.cpu;
-    let unknown = || "unknown".to_string();
-    let topology = m.topology.as_ref().map_or_else(unknown, |t| {
-        format!(
-            "{} cores, {} socket(s), {} NUMA node(s), SMT {}",
-            t.cores,
-            t.packages,
-            t.numa_nodes,
-            if t.smt { "on" } else { "off" }
-        )
-    });
-    let caches = m.topology.as_ref().map_or_else(unknown, |t| {
-        t.caches
-            .iter()
-            .filter(|c| c.kind != "Instruction")
-            .map(|c| {
-                format!(
-                    "L{} {}{}",
-                    c.level,
-                    human_bytes(c.size_bytes),
-                    if c.instances > 1 {
-                        format!(" x{}", c.instances)
-                    } else {
-                        String::new()
-                    }
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    });
-    vec![
-        (
-            "CPU",
-            if c.model_name.is_empty() {
-                c.vendor.clone()
-            } else {
-                c.model_name.clone()
-            },
-        ),
-        ("Microarchitecture", c.microarchitecture.clone()),
-        (
-            "CPU family/model/stepping",
-            format!("{} {}/{}/{}", c.vendor, c.family, c.model, c.stepping),
-        ),
-        ("Microcode", c.microcode.clone().unwrap_or_else(unknown)),
-        ("Logical CPUs", m.logical_cpus.to_string()),
-        ("Topology", topology),
-        ("Caches", caches),
-        ("Kernel", m.kernel_release.clone().unwrap_or_else(unknown)),
-        (
-            "Hypervisor",
-            m.hypervisor
-                .as_ref()
-                .map_or("none (bare metal)".to_string(), |h| h.vendor.clone()),
-        ),
-        (
-            "THP mode",
-            m.thp.as_ref().map_or_else(unknown, |t| {
-                format!(
-                    "{} (defrag {})",
-                    t.enabled,
-                    t.defrag.as_deref().unwrap_or("unknown")
-                )
-            }),
-        ),
-        (
-            "PMU",
-            if m.pmu.usable {
-                "hardware counters".to_string()
-            } else {
-                "none".to_string()
-            },
-        ),
-        ("Split-lock handling", m.split_lock.effective.clone()),
-        (
-            // Rounded to 10 MHz: a calibrated TSC differs by a few kHz from run to run.
-            "TSC frequency",
-            fp.clock
-                .tsc_hz
-                .map_or("not used".to_string(), |hz| format!("{:.2} GHz", hz / 1e9)),
-        ),
-        ("Host name", m.hostname.clone().unwrap_or_else(unknown)),
-        ("cpudoctor version", fp.tool.version.clone()),
-    ]
-}
-
 fn side(m: &Metric) -> MetricSide {
     MetricSide {
         value: m.value,
@@ -338,8 +279,30 @@ fn side(m: &Metric) -> MetricSide {
     }
 }
 
-/// Compares one metric measured in both runs.
+/// Compares one metric measured in both runs, on its own spreads alone.
 pub fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
+    compare_metric_in_probe(probe, old, new, 0.0)
+}
+
+/// The widest relative spread among the sampled metrics of a probe in either run: the noise a
+/// derived figure of that probe inherits.
+fn probe_relative_spread(old: &[Metric], new: &[Metric]) -> f64 {
+    old.iter()
+        .chain(new)
+        .filter_map(|m| m.spread.as_ref().map(|s| s.relative_spread))
+        .filter(|r| r.is_finite())
+        .fold(0.0, f64::max)
+}
+
+/// Compares one metric measured in both runs; a derived figure needs to move by at least
+/// [`DERIVED_RELATIVE_CHANGE`], and by more than the noise it inherits from its probe's
+/// sampled figures (`probe_relative_spread`, see [`DERIVED_SPREAD_GROWTH`]).
+pub fn compare_metric_in_probe(
+    probe: &str,
+    old: &Metric,
+    new: &Metric,
+    probe_relative_spread: f64,
+) -> MetricDiff {
     let (o, n) = (side(old), side(new));
     let mut d = MetricDiff {
         probe: probe.to_string(),
@@ -359,16 +322,23 @@ pub fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
     }
     let spread = o.mad.into_iter().chain(n.mad).fold(0.0_f64, f64::max).abs() * SPREAD_FACTOR;
     let both_have_spread = o.mad.is_some() && n.mad.is_some();
+    let inherited = SPREAD_FACTOR * DERIVED_SPREAD_GROWTH * probe_relative_spread;
     let relative = if both_have_spread {
         MIN_RELATIVE_CHANGE
     } else {
-        DERIVED_RELATIVE_CHANGE
+        DERIVED_RELATIVE_CHANGE.max(inherited)
     };
-    let threshold = spread.max(relative * old.value.abs());
+    // Relative to the smaller figure, so the rule is the same read old-to-new or new-to-old:
+    // the larger must be at least (1 + relative) times the smaller. With no spread on either
+    // side and a 0 on one, nothing gives a scale for noise: any move from 0 counts.
+    let base = old.value.abs().min(new.value.abs());
+    let threshold = spread.max(relative * base);
     d.threshold = Some(threshold);
     d.rule = Some(
         if both_have_spread {
             "spread"
+        } else if inherited > DERIVED_RELATIVE_CHANGE {
+            "probe_spread"
         } else {
             "relative"
         }
@@ -413,20 +383,41 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
     let mut machine: Vec<FactDiff> = machine_facts(old)
         .into_iter()
         .zip(machine_facts(new))
-        .map(|((fact, o), (_, n))| FactDiff {
-            fact: fact.to_string(),
-            differs: o != n,
-            old: o,
-            new: n,
+        .map(|(o, n)| FactDiff {
+            fact: o.name.to_string(),
+            differs: !o.same_as(&n),
+            old: o.shown,
+            new: n.shown,
         })
         .collect();
     machine.sort_by_key(|f| !f.differs);
 
-    // Probe order: the old run's, then probes only the new run has.
-    let mut probes: Vec<&str> = old.probes.iter().map(|p| p.name.as_str()).collect();
-    for p in &new.probes {
-        if !probes.contains(&p.name.as_str()) {
-            probes.push(&p.name);
+    // Probe order: the old run's, then probes only the new run has; each name once. A file
+    // that lists a probe twice is compared on its first entry (what every reader of the file,
+    // hazards included, uses) and the diff says so.
+    let mut probes: Vec<&str> = Vec::new();
+    let mut duplicate_probes: Vec<DuplicateProbe> = Vec::new();
+    for (run, fp) in [("old", old), ("new", new)] {
+        let mut seen: Vec<&str> = Vec::new();
+        for p in &fp.probes {
+            if seen.contains(&p.name.as_str()) {
+                match duplicate_probes
+                    .iter_mut()
+                    .find(|d| d.run == run && d.probe == p.name)
+                {
+                    Some(d) => d.times += 1,
+                    None => duplicate_probes.push(DuplicateProbe {
+                        probe: p.name.clone(),
+                        run: run.to_string(),
+                        times: 2,
+                    }),
+                }
+                continue;
+            }
+            seen.push(&p.name);
+            if !probes.contains(&p.name.as_str()) {
+                probes.push(&p.name);
+            }
         }
     }
     let mut metrics = Vec::new();
@@ -447,9 +438,10 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
                 reason: not_measured_reason(new, probe),
             });
         }
+        let inherited = probe_relative_spread(om, nm);
         for o in om {
             metrics.push(match nm.iter().find(|n| n.name == o.name) {
-                Some(n) => compare_metric(probe, o, n),
+                Some(n) => compare_metric_in_probe(probe, o, n, inherited),
                 None => one_sided(probe, o, Change::NotMeasuredNew),
             });
         }
@@ -475,12 +467,12 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
                 hazards_unchanged.push(id.to_string());
                 continue;
             }
-            (Some(o), Some(n)) if n.level > o.level => VerdictMove::Worse,
-            (Some(_), Some(_)) => VerdictMove::Better,
+            (Some(ov), Some(nv)) => verdict_move(id, (old, ov), (new, nv), &metrics),
             _ => VerdictMove::NotJudged,
         };
-        let worse_side = match direction {
-            VerdictMove::Better => o,
+        // The run that judged it worse (by level, whatever the cause).
+        let worse_side = match (o, n) {
+            (Some(o), Some(n)) if o.level > n.level => Some(o),
             _ => n.or(o),
         };
         let any = n.or(o).expect("the id came from one of the two lists");
@@ -519,6 +511,64 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         hazards_unchanged,
         counts,
         rule: rule_text(),
+        duplicate_probes,
+    }
+}
+
+/// Which way a verdict judged in both runs moved. Worse or better only when a metric the
+/// hazard reads moved beyond both runs' spread (the rule of [`compare_metric`]); when none
+/// did, the change counts only if the figures' noise does not explain it: the new run is
+/// judged again with the old run's figures in place of those within noise, and if that gives
+/// the old verdict, the figures merely crossed a threshold within noise. A rule that reads no
+/// metric (a verdict from machine facts), an unknown hazard, or a change that persists with
+/// the old figures (a machine fact changed, say) keeps the level's direction.
+fn verdict_move(
+    id: &str,
+    (old_fp, old_v): (&Fingerprint, &Verdict),
+    (new_fp, new_v): (&Fingerprint, &Verdict),
+    metrics: &[MetricDiff],
+) -> VerdictMove {
+    let by_level = if new_v.level > old_v.level {
+        VerdictMove::Worse
+    } else {
+        VerdictMove::Better
+    };
+    let Some(rule) = hazards::by_id(id) else {
+        return by_level;
+    };
+    let reads = rule.reads();
+    let read: Vec<&MetricDiff> = metrics
+        .iter()
+        .filter(|m| reads.contains(&(m.probe.as_str(), m.metric.as_str())))
+        .collect();
+    if read
+        .iter()
+        .any(|m| matches!(m.change, Change::Worse | Change::Better | Change::Changed))
+    {
+        return by_level;
+    }
+    let mut with_old_figures = new_fp.clone();
+    let mut replaced = false;
+    for m in read.iter().filter(|m| m.change == Change::Same) {
+        let target = with_old_figures
+            .probes
+            .iter_mut()
+            .find(|p| p.name == m.probe)
+            .filter(|p| p.status == Status::Ok)
+            .and_then(|p| p.metrics.iter_mut().find(|x| x.name == m.metric));
+        if let (Some(target), Some(src)) = (target, old_fp.metric(&m.probe, &m.metric)) {
+            *target = src.clone();
+            replaced = true;
+        }
+    }
+    let explained_by_noise = replaced
+        && rule
+            .judge(&with_old_figures)
+            .is_some_and(|v| v.level == old_v.level);
+    if explained_by_noise {
+        VerdictMove::WithinNoise
+    } else {
+        by_level
     }
 }
 
@@ -551,201 +601,6 @@ fn one_sided(probe: &str, m: &Metric, change: Change) -> MetricDiff {
         rule: None,
         change,
     }
-}
-
-/// A figure with about four significant digits, for tables.
-pub fn format_value(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1000.0 || a == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// One side of a metric as a table cell: `25.49 ns ±6.6%`, or `not measured`.
-pub fn side_cell(s: Option<&MetricSide>, unit: &str) -> String {
-    match s {
-        None => "not measured".to_string(),
-        Some(s) => format!(
-            "{} {unit}{}",
-            format_value(s.value),
-            s.relative_spread
-                .map_or(String::new(), |r| format!(" ±{:.1}%", r * 100.0))
-        ),
-    }
-}
-
-/// The change column in words.
-pub fn change_words(d: &MetricDiff) -> &'static str {
-    match d.change {
-        Change::Worse => match d.better {
-            Better::Lower => "WORSE (higher)",
-            _ => "WORSE (lower)",
-        },
-        Change::Better => match d.better {
-            Better::Lower => "better (lower)",
-            _ => "better (higher)",
-        },
-        Change::Changed => "changed",
-        Change::Same => "same (within noise)",
-        Change::NotMeasuredOld => "not measured in old",
-        Change::NotMeasuredNew => "not measured in new",
-        Change::UnitsDiffer => "units differ",
-    }
-}
-
-/// The ratio column: `1.69x`, or `-`.
-pub fn ratio_cell(d: &MetricDiff) -> String {
-    d.ratio.map_or("-".to_string(), |r| format!("{r:.2}x"))
-}
-
-/// A verdict side as a table cell: `notice: 25.5 ns = 90 cycles`, or `not judged`.
-pub fn judged_cell(j: Option<&Judged>) -> String {
-    j.map_or("not judged".to_string(), |j| {
-        format!("{}: {}", level_word(j.level), j.figure)
-    })
-}
-
-fn table(width: u16, header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(width)
-        .set_header(header.to_vec());
-    t
-}
-
-/// The summary sentence: counts of regressions, improvements, noise and unmeasured.
-pub fn summary_line(d: &Diff) -> String {
-    let c = &d.counts;
-    format!(
-        "{} worse, {} better, {} changed (no direction), {} within noise, {} not compared",
-        c.worse, c.better, c.changed, c.same, c.not_compared
-    )
-}
-
-/// The diff for a terminal of `width` columns.
-pub fn render_diff(d: &Diff, width: u16) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "old: {} ({}, cpudoctor {})",
-        d.old.label, d.old.command, d.old.tool_version
-    );
-    let _ = writeln!(
-        s,
-        "new: {} ({}, cpudoctor {})\n",
-        d.new.label, d.new.command, d.new.tool_version
-    );
-
-    let differing: Vec<&FactDiff> = d.machine.iter().filter(|f| f.differs).collect();
-    if differing.is_empty() {
-        let _ = writeln!(s, "Machine facts: identical.\n");
-    } else {
-        let _ = writeln!(s, "Machine facts that differ:");
-        let mut t = table(width, &["Fact", "Old", "New"]);
-        for f in differing {
-            t.add_row(vec![f.fact.clone(), f.old.clone(), f.new.clone()]);
-        }
-        let _ = writeln!(s, "{t}\n");
-    }
-
-    if d.metrics.is_empty() {
-        let _ = writeln!(s, "Metrics: neither file has a probe that ran ok.\n");
-    } else {
-        let _ = writeln!(s, "Metrics (new/old):");
-        let mut t = table(
-            width,
-            &["Probe", "Metric", "Old", "New", "New/Old", "Change"],
-        );
-        for m in &d.metrics {
-            t.add_row(vec![
-                m.probe.clone(),
-                m.metric.clone(),
-                side_cell(m.old.as_ref(), &m.unit),
-                side_cell(m.new.as_ref(), &m.unit),
-                ratio_cell(m),
-                change_words(m).to_string(),
-            ]);
-        }
-        let _ = writeln!(s, "{t}");
-        let _ = writeln!(s, "{}.", summary_line(d));
-        let _ = writeln!(s, "Rule: {}.\n", d.rule);
-    }
-
-    for n in &d.not_measured {
-        let _ = writeln!(
-            s,
-            "Not measured in {} ({}): probe {} ({}); its metrics are not compared.",
-            n.missing_in,
-            if n.missing_in == "old" {
-                &d.old.label
-            } else {
-                &d.new.label
-            },
-            n.probe,
-            n.reason
-        );
-    }
-    if !d.not_measured.is_empty() {
-        s.push('\n');
-    }
-
-    if d.hazards.is_empty() {
-        let _ = writeln!(
-            s,
-            "Hazards: no verdict changed ({} judged the same).",
-            d.hazards_unchanged.len()
-        );
-    } else {
-        let _ = writeln!(s, "Hazards whose verdict changed:");
-        let mut t = table(
-            width,
-            &["Hazard", "Old", "New", "Software that pays for it"],
-        );
-        for h in &d.hazards {
-            let hurts = match h.direction {
-                VerdictMove::NotJudged => {
-                    "not compared: judged in one run only (its probe was not measured in the other)"
-                        .to_string()
-                }
-                _ if h.hurts.is_empty() => "(hazard unknown to this cpudoctor)".to_string(),
-                VerdictMove::Worse => format!("now hurts more: {}", h.hurts.join("; ")),
-                VerdictMove::Better => format!("now hurts less: {}", h.hurts.join("; ")),
-            };
-            t.add_row(vec![
-                format!("{} ({})", h.title, h.hazard),
-                judged_cell(h.old.as_ref()),
-                judged_cell(h.new.as_ref()),
-                hurts,
-            ]);
-        }
-        let _ = writeln!(s, "{t}");
-        for h in d.hazards.iter().filter(|h| !h.explanation.is_empty()) {
-            let run = match h.direction {
-                VerdictMove::Better => "old",
-                _ if h.new.is_some() => "new",
-                _ => "old",
-            };
-            let _ = writeln!(s, "{} in the {run} run: {}", h.title, h.explanation);
-        }
-        if !d.hazards_unchanged.is_empty() {
-            let _ = writeln!(s, "Unchanged: {}.", d.hazards_unchanged.join(", "));
-        }
-    }
-    s
-}
-
-/// The diff as pretty JSON, newline-terminated.
-pub fn diff_to_json(d: &Diff) -> String {
-    let mut s = serde_json::to_string_pretty(d).expect("a diff always serialises");
-    s.push('\n');
-    s
 }
 
 #[cfg(test)]
@@ -910,5 +765,139 @@ mod tests {
         assert!(d.hazards.is_empty());
         assert_eq!(d.counts.worse + d.counts.better + d.counts.changed, 0);
         assert!(render_diff(&d, 100).contains("Machine facts: identical."));
+    }
+
+    #[test]
+    fn the_change_rule_reads_the_same_old_to_new_and_new_to_old() {
+        // Regression guard: the 5% was taken of the old figure, so 100 -> 105.2 counted and
+        // 105.2 -> 100 did not.
+        let a = metric("c", Better::Lower, &[100.0, 100.0, 100.0]);
+        let b = metric("c", Better::Lower, &[105.2, 105.2, 105.2]);
+        assert_eq!(compare_metric("p", &a, &b).change, Change::Worse);
+        assert_eq!(compare_metric("p", &b, &a).change, Change::Better);
+        let c = metric("c", Better::Lower, &[104.8, 104.8, 104.8]);
+        assert_eq!(compare_metric("p", &a, &c).change, Change::Same);
+        assert_eq!(compare_metric("p", &c, &a).change, Change::Same);
+    }
+
+    #[test]
+    fn a_derived_figure_at_zero_in_one_run_has_changed_and_two_zeros_have_not() {
+        let zero = Metric::derived("r", 0.0, "ratio", Better::Neither);
+        let some = Metric::derived("r", 0.5, "ratio", Better::Neither);
+        let d = compare_metric("p", &zero, &some);
+        assert_eq!((d.change, d.ratio), (Change::Changed, None));
+        assert_eq!(compare_metric("p", &some, &zero).change, Change::Changed);
+        assert_eq!(compare_metric("p", &zero, &zero).change, Change::Same);
+    }
+
+    /// The sample fingerprint with PAUSE at `cycles` (and the ns figure scaled with it).
+    fn pause_at(cycles: f64) -> Fingerprint {
+        let mut fp = sample_fingerprint();
+        // 24.5 ns at 90 cycles: a 3.67 GHz core.
+        let ns = cycles * 24.5 / 90.0;
+        fp.probes[0].metrics = vec![
+            Metric::from_samples("pause_ns", "ns", Better::Lower, &[ns, ns, ns]).unwrap(),
+            Metric::from_samples("pause_cycles", "cycles", Better::Lower, &[cycles; 3]).unwrap(),
+        ];
+        fp.verdicts.clear();
+        fp
+    }
+
+    #[test]
+    fn a_verdict_crossing_its_threshold_within_noise_is_not_a_regression() {
+        // Regression guard: 118 -> 121 cycles (2.5%, within noise) crosses the 120-cycle
+        // hazard line; diff said "notice -> HAZARD, now hurts more".
+        let d = diff(&pause_at(118.0), &pause_at(121.0), "a", "b");
+        assert_eq!(d.counts.worse, 0);
+        assert_eq!(d.hazards.len(), 1);
+        assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
+        let text = render_diff(&d, 400);
+        assert!(text.contains("crossed a threshold within noise"), "{text}");
+        assert!(!text.contains("now hurts more"), "{text}");
+        // A real move across the same line is still a regression.
+        let d = diff(&pause_at(90.0), &pause_at(140.0), "a", "b");
+        assert_eq!(d.hazards[0].direction, VerdictMove::Worse);
+    }
+
+    #[test]
+    fn a_verdict_changed_by_a_machine_fact_counts_even_with_figures_within_noise() {
+        // split_lock reads the kernel's handling as well as its figures: the same figures
+        // under a kernel that kills split-locking programs are a real change.
+        let with_split_lock = || {
+            let mut fp = sample_fingerprint();
+            let mut p = ProbeResult::new("split-lock", Status::Ok);
+            p.metrics.push(metric(
+                "split_lock_latency_ns",
+                Better::Lower,
+                &[500.0, 500.0, 500.0],
+            ));
+            p.metrics.push(metric(
+                "aligned_lock_latency_ns",
+                Better::Lower,
+                &[100.0, 100.0, 100.0],
+            ));
+            fp.probes.push(p);
+            fp.verdicts.clear();
+            fp
+        };
+        let old = with_split_lock();
+        let mut new = with_split_lock();
+        new.machine.split_lock.effective = "fatal".into();
+        let d = diff(&old, &new, "a", "b");
+        let h = d.hazards.iter().find(|h| h.hazard == "split_lock").unwrap();
+        assert_eq!(h.direction, VerdictMove::Worse);
+    }
+
+    #[test]
+    fn a_probe_listed_twice_is_compared_once_and_named() {
+        // Regression guard: a file listing a probe twice showed its metrics twice.
+        let old = sample_fingerprint();
+        let mut new = sample_fingerprint();
+        let mut again = new.probes[0].clone();
+        again.metrics[0].value = 999.0;
+        new.probes.push(again.clone());
+        new.probes.push(again);
+        let d = diff(&old, &new, "a", "b");
+        let pause_ns: Vec<_> = d
+            .metrics
+            .iter()
+            .filter(|m| m.metric == "pause_ns")
+            .collect();
+        assert_eq!(pause_ns.len(), 1);
+        assert_eq!(pause_ns[0].change, Change::Same);
+        assert_eq!(
+            d.duplicate_probes,
+            [DuplicateProbe {
+                probe: "pause".into(),
+                run: "new".into(),
+                times: 3
+            }]
+        );
+        assert!(render_diff(&d, 200).contains(
+            "Probe pause is listed 3 times in new (b): only the first entry is compared"
+        ));
+    }
+
+    #[test]
+    fn a_derived_ratio_of_noisy_figures_needs_to_move_beyond_their_noise() {
+        // Regression guard: check vs full probe of one machine, taken minutes apart, called
+        // false_sharing_ratio 3.03 -> 2.73 "better" (and the verdict "hurts less") while the
+        // counters it divides had spreads of 40%: a flat 10% bar for derived figures.
+        let noisy = |v: f64| metric("packed_increment_ns", Better::Lower, &[v * 0.6, v, v * 1.4]);
+        let ratio = |v: f64| Metric::derived("false_sharing_ratio", v, "ratio", Better::Lower);
+        let (om, nm) = (vec![noisy(1.2), ratio(3.03)], vec![noisy(1.0), ratio(2.73)]);
+        let r = probe_relative_spread(&om, &nm);
+        assert!(r > 0.3, "{r}");
+        let d = compare_metric_in_probe("sharing", &om[1], &nm[1], r);
+        assert_eq!(d.change, Change::Same);
+        assert_eq!(d.rule.as_deref(), Some("probe_spread"));
+        // Quiet siblings leave the 10% bar as it was.
+        let quiet = |v: f64| metric("padded_increment_ns", Better::Lower, &[v, v, v * 1.001]);
+        let r = probe_relative_spread(&[quiet(1.0)], &[quiet(1.0)]);
+        let d = compare_metric_in_probe("sharing", &ratio(3.03), &ratio(2.73), r);
+        assert_eq!(
+            (d.change, d.rule.as_deref()),
+            (Change::Better, Some("relative"))
+        );
     }
 }
