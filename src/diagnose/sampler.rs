@@ -9,6 +9,9 @@
 //! time; `mmap2`, `comm` and `task` records say which file backs which address, what threads are
 //! called and when they come and go, so samples can be named after the target has exited.
 //!
+//! This file holds the unsafe part (the open, the rings in shared memory); the records read
+//! from them are parsed by the pure code of [`super::perf_records`].
+//!
 //! Without a hardware PMU the event is the `cpu-clock` software timer; with one, core cycles.
 //! Either way the sample lands after the instruction that was executing (skid), which the
 //! disassembly layer allows for.
