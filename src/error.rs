@@ -105,13 +105,10 @@ pub enum InputError {
         /// Its owner.
         uid: u32,
     },
-    /// `perf_event_open` refused by `kernel.perf_event_paranoid` (or a missing capability).
-    #[error(
-        "perf_event_open is not permitted (kernel.perf_event_paranoid={}); run \
-         `sysctl kernel.perf_event_paranoid=1` as root, or run cpudoctor as root or with \
-         CAP_PERFMON",
-        paranoid.map_or("?".to_string(), |p| p.to_string())
-    )]
+    /// `perf_event_open` refused: by `kernel.perf_event_paranoid` above 2, or (at 2 or below,
+    /// which already allow user-space sampling of one's own processes) by a seccomp or LSM
+    /// policy. The message names the least privilege that fixes it.
+    #[error("{}", perf_not_permitted(*paranoid))]
     PerfNotPermitted {
         /// The sysctl's value, when readable.
         paranoid: Option<i32>,
@@ -141,4 +138,49 @@ pub enum InputError {
     /// A page kind that does not exist.
     #[error("unknown page kind '{0}': expected 4k, thp, hugetlb-2m or hugetlb-1g")]
     BadPageKind(String),
+    /// `diagnose --frequency` above what the kernel allows (EINVAL from `perf_event_open`).
+    #[error(
+        "--frequency {requested} Hz is above kernel.perf_event_max_sample_rate={max} (the kernel \
+         lowers it at run time when sampling interrupts take too long); pick --frequency {max} \
+         or less"
+    )]
+    SampleRateTooHigh {
+        /// The frequency asked for.
+        requested: u64,
+        /// The sysctl's value now.
+        max: u64,
+    },
+    /// Out of file descriptors opening perf events (EMFILE): one event per thread and CPU.
+    #[error(
+        "out of file descriptors: following {threads} thread(s) on {cpus} CPUs takes about \
+         {needed} perf events, and the open-file limit is {limit} (already raised to the hard \
+         limit); raise the hard limit (`ulimit -Hn`, LimitNOFILE= for a service, as root)"
+    )]
+    TooManyOpenFiles {
+        /// Threads followed.
+        threads: usize,
+        /// CPUs the events are opened on.
+        cpus: usize,
+        /// Descriptors needed, roughly.
+        needed: usize,
+        /// `RLIMIT_NOFILE` now.
+        limit: u64,
+    },
+}
+
+fn perf_not_permitted(paranoid: Option<i32>) -> String {
+    match paranoid {
+        Some(p) if p <= 2 => format!(
+            "perf_event_open is refused although kernel.perf_event_paranoid={p} allows \
+             user-space sampling of your own processes: a seccomp or LSM policy (a container's, \
+             for one) blocks it; allow perf_event_open there, or run cpudoctor with CAP_PERFMON"
+        ),
+        _ => format!(
+            "perf_event_open is not permitted (kernel.perf_event_paranoid={}); \
+             `sysctl kernel.perf_event_paranoid=2` (as root) lets users sample their own \
+             processes in user space, which is all diagnose needs; or run cpudoctor with \
+             CAP_PERFMON",
+            paranoid.map_or("?".to_string(), |p| p.to_string())
+        ),
+    }
 }

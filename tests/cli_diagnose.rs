@@ -25,6 +25,7 @@ fn programs() -> &'static Path {
             "split_lock",
             "random_access",
             "jit",
+            "late_thread",
         ] {
             let status = std::process::Command::new("cc")
                 .args(["-O2", "-g", "-pthread", "-o"])
@@ -61,6 +62,36 @@ fn run_program(name: &str, args: &[&str]) -> Value {
     let mut all = vec!["--", p.to_str().unwrap()];
     all.extend_from_slice(args);
     diagnose_json(&all)
+}
+
+/// A process started by a test, killed when the test ends however it ends (a failed
+/// assertion must not leave a spinner running on a shared machine).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(name: &str, args: &[&str]) -> KillOnDrop {
+    KillOnDrop(
+        std::process::Command::new(program(name))
+            .args(args)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// True while process `pid` runs (not gone, not a zombie waiting to be reaped).
+fn running(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            let state = s[s.rfind(')').unwrap() + 1..].split_whitespace().next();
+            !matches!(state, Some("Z") | Some("X"))
+        })
+        .unwrap_or(false)
 }
 
 fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
@@ -166,19 +197,106 @@ fn a_jit_perf_map_names_samples_in_anonymous_executable_memory() {
 }
 
 #[test]
+fn a_jit_in_a_memfd_double_mapping_gets_its_perf_map_names() {
+    // Guards .NET 7+'s W^X layout: the code sits in a "/memfd:doublemapper (deleted)" file
+    // mapping, which is no ELF; its samples must be named from the perf map all the same.
+    let d = run_program("jit", &["1", "memfd"]);
+    let functions = d["functions"].as_array().unwrap();
+    let spin = functions
+        .iter()
+        .find(|f| f["symbol"] == "JitCompiled::spinWait")
+        .unwrap_or_else(|| panic!("spinWait not among {functions:#?}"));
+    assert!(
+        spin["module"]
+            .as_str()
+            .unwrap()
+            .starts_with("/memfd:doublemapper"),
+        "{spin:#}"
+    );
+    assert_eq!(finding(&d, "pause_spin")["symbol"], "JitCompiled::spinWait");
+}
+
+#[test]
 fn attaching_to_a_running_process_by_pid_finds_its_spin() {
-    let mut child = std::process::Command::new(program("pause_spin"))
-        .arg("30")
-        .spawn()
-        .unwrap();
+    let child = spawn("pause_spin", &["30"]);
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let pid = child.id().to_string();
+    let pid = child.0.id().to_string();
     let d = diagnose_json(&["--pid", &pid, "--duration", "1"]);
-    child.kill().unwrap();
-    child.wait().unwrap();
     assert_eq!(d["target"]["pid"].as_u64().unwrap().to_string(), pid);
     assert!(d["target"]["command"].is_null());
     assert_eq!(finding(&d, "pause_spin")["symbol"], "spin_wait_on_flag");
+}
+
+#[test]
+fn a_thread_created_after_attaching_is_sampled_once_not_twice() {
+    // Guards the double count: a thread created after --pid attached inherits the events
+    // and must not also get its own, which doubled its samples (2910 for 2.87 s of CPU at
+    // 499 Hz). Its samples are compared with its own CPU time, so load does not matter.
+    let child = spawn("late_thread", &["1", "1.5"]);
+    let pid = child.0.id().to_string();
+    let d = diagnose_json(&["--pid", &pid, "--duration", "30"]);
+    let hz = d["sampling"]["frequency_hz"].as_f64().unwrap();
+    let late = d["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"].as_u64().unwrap().to_string() != pid && t["cpu_s"].as_f64() > Some(0.5))
+        .unwrap_or_else(|| panic!("no late thread in {:#}", d["threads"]));
+    let per_cpu_second = late["samples"].as_f64().unwrap() / late["cpu_s"].as_f64().unwrap();
+    assert!(
+        per_cpu_second < 1.5 * hz && per_cpu_second > 0.5 * hz,
+        "{per_cpu_second:.0} samples per CPU second at {hz} Hz: {late:#}"
+    );
+}
+
+#[test]
+fn stopping_at_the_duration_ends_the_processes_the_command_started() {
+    // Guards the leak: only the direct child (sh) used to get SIGTERM, and the spinner it
+    // started kept spinning after diagnose returned.
+    let spin = program("pause_spin");
+    let script = format!("{} 60; echo done", spin.display());
+    let d = diagnose_json(&["--duration", "1", "--", "sh", "-c", &script]);
+    assert_eq!(d["target"]["ended"], "killed by SIGTERM");
+    let spinner = d["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "pause_spin")
+        .unwrap_or_else(|| panic!("pause_spin not followed: {:#}", d["threads"]));
+    let pid = spinner["pid"].as_u64().unwrap();
+    assert!(
+        !running(pid),
+        "pause_spin (pid {pid}) still runs after diagnose returned"
+    );
+}
+
+#[test]
+fn a_refused_sampling_event_ends_the_held_command_with_one_line_instead_of_hanging() {
+    // Guards the hang: the held child kept its own copy of the pipe diagnose released it
+    // through, so when the events could not be opened, diagnose waited for a child that
+    // waited for diagnose. A frequency above the kernel's maximum makes the open fail.
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    cpudoctor()
+        .args([
+            "diagnose",
+            "--frequency",
+            &(max + 1).to_string(),
+            "--",
+            "true",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(
+            predicate::str::contains(format!("perf_event_max_sample_rate={max}")).and(
+                predicate::str::contains(format!("pick --frequency {max} or less")),
+            ),
+        );
 }
 
 #[test]
@@ -285,4 +403,31 @@ fn no_workload_or_a_bad_duration_is_refused() {
         .args(["diagnose", "--pid", "1", "--", "true"])
         .assert()
         .code(2);
+}
+
+/// A diagnosis saved by a real run (`diagnose --save`) on the Zen 4 guest without a PMU.
+fn saved_diagnosis(name: &str) -> cpudoctor::diagnose::Diagnosis {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/diagnose")
+        .join(name);
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn the_terminal_report_of_a_pause_spin_matches_its_snapshot() {
+    // The exporter's layout, on a saved real run: review changes with `cargo insta review`.
+    let d = saved_diagnosis("pause-spin-zen4-kvm.json");
+    insta::assert_snapshot!(
+        "diagnose_render_pause_spin",
+        cpudoctor::diagnose::render::render(&d, 120)
+    );
+}
+
+#[test]
+fn the_terminal_report_of_a_contended_counter_matches_its_snapshot() {
+    let d = saved_diagnosis("locked-counter-zen4-kvm.json");
+    insta::assert_snapshot!(
+        "diagnose_render_locked_counter",
+        cpudoctor::diagnose::render::render(&d, 120)
+    );
 }

@@ -25,12 +25,12 @@ pub struct DiagnoseArgs {
     )]
     pub pid: Option<i32>,
     /// Stop after S seconds (default: when the command exits; 10 s with --pid). A started
-    /// command is then sent SIGTERM.
+    /// command and every process it started are then sent SIGTERM (SIGKILL 2 s later).
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
-    /// Samples per second per running thread.
+    /// Samples per second per running thread (at most kernel.perf_event_max_sample_rate).
     #[arg(long, value_name = "HZ", default_value_t = diagnose::DEFAULT_FREQUENCY_HZ,
-          value_parser = clap::value_parser!(u64).range(1..=20_000))]
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub frequency: u64,
     /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).
     #[arg(long)]
@@ -89,13 +89,17 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         mode.event_name(),
         args.frequency
     );
-    // Ctrl-C reaches a started command too (same process group); diagnose then reports.
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
+    // Ctrl-C reaches a started command too (same process group); SIGTERM (from `timeout`, a
+    // job runner) reaches only diagnose. Either way diagnose stops the command and everything
+    // it started, then reports.
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            libc::signal(
+                sig,
+                on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
     }
     let rec = diagnose::record::record(
         &RecordOptions {

@@ -1,14 +1,19 @@
 //! Hardware counters, where a PMU exists: cycles and instructions (CPI), data-TLB misses, and
 //! the vendor events of [`super::events`] (bus locks, memory-ordering machine clears,
-//! cross-core HITM). Counted for the whole workload, threads and children included, with the
-//! same per-CPU inherited events as the sampler; scaled when the kernel multiplexes more
-//! events than the PMU has counters.
+//! cross-core HITM). Counted for the whole workload, threads and children included: one
+//! inherited event per task on any CPU (`cpu = -1`, as `perf stat` opens them). Unlike the
+//! sampler, counting needs no ring buffer, so nothing forces per-CPU events; and per-CPU
+//! events would be wrong here, because every CPU's event of a task accrues enabled time while
+//! the task runs anywhere but running time only on its own CPU, so the enabled/running scaling
+//! would multiply each count by about the number of CPUs. Scaled only when the kernel
+//! multiplexes more events than the PMU has counters.
 //!
 //! The Netflix seed read exactly these: CPI 3x and MACHINE_CLEARS 4x on the slow nodes, then
 //! hot instructions on two neighbouring fields.
 
 use super::events::{self, Signal};
 use super::sampler::{OpenError, open_event};
+use crate::machine::pmu::PerfErrno;
 use perf_event_open_sys::bindings::{
     PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS,
     PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS, PERF_FORMAT_TOTAL_TIME_ENABLED,
@@ -96,7 +101,6 @@ struct Counter {
 /// Open counting events.
 pub struct Counters {
     counters: Vec<Counter>,
-    cpus: Vec<usize>,
     enable_on_exec: bool,
     /// Events that could not be opened, and why.
     pub unavailable: Vec<(String, String)>,
@@ -118,32 +122,25 @@ fn counting_attr(spec: &CounterSpec, enable_on_exec: bool) -> perf_event_attr {
 }
 
 impl Counters {
-    /// Opens every spec on `tasks` x `cpus`. A spec the PMU refuses is listed in
-    /// `unavailable`, not fatal.
-    pub fn open(
-        specs: &[CounterSpec],
-        tasks: &[i32],
-        cpus: &[usize],
-        enable_on_exec: bool,
-    ) -> Counters {
+    /// Opens every spec on each of `tasks`, on any CPU. A spec the PMU refuses is listed in
+    /// `unavailable`, not fatal; a task that exited meanwhile is skipped.
+    pub fn open(specs: &[CounterSpec], tasks: &[i32], enable_on_exec: bool) -> Counters {
         let mut c = Counters {
             counters: Vec::new(),
-            cpus: cpus.to_vec(),
             enable_on_exec,
             unavailable: Vec::new(),
         };
         for spec in specs {
             let mut fds = Vec::new();
             let mut failure = None;
-            'open: for &task in tasks {
-                for &cpu in cpus {
-                    let mut attr = counting_attr(spec, enable_on_exec);
-                    match open_event(&mut attr, task, cpu as i32) {
-                        Ok(fd) => fds.push(fd),
-                        Err(e) => {
-                            failure = Some(e);
-                            break 'open;
-                        }
+            for &task in tasks {
+                let mut attr = counting_attr(spec, enable_on_exec);
+                match open_event(&mut attr, task, -1) {
+                    Ok(fd) => fds.push(fd),
+                    Err(e) if e.kind() == PerfErrno::NoSuchTask => {}
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
                     }
                 }
             }
@@ -158,18 +155,18 @@ impl Counters {
         c
     }
 
-    /// Adds a thread found after opening (attach mode).
+    /// Adds a thread that no followed thread created (attach mode: one created between
+    /// listing the threads and opening its creator's events). A thread created by a followed
+    /// one inherits the events already and must not be added: it would count twice.
     pub fn add_task(&mut self, task: i32) {
         for counter in &mut self.counters {
-            for &cpu in &self.cpus {
-                let mut attr = counting_attr(&counter.spec, self.enable_on_exec);
-                if let Ok(fd) = open_event(&mut attr, task, cpu as i32) {
-                    if !self.enable_on_exec {
-                        // SAFETY: fd is an open perf event.
-                        unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
-                    }
-                    counter.fds.push(fd);
+            let mut attr = counting_attr(&counter.spec, self.enable_on_exec);
+            if let Ok(fd) = open_event(&mut attr, task, -1) {
+                if !self.enable_on_exec {
+                    // SAFETY: fd is an open perf event.
+                    unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
                 }
+                counter.fds.push(fd);
             }
         }
     }
@@ -224,11 +221,11 @@ fn read_counter(fd: &OwnedFd) -> Option<(u64, u64, u64)> {
 }
 
 fn describe(e: &OpenError) -> String {
-    match e {
-        OpenError::NotPermitted => "not permitted".into(),
-        OpenError::NoSuchTask => "the task exited".into(),
-        OpenError::NoSuchEvent => "the PMU does not have it".into(),
-        OpenError::Other(io) => io.to_string(),
+    match e.kind() {
+        PerfErrno::NotPermitted => "not permitted".into(),
+        PerfErrno::NoSuchTask => "the task exited".into(),
+        PerfErrno::NoSuchEvent => "the PMU does not have it".into(),
+        _ => e.io().to_string(),
     }
 }
 
@@ -288,28 +285,74 @@ mod tests {
         assert_eq!(signal_total(&values, Signal::BusLocks), None);
     }
 
-    #[test]
-    fn counting_a_software_event_on_this_thread_reads_back() {
-        // Exercises open/enable/read with an event every kernel has (task-clock), so the
-        // hardware path shares tested code even on a machine without a PMU.
-        let spec = CounterSpec {
+    fn task_clock() -> CounterSpec {
+        CounterSpec {
             name: "task-clock".into(),
             signal: None,
             type_: PERF_TYPE_SOFTWARE,
             config: PERF_COUNT_SW_TASK_CLOCK as u64,
+        }
+    }
+
+    /// task-clock of this thread against the thread's own CPU clock over `cpu` of work, from a
+    /// thread pinned to `pin` (when given).
+    fn task_clock_ratio(pin: Option<usize>, cpu: std::time::Duration) -> Option<(f64, f64)> {
+        std::thread::spawn(move || {
+            if let Some(c) = pin {
+                // A fresh thread: nothing to restore. The kernel moves it at once or at its
+                // next tick; either way it runs on one CPU for nearly all of the work.
+                let mut set = nix::sched::CpuSet::new();
+                set.set(c).ok()?;
+                nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).ok()?;
+            }
+            let tid = nix::unistd::gettid().as_raw();
+            let c = Counters::open(&[task_clock()], &[tid], false);
+            if !c.unavailable.is_empty() {
+                return None; // perf_event_open not permitted here
+            }
+            let t0 = crate::diagnose::thread_cpu_time();
+            c.enable();
+            crate::diagnose::burn_thread_cpu(cpu);
+            let v = c.read();
+            let real_ns = (crate::diagnose::thread_cpu_time() - t0).as_nanos() as f64;
+            Some((v[0].value / real_ns, v[0].running_fraction))
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn counting_a_software_event_on_this_thread_reads_back() {
+        // Exercises open/enable/read with an event every kernel has (task-clock), so the
+        // hardware path shares tested code even on a machine without a PMU.
+        let Some((ratio, running)) = task_clock_ratio(None, std::time::Duration::from_millis(30))
+        else {
+            return;
         };
-        let tid = nix::unistd::gettid().as_raw();
-        let c = Counters::open(&[spec], &[tid], &crate::measure::allowed_cpus(), false);
-        if !c.unavailable.is_empty() {
-            return; // perf_event_open not permitted here
-        }
-        c.enable();
-        let t0 = std::time::Instant::now();
-        let mut x = 0u64;
-        while t0.elapsed().as_millis() < 30 {
-            x = std::hint::black_box(x + 1);
-        }
-        let v = c.read();
-        assert!(v[0].value > 5e6, "task-clock read {} ns", v[0].value);
+        assert!(
+            ratio > 0.5,
+            "task-clock read {ratio:.2}x the thread's CPU time"
+        );
+        assert!(
+            running > 0.99,
+            "a software event is never multiplexed: {running}"
+        );
+    }
+
+    #[test]
+    fn a_thread_pinned_to_one_cpu_is_not_counted_once_per_cpu() {
+        // Guards the per-CPU scaling bug: with one counting event per (task, CPU), every CPU's
+        // event accrued enabled time but only one ran, so the running fraction read 1/CPUs and
+        // the scaled count CPUs times the real one (501 M ns for 250 M ns on 2 CPUs).
+        let cpu = crate::measure::allowed_cpus()[0];
+        let Some((ratio, running)) =
+            task_clock_ratio(Some(cpu), std::time::Duration::from_millis(100))
+        else {
+            return;
+        };
+        assert!(
+            (0.7..1.3).contains(&ratio),
+            "task-clock is {ratio:.2}x the thread's own CPU time (running fraction {running:.2})"
+        );
     }
 }

@@ -412,11 +412,21 @@ fn listing(
         .collect()
 }
 
-/// Whether a locked operand visibly straddles a 64-byte cache line, in words. A fixed address
-/// (RIP-relative: module load addresses are page-aligned, so the offset in the line is the
-/// same at run time) proves it; a register-relative one does when the displacement alone
-/// crosses a line, provided the base is line-aligned (an assumption the note states).
-pub fn split_line_note(mem: &MemOperand) -> Option<String> {
+/// What the code shows about a locked operand and 64-byte lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineSplit {
+    /// The code fixes the address (RIP-relative or absolute; module load addresses are
+    /// page-aligned, so the offset in the line is the same at run time) and it crosses a
+    /// line: a split lock on every execution.
+    Crosses(String),
+    /// Register-relative: the displacement crosses a line if the base is line-aligned, or the
+    /// operand is misaligned and crosses whenever it lands at a line's end. The code alone
+    /// cannot tell; a hint, not a finding.
+    Possible(String),
+}
+
+/// Whether a locked operand straddles a 64-byte cache line, as far as the code shows.
+pub fn split_line(mem: &MemOperand) -> Option<LineSplit> {
     const LINE: u64 = 64;
     let size = u64::from(mem.size);
     if size == 0 {
@@ -426,26 +436,26 @@ pub fn split_line_note(mem: &MemOperand) -> Option<String> {
         Some(addr) => {
             let off = addr % LINE;
             (off + size > LINE).then(|| {
-                format!(
+                LineSplit::Crosses(format!(
                     "the {size}-byte operand at {addr:#x} starts at byte {off} of its 64-byte \
                      line and ends in the next: a split lock"
-                )
+                ))
             })
         }
         None => {
             let off = mem.displacement.rem_euclid(LINE as i64) as u64;
             if off + size > LINE {
-                Some(format!(
+                Some(LineSplit::Possible(format!(
                     "the {size}-byte operand sits at displacement {:#x} (byte {off} of a line): \
                      it crosses a 64-byte line if its base register is line-aligned",
                     mem.displacement
-                ))
+                )))
             } else if !off.is_multiple_of(size) {
-                Some(format!(
+                Some(LineSplit::Possible(format!(
                     "the {size}-byte operand is misaligned (displacement {:#x}); it crosses a \
                      line whenever it lands at the end of one",
                     mem.displacement
-                ))
+                )))
             } else {
                 None
             }
@@ -539,29 +549,28 @@ mod tests {
     }
 
     #[test]
-    fn split_notes_follow_the_operand_offset() {
+    fn only_a_fixed_address_that_crosses_a_line_is_a_split_lock() {
+        // Guards the overclaim: register-relative operands are only possibly split (the base
+        // is unknown), so they give a hint, never the split-lock hazard.
         let at = |absolute, displacement, size| MemOperand {
             size,
             displacement,
             absolute,
             registers: vec![],
         };
-        assert!(
-            split_line_note(&at(Some(0x403c), 0, 8))
-                .unwrap()
-                .contains("split lock")
-        );
-        assert_eq!(split_line_note(&at(Some(0x4038), 0, 8)), None);
-        assert!(
-            split_line_note(&at(None, 0x3e, 8))
-                .unwrap()
-                .contains("line-aligned")
-        );
-        assert!(
-            split_line_note(&at(None, 0x3, 4))
-                .unwrap()
-                .contains("misaligned")
-        );
-        assert_eq!(split_line_note(&at(None, 0x10, 8)), None);
+        assert!(matches!(
+            split_line(&at(Some(0x403c), 0, 8)),
+            Some(LineSplit::Crosses(n)) if n.contains("split lock")
+        ));
+        assert_eq!(split_line(&at(Some(0x4038), 0, 8)), None);
+        assert!(matches!(
+            split_line(&at(None, 0x3e, 8)),
+            Some(LineSplit::Possible(n)) if n.contains("line-aligned")
+        ));
+        assert!(matches!(
+            split_line(&at(None, 0x3, 4)),
+            Some(LineSplit::Possible(n)) if n.contains("misaligned")
+        ));
+        assert_eq!(split_line(&at(None, 0x10, 8)), None);
     }
 }

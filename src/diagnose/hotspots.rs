@@ -60,8 +60,12 @@ pub struct HotSite {
     pub disassembly: Vec<String>,
     /// `file:line` of the hot instruction, from DWARF.
     pub source_line: Option<String>,
-    /// Whether the locked operand visibly straddles a cache line.
+    /// How the locked operand straddles a cache line, when the code fixes its address: a
+    /// split lock.
     pub split_note: Option<String>,
+    /// How a register-relative locked operand may straddle a line (the base is unknown).
+    #[serde(default)]
+    pub possible_split_note: Option<String>,
 }
 
 /// Samples of one kind.
@@ -119,6 +123,8 @@ struct FuncAcc {
     module: String,
     symbol: Option<Symbol>,
     fallback_addr: u64,
+    /// Unnamed, and grouped per mapping (`fallback_addr` is the mapping's start).
+    whole_mapping: bool,
     loc: Location,
     samples: u64,
     ips: BTreeMap<u64, BTreeMap<u32, u64>>,
@@ -139,18 +145,25 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     let mut thread_samples: BTreeMap<u32, u64> = BTreeMap::new();
     for (loc, tids) in &rec.samples {
         let named = symz.name(loc);
-        let key = (
-            named.module.clone(),
-            named.symbol.as_ref().map_or(named.address, |s| s.addr),
-        );
-        let acc = funcs.entry(key).or_insert_with(|| FuncAcc {
-            module: named.module.clone(),
-            symbol: named.symbol.clone(),
-            fallback_addr: named.address,
-            loc: loc.clone(),
-            samples: 0,
-            ips: BTreeMap::new(),
-        });
+        // Unnamed code in an ELF image: per address (a stripped function has no bounds to
+        // go by). Unnamed code elsewhere (JIT code without a perf map): per mapping, so that
+        // one region's samples add up instead of scattering over its addresses.
+        let group = match (&named.symbol, named.mapping) {
+            (Some(s), _) => s.addr,
+            (None, Some(start)) => start,
+            (None, None) => named.address,
+        };
+        let acc = funcs
+            .entry((named.module.clone(), group))
+            .or_insert_with(|| FuncAcc {
+                module: named.module.clone(),
+                symbol: named.symbol.clone(),
+                fallback_addr: group,
+                whole_mapping: named.symbol.is_none() && named.mapping.is_some(),
+                loc: loc.clone(),
+                samples: 0,
+                ips: BTreeMap::new(),
+            });
         let per_ip = acc.ips.entry(named.address).or_default();
         for (&tid, &n) in tids {
             acc.samples += n;
@@ -162,6 +175,13 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     funcs.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.module.cmp(&b.module)));
     let func_name = |f: &FuncAcc| match &f.symbol {
         Some(s) => s.name.clone(),
+        None if f.whole_mapping => {
+            format!(
+                "{} mapping at {:#x}",
+                short_module(&f.module),
+                f.fallback_addr
+            )
+        }
         None => format!("{}+{:#x}", short_module(&f.module), f.fallback_addr),
     };
     let mut out = HotSpots {
@@ -261,9 +281,14 @@ pub fn analyze(rec: &Recording) -> HotSpots {
                 })
                 .collect();
             threads.sort_by_key(|t| std::cmp::Reverse(t.samples));
-            let split_note = (site.kind == SiteKind::LockedRmw)
-                .then(|| site.hot_mem.as_ref().and_then(disasm::split_line_note))
+            let split = (site.kind == SiteKind::LockedRmw)
+                .then(|| site.hot_mem.as_ref().and_then(disasm::split_line))
                 .flatten();
+            let (split_note, possible_split_note) = match split {
+                Some(disasm::LineSplit::Crosses(n)) => (Some(n), None),
+                Some(disasm::LineSplit::Possible(n)) => (None, Some(n)),
+                None => (None, None),
+            };
             out.sites.push(HotSite {
                 kind: site.kind,
                 symbol: sym.name.clone(),
@@ -277,6 +302,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
                 disassembly: site.lines.clone(),
                 source_line: symz.source_line(&f.loc, site.hot_addr),
                 split_note,
+                possible_split_note,
             });
         }
     }
@@ -347,4 +373,60 @@ pub fn short_module(module: &str) -> &str {
         return module;
     }
     module.rsplit('/').next().unwrap_or(module)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::sampler::SamplingMode;
+
+    fn recording(samples: HashMap<Location, BTreeMap<u32, u64>>) -> Recording {
+        let total = samples.values().flat_map(|t| t.values()).sum();
+        Recording {
+            mode: SamplingMode::CpuClock,
+            frequency_hz: 499,
+            wall_s: 1.0,
+            root_pid: 99_999_997,
+            command: None,
+            ended: "exited with status 0".into(),
+            samples,
+            total_samples: total,
+            lost: 0,
+            thread_names: BTreeMap::new(),
+            thread_pid: BTreeMap::new(),
+            threads: Vec::new(),
+            processes: Vec::new(),
+            totals: None,
+            counter_values: Vec::new(),
+            counters_unavailable: Vec::new(),
+            perf_maps: HashMap::new(),
+            jit_code: HashMap::new(),
+            live_pids: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unnamed_anonymous_code_adds_up_per_mapping_not_per_address() {
+        // Guards the scattering: JIT code without a perf map showed as one "function" per
+        // sampled address ([anon]+0x...ab46, +0x...ab7c), each too small to notice.
+        let at = |addr: u64| Location::Anon {
+            pid: 99_999_997,
+            addr,
+            region: "//anon".into(),
+            map_start: 0x7f00_0000_0000,
+        };
+        let mut samples = HashMap::new();
+        for (i, addr) in [0x7f00_0000_0b46u64, 0x7f00_0000_0b7c, 0x7f00_0000_2000]
+            .into_iter()
+            .enumerate()
+        {
+            samples.insert(at(addr), BTreeMap::from([(7u32, 10 + i as u64)]));
+        }
+        let hot = analyze(&recording(samples));
+        assert_eq!(hot.functions.len(), 1, "{:#?}", hot.functions);
+        assert_eq!(hot.functions[0].symbol, "//anon mapping at 0x7f0000000000");
+        assert_eq!(hot.functions[0].samples, 33);
+        assert!(hot.notes[0].contains("has no symbol"), "{:?}", hot.notes);
+    }
 }

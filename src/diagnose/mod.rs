@@ -16,6 +16,8 @@ pub mod disasm;
 pub mod events;
 pub mod hotspots;
 pub mod memory;
+pub mod perf_map;
+pub mod perf_records;
 pub mod record;
 pub mod render;
 pub mod rules;
@@ -185,7 +187,8 @@ pub fn build(
         counters: &rec.counter_values,
         frequency_hz: rec.frequency_hz,
     });
-    let mut notes = hot.notes.clone();
+    let mut notes = rec.notes.clone();
+    notes.extend(hot.notes.iter().cloned());
     if rec.total_samples == 0 {
         notes.push(
             "no samples: the workload used no CPU in user space while it was followed".into(),
@@ -240,6 +243,27 @@ pub fn build(
             unavailable: rec.counters_unavailable,
         },
         notes,
+    }
+}
+
+/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_time() -> std::time::Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(std::time::Duration::from)
+        .unwrap_or_default()
+}
+
+/// Keeps this thread busy until it has used `cpu` of CPU time: tests that need a thread to
+/// run for a while measure its own CPU time, which a shared machine cannot steal, not wall
+/// time, which it can.
+#[cfg(test)]
+pub(crate) fn burn_thread_cpu(cpu: std::time::Duration) {
+    let end = thread_cpu_time() + cpu;
+    let mut x = 1u64;
+    while thread_cpu_time() < end {
+        for _ in 0..1000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
     }
 }
 

@@ -242,6 +242,12 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
             contending.len()
         ));
     }
+    if let Some(note) = &site.possible_split_note {
+        f.evidence.push(format!(
+            "possible split lock: {note}; a bus-lock counter or the kernel's split-lock \
+             detection would confirm it"
+        ));
+    }
     f.explanation = format!(
         "A locked instruction waits until it owns the cache line. Uncontended that is ~20 \
          cycles in L1; when another core wrote the line last, the line must move first: ~22 ns \
@@ -546,6 +552,7 @@ mod tests {
             disassembly: vec!["=> 0x1189: f3 90 pause".into()],
             source_line: None,
             split_note: None,
+            possible_split_note: None,
         }
     }
 
@@ -607,6 +614,27 @@ mod tests {
         assert_eq!(ids, ["split_lock", "locked_rmw"]);
         assert!(f[1].title.starts_with("contended"));
         assert!(f[0].evidence.iter().any(|e| e.contains("0x403c")));
+    }
+
+    #[test]
+    fn a_possibly_split_register_relative_operand_is_evidence_not_a_split_lock_hazard() {
+        // Guards the overclaim: an operand that crosses a line only if its base register is
+        // line-aligned is noted on the locked finding, not reported as a split lock.
+        let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 800)]);
+        s.possible_split_note = Some("the 8-byte operand sits at displacement 0x3c".into());
+        let hot = HotSpots {
+            sites: vec![s],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let f = findings(&ctx(&hot, &m, &[]));
+        let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["locked_rmw"]);
+        assert!(
+            f[0].evidence
+                .iter()
+                .any(|e| e.starts_with("possible split lock: ") && e.contains("0x3c"))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 /// One executable mapping of a process.
@@ -56,10 +57,17 @@ pub fn parse_proc_maps(text: &str) -> Vec<MapEntry> {
 pub enum Location {
     /// In a file-backed mapping: the file and the offset in it.
     File {
-        /// Path of the file.
+        /// Path of the file, as the process sees it.
         path: Arc<str>,
         /// Offset in the file.
         file_offset: u64,
+        /// Process (its `/proc/PID/root` resolves the path; its perf map names code in a
+        /// file that is no ELF, such as a JIT's memfd).
+        pid: u32,
+        /// The absolute address.
+        addr: u64,
+        /// Start of the mapping.
+        map_start: u64,
     },
     /// In memory no file backs (JIT code, the vDSO): the absolute address.
     Anon {
@@ -69,6 +77,8 @@ pub enum Location {
         addr: u64,
         /// The mapping's pseudo-name.
         region: Arc<str>,
+        /// Start of the mapping.
+        map_start: u64,
     },
     /// Outside every known mapping.
     Unknown {
@@ -115,11 +125,15 @@ impl AddressSpaces {
             Some(m) if m.is_file() => Location::File {
                 path: m.path.clone(),
                 file_offset: addr - m.start + m.pgoff,
+                pid,
+                addr,
+                map_start: m.start,
             },
             Some(m) => Location::Anon {
                 pid,
                 addr,
                 region: m.path.clone(),
+                map_start: m.start,
             },
             None => Location::Unknown { pid, addr },
         }
@@ -181,7 +195,11 @@ pub struct ElfModule {
 impl ElfModule {
     /// Loads `path`; `None` when it is not a readable object file.
     pub fn load(path: &str) -> Option<ElfModule> {
-        let data = std::fs::read(path).ok()?;
+        ElfModule::parse(std::fs::read(path).ok()?, Some(path))
+    }
+
+    /// Parses an ELF image; DWARF lines are read from `path` when given and present.
+    pub fn parse(data: Vec<u8>, path: Option<&str>) -> Option<ElfModule> {
         let (segments, symbols, has_dwarf) = {
             let file = object::File::parse(&*data).ok()?;
             let segments = file
@@ -209,10 +227,9 @@ impl ElfModule {
             let has_dwarf = file.section_by_name(".debug_line").is_some();
             (segments, symbols, has_dwarf)
         };
-        let lines = if has_dwarf {
-            addr2line::Loader::new(path).ok()
-        } else {
-            None
+        let lines = match path {
+            Some(p) if has_dwarf => addr2line::Loader::new(p).ok(),
+            _ => None,
         };
         Some(ElfModule {
             data,
@@ -257,12 +274,35 @@ pub struct Named {
     pub address: u64,
     /// The containing symbol, if any.
     pub symbol: Option<Symbol>,
+    /// Start of the mapping, for an address in absolute numbering (no ELF behind it): code
+    /// without a name is grouped per mapping, not per address.
+    pub mapping: Option<u64>,
+}
+
+/// An ELF image in the cache: a file by device and inode (one copy however many processes
+/// or mount namespaces map it), or the vDSO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ModuleKey {
+    File(u64, u64),
+    Vdso,
+}
+
+/// How a location is numbered: in an ELF image's virtual addresses, or absolute.
+enum Numbering {
+    Elf(ModuleKey, u64),
+    Absolute {
+        pid: u32,
+        addr: u64,
+        mapping: Option<u64>,
+    },
 }
 
 /// Loads and caches modules and perf maps, and names locations.
 #[derive(Default)]
 pub struct Symbolizer {
-    modules: HashMap<Arc<str>, Option<ElfModule>>,
+    modules: HashMap<ModuleKey, Option<ElfModule>>,
+    /// Which module a (path, pid) opens, once looked up.
+    paths: HashMap<(Arc<str>, u32), Option<ModuleKey>>,
     perf_maps: HashMap<u32, Vec<Symbol>>,
     jit_code: HashMap<u32, Vec<(u64, Vec<u8>)>>,
     /// Where code bytes of anonymous memory can still be read (live processes only).
@@ -275,95 +315,182 @@ impl Symbolizer {
         self.perf_maps.insert(pid, symbols);
     }
 
-    /// Gives code copied from process `pid` while it ran (JIT symbols).
+    /// Gives code copied from process `pid` while it ran (JIT symbols; newest last).
     pub fn set_jit_code(&mut self, pid: u32, code: Vec<(u64, Vec<u8>)>) {
         self.jit_code.insert(pid, code);
     }
 
-    /// The module loaded from `path`, cached.
-    pub fn module(&mut self, path: &Arc<str>) -> Option<&ElfModule> {
-        self.modules
-            .entry(path.clone())
-            .or_insert_with(|| ElfModule::load(path))
-            .as_ref()
+    /// The ELF file mapped from `path` by `pid`, loaded once per file.
+    fn file_module(&mut self, path: &Arc<str>, pid: u32) -> Option<ModuleKey> {
+        if let Some(k) = self.paths.get(&(path.clone(), pid)) {
+            return *k;
+        }
+        // A deleted file's path may hold another file by now; its own bytes are not on disk.
+        let key = if path.ends_with(" (deleted)") {
+            None
+        } else {
+            // The process's own view first (a container's files), then ours (it has exited).
+            [format!("/proc/{pid}/root{path}"), path.to_string()]
+                .into_iter()
+                .find_map(|p| {
+                    let meta = std::fs::metadata(&p).ok()?;
+                    let key = ModuleKey::File(meta.dev(), meta.ino());
+                    let loaded = self
+                        .modules
+                        .entry(key)
+                        .or_insert_with(|| ElfModule::load(&p));
+                    loaded.is_some().then_some(key)
+                })
+        };
+        self.paths.insert((path.clone(), pid), key);
+        key
     }
 
-    /// Names a location.
-    pub fn name(&mut self, loc: &Location) -> Named {
+    /// The vDSO image: the process's own while it runs, else this process's, which the same
+    /// kernel maps identically.
+    fn vdso_module(&mut self, pid: u32) -> Option<ModuleKey> {
+        let live = self.live_pids.contains(&pid);
+        self.modules
+            .entry(ModuleKey::Vdso)
+            .or_insert_with(|| {
+                let image = live
+                    .then(|| vdso_image(pid))
+                    .flatten()
+                    .or_else(|| vdso_image(std::process::id()))?;
+                ElfModule::parse(image, None)
+            })
+            .as_ref()
+            .map(|_| ModuleKey::Vdso)
+    }
+
+    fn numbering(&mut self, loc: &Location) -> Numbering {
         match loc {
-            Location::File { path, file_offset } => {
-                let module = path.to_string();
-                match self.module(path) {
-                    Some(m) => {
-                        let address = m.vaddr_of(*file_offset).unwrap_or(*file_offset);
-                        Named {
-                            module,
-                            address,
-                            symbol: symbol_containing(&m.symbols, address).cloned(),
-                        }
+            Location::File {
+                path,
+                file_offset,
+                pid,
+                addr,
+                map_start,
+            } => match self.file_module(path, *pid) {
+                Some(key) => {
+                    let m = self.modules[&key]
+                        .as_ref()
+                        .expect("a cached key has a module");
+                    Numbering::Elf(key, m.vaddr_of(*file_offset).unwrap_or(*file_offset))
+                }
+                None => Numbering::Absolute {
+                    pid: *pid,
+                    addr: *addr,
+                    mapping: Some(*map_start),
+                },
+            },
+            Location::Anon {
+                pid,
+                addr,
+                region,
+                map_start,
+            } => {
+                let vdso = if &**region == "[vdso]" {
+                    self.vdso_module(*pid)
+                } else {
+                    None
+                };
+                match vdso {
+                    Some(key) => {
+                        let m = self.modules[&key]
+                            .as_ref()
+                            .expect("a cached key has a module");
+                        let offset = addr - map_start;
+                        Numbering::Elf(key, m.vaddr_of(offset).unwrap_or(offset))
                     }
-                    None => Named {
-                        module,
-                        address: *file_offset,
-                        symbol: None,
+                    None => Numbering::Absolute {
+                        pid: *pid,
+                        addr: *addr,
+                        mapping: Some(*map_start),
                     },
                 }
             }
-            Location::Anon { pid, addr, region } => Named {
-                module: if region.is_empty() {
-                    "[anon]".into()
-                } else {
-                    region.to_string()
-                },
-                address: *addr,
-                symbol: self
-                    .perf_maps
-                    .get(pid)
-                    .and_then(|m| symbol_containing(m, *addr))
-                    .cloned(),
-            },
-            Location::Unknown { pid, addr } => Named {
-                module: "[unknown]".into(),
-                address: *addr,
-                symbol: self
-                    .perf_maps
-                    .get(pid)
-                    .and_then(|m| symbol_containing(m, *addr))
-                    .cloned(),
+            Location::Unknown { pid, addr } => Numbering::Absolute {
+                pid: *pid,
+                addr: *addr,
+                mapping: None,
             },
         }
     }
 
-    /// Code bytes `[addr, addr + len)` in the numbering of `loc`'s module: from the file, or
-    /// from the memory of a process that is still alive.
+    /// Names a location.
+    pub fn name(&mut self, loc: &Location) -> Named {
+        let module = match loc {
+            Location::File { path, .. } => path.to_string(),
+            Location::Anon { region, .. } if region.is_empty() => "[anon]".into(),
+            Location::Anon { region, .. } => region.to_string(),
+            Location::Unknown { .. } => "[unknown]".into(),
+        };
+        match self.numbering(loc) {
+            Numbering::Elf(key, address) => Named {
+                module,
+                address,
+                symbol: self.modules[&key]
+                    .as_ref()
+                    .and_then(|m| symbol_containing(&m.symbols, address))
+                    .cloned(),
+                mapping: None,
+            },
+            Numbering::Absolute { pid, addr, mapping } => Named {
+                module,
+                address: addr,
+                symbol: self
+                    .perf_maps
+                    .get(&pid)
+                    .and_then(|m| symbol_containing(m, addr))
+                    .cloned(),
+                mapping,
+            },
+        }
+    }
+
+    /// Code bytes `[addr, addr + len)` in the numbering [`Symbolizer::name`] gave `loc`: from
+    /// the ELF image, else from code copied while the process ran, else from the memory of a
+    /// process that is still alive.
     pub fn code(&mut self, loc: &Location, addr: u64, len: u64) -> Option<Vec<u8>> {
-        match loc {
-            Location::File { path, .. } => {
-                self.module(path)?.bytes_at(addr, len).map(<[u8]>::to_vec)
-            }
-            Location::Anon { pid, .. } | Location::Unknown { pid, .. } => {
-                let copied = self.jit_code.get(pid).and_then(|blocks| {
-                    blocks.iter().find_map(|(start, bytes)| {
+        match self.numbering(loc) {
+            Numbering::Elf(key, _) => self.modules[&key]
+                .as_ref()?
+                .bytes_at(addr, len)
+                .map(<[u8]>::to_vec),
+            Numbering::Absolute { pid, .. } => {
+                // Newest copy first: a JIT may reuse an address for new code.
+                let copied = self.jit_code.get(&pid).and_then(|blocks| {
+                    blocks.iter().rev().find_map(|(start, bytes)| {
                         let from = addr.checked_sub(*start)? as usize;
                         (from < bytes.len())
                             .then(|| bytes[from..(from + len as usize).min(bytes.len())].to_vec())
                     })
                 });
-                if copied.is_some() || !self.live_pids.contains(pid) {
+                if copied.is_some() || !self.live_pids.contains(&pid) {
                     return copied;
                 }
-                read_process_memory(*pid, addr, len)
+                read_process_memory(pid, addr, len)
             }
         }
     }
 
-    /// `file:line` for a file location's address.
+    /// `file:line` for an address in `loc`'s numbering, from DWARF.
     pub fn source_line(&mut self, loc: &Location, addr: u64) -> Option<String> {
-        match loc {
-            Location::File { path, .. } => self.module(path)?.source_line(addr),
-            _ => None,
+        match self.numbering(loc) {
+            Numbering::Elf(key, _) => self.modules[&key].as_ref()?.source_line(addr),
+            Numbering::Absolute { .. } => None,
         }
     }
+}
+
+/// The vDSO of process `pid`: the `[vdso]` mapping of its address space, an ELF image.
+fn vdso_image(pid: u32) -> Option<Vec<u8>> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let m = parse_proc_maps(&maps)
+        .into_iter()
+        .find(|m| &*m.path == "[vdso]")?;
+    read_process_memory(pid, m.start, m.end - m.start)
 }
 
 /// Reads `len` bytes at `addr` of process `pid` (`/proc/PID/mem`, ptrace access needed).
@@ -409,7 +536,10 @@ mod tests {
             a.locate(7, 0x55d0c8a01136),
             Location::File {
                 path: "/usr/bin/spin".into(),
-                file_offset: 0x1136
+                file_offset: 0x1136,
+                pid: 7,
+                addr: 0x55d0c8a01136,
+                map_start: 0x55d0c8a01000,
             }
         );
         assert!(matches!(a.locate(7, 0x7f00aa000010), Location::Anon { .. }));
@@ -458,5 +588,62 @@ mod tests {
             s.name
         );
         assert!(m.bytes_at(s.addr, 16).is_some_and(|b| b.len() == 16));
+    }
+
+    #[test]
+    fn code_in_a_memfd_mapping_is_named_from_the_perf_map() {
+        // Guards .NET 7+'s W^X JIT: its code is in "/memfd:doublemapper (deleted)", a file
+        // mapping that is no ELF on disk, so the perf map must name it.
+        let mut z = Symbolizer::default();
+        z.set_perf_map(
+            4242,
+            parse_perf_map("7f0000001000 40 JitCompiled::spinWait\n"),
+        );
+        z.set_jit_code(4242, vec![(0x7f00_0000_1000, vec![0xf3, 0x90, 0xc3])]);
+        let loc = Location::File {
+            path: "/memfd:doublemapper (deleted)".into(),
+            file_offset: 0x1010,
+            pid: 4242,
+            addr: 0x7f00_0000_1010,
+            map_start: 0x7f00_0000_0000,
+        };
+        let n = z.name(&loc);
+        assert_eq!(n.symbol.unwrap().name, "JitCompiled::spinWait");
+        assert_eq!(n.address, 0x7f00_0000_1010, "absolute numbering");
+        assert_eq!(n.mapping, Some(0x7f00_0000_0000));
+        assert_eq!(z.code(&loc, 0x7f00_0000_1000, 2), Some(vec![0xf3, 0x90]));
+    }
+
+    #[test]
+    fn vdso_addresses_are_named_from_the_vdso_image() {
+        // The vDSO is an ELF image in memory: clock_gettime's fast path lives there, and a
+        // program that polls the clock spends its samples in it.
+        let me = std::process::id();
+        let maps = parse_proc_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
+        let Some(vdso) = maps.iter().find(|m| &*m.path == "[vdso]") else {
+            return; // vdso=0 on the kernel command line
+        };
+        let image = ElfModule::parse(vdso_image(me).unwrap(), None).unwrap();
+        let sym = image
+            .symbols
+            .iter()
+            .find(|s| s.name.contains("clock_gettime"))
+            .expect("the vDSO exports clock_gettime")
+            .clone();
+        let offset = image.segments[0].0 + (sym.addr - image.segments[0].2);
+        let loc = Location::Anon {
+            pid: me,
+            addr: vdso.start + offset + 1,
+            region: "[vdso]".into(),
+            map_start: vdso.start,
+        };
+        let mut z = Symbolizer {
+            live_pids: vec![me],
+            ..Symbolizer::default()
+        };
+        let n = z.name(&loc);
+        assert_eq!(n.module, "[vdso]");
+        assert_eq!(n.symbol.map(|s| s.name), Some(sym.name));
+        assert!(z.code(&loc, sym.addr, 4).is_some_and(|b| b.len() == 4));
     }
 }

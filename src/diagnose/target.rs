@@ -4,6 +4,13 @@
 //! on it (with `enable_on_exec`), so its first instruction is already followed, as
 //! `perf record -- CMD` does. `std::process::Command` cannot be used for this: its `spawn`
 //! waits for the exec to happen, which a child held before exec never does.
+//!
+//! A started command is diagnose's to stop: at the end of `--duration`, on Ctrl-C or SIGTERM,
+//! and when diagnose itself fails or panics ([`Launched`]'s `Drop`), the command *and every
+//! process it started* are signalled. The descendants are known from the sampler's fork
+//! records (which follow daemons that leave the process group, unlike a group kill) and held
+//! as pidfds, so a recycled PID is never signalled. The command stays in diagnose's process
+//! group and keeps the terminal: an interactive command reads it as usual.
 
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -70,13 +77,79 @@ fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// A forked child held before `execve`.
+/// A forked child held before `execve`, then the running command and the processes it
+/// started. Dropping it kills all of them (unless they have exited).
 pub struct Launched {
     /// The child's PID (also its TID until it starts threads).
     pub pid: Pid,
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
     program: String,
+    reaped: bool,
+    descendants: Vec<Descendant>,
+    /// The signal sent to the tree so far, so that processes found later get it too.
+    sent: Option<Signal>,
+}
+
+/// A process the command started.
+struct Descendant {
+    pid: u32,
+    /// `None` where the kernel has no pidfds (before 5.3): then the PID is signalled directly.
+    pidfd: Option<OwnedFd>,
+}
+
+impl Descendant {
+    fn open(pid: u32) -> Option<Descendant> {
+        // SAFETY: pidfd_open takes a PID and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd >= 0 {
+            // SAFETY: the kernel just returned this fd; nothing else owns it.
+            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+            return Some(Descendant {
+                pid,
+                pidfd: Some(fd),
+            });
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOSYS) => Some(Descendant { pid, pidfd: None }),
+            _ => None, // already gone
+        }
+    }
+
+    fn signal(&self, sig: Signal) {
+        match &self.pidfd {
+            // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    sig as libc::c_int,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+            },
+            None => {
+                let _ = kill(Pid::from_raw(self.pid as i32), sig);
+            }
+        }
+    }
+
+    fn alive(&self) -> bool {
+        match &self.pidfd {
+            Some(fd) => {
+                // A pidfd polls readable once the process has exited.
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no wait.
+                let n = unsafe { libc::poll(&mut p, 1, 0) };
+                n == 0
+            }
+            None => kill(Pid::from_raw(self.pid as i32), None).is_ok(),
+        }
+    }
 }
 
 /// Forks a child that waits, then execs `argv`. With `stdout_to_stderr` the child's output
@@ -100,10 +173,14 @@ pub fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, Targe
     c_argv.push(std::ptr::null());
     let (go_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| cannot(e.to_string()))?;
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| cannot(e.to_string()))?;
-    // SAFETY: the child only calls read, dup2, execv, write and _exit, all async-signal-safe,
-    // on memory allocated before the fork.
+    // SAFETY: the child only calls close, read, dup2, execv, write and _exit, all
+    // async-signal-safe, on memory allocated before the fork.
     match unsafe { fork() }.map_err(|e| cannot(e.to_string()))? {
         ForkResult::Child => unsafe {
+            // The child's copy of the write end must go, or it would never read EOF when
+            // diagnose gives up on it (O_CLOEXEC closes it only at the exec it is waiting for).
+            libc::close(go_w.as_raw_fd());
+            libc::close(err_r.as_raw_fd());
             let mut b = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
             if n != 1 {
@@ -125,6 +202,9 @@ pub fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, Targe
                 go: Some(go_w),
                 exec_error: err_r,
                 program,
+                reaped: false,
+                descendants: Vec::new(),
+                sent: None,
             })
         }
     }
@@ -150,6 +230,7 @@ impl Launched {
         match f.read(&mut buf) {
             Ok(4) => {
                 let _ = waitpid(self.pid, None);
+                self.reaped = true;
                 Err(TargetError::CannotStart {
                     program: self.program.clone(),
                     reason: std::io::Error::from_raw_os_error(i32::from_ne_bytes(buf)).to_string(),
@@ -159,14 +240,15 @@ impl Launched {
         }
     }
 
-    /// Kills a child that never got released (events could not be opened).
-    pub fn abandon(mut self) {
-        drop(self.go.take()); // the child reads EOF and exits 127
-        let _ = waitpid(self.pid, None);
-    }
+    /// Gives up on a child that never got released (the events could not be opened): it
+    /// reads EOF and exits without running the command; `Drop` makes sure of it.
+    pub fn abandon(self) {}
 
-    /// The child's exit, if it has exited: reaps it and returns its resource usage.
-    pub fn try_wait(&self) -> Option<(WaitStatus, libc::rusage)> {
+    /// The command's exit, if it has exited: reaps it and returns its resource usage.
+    pub fn try_wait(&mut self) -> Option<(WaitStatus, libc::rusage)> {
+        if self.reaped {
+            return None;
+        }
         let mut status = 0;
         // SAFETY: rusage is plain data filled by the kernel.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -180,6 +262,7 @@ impl Launched {
             )
         };
         if r == self.pid.as_raw() {
+            self.reaped = true;
             WaitStatus::from_raw(self.pid, status)
                 .ok()
                 .map(|s| (s, usage))
@@ -188,16 +271,70 @@ impl Launched {
         }
     }
 
-    /// Asks the child to stop (at the end of `--duration`).
-    pub fn terminate(&self, hard: bool) {
-        let _ = kill(
-            self.pid,
-            if hard {
-                Signal::SIGKILL
-            } else {
-                Signal::SIGTERM
-            },
-        );
+    /// Follows a process the command started (from a fork record), so that stopping the
+    /// command stops it too. A process found after the stop began gets the same signal.
+    pub fn adopt(&mut self, pid: u32) {
+        if pid == self.pid.as_raw() as u32 || self.descendants.iter().any(|d| d.pid == pid) {
+            return;
+        }
+        if let Some(d) = Descendant::open(pid) {
+            if let Some(sig) = self.sent {
+                d.signal(sig);
+            }
+            self.descendants.push(d);
+        }
+    }
+
+    /// Forgets a process that exited (its exit record was seen).
+    pub fn forget(&mut self, pid: u32) {
+        self.descendants.retain(|d| d.pid != pid);
+    }
+
+    /// Stops following the processes the command started (it exited on its own and left
+    /// them running in the background, as a shell would); returns how many still run.
+    pub fn leave_running(&mut self) -> usize {
+        let alive = self.descendants_alive();
+        self.descendants.clear();
+        alive
+    }
+
+    /// Processes the command started that are still running.
+    pub fn descendants_alive(&self) -> usize {
+        self.descendants.iter().filter(|d| d.alive()).count()
+    }
+
+    /// Stops the command and every process it started: SIGTERM, or SIGKILL when `hard`.
+    pub fn terminate(&mut self, hard: bool) {
+        let sig = if hard {
+            Signal::SIGKILL
+        } else {
+            Signal::SIGTERM
+        };
+        self.sent = Some(sig);
+        if !self.reaped {
+            let _ = kill(self.pid, sig);
+        }
+        for d in &self.descendants {
+            d.signal(sig);
+        }
+    }
+}
+
+impl Drop for Launched {
+    /// Diagnose started the command; whatever ends diagnose (an error, a panic) ends it too,
+    /// with everything it started, rather than leaving it spinning unobserved. After a normal
+    /// recording the command has exited and been reaped; descendants the recording chose to
+    /// leave running (it ended on its own) were forgotten by then.
+    fn drop(&mut self) {
+        drop(self.go.take()); // a held child reads EOF and exits 127
+        // Waits only for a child it could kill: one it may not signal (setuid) might never
+        // exit, and is reaped by init once diagnose exits.
+        if !self.reaped && kill(self.pid, Signal::SIGKILL).is_ok() {
+            let _ = waitpid(self.pid, None);
+        }
+        for d in &self.descendants {
+            d.signal(Signal::SIGKILL);
+        }
     }
 }
 
@@ -256,5 +393,71 @@ mod tests {
             Err(TargetError::NoSuchProcess(99_999_999))
         );
         assert!(threads_of(std::process::id() as i32).contains(&(std::process::id() as i32)));
+    }
+
+    #[test]
+    fn an_abandoned_child_exits_without_running_the_command() {
+        // Guards the hang when the events cannot be opened: the child held its own copy of
+        // the release pipe's write end, never saw EOF, and abandon() waited for it forever.
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let argv = [
+            "sh".to_string(),
+            "-c".to_string(),
+            format!("touch {}", marker.display()),
+        ];
+        let child = launch(&argv, false).unwrap();
+        let pid = child.pid;
+        child.abandon();
+        assert_eq!(kill(pid, None), Err(nix::errno::Errno::ESRCH), "reaped");
+        assert!(!marker.exists(), "the command never ran");
+    }
+
+    #[test]
+    fn dropping_a_started_command_kills_it_and_the_processes_it_started() {
+        // Guards the leak on an error or panic during the recording.
+        let argv = [
+            "sh".to_string(),
+            "-c".to_string(),
+            "sleep 60 & sleep 60 & wait".to_string(),
+        ];
+        let mut child = launch(&argv, false).unwrap();
+        child.release().unwrap();
+        let root = child.pid.as_raw();
+        let children_file = format!("/proc/{root}/task/{root}/children");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let grandchildren: Vec<u32> = loop {
+            let v: Vec<u32> = fs::read_to_string(&children_file)
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            if v.len() >= 2 || std::time::Instant::now() > deadline {
+                break v;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(!grandchildren.is_empty(), "sh started nothing");
+        for &g in &grandchildren {
+            child.adopt(g);
+        }
+        assert_eq!(child.descendants_alive(), grandchildren.len());
+        let probes: Vec<Descendant> = grandchildren
+            .iter()
+            .filter_map(|&g| Descendant::open(g))
+            .collect();
+        drop(child);
+        assert_eq!(
+            kill(Pid::from_raw(root), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while probes.iter().any(Descendant::alive) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            !probes.iter().any(Descendant::alive),
+            "a sleep outlived the drop"
+        );
     }
 }

@@ -132,8 +132,11 @@ struct Track {
 pub struct ThreadTracker {
     tracks: BTreeMap<u32, Track>,
     /// True when threads began with the diagnosis (a started command): their counts start at
-    /// zero at their start time. False when attaching: counts are deltas from the first look.
+    /// zero at their start time. False when attaching: counts are deltas from the first look,
+    /// except for threads started after the attach, which count from their start too.
     from_start: bool,
+    /// When the tracker was made (boot-time ns).
+    created_ns: u64,
 }
 
 /// What one thread did while it was observed.
@@ -167,6 +170,7 @@ impl ThreadTracker {
         ThreadTracker {
             tracks: BTreeMap::new(),
             from_start,
+            created_ns: boot_time_ns(),
         }
     }
 
@@ -181,7 +185,9 @@ impl ThreadTracker {
             let Some((name, r)) = read_thread(pid, tid) else {
                 continue;
             };
-            let from_start = self.from_start;
+            // A thread that started after the attach would lose what it did before its first
+            // look (up to a poll interval of a short thread's life).
+            let from_start = self.from_start || r.start_ticks * tick_ns >= self.created_ns;
             let t = self.tracks.entry(tid).or_insert_with(|| {
                 if from_start {
                     Track {
@@ -247,11 +253,6 @@ impl ThreadTracker {
         v.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.tid.cmp(&b.tid)));
         v
     }
-
-    /// The name last seen for `tid`.
-    pub fn name_of(&self, tid: u32) -> Option<&str> {
-        self.tracks.get(&tid).map(|t| t.name.as_str())
-    }
 }
 
 #[cfg(test)]
@@ -291,11 +292,7 @@ mod tests {
         let mut t = ThreadTracker::new(false);
         let pid = std::process::id();
         t.poll(pid);
-        let start = std::time::Instant::now();
-        let mut x = 0u64;
-        while start.elapsed().as_millis() < 50 {
-            x = std::hint::black_box(x + 1);
-        }
+        crate::diagnose::burn_thread_cpu(std::time::Duration::from_millis(50));
         t.poll(pid);
         let me = nix::unistd::gettid().as_raw() as u32;
         let f = t.figures().into_iter().find(|f| f.tid == me).unwrap();

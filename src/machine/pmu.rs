@@ -15,20 +15,65 @@ pub struct PmuStatus {
     pub reason: Option<String>,
 }
 
+/// What a failed `perf_event_open` means, by errno: one table for the PMU probe and for
+/// diagnose's sampling and counting events, so both read an errno the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerfErrno {
+    /// EACCES / EPERM: `perf_event_paranoid`, a missing capability, or a seccomp/LSM policy.
+    NotPermitted,
+    /// ESRCH: the task is gone.
+    NoSuchTask,
+    /// ENOENT / EOPNOTSUPP / ENODEV: the event does not exist here (no PMU).
+    NoSuchEvent,
+    /// ENOSYS: the kernel has no `perf_event_open`.
+    NoSyscall,
+    /// EMFILE / ENFILE: out of file descriptors (one event is one descriptor).
+    TooManyFiles,
+    /// EINVAL: an attribute the kernel rejects, most often a sample frequency above
+    /// `kernel.perf_event_max_sample_rate`.
+    Invalid,
+    /// Anything else.
+    Other,
+}
+
+impl PerfErrno {
+    /// Classifies an errno of `perf_event_open`.
+    pub fn of(errno: i32) -> PerfErrno {
+        match errno {
+            libc::EACCES | libc::EPERM => PerfErrno::NotPermitted,
+            libc::ESRCH => PerfErrno::NoSuchTask,
+            libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV => PerfErrno::NoSuchEvent,
+            libc::ENOSYS => PerfErrno::NoSyscall,
+            libc::EMFILE | libc::ENFILE => PerfErrno::TooManyFiles,
+            libc::EINVAL => PerfErrno::Invalid,
+            _ => PerfErrno::Other,
+        }
+    }
+}
+
 /// Explains a `perf_event_open` errno for a hardware event.
 pub fn explain_errno(errno: i32, paranoid: Option<i32>) -> String {
-    match errno {
-        libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV => {
+    match PerfErrno::of(errno) {
+        PerfErrno::NoSuchEvent => {
             "no hardware PMU is exposed (common in VMs); only software events work".into()
         }
-        libc::EACCES | libc::EPERM => format!(
-            "not permitted by kernel.perf_event_paranoid={} (lower it to 1, or grant CAP_PERFMON)",
-            paranoid.map_or("?".into(), |p| p.to_string())
-        ),
-        libc::ENOSYS => "the kernel has no perf_event_open".into(),
-        other => format!(
+        // User-space-only counting of one's own threads is allowed up to paranoid 2: above
+        // that the sysctl refused; at or below, a seccomp or LSM policy did.
+        PerfErrno::NotPermitted => match paranoid {
+            Some(p) if p <= 2 => format!(
+                "refused by a seccomp or LSM policy (kernel.perf_event_paranoid={p} allows it; \
+                 grant CAP_PERFMON or allow perf_event_open in the policy)"
+            ),
+            _ => format!(
+                "not permitted by kernel.perf_event_paranoid={} (lower it to 2 for user-space \
+                 counting of your own processes, or grant CAP_PERFMON)",
+                paranoid.map_or("?".into(), |p| p.to_string())
+            ),
+        },
+        PerfErrno::NoSyscall => "the kernel has no perf_event_open".into(),
+        _ => format!(
             "perf_event_open failed: {}",
-            std::io::Error::from_raw_os_error(other)
+            std::io::Error::from_raw_os_error(errno)
         ),
     }
 }
@@ -76,6 +121,10 @@ mod tests {
     fn errno_explanations_name_the_fix() {
         assert!(explain_errno(libc::ENOENT, Some(2)).contains("no hardware PMU"));
         assert!(explain_errno(libc::EACCES, Some(3)).contains("perf_event_paranoid=3"));
+        assert!(explain_errno(libc::EACCES, Some(2)).contains("seccomp or LSM policy"));
+        assert_eq!(PerfErrno::of(libc::EMFILE), PerfErrno::TooManyFiles);
+        assert_eq!(PerfErrno::of(libc::EINVAL), PerfErrno::Invalid);
+        assert_eq!(PerfErrno::of(libc::EPERM), PerfErrno::NotPermitted);
     }
 
     #[test]

@@ -1,7 +1,11 @@
 /* A JIT in miniature: copies machine code into anonymous executable memory, publishes the
    two functions in /tmp/perf-PID.map (one address written with 0x, one without, as different
    JITs do), runs them for SECONDS, then removes the map. The hot one is a PAUSE spin, like the
-   .NET JIT helper of the Skylake seed. Usage: jit [SECONDS] */
+   .NET JIT helper of the Skylake seed. With `memfd`, the code lives in a memfd mapped twice,
+   writable and executable, as .NET 7+ does for W^X ("doublemapper"): the executable mapping
+   is then a file mapping named "/memfd:doublemapper (deleted)", not anonymous memory.
+   Usage: jit [SECONDS] [memfd] */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +28,23 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 1.0;
-    unsigned char *code = mmap(NULL, 8192, PROT_READ | PROT_WRITE | PROT_EXEC,
-                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (code == MAP_FAILED)
+    int memfd = argc > 2 && strcmp(argv[2], "memfd") == 0;
+    unsigned char *code, *write_view;
+    if (memfd) {
+        int fd = memfd_create("doublemapper", 0);
+        if (fd < 0 || ftruncate(fd, 8192) != 0)
+            return 1;
+        write_view = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        code = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+        close(fd);
+    } else {
+        code = write_view = mmap(NULL, 8192, PROT_READ | PROT_WRITE | PROT_EXEC,
+                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
+    if (code == MAP_FAILED || write_view == MAP_FAILED)
         return 1;
-    memcpy(code, spin_wait, sizeof spin_wait);
-    memcpy(code + 4096, count_down, sizeof count_down);
+    memcpy(write_view, spin_wait, sizeof spin_wait);
+    memcpy(write_view + 4096, count_down, sizeof count_down);
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
     FILE *map = fopen(path, "w");
