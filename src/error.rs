@@ -141,4 +141,12 @@ pub enum InputError {
     /// A page kind that does not exist.
     #[error("unknown page kind '{0}': expected 4k, thp, hugetlb-2m or hugetlb-1g")]
     BadPageKind(String),
+    /// A list option that names the same value twice.
+    #[error("{what} lists {value} twice; give each value once")]
+    RepeatedValue {
+        /// Which option.
+        what: &'static str,
+        /// The repeated value.
+        value: String,
+    },
 }
