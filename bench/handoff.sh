@@ -41,12 +41,12 @@ while True:
         break
 plan = rounds_pauses * 10
 
-def predicted_ms(delay, wake_ms=0.0):
+def predicted_ms(delay):
     if delay >= work_ms:
         return items * delay
-    # PAUSEs into the sender's spin: the worker holds the lock from wake_ms after the sender
-    # released it, for work_ms; the sender came back to spin after delay_ms.
-    free_after = (work_ms - delay + wake_ms) * 1e6 / pause_ns
+    # PAUSEs into the sender's spin: the worker holds the lock from the sender's release for
+    # work_ms; the sender came back to spin after delay_ms.
+    free_after = (work_ms - delay) * 1e6 / pause_ns
     spun = 0
     for r in plan:
         spun += r
@@ -60,20 +60,15 @@ def wall(rt, delay):
     return statistics.median(x for p in probes for x in p["samples"].get(key, []))
 
 print(f"{rounds} round(s), {items} items x {work_ms} ms; model PAUSE {pause_ns} ns, {cores} cores")
-# predicted: the worker takes the lock the instant the sender frees it. wake-adjusted: it takes
-# it as late as the normalized lock's per-item overhead over the ideal says (the same monitor
-# wake-up, measured in the same run), which can push the release past a round end.
 print(f"{'D ms':>5} {'ideal s':>8} {'pthread s':>9} {'normalized s':>12} {'legacy s':>9} "
-      f"{'predicted s':>11} {'legacy/norm':>11} {'legacy/pred':>11} {'wake ms':>7} {'legacy/wake-adj':>15}")
+      f"{'predicted s':>11} {'legacy/norm':>11} {'legacy/pred':>11}")
 worst = 0.0
 for dl in delays:
     lg, nm, c = wall("model_dotnet_legacy", dl), wall("model_dotnet_normalized", dl), wall("c_pthread_default", dl)
     pr = predicted_ms(dl)
-    wake = max(0.0, (nm - items * max(work_ms, dl)) / items)
-    pw = predicted_ms(dl, wake)
     worst = max(worst, lg / nm)
     print(f"{dl:>5g} {items * max(work_ms, dl) / 1e3:>8.3f} {c / 1e3:>9.3f} {nm / 1e3:>12.3f} {lg / 1e3:>9.3f} "
-          f"{pr / 1e3:>11.3f} {lg / nm:>11.2f} {lg / pr:>11.2f} {wake:>7.2f} {lg / pw:>15.2f}")
+          f"{pr / 1e3:>11.3f} {lg / nm:>11.2f} {lg / pr:>11.2f}")
 print(f"worst legacy/normalized ratio {worst:.2f} (seed: 2.2 s / 1.2 s = 1.83 at D = 1-2 ms)")
 # How late the legacy waiter's looks came after their modelled deadlines: preemption on a busy
 # machine; the deadlines themselves do not stretch.

@@ -45,7 +45,7 @@ pub struct HandoffArgs {
         allow_negative_numbers = true
     )]
     pub delays: Option<Vec<f64>>,
-    /// Short version: 20 items, delays 1,2,5,9 ms (about a minute instead of ten).
+    /// Short version: 20 items, delays 1,2,5,9 ms (about a minute instead of five).
     #[arg(long, requires = "handoff")]
     pub quick: bool,
     /// Runs per runtime and delay; tables show the median (default 3, the fewest the model
