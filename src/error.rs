@@ -166,6 +166,14 @@ pub enum InputError {
         /// `RLIMIT_NOFILE` now.
         limit: u64,
     },
+    /// A list option that names the same value twice.
+    #[error("{what} lists {value} twice; give each value once")]
+    RepeatedValue {
+        /// Which option.
+        what: &'static str,
+        /// The repeated value.
+        value: String,
+    },
 }
 
 fn perf_not_permitted(paranoid: Option<i32>) -> String {

@@ -137,6 +137,39 @@ fn spin_table_at_48_cores_and_50_ns_shows_246_ms() {
         .stdout(predicate::str::contains("last round 328,050 PAUSEs"));
 }
 
+// Regression: `spin` printed two models of .NET's normalized spin, the legacy schedule counted
+// in normalized yields (26.4 ms total, 1.8 ms last round at 43 ns and 24 cores) and, in the
+// handoff's model lock, 30 iterations of at most ~272 ns (7.3 us). One model remains.
+#[test]
+fn spin_shows_one_normalized_model_of_30_short_iterations() {
+    let doc = json_of(cpudoctor().args(["spin", "--pause-ns", "43", "--cores", "24", "--json"]));
+    let n = &doc["dotnet_normalized"];
+    assert_eq!(n["schedule"]["pauses_per_normalized_yield"], 1);
+    assert_eq!(
+        n["schedule"]["iteration_pauses"].as_array().unwrap().len(),
+        30
+    );
+    assert_eq!(n["schedule"]["total_pauses"], 169);
+    assert_eq!(n["total_ns"].as_f64().unwrap(), 169.0 * 43.0);
+    assert_eq!(n["longest_iteration_ns"].as_f64().unwrap(), 258.0);
+    let row = doc["runtimes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["runtime"] == ".NET normalized")
+        .unwrap();
+    assert_eq!(row["spin_ns"], n["total_ns"]);
+    assert_eq!(row["worst_extra_delay_ns"], n["longest_iteration_ns"]);
+    cpudoctor()
+        .args(["spin", "--pause-ns", "43", "--cores", "24"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "30 iterations of 1, 2, 4, 6 x 27 PAUSEs",
+        ))
+        .stdout(predicate::str::contains("total 169 PAUSEs = 7.3 us"));
+}
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn spin_without_pause_ns_measures_this_machine() {

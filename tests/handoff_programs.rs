@@ -3,6 +3,7 @@
 //! format 1. A missing toolchain skips its tests with the reason printed; CI installs them.
 
 use cpudoctor::probes::handoff::external::{self, BuildError, RunArgs, Toolchain};
+use cpudoctor::probes::handoff::format::WaitCpu;
 use cpudoctor::probes::handoff::ideal_ms;
 use std::path::PathBuf;
 use std::process::Command;
@@ -46,8 +47,25 @@ fn check_program(tc: Toolchain, variant: &str) {
         let floor_ns = ideal_ms(4, 2.0, r.delay_ms) * 1e6;
         assert!(r.wall_ns as f64 >= floor_ns, "{variant}: {r:?}");
         assert!(r.sender_lock_wait_ns <= r.wall_ns, "{variant}: {r:?}");
-        assert!(r.sender_wait_cpu_ns <= r.wall_ns, "{variant}: {r:?}");
+        match r.wait_cpu {
+            // One thread's CPU time cannot exceed the wall time it ran in.
+            WaitCpu::PerThread { sender_ns, .. } => {
+                assert!(tc_times_threads(tc), "{variant}: {r:?}");
+                assert!(sender_ns <= r.wall_ns, "{variant}: {r:?}");
+            }
+            // Process CPU less the busy work it was asked for: never more than the process.
+            WaitCpu::ProcessMinusBusy { ns } => {
+                assert!(!tc_times_threads(tc), "{variant}: {r:?}");
+                assert!(ns <= r.process_cpu_ns, "{variant}: {r:?}");
+            }
+        }
     }
+}
+
+/// Whether the program of `tc` times its threads with per-thread CPU clocks. Go does not:
+/// its goroutines are not bound to threads (binding them would change the runtime measured).
+fn tc_times_threads(tc: Toolchain) -> bool {
+    tc != Toolchain::Go
 }
 
 fn check_bad_variant_is_refused(tc: Toolchain) {
@@ -78,6 +96,22 @@ fn c_pthread_adaptive_program_reports_every_run_in_format_1() {
 #[test]
 fn go_sync_program_reports_every_run_in_format_1() {
     check_program(Toolchain::Go, "sync");
+}
+
+// Regression: the Go program locked its goroutines to OS threads to time them, which changes
+// how sync.Cond wakes them; the runtime measured was not the one users run.
+#[test]
+fn go_program_leaves_goroutines_unbound_to_threads() {
+    let src = include_str!("../runtimes/handoff/handoff.go");
+    let code: String = src
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        !code.contains("LockOSThread"),
+        "handoff.go binds goroutines to threads"
+    );
 }
 
 #[test]

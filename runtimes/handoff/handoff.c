@@ -151,7 +151,7 @@ int main(int argc, char **argv) {
             int64_t end = r.worker_end_ns > r.sender_end_ns ? r.worker_end_ns : r.sender_end_ns;
             int64_t wall = end - start;
             int64_t pcpu = now_ns(CLOCK_PROCESS_CPUTIME_ID) - p0;
-            printf("run delay_ms=%g rep=%ld items=%ld work_ms=%g items_done=%ld wall_ns=%lld "
+            printf("run delay_ms=%.15g rep=%ld items=%ld work_ms=%.15g items_done=%ld wall_ns=%lld "
                    "sender_lock_wait_ns=%lld sender_wait_cpu_ns=%lld worker_wait_cpu_ns=%lld "
                    "process_cpu_ns=%lld\n",
                    delays[d], rep, items, work_ms, r.completed, (long long)wall,

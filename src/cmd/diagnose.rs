@@ -6,7 +6,6 @@ use clap::Args;
 use cpudoctor::diagnose::record::{RecordOptions, Target};
 use cpudoctor::diagnose::rules::PauseCost;
 use cpudoctor::diagnose::{self, counters, hotspots, render};
-use cpudoctor::error::InputError;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::session::{self, Host};
 use std::io::Write;
@@ -51,14 +50,7 @@ extern "C" fn on_interrupt(_: libc::c_int) {
 
 pub fn run(args: DiagnoseArgs) -> Result<()> {
     let duration = match args.duration {
-        Some(s) if !(s.is_finite() && s > 0.0) => {
-            return Err(InputError::NotPositive {
-                what: "--duration",
-                value: s.to_string(),
-            }
-            .into());
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
+        Some(s) => Some(Duration::from_secs_f64(super::positive("--duration", s)?)),
         None if args.pid.is_some() => Some(Duration::from_secs(10)),
         None => None,
     };

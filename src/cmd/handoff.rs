@@ -1,14 +1,18 @@
 //! `cpudoctor spin --handoff`: the seed's producer/consumer handoff on each runtime, plus the
 //! model lock with .NET's two spin policies. Kept out of `check`: a full run takes minutes.
 
-use super::{BarProgress, OutputArgs, check_save_target, terminal_width, write_atomically};
+use super::{
+    BarProgress, OutputArgs, check_save_target, positive, terminal_width, write_atomically,
+};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
+use cpudoctor::hazards;
 use cpudoctor::probes::handoff::{
-    HandoffConfig, HandoffProbe, QUICK_DELAYS_MS, QUICK_ITEMS, Runtime, ideal_ms,
+    DEFAULT_REPETITIONS, HandoffConfig, HandoffProbe, ModelPause, QUICK_DELAYS_MS, QUICK_ITEMS,
+    Runtime, ideal_ms,
 };
-use cpudoctor::probes::{self, Probe, ProbeOptions, Profile};
+use cpudoctor::probes::{self, ProbeContext, ProbeOptions, Profile};
 use cpudoctor::report::{handoff::render_handoff, json, terminal};
 use cpudoctor::session::{self, Host};
 use std::io::Write;
@@ -41,10 +45,11 @@ pub struct HandoffArgs {
         allow_negative_numbers = true
     )]
     pub delays: Option<Vec<f64>>,
-    /// Short version: 20 items, delays 1,2,5,9 ms (about half a minute instead of minutes).
+    /// Short version: 20 items, delays 1,2,5,9 ms (about a minute instead of five).
     #[arg(long, requires = "handoff")]
     pub quick: bool,
-    /// Runs per runtime and delay; tables show the median (default 1).
+    /// Runs per runtime and delay; tables show the median (default 3, the fewest the model
+    /// lock's legacy/normalized ratio is reported over).
     #[arg(long, requires = "handoff", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub repetitions: Option<u32>,
@@ -55,17 +60,6 @@ pub struct HandoffArgs {
     /// Also write the fingerprint to FILE (written whole or not at all).
     #[arg(long, requires = "handoff", value_name = "FILE")]
     pub save: Option<PathBuf>,
-}
-
-fn positive(what: &'static str, v: f64) -> Result<f64, InputError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(InputError::NotPositive {
-            what,
-            value: v.to_string(),
-        })
-    }
 }
 
 fn select_runtimes(words: &[String]) -> Result<Vec<Runtime>, InputError> {
@@ -92,10 +86,20 @@ pub fn run(args: &super::spin::SpinArgs) -> Result<()> {
     }
     let work_ms = positive("--work-ms", h.work_ms.unwrap_or(10.0))?;
     let delays_ms = match &h.delays {
-        Some(d) => d
-            .iter()
-            .map(|&v| positive("--delays", v))
-            .collect::<Result<Vec<_>, _>>()?,
+        Some(d) => {
+            let mut seen: Vec<f64> = Vec::new();
+            for &v in d {
+                if seen.contains(&positive("--delays", v)?) {
+                    return Err(InputError::RepeatedValue {
+                        what: "--delays",
+                        value: v.to_string(),
+                    }
+                    .into());
+                }
+                seen.push(v);
+            }
+            seen
+        }
         None if h.quick => QUICK_DELAYS_MS.to_vec(),
         None => cpudoctor::probes::handoff::SEED_DELAYS_MS.to_vec(),
     };
@@ -110,15 +114,41 @@ pub fn run(args: &super::spin::SpinArgs) -> Result<()> {
     check_save_target(&output)?;
 
     let host = Host::detect();
-    let mut config = HandoffConfig::seed(args.cores.unwrap_or(host.machine.logical_cpus as u64));
+    let profile = if h.quick {
+        Profile::Quick
+    } else {
+        Profile::Full
+    };
+    let options = ProbeOptions::new(profile);
+    let progress = BarProgress::new();
+    // The pause probe first: its verdict belongs in the fingerprint, and its `pause_ns` is the
+    // PAUSE the model lock models when none is given. The handoff never times PAUSE itself.
+    let pause = probes::by_name("pause").expect("pause probe is registered");
+    let mut fp = session::run(&host, "spin --handoff", &[pause], &options, &progress);
+    let model_pause = match args.pause_ns {
+        Some(ns) => ModelPause::Given(ns),
+        None => match fp.metric("pause", "pause_ns") {
+            Some(m) => ModelPause::Measured(m.value),
+            None => ModelPause::Unknown(format!(
+                "PAUSE was not measured here ({}); give --pause-ns to model a CPU",
+                fp.probes
+                    .first()
+                    .and_then(|p| p.reason.as_deref())
+                    .unwrap_or("no result")
+            )),
+        },
+    };
+    let mut config = HandoffConfig::seed(
+        args.cores.unwrap_or(host.machine.logical_cpus as u64),
+        model_pause,
+    );
     config.items = h
         .items
         .unwrap_or(if h.quick { QUICK_ITEMS } else { config.items });
     config.work_ms = work_ms;
     config.delays_ms = delays_ms;
-    config.repetitions = h.repetitions.unwrap_or(1);
+    config.repetitions = h.repetitions.unwrap_or(DEFAULT_REPETITIONS);
     config.runtimes = runtimes;
-    config.model_pause_ns = args.pause_ns;
 
     let ideal_s: f64 = config
         .delays_ms
@@ -137,20 +167,14 @@ pub fn run(args: &super::spin::SpinArgs) -> Result<()> {
         ideal_s
     );
     let probe = HandoffProbe { config };
-    let pause = probes::by_name("pause").expect("pause probe is registered");
-    let selected: [&dyn Probe; 2] = [pause, &probe];
-    let profile = if h.quick {
-        Profile::Quick
-    } else {
-        Profile::Full
+    let ctx = ProbeContext {
+        machine: &host.machine,
+        clock: &host.clock,
+        options: &options,
+        progress: &progress,
     };
-    let fp = session::run(
-        &host,
-        "spin --handoff",
-        &selected,
-        &ProbeOptions::new(profile),
-        &BarProgress::new(),
-    );
+    fp.probes.push(probes::run_probe(&probe, &ctx));
+    fp.verdicts = hazards::judge_all(&fp);
 
     let bytes = json::to_json_bytes(&fp);
     if let Some(path) = &output.save {

@@ -65,6 +65,18 @@ impl Progress for BarProgress {
     }
 }
 
+/// `v` when it is a finite number above zero, else the [`InputError`] naming the option `what`.
+pub fn positive(what: &'static str, v: f64) -> Result<f64, InputError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(InputError::NotPositive {
+            what,
+            value: v.to_string(),
+        })
+    }
+}
+
 pub fn terminal_width() -> u16 {
     comfy_table::Table::new().width().unwrap_or(120).max(60)
 }

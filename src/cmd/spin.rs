@@ -1,9 +1,8 @@
 //! `cpudoctor spin`: the spin-before-block model at this machine's PAUSE or a given one.
 
-use super::{BarProgress, terminal_width};
+use super::{BarProgress, positive, terminal_width};
 use anyhow::{Context, Result};
 use clap::Args;
-use cpudoctor::error::InputError;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::report::terminal;
 use cpudoctor::session::{self, Host};
@@ -30,14 +29,8 @@ pub fn run(args: SpinArgs) -> Result<()> {
     if args.handoff.handoff {
         return super::handoff::run(&args);
     }
-    if let Some(ns) = args.pause_ns
-        && !(ns.is_finite() && ns > 0.0)
-    {
-        return Err(InputError::NotPositive {
-            what: "--pause-ns",
-            value: ns.to_string(),
-        }
-        .into());
+    if let Some(ns) = args.pause_ns {
+        positive("--pause-ns", ns)?;
     }
     let host = Host::detect();
     let cores = args.cores.unwrap_or(host.machine.logical_cpus as u64);
@@ -68,7 +61,7 @@ pub fn run(args: SpinArgs) -> Result<()> {
         .map(|p| spin::spin_cost(p, pause_ns, cores))
         .collect();
     let legacy = LegacySpin::new(cores);
-    let normalized = NormalizedSpin::new(cores, pause_ns);
+    let normalized = NormalizedSpin::new(pause_ns);
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = json!({
@@ -81,7 +74,11 @@ pub fn run(args: SpinArgs) -> Result<()> {
                 "total_ns": legacy.total_ns(pause_ns),
                 "last_round_ns": legacy.last_round_ns(pause_ns),
             },
-            "dotnet_normalized": normalized,
+            "dotnet_normalized": {
+                "schedule": normalized,
+                "total_ns": normalized.total_ns(),
+                "longest_iteration_ns": normalized.longest_iteration_ns(),
+            },
         });
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
@@ -110,8 +107,9 @@ pub fn run(args: SpinArgs) -> Result<()> {
          total {} PAUSEs = {}; last round {} PAUSEs = {}\n  \
          A waiter re-checks the lock only between rounds, so a lock freed just after the \
          last round starts costs it up to {} extra.\n\
-         .NET normalized: {} PAUSE(s) per normalized yield ({}), total {}, last round {} \
-         (model: legacy schedule counted in normalized yields at 8 PAUSEs each).",
+         .NET normalized (measures PAUSE at start-up): {} PAUSE(s) per normalized yield ({}), \
+         up to {} yields per iteration; {} iterations of {} PAUSEs, a look at the lock after \
+         each: total {} PAUSEs = {}, then it waits; a freed lock is seen within {}.",
         g(legacy.limit_pauses),
         legacy
             .rounds
@@ -127,8 +125,30 @@ pub fn run(args: SpinArgs) -> Result<()> {
         h(legacy.last_round_ns(pause_ns)),
         normalized.pauses_per_normalized_yield,
         h(normalized.normalized_yield_ns),
-        h(normalized.total_ns),
-        h(normalized.last_round_ns),
+        normalized.optimal_max_normalized_yields_per_iteration,
+        normalized.iteration_pauses.len(),
+        compact_runs(&normalized.iteration_pauses),
+        g(normalized.total_pauses),
+        h(normalized.total_ns()),
+        h(normalized.longest_iteration_ns()),
     )?;
     Ok(())
+}
+
+/// `1, 2, 4, 6 x 27`: a run list with its repeated tail folded.
+fn compact_runs(runs: &[u64]) -> String {
+    let Some(&last) = runs.last() else {
+        return String::new();
+    };
+    let tail = runs.iter().rev().take_while(|&&r| r == last).count();
+    let mut parts: Vec<String> = runs[..runs.len() - tail]
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    parts.push(if tail > 1 {
+        format!("{last} x {tail}")
+    } else {
+        last.to_string()
+    });
+    parts.join(", ")
 }

@@ -1,6 +1,8 @@
 //! Terminal rendering of the `handoff` probe (`cpudoctor spin --handoff`): wall time and the
 //! CPU burned by waiting threads, one row per runtime, one column per sender delay, read back
-//! from the fingerprint alone so a saved file renders the same.
+//! from the fingerprint alone so a saved file renders the same. A series' points are in the
+//! order of `params.delays_ms` and are read by position; a sentence whose figures are missing
+//! is left out rather than printed with a NaN.
 
 use super::schema::{ProbeResult, Series, Status};
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
@@ -16,8 +18,9 @@ fn xy<'a>(p: &'a ProbeResult, name: &str) -> Option<&'a [[f64; 2]]> {
     })
 }
 
-fn at(points: &[[f64; 2]], delay: f64) -> Option<f64> {
-    points.iter().find(|p| p[0] == delay).map(|p| p[1])
+/// The y of the point for delay number `i`, when the series has one point per delay.
+fn at(points: &[[f64; 2]], delays: usize, i: usize) -> Option<f64> {
+    (points.len() == delays).then(|| points[i][1])
 }
 
 fn f64_param(p: &ProbeResult, key: &str) -> Option<f64> {
@@ -53,24 +56,19 @@ fn grid(
     let mut header = vec!["Runtime".to_string()];
     header.extend(delays.iter().map(|d| format!("D={d} ms")));
     t.set_header(header);
+    let n = delays.len();
     if with_ideal && let Some(ideal) = xy(p, "ideal_ms") {
         let mut row = vec!["ideal".to_string()];
-        row.extend(
-            delays
-                .iter()
-                .map(|&d| at(ideal, d).map_or("-".into(), &cell)),
-        );
+        row.extend((0..n).map(|i| at(ideal, n, i).map_or("-".into(), &cell)));
         t.add_row(row);
     }
     for rt in runtimes {
         let status = effect(p, "runtimes")[rt]["status"].as_str().unwrap_or("?");
         let mut row = vec![rt.clone()];
         match xy(p, &format!("{series_prefix}.{rt}")) {
-            Some(points) if status == "ok" => row.extend(
-                delays
-                    .iter()
-                    .map(|&d| at(points, d).map_or("-".into(), &cell)),
-            ),
+            Some(points) if status == "ok" => {
+                row.extend((0..n).map(|i| at(points, n, i).map_or("-".into(), &cell)))
+            }
             _ => row.extend(delays.iter().map(|_| status.to_string())),
         }
         t.add_row(row);
@@ -121,20 +119,16 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
          the sender adds an item under the lock, wakes the worker, then busy-waits D ms. \
          Ideal = items x max({work} ms, D). Median of {reps} run(s) per cell."
     );
-    if let (Some(modelled), Some(measured)) = (
-        f64_param(p, "model_pause_ns").or_else(|| effect(p, "modelled_pause_ns").as_f64()),
-        effect(p, "measured_pause_ns").as_f64(),
-    ) {
+    if let Some(modelled) = f64_param(p, "model_pause_ns") {
         let cores = param(p, "model_cores").as_u64().unwrap_or(0);
         let _ = writeln!(
             s,
-            "Model lock: PAUSE modelled at {modelled:.1} ns (measured here {measured:.1} ns over \
-             runs of {} PAUSEs; {:.2} PAUSEs here per modelled PAUSE); legacy round limit \
-             20000 x {cores} cores.",
-            effect(p, "pause_calibration_run_pauses")
-                .as_u64()
-                .map_or("?".into(), crate::format::group_thousands),
-            modelled / measured
+            "Model lock: PAUSE modelled at {modelled:.1} ns ({}); legacy round limit 20000 x \
+             {cores} cores. Each run of PAUSEs lasts until its modelled end (PAUSEs x \
+             {modelled:.1} ns after the spin began); the lock is looked at only then.",
+            param(p, "model_pause_source")
+                .as_str()
+                .unwrap_or("source not recorded")
         );
     }
     let _ = writeln!(s, "\nWall time, seconds:");
@@ -170,55 +164,81 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
             let _ = writeln!(s, "{rt} {status}: {reason}");
         }
     }
-    if let (Some(ratio), Some(d)) = (
-        p.metric("model_legacy_over_normalized_ratio"),
-        effect(p, "model_legacy_over_normalized_worst_delay_ms").as_f64(),
-    ) {
-        let wall = |rt: &str| {
-            xy(p, &format!("wall_ms.{rt}"))
-                .and_then(|pts| at(pts, d))
-                .unwrap_or(f64::NAN)
-        };
-        let longest = effect(p, "runtimes")["model_dotnet_legacy"]["modelled_longest_run_ns"]
-            .as_f64()
-            .unwrap_or(f64::NAN);
-        let _ = writeln!(
-            s,
-            "\nModel lock at D={d} ms: .NET legacy {:.3} s, normalized {:.3} s: legacy takes \
-             {:.2}x as long. A legacy waiter looks at the lock only after a whole round (the \
-             longest is {:.1} ms here), so a lock freed early in a round stays unclaimed to its \
-             end; the normalized waiter looks every few hundred ns and then blocks.",
-            wall("model_dotnet_legacy") / 1e3,
-            wall("model_dotnet_normalized") / 1e3,
-            ratio.value,
-            longest / 1e6
-        );
+    for rt in &runtimes {
+        if effect(p, "runtimes")[rt]["wait_cpu_from"].as_str() == Some("process_minus_busy") {
+            let _ = writeln!(
+                s,
+                "{rt}: waiting CPU is the process's CPU less the busy work asked for (items x \
+                 (work + D)): its threads cannot be timed one by one. It includes the runtime's \
+                 own threads; preemption inside the busy work lowers it."
+            );
+        }
     }
-    if let (Some(ns), Some(calibrated)) = (
-        spin_ns_per_pause(p, "model_dotnet_legacy"),
-        effect(p, "measured_pause_ns").as_f64(),
-    ) {
+    if let Some(line) = model_ratio_line(p) {
+        let _ = writeln!(s, "\n{line}");
+    } else if let Some(why) = effect(p, "model_legacy_over_normalized_ratio_omitted").as_str() {
+        let _ = writeln!(s, "\nModel lock legacy/normalized ratio not given: {why}.");
+    }
+    if let Some((mean_ns, max_ns, looks)) = look_lateness(p, "model_dotnet_legacy") {
         let _ = writeln!(
             s,
-            "While spinning, the legacy waiter took {ns:.1} ns per PAUSE of this machine \
-             (calibrated {calibrated:.1} ns). Well above the calibration means it was preempted \
-             (a busy machine) or the hypervisor took pause-loop exits: a round counted in \
-             PAUSEs then lasts longer than modelled, and so does the handoff."
+            "The legacy waiter looked at the lock {looks} times, on average {} after the \
+             modelled end of its run (latest {}): a busy machine delays a look (preemption), \
+             never brings it forward.",
+            crate::format::human_ns(mean_ns),
+            crate::format::human_ns(max_ns)
         );
     }
     s
 }
 
-/// Wall time per PAUSE while the model lock `rt` spun, over every run: how fast its rounds
-/// really went, against the calibration they were scaled with.
-fn spin_ns_per_pause(p: &ProbeResult, rt: &str) -> Option<f64> {
+/// The model lock's comparison at the delay where legacy is slowest against normalized,
+/// when the fingerprint has every figure it needs.
+fn model_ratio_line(p: &ProbeResult) -> Option<String> {
+    let ratio = p.metric("model_legacy_over_normalized_ratio")?;
+    let d = effect(p, "model_legacy_over_normalized_worst_delay_ms").as_f64()?;
+    let label = crate::probes::handoff::delay_label(d);
+    let wall = |rt: &str| {
+        p.metric(&format!("{rt}_delay_{label}ms_wall_ms"))
+            .map(|m| m.value)
+    };
+    let (legacy, normalized) = (
+        wall("model_dotnet_legacy")?,
+        wall("model_dotnet_normalized")?,
+    );
+    let spread = ratio.spread.as_ref().map_or(String::new(), |s| {
+        format!(
+            " (runs from {:.2}x to {:.2}x over {} pairs)",
+            s.min, s.max, s.n
+        )
+    });
+    let longest = effect(p, "runtimes")["model_dotnet_legacy"]["modelled_longest_run_ns"]
+        .as_f64()
+        .map_or(String::new(), |ns| {
+            format!(" (the longest is {:.1} ms here)", ns / 1e6)
+        });
+    Some(format!(
+        "Model lock at D={d} ms: .NET legacy {:.3} s, normalized {:.3} s: legacy takes {:.2}x \
+         as long, median of run pairs{spread}. A legacy waiter looks at the lock only after a \
+         whole round{longest}, so a lock freed early in a round stays unclaimed to its end; the \
+         normalized waiter looks every few hundred ns and then blocks.",
+        legacy / 1e3,
+        normalized / 1e3,
+        ratio.value
+    ))
+}
+
+/// (mean, max) lateness of the model lock `rt`'s looks after their modelled deadlines, in
+/// ns, and the number of looks, over every run.
+fn look_lateness(p: &ProbeResult, rt: &str) -> Option<(f64, f64, u64)> {
     let by_delay = effect(p, "runtimes")[rt]["lock_stats"].as_object()?;
-    let (mut ns, mut pauses) = (0.0, 0.0);
+    let (mut total, mut max, mut looks) = (0.0_f64, 0.0_f64, 0_u64);
     for s in by_delay.values().filter_map(Value::as_array).flatten() {
-        ns += s["spin_ns"].as_f64()?;
-        pauses += s["pauses_spun"].as_f64()?;
+        total += s["look_late_ns_total"].as_f64()?;
+        max = max.max(s["look_late_ns_max"].as_f64()?);
+        looks += s["looks"].as_u64()?;
     }
-    (pauses > 0.0).then(|| ns / pauses)
+    (looks > 0).then(|| (total / looks as f64, max, looks))
 }
 
 #[cfg(test)]
@@ -232,22 +252,23 @@ mod tests {
         p.params.insert("items".into(), json!(100));
         p.params.insert("work_ms".into(), json!(10.0));
         p.params.insert("delays_ms".into(), json!([1.0, 5.0]));
-        p.params.insert("repetitions".into(), json!(1));
+        p.params.insert("repetitions".into(), json!(3));
         p.params.insert("model_pause_ns".into(), json!(43.0));
+        p.params.insert("model_pause_source".into(), json!("given"));
         p.params.insert("model_cores".into(), json!(24));
         p.params.insert(
             "runtimes".into(),
             json!(["model_dotnet_legacy", "model_dotnet_normalized", "go_sync"]),
         );
-        p.effects.insert("measured_pause_ns".into(), json!(24.5));
-        p.effects
-            .insert("pause_calibration_run_pauses".into(), json!(40_000));
         p.effects.insert(
             "runtimes".into(),
             json!({
                 "model_dotnet_legacy": {"status": "ok", "modelled_longest_run_ns": 14.1e6,
-                    "lock_stats": {"delay_1ms": [{"spin_ns": 3.0e8, "pauses_spun": 1.0e7}],
-                                   "delay_5ms": [{"spin_ns": 1.0e8, "pauses_spun": 1.0e7}]}},
+                    "lock_stats": {
+                        "delay_1ms": [{"looks": 800, "look_late_ns_total": 80.0e6,
+                                       "look_late_ns_max": 2.0e6}],
+                        "delay_5ms": [{"looks": 200, "look_late_ns_total": 20.0e6,
+                                       "look_late_ns_max": 1.0e6}]}},
                 "model_dotnet_normalized": {"status": "ok"},
                 "go_sync": {"status": "skipped", "reason": "go toolchain missing: go not found"},
             }),
@@ -256,12 +277,20 @@ mod tests {
             "model_legacy_over_normalized_worst_delay_ms".into(),
             json!(1.0),
         );
-        p.metrics.push(Metric::derived(
+        let ratio = Metric::from_samples(
             "model_legacy_over_normalized_ratio",
-            2.2,
             "ratio",
             Better::Lower,
-        ));
+            &[2.2, 2.0, 2.4],
+        );
+        p.metrics.extend(ratio);
+        for (name, v) in [
+            ("model_dotnet_legacy_delay_1ms_wall_ms", 2210.0),
+            ("model_dotnet_normalized_delay_1ms_wall_ms", 1004.5),
+        ] {
+            p.metrics
+                .push(Metric::derived(name, v, "ms", Better::Lower));
+        }
         let xy = |name: &str, pts: Vec<[f64; 2]>| Series::Xy {
             name: name.into(),
             x_label: "delay_ms".into(),
@@ -303,21 +332,67 @@ mod tests {
             "1200.0",
             "skipped",
             "go_sync skipped: go toolchain missing",
-            "PAUSE modelled at 43.0 ns (measured here 24.5 ns over runs of 40,000 PAUSEs",
-            "legacy takes 2.20x as long",
+            "PAUSE modelled at 43.0 ns (given); legacy round limit 20000 x 24 cores",
+            "legacy takes 2.20x as long, median of run pairs (runs from 2.00x to 2.40x over 3 pairs)",
             "longest is 14.1 ms",
-            "took 20.0 ns per PAUSE of this machine (calibrated 24.5 ns)",
+            "looked at the lock 1000 times, on average 100.0 us after",
+            "(latest 2.0 ms)",
         ] {
             assert!(out.contains(needle), "missing {needle:?} in\n{out}");
         }
     }
 
-    // Regression: a run without the model lock has no `measured_pause_ns` effect, and the
-    // renderer panicked indexing the missing key.
+    // Regression: cells were found by comparing each point's delay with the requested delay as
+    // floats; a delay that does not survive a JSON round trip bit for bit lost its cell. Points
+    // are read by position.
+    #[test]
+    fn cells_are_read_by_position_not_by_float_equality() {
+        let mut p = probe();
+        p.params
+            .insert("delays_ms".into(), json!([1.0000000000000002, 5.0]));
+        let out = render_handoff(&p, 140);
+        assert!(out.contains("2.210") && out.contains("1.010"), "{out}");
+    }
+
+    #[test]
+    fn a_process_minus_busy_runtime_says_how_its_waiting_cpu_was_found() {
+        let mut p = probe();
+        p.effects.get_mut("runtimes").unwrap()["model_dotnet_normalized"]["wait_cpu_from"] =
+            json!("process_minus_busy");
+        let out = render_handoff(&p, 140);
+        assert!(
+            out.contains(
+                "model_dotnet_normalized: waiting CPU is the process's CPU less the busy work"
+            ),
+            "{out}"
+        );
+    }
+
+    // Regression: a missing wall figure was printed as "NaN s" in the model lock's sentence.
+    #[test]
+    fn the_model_sentence_is_left_out_when_a_figure_is_missing() {
+        let mut p = probe();
+        p.metrics
+            .retain(|m| m.name != "model_dotnet_normalized_delay_1ms_wall_ms");
+        let out = render_handoff(&p, 140);
+        assert!(
+            !out.contains("NaN") && !out.contains("legacy takes"),
+            "{out}"
+        );
+        let mut p = probe();
+        p.metrics
+            .retain(|m| m.name != "model_legacy_over_normalized_ratio");
+        p.effects.insert(
+            "model_legacy_over_normalized_ratio_omitted".into(),
+            json!("1 run(s) per delay; the largest ratio is reported over 3 or more"),
+        );
+        let out = render_handoff(&p, 140);
+        assert!(out.contains("ratio not given: 1 run(s) per delay"), "{out}");
+    }
+
     #[test]
     fn renders_a_run_without_the_model_lock() {
         let mut p = probe();
-        p.effects.remove("measured_pause_ns");
         p.effects
             .remove("model_legacy_over_normalized_worst_delay_ms");
         p.params.remove("model_pause_ns");

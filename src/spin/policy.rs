@@ -1,32 +1,25 @@
 //! Spin-then-block policies for the model lock of `cpudoctor spin --handoff`, as pure plans.
 //!
 //! A policy is reduced to a [`SpinPlan`]: the PAUSE runs a waiter spins, in order, with one
-//! look at the lock after each run, and a block (kernel wait) when the plan is exhausted. The
-//! threads that execute a plan live in `probes::handoff::model_lock`; everything that decides
-//! *how long* to spin and *when* to look at the lock is here, so it can be tested exactly.
+//! look at the lock after each run, and a block (kernel wait) when the plan is exhausted.
+//! [`SpinPlan::follow`] is the one walk through a plan: the model lock
+//! (`probes::handoff::model_lock`) acquires through it, and the arithmetic below
+//! ([`SpinPlan::acquired_after_pauses`]) answers "when is a freed lock seen" through it too, so
+//! what the tests pin down is what the lock does.
 //!
-//! - [`legacy_plan`]: .NET's legacy `AwareLock` spin as the seed quotes it: 10 repetitions of
-//!   rounds of 50, 150, 450, ... PAUSEs (x3) while the round is below 20000 x cores. The lock
-//!   is looked at only after a whole round, so a lock freed just after a round starts costs
-//!   the waiter the rest of that round.
-//! - [`normalized_plan`]: .NET Core 2.1's fix (coreclr `YieldProcessorWithBackOffNormalized`,
-//!   `yieldprocessornormalized.h`): PAUSE cost is measured, work is counted in normalized
-//!   yields of at least 37 ns, spin iteration `i` spins `min(2^i, optimal max)` normalized
-//!   yields where the optimal max keeps one iteration near 272 ns, and the lock is looked at
-//!   after every iteration; 30 iterations (`Monitor_SpinCount` default 0x1e), then block.
+//! The plans are built from the one model of each policy in [`super::dotnet`]:
+//! - [`legacy_plan`]: [`LegacySpin`]'s rounds, repeated [`REPETITIONS`] times; the lock is
+//!   looked at only after a whole round, so a lock freed just after a round starts costs the
+//!   waiter the rest of that round.
+//! - [`normalized_plan`]: [`NormalizedSpin`]'s 30 short iterations, a look after each.
 //!
 //! Counts are in *modelled* PAUSEs: PAUSEs of the CPU being modelled (`--pause-ns`). The lock
-//! that executes a plan converts them to PAUSEs of this machine with [`PauseScale`], so a
-//! round lasts as long as it would on the modelled CPU.
+//! turns them into deadlines (`modelled PAUSEs x modelled ns per PAUSE` after the spin
+//! started), so a round lasts as long as it would on the modelled CPU whatever a PAUSE costs
+//! here.
 
-use super::dotnet::{LegacySpin, MIN_NS_PER_NORMALIZED_YIELD, REPETITIONS};
+use super::dotnet::{LegacySpin, NormalizedSpin, REPETITIONS};
 use serde::{Deserialize, Serialize};
-
-/// coreclr `NsPerOptimalMaxSpinIterationDuration`: one normalized spin iteration aims at no
-/// more than this ("approx. 900 cycles, measured 281 on pre-Skylake, 263 on post-Skylake").
-pub const NS_PER_OPTIMAL_MAX_SPIN_ITERATION: f64 = 272.0;
-/// coreclr `Monitor_SpinCount` default (0x1e): spin iterations before a monitor blocks.
-pub const NORMALIZED_SPIN_ITERATIONS: u32 = 30;
 
 /// Which policy a model lock follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,18 +53,32 @@ impl SpinPlan {
         self.pauses_before_check.iter().copied().max().unwrap_or(0)
     }
 
+    /// Walks the plan: for each run, `spin_to(p)` spins until `p` modelled PAUSEs into the
+    /// spin (the end of that run, counted from the start), then `look()` looks at the lock.
+    /// Returns the point of the first look that found the lock, or `None` when the plan ran
+    /// out and the waiter must block.
+    pub fn follow(
+        &self,
+        mut spin_to: impl FnMut(u64),
+        mut look: impl FnMut() -> bool,
+    ) -> Option<u64> {
+        let mut end = 0;
+        for &run in &self.pauses_before_check {
+            end += run;
+            spin_to(end);
+            if look() {
+                return Some(end);
+            }
+        }
+        None
+    }
+
     /// If the lock is freed `free_after_pauses` PAUSEs into the spin, the number of PAUSEs
     /// spun by the time the waiter sees it (it looks only at the end of a run); `None` when
     /// the plan ends first and the waiter blocks.
     pub fn acquired_after_pauses(&self, free_after_pauses: u64) -> Option<u64> {
-        let mut spun = 0;
-        for &run in &self.pauses_before_check {
-            spun += run;
-            if spun >= free_after_pauses {
-                return Some(spun);
-            }
-        }
-        None
+        let now = std::cell::Cell::new(0);
+        self.follow(|end| now.set(end), || now.get() >= free_after_pauses)
     }
 }
 
@@ -84,52 +91,11 @@ pub fn legacy_plan(cores: u64) -> SpinPlan {
     }
 }
 
-/// The normalization a .NET runtime computes at start-up from the PAUSE cost it measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Normalization {
-    /// PAUSEs per normalized yield: max(1, floor(37 / pause_ns)).
-    pub pauses_per_normalized_yield: u64,
-    /// Normalized yields per spin iteration at most: max(1, round(272 / ns per yield)).
-    pub optimal_max_normalized_yields_per_iteration: u64,
-}
-
-impl Normalization {
-    /// The normalization at `pause_ns` per PAUSE (a non-positive cost counts as 1 PAUSE per
-    /// yield, as coreclr does when it cannot measure).
-    pub fn at(pause_ns: f64) -> Normalization {
-        if pause_ns.is_nan() || pause_ns <= 0.0 {
-            return Normalization {
-                pauses_per_normalized_yield: 1,
-                optimal_max_normalized_yields_per_iteration: 1,
-            };
-        }
-        let per_yield = ((MIN_NS_PER_NORMALIZED_YIELD / pause_ns).floor() as u64).max(1);
-        let yield_ns = per_yield as f64 * pause_ns;
-        let max_yields = ((NS_PER_OPTIMAL_MAX_SPIN_ITERATION / yield_ns).round() as u64).max(1);
-        Normalization {
-            pauses_per_normalized_yield: per_yield,
-            optimal_max_normalized_yields_per_iteration: max_yields,
-        }
-    }
-}
-
-/// The normalized plan at `pause_ns` per PAUSE: iteration `i` spins
-/// `min(2^i, optimal max)` normalized yields, then looks at the lock.
+/// The normalized plan at `pause_ns` per PAUSE: [`NormalizedSpin`]'s iterations.
 pub fn normalized_plan(pause_ns: f64) -> SpinPlan {
-    let n = Normalization::at(pause_ns);
-    let max = n.optimal_max_normalized_yields_per_iteration;
     SpinPlan {
         kind: PolicyKind::DotnetNormalized,
-        pauses_before_check: (0..NORMALIZED_SPIN_ITERATIONS)
-            .map(|i| {
-                let yields = if i <= 30 && (1u64 << i) < max {
-                    1u64 << i
-                } else {
-                    max
-                };
-                yields * n.pauses_per_normalized_yield
-            })
-            .collect(),
+        pauses_before_check: NormalizedSpin::new(pause_ns).iteration_pauses,
     }
 }
 
@@ -138,42 +104,6 @@ pub fn plan(kind: PolicyKind, pause_ns: f64, cores: u64) -> SpinPlan {
     match kind {
         PolicyKind::DotnetLegacy => legacy_plan(cores),
         PolicyKind::DotnetNormalized => normalized_plan(pause_ns),
-    }
-}
-
-/// Converts modelled PAUSEs to PAUSEs of this machine: a run of `n` modelled PAUSEs at
-/// `modelled_ns` each lasts `n x modelled_ns`, which takes `n x modelled_ns / measured_ns`
-/// PAUSEs here.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PauseScale {
-    /// ns per PAUSE on the CPU being modelled.
-    pub modelled_ns: f64,
-    /// ns per PAUSE measured on this machine.
-    pub measured_ns: f64,
-}
-
-impl PauseScale {
-    /// Real PAUSEs per modelled PAUSE.
-    pub fn factor(&self) -> f64 {
-        if self.measured_ns > 0.0 {
-            self.modelled_ns / self.measured_ns
-        } else {
-            1.0
-        }
-    }
-
-    /// PAUSEs to execute here for `modelled` PAUSEs of the modelled CPU (at least 1, so a
-    /// run never vanishes and the lock is never looked at twice in a row without a PAUSE).
-    pub fn real_pauses(&self, modelled: u64) -> u64 {
-        ((modelled as f64 * self.factor()).round() as u64).max(1)
-    }
-
-    /// `plan` in PAUSEs of this machine.
-    pub fn apply(&self, plan: &SpinPlan) -> Vec<u64> {
-        plan.pauses_before_check
-            .iter()
-            .map(|&p| self.real_pauses(p))
-            .collect()
     }
 }
 
@@ -236,64 +166,37 @@ mod tests {
     }
 
     #[test]
-    fn normalization_at_the_seed_pause_costs() {
-        // 43 ns (Skylake-SP): one PAUSE per yield, 272 / 43 = 6.3 -> 6 yields per iteration.
-        let sky = Normalization::at(43.0);
-        assert_eq!(sky.pauses_per_normalized_yield, 1);
-        assert_eq!(sky.optimal_max_normalized_yields_per_iteration, 6);
-        // 4 ns (Haswell): 9 PAUSEs = 36 ns per yield, 272 / 36 = 7.6 -> 8 yields.
-        let has = Normalization::at(4.0);
-        assert_eq!(has.pauses_per_normalized_yield, 9);
-        assert_eq!(has.optimal_max_normalized_yields_per_iteration, 8);
-        assert_eq!(Normalization::at(0.0).pauses_per_normalized_yield, 1);
-    }
-
-    #[test]
-    fn normalized_plan_backs_off_to_a_bounded_iteration_and_checks_after_each() {
+    fn normalized_plan_looks_after_every_short_iteration() {
         let p = normalized_plan(43.0);
         assert_eq!(p.kind, PolicyKind::DotnetNormalized);
-        assert_eq!(p.pauses_before_check.len(), 30);
-        assert_eq!(&p.pauses_before_check[..4], &[1, 2, 4, 6]);
-        assert!(p.pauses_before_check[3..].iter().all(|&n| n == 6));
-        assert_eq!(p.total_pauses(), 1 + 2 + 4 + 27 * 6);
+        assert_eq!(
+            p.pauses_before_check,
+            NormalizedSpin::new(43.0).iteration_pauses
+        );
         // Every look at the lock is at most one iteration (6 x 43 = 258 ns) after it frees.
         assert_eq!(p.longest_run_pauses(), 6);
         assert_eq!(p.acquired_after_pauses(8), Some(13));
-        let h = normalized_plan(4.0);
-        assert_eq!(&h.pauses_before_check[..5], &[9, 18, 36, 72, 72]);
+        assert_eq!(p.acquired_after_pauses(p.total_pauses() + 1), None);
     }
 
     #[test]
-    fn normalized_spin_time_barely_depends_on_pause_cost() {
-        let ns = |pause_ns: f64| normalized_plan(pause_ns).total_pauses() as f64 * pause_ns;
-        let (fast, slow) = (ns(4.0), ns(43.0));
-        // 4 ns: 1+2+4+27*8 = 223 yields of 36 ns = 8.0 us; 43 ns: 169 x 43 = 7.3 us.
-        assert_eq!(fast, 223.0 * 36.0);
-        assert_eq!(slow, 169.0 * 43.0);
-        let legacy = |pause_ns: f64| legacy_plan(24).total_pauses() as f64 * pause_ns;
-        assert!(slow / fast < 1.2 && legacy(43.0) / legacy(4.0) > 10.0);
-    }
-
-    #[test]
-    fn scale_converts_modelled_pauses_to_real_ones() {
-        let s = PauseScale {
-            modelled_ns: 43.0,
-            measured_ns: 21.5,
+    fn follow_spins_to_each_run_end_before_each_look() {
+        let p = SpinPlan {
+            kind: PolicyKind::DotnetLegacy,
+            pauses_before_check: vec![50, 150, 450],
         };
-        assert_eq!(s.factor(), 2.0);
-        assert_eq!(s.real_pauses(50), 100);
-        assert_eq!(s.real_pauses(0), 1);
-        let same = PauseScale {
-            modelled_ns: 24.0,
-            measured_ns: 24.0,
-        };
-        assert_eq!(same.apply(&legacy_plan(24))[..2], [50, 150]);
-        let faster = PauseScale {
-            modelled_ns: 4.0,
-            measured_ns: 40.0,
-        };
-        // A run shorter than one real PAUSE still spins one.
-        assert_eq!(faster.apply(&normalized_plan(43.0))[0], 1);
+        let mut events = Vec::new();
+        let mut looks = 0;
+        let got = p.follow(
+            |end| events.push(end),
+            || {
+                looks += 1;
+                looks == 2
+            },
+        );
+        assert_eq!(got, Some(200));
+        assert_eq!(events, [50, 200]);
+        assert_eq!(p.follow(|_| {}, || false), None);
     }
 
     #[test]

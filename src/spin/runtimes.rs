@@ -23,7 +23,7 @@ pub enum SpinBudget {
     },
     /// The .NET legacy schedule: depends on the core count.
     DotnetLegacy,
-    /// The .NET normalized schedule: time-based, in normalized yields.
+    /// The .NET normalized schedule: 30 iterations of normalized yields, bounded by time.
     DotnetNormalized,
 }
 
@@ -116,7 +116,8 @@ pub const RUNTIMES: &[SpinPolicy] = &[
         primitive: "Monitor (AwareLock), .NET Core 2.1+ / Framework 4.8",
         budget: SpinBudget::DotnetNormalized,
         then: "kernel wait",
-        source: "coreclr YieldProcessorNormalized: >= 37 ns per normalized yield",
+        source: "coreclr YieldProcessorWithBackOffNormalized: 30 iterations of <= ~272 ns, \
+                 >= 37 ns per normalized yield",
     },
 ];
 
@@ -131,8 +132,9 @@ pub struct SpinCost {
     pub pauses: f64,
     /// Spin time before the first yield or sleep, in ns.
     pub spin_ns: f64,
-    /// Worst extra delay after the lock is released, in ns, where the policy only re-checks
-    /// the lock between rounds (.NET); otherwise absent (re-checks every iteration).
+    /// Worst extra delay after the lock is released, in ns: the longest run of PAUSEs between
+    /// two looks at the lock, for the .NET policies (a whole round for legacy, one ~272 ns
+    /// iteration for normalized); absent for the others (they look every iteration).
     pub worst_extra_delay_ns: Option<f64>,
     /// True when the spin time grows with the PAUSE cost.
     pub scales_with_pause: bool,
@@ -162,11 +164,11 @@ pub fn spin_cost(policy: &SpinPolicy, pause_ns: f64, cores: u64) -> SpinCost {
             )
         }
         SpinBudget::DotnetNormalized => {
-            let s = NormalizedSpin::new(cores, pause_ns);
+            let s = NormalizedSpin::new(pause_ns);
             (
-                (s.total_normalized_yields * s.pauses_per_normalized_yield) as f64,
-                s.total_ns,
-                Some(s.last_round_ns),
+                s.total_pauses as f64,
+                s.total_ns(),
+                Some(s.longest_iteration_ns()),
                 false,
             )
         }
@@ -216,6 +218,21 @@ mod tests {
         assert_eq!(c.pauses, 4_920_500.0);
         assert_eq!(format!("{:.1}", c.spin_ns / 1e6), "246.0");
         assert_eq!(c.worst_extra_delay_ns, Some(328_050.0 * 50.0));
+    }
+
+    // Regression: the `spin` table once showed a second model of the normalized spin (the
+    // legacy schedule counted in normalized yields, 26.4 ms at 43 ns and 24 cores) beside the
+    // model lock's 7.3 us. The row now reads the one model in `dotnet`.
+    #[test]
+    fn dotnet_normalized_row_is_the_one_model_of_the_fix() {
+        let c = cost(".NET normalized", 43.0, 24);
+        let model = NormalizedSpin::new(43.0);
+        assert_eq!(c.pauses, 169.0);
+        assert_eq!(c.spin_ns, model.total_ns());
+        assert_eq!(c.worst_extra_delay_ns, Some(258.0));
+        assert!(!c.scales_with_pause);
+        // The core count plays no part.
+        assert_eq!(cost(".NET normalized", 43.0, 2), c);
     }
 
     #[test]

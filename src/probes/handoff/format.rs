@@ -11,6 +11,10 @@
 //! The parser is strict about what it needs (header, every required field, the `end` line
 //! that proves the output is complete) and ignores unknown fields, so a program may report
 //! more without breaking older readers.
+//!
+//! A runtime whose threads cannot be timed one by one (Go: goroutines move between OS
+//! threads) prints `wait_cpu_ns=N wait_cpu_from=process_minus_busy` in place of the two
+//! per-thread fields: the process's CPU time less the busy work it was asked to do.
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -38,18 +42,78 @@ pub struct RunRecord {
     pub wall_ns: u64,
     /// Wall time the sender spent acquiring the lock, summed over items.
     pub sender_lock_wait_ns: u64,
-    /// Sender thread CPU time while acquiring the lock.
-    pub sender_wait_cpu_ns: u64,
-    /// Worker thread CPU time while acquiring the lock and waiting for work.
-    pub worker_wait_cpu_ns: u64,
+    /// CPU time burned while waiting, and how it was measured.
+    pub wait_cpu: WaitCpu,
     /// CPU time of the whole process over the run (busy work included).
     pub process_cpu_ns: u64,
+}
+
+/// CPU time the two threads burned while they waited (for the lock or for work).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitCpu {
+    /// Each thread's CPU clock around its waits.
+    PerThread {
+        /// Sender thread CPU time while acquiring the lock.
+        sender_ns: u64,
+        /// Worker thread CPU time while acquiring the lock and waiting for work.
+        worker_ns: u64,
+    },
+    /// The process's CPU time less the busy work asked for (`items x (work + delay)`), floored
+    /// at 0: what a runtime whose threads cannot be timed one by one can tell. It includes
+    /// the runtime's own threads, and preemption inside the busy work lowers it.
+    ProcessMinusBusy {
+        /// The difference, in ns.
+        ns: u64,
+    },
+}
+
+impl WaitCpu {
+    /// [`WaitCpu::source`] of per-thread clocks.
+    pub const THREAD_CLOCKS: &'static str = "thread_clocks";
+    /// [`WaitCpu::source`] of process CPU less the busy work.
+    pub const PROCESS_MINUS_BUSY: &'static str = "process_minus_busy";
+
+    /// The CPU time, in ns.
+    pub fn ns(&self) -> u64 {
+        match *self {
+            WaitCpu::PerThread {
+                sender_ns,
+                worker_ns,
+            } => sender_ns + worker_ns,
+            WaitCpu::ProcessMinusBusy { ns } => ns,
+        }
+    }
+
+    /// How it was measured: [`Self::THREAD_CLOCKS`] or [`Self::PROCESS_MINUS_BUSY`].
+    pub fn source(&self) -> &'static str {
+        match self {
+            WaitCpu::PerThread { .. } => Self::THREAD_CLOCKS,
+            WaitCpu::ProcessMinusBusy { .. } => Self::PROCESS_MINUS_BUSY,
+        }
+    }
 }
 
 impl RunRecord {
     /// CPU time burned by the two threads while they waited (for the lock or for work).
     pub fn wait_cpu_ns(&self) -> u64 {
-        self.sender_wait_cpu_ns + self.worker_wait_cpu_ns
+        self.wait_cpu.ns()
+    }
+}
+
+fn wait_cpu(f: &HashMap<String, String>, line_no: usize) -> Result<WaitCpu, String> {
+    match f.get("wait_cpu_from").map(String::as_str) {
+        None => Ok(WaitCpu::PerThread {
+            sender_ns: field(f, "sender_wait_cpu_ns", line_no)?,
+            worker_ns: field(f, "worker_wait_cpu_ns", line_no)?,
+        }),
+        Some(WaitCpu::PROCESS_MINUS_BUSY) => Ok(WaitCpu::ProcessMinusBusy {
+            ns: field(f, "wait_cpu_ns", line_no)?,
+        }),
+        Some(other) => Err(format!(
+            "line {line_no}: wait_cpu_from='{other}' is not {}",
+            WaitCpu::PROCESS_MINUS_BUSY
+        )),
     }
 }
 
@@ -130,8 +194,7 @@ pub fn parse(text: &str) -> Result<ProgramOutput, String> {
                 items_done: field(&f, "items_done", n)?,
                 wall_ns: field(&f, "wall_ns", n)?,
                 sender_lock_wait_ns: field(&f, "sender_lock_wait_ns", n)?,
-                sender_wait_cpu_ns: field(&f, "sender_wait_cpu_ns", n)?,
-                worker_wait_cpu_ns: field(&f, "worker_wait_cpu_ns", n)?,
+                wait_cpu: wait_cpu(&f, n)?,
                 process_cpu_ns: field(&f, "process_cpu_ns", n)?,
             }),
             "end" => {
@@ -180,6 +243,28 @@ end runs=2
         assert_eq!(r.items_done, 5);
         assert_eq!(r.wall_ns, 15_192_352);
         assert_eq!(r.wait_cpu_ns(), 15_874 + 47_691);
+    }
+
+    #[test]
+    fn a_process_minus_busy_wait_cpu_replaces_the_per_thread_fields() {
+        let text = C_OUTPUT.replace(
+            "sender_wait_cpu_ns=58109 worker_wait_cpu_ns=47992",
+            "wait_cpu_ns=1234 wait_cpu_from=process_minus_busy",
+        );
+        let r = &parse(&text).unwrap().runs[0];
+        assert_eq!(r.wait_cpu, WaitCpu::ProcessMinusBusy { ns: 1234 });
+        assert_eq!(r.wait_cpu.source(), "process_minus_busy");
+        let odd = text.replacen("process_minus_busy", "guesswork", 1);
+        assert!(
+            parse(&odd)
+                .unwrap_err()
+                .contains("wait_cpu_from='guesswork'")
+        );
+        let missing = text.replacen(" wait_cpu_ns=1234", "", 1);
+        assert_eq!(
+            parse(&missing).unwrap_err(),
+            "line 2: missing field wait_cpu_ns"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! notifies all, releases, and busy-waits `delay_ms`. CPU time while waiting comes from the
 //! per-thread CPU clock (`CLOCK_THREAD_CPUTIME_ID`).
 
-use super::format::RunRecord;
+use super::format::{RunRecord, WaitCpu};
 use nix::time::{ClockId, clock_gettime};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Condvar, Mutex, MutexGuard};
@@ -141,8 +141,10 @@ pub fn run_once<M: Monitor>(
         items_done: shared.completed.load(Ordering::Relaxed),
         wall_ns: wall.as_nanos() as u64,
         sender_lock_wait_ns: lock_wait.as_nanos() as u64,
-        sender_wait_cpu_ns: sender_cpu,
-        worker_wait_cpu_ns: worker_cpu,
+        wait_cpu: WaitCpu::PerThread {
+            sender_ns: sender_cpu,
+            worker_ns: worker_cpu,
+        },
         process_cpu_ns: process_cpu,
     }
 }

@@ -10,7 +10,12 @@
 //! Java `synchronized` and `ReentrantLock` (programs in `runtimes/handoff/`, built by
 //! [`external`]); Rust std `Mutex`/`Condvar` and the model lock with the .NET policies run in
 //! process ([`inproc`], [`model_lock`]). A runtime whose toolchain is missing is `skipped`
-//! with the reason in `effects.runtimes`; the probe fails only when no runtime ran.
+//! with the reason in `effects.runtimes`; the probe fails only when no runtime ran. Every
+//! runtime's runs are checked against the request, by position ([`check_runs`]), and turned
+//! into metrics by [`result`].
+//!
+//! The model lock models a PAUSE cost it is given ([`ModelPause`]): `--pause-ns`, or this
+//! machine's from the `pause` probe of the same run. It does not time PAUSE itself.
 //!
 //! Not in `probes::all()`: a full run takes minutes, far beyond `check`'s budget; it runs
 //! from `cpudoctor spin --handoff` only.
@@ -19,10 +24,11 @@ pub mod external;
 pub mod format;
 pub mod inproc;
 pub mod model_lock;
+pub mod result;
 
 use super::{Probe, ProbeContext, ProbeFailure};
-use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
-use crate::spin::policy::{self, PauseScale, PolicyKind};
+use crate::report::schema::ProbeResult;
+use crate::spin::policy::{self, PolicyKind};
 use format::RunRecord;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -38,6 +44,9 @@ pub const SEED_DELAYS_MS: [f64; 9] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.
 pub const QUICK_ITEMS: u64 = 20;
 /// `--quick` delays, ms.
 pub const QUICK_DELAYS_MS: [f64; 4] = [1.0, 2.0, 5.0, 9.0];
+/// Runs per runtime and delay unless told otherwise: the fewest whose median one slow run
+/// cannot move, which the model lock's legacy/normalized ratio needs.
+pub const DEFAULT_REPETITIONS: u32 = 3;
 
 /// One lock implementation the handoff runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -131,7 +140,8 @@ impl Runtime {
         }
     }
 
-    fn policy(self) -> Option<PolicyKind> {
+    /// The model lock's policy, for the two model runtimes.
+    pub fn policy(self) -> Option<PolicyKind> {
         match self {
             Runtime::ModelDotnetLegacy => Some(PolicyKind::DotnetLegacy),
             Runtime::ModelDotnetNormalized => Some(PolicyKind::DotnetNormalized),
@@ -152,6 +162,36 @@ pub fn delay_label(delay_ms: f64) -> String {
     format!("{delay_ms}").replace('.', "p")
 }
 
+/// The PAUSE cost the model lock models.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelPause {
+    /// Given on the command line (`--pause-ns`): another CPU modelled here.
+    Given(f64),
+    /// This machine's, from the `pause` probe of the same run (`pause_ns`).
+    Measured(f64),
+    /// Not known: the model lock is skipped with this reason.
+    Unknown(String),
+}
+
+impl ModelPause {
+    /// The cost in ns, when known.
+    pub fn ns(&self) -> Option<f64> {
+        match *self {
+            ModelPause::Given(ns) | ModelPause::Measured(ns) => Some(ns),
+            ModelPause::Unknown(_) => None,
+        }
+    }
+
+    /// Where the cost comes from, in words, for the fingerprint.
+    pub fn source(&self) -> &'static str {
+        match self {
+            ModelPause::Given(_) => "given",
+            ModelPause::Measured(_) => "this machine's pause_ns, from the pause probe",
+            ModelPause::Unknown(_) => "unknown",
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HandoffConfig {
@@ -159,14 +199,14 @@ pub struct HandoffConfig {
     pub items: u64,
     /// Busy work per item under the lock, ms.
     pub work_ms: f64,
-    /// Sender delays, ms.
+    /// Sender delays, ms, each once.
     pub delays_ms: Vec<f64>,
     /// Runs per runtime and delay (the median is reported).
     pub repetitions: u32,
     /// Runtimes to run, in table order.
     pub runtimes: Vec<Runtime>,
-    /// PAUSE cost of the CPU the model lock models; `None` models this machine.
-    pub model_pause_ns: Option<f64>,
+    /// PAUSE cost of the CPU the model lock models.
+    pub model_pause: ModelPause,
     /// Core count the legacy policy's round limit scales with (20000 x cores).
     pub cores: u64,
     /// Where the C, Go and Java programs are built.
@@ -174,18 +214,25 @@ pub struct HandoffConfig {
 }
 
 impl HandoffConfig {
-    /// The seed's experiment on every runtime, modelling this machine's PAUSE.
-    pub fn seed(cores: u64) -> HandoffConfig {
+    /// The seed's experiment on every runtime, the model lock modelling `model_pause`.
+    pub fn seed(cores: u64, model_pause: ModelPause) -> HandoffConfig {
         HandoffConfig {
             items: SEED_ITEMS,
             work_ms: SEED_WORK_MS,
             delays_ms: SEED_DELAYS_MS.to_vec(),
-            repetitions: 1,
+            repetitions: DEFAULT_REPETITIONS,
             runtimes: Runtime::ALL.to_vec(),
-            model_pause_ns: None,
+            model_pause,
             cores,
             cache_dir: external::default_cache_dir(),
         }
+    }
+
+    /// Where run `i` of a runtime belongs: (delay index, repetition). Runs come delay by
+    /// delay, each delay's repetitions together.
+    pub fn position(&self, i: usize) -> (usize, u32) {
+        let reps = self.repetitions.max(1) as usize;
+        (i / reps, (i % reps) as u32)
     }
 }
 
@@ -195,33 +242,8 @@ pub struct HandoffProbe {
     pub config: HandoffConfig,
 }
 
-/// PAUSEs per calibration sample: ~1 ms at 25 ns. Long on purpose: the legacy rounds are
-/// runs of up to hundreds of thousands of back-to-back PAUSEs, and a hypervisor's pause-loop
-/// exits (seen on this KVM guest) make long runs cost more per PAUSE than short ones.
-const CALIBRATION_PAUSES: u64 = 40_000;
-
-#[cfg(target_arch = "x86_64")]
-fn measure_pause_ns(ctx: &ProbeContext) -> f64 {
-    let clock = ctx.clock;
-    crate::arch::pause_loop(CALIBRATION_PAUSES / 4);
-    let samples: Vec<f64> = (0..9)
-        .map(|_| {
-            let t0 = clock.start();
-            crate::arch::pause_loop(CALIBRATION_PAUSES);
-            let t1 = clock.end();
-            clock.ticks_to_ns(t1 - t0) / CALIBRATION_PAUSES as f64
-        })
-        .collect();
-    crate::measure::stats::median(&samples).unwrap_or(0.0)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn measure_pause_ns(_ctx: &ProbeContext) -> f64 {
-    0.0
-}
-
 /// How one runtime fared.
-enum Outcome {
+pub(crate) enum Outcome {
     Ok {
         runs: Vec<RunRecord>,
         detail: BTreeMap<String, Value>,
@@ -241,31 +263,22 @@ impl Probe for HandoffProbe {
 
     fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         let cfg = &self.config;
-        let wants_model = cfg.runtimes.iter().any(|r| r.policy().is_some());
-        let model_ok = crate::arch::require_x86_64();
-        let measured_pause_ns = if wants_model && model_ok.is_ok() {
-            Some(measure_pause_ns(ctx))
-        } else {
-            None
-        };
-        let scale = measured_pause_ns.map(|measured| PauseScale {
-            modelled_ns: cfg.model_pause_ns.unwrap_or(measured),
-            measured_ns: measured,
-        });
-
         let per_runtime = cfg.delays_ms.len() as u64 * cfg.repetitions as u64;
         ctx.progress
             .begin("handoff", per_runtime * cfg.runtimes.len() as u64);
-        let mut outcomes = Vec::new();
-        for &rt in &cfg.runtimes {
+        let mut outcomes: BTreeMap<Runtime, Outcome> = BTreeMap::new();
+        let models: Vec<Runtime> = cfg
+            .runtimes
+            .iter()
+            .copied()
+            .filter(|r| r.policy().is_some())
+            .collect();
+        for &rt in cfg.runtimes.iter().filter(|r| r.policy().is_none()) {
             let outcome = if let Some((tc, variant)) = rt.external() {
-                run_external(cfg, tc, variant)
-            } else if let Some(kind) = rt.policy() {
-                match (&model_ok, &scale) {
-                    (Err(reason), _) => Outcome::Skipped(reason.clone()),
-                    (Ok(()), Some(scale)) => run_model(cfg, kind, scale, ctx),
-                    (Ok(()), None) => Outcome::Failed("PAUSE was not measured".into()),
-                }
+                let o = run_external(cfg, tc, variant);
+                // A program reports all its runs at once.
+                ctx.progress.advance(per_runtime);
+                o
             } else {
                 let runs = each_run(cfg, ctx, |delay, rep| {
                     inproc::run_once(
@@ -278,16 +291,26 @@ impl Probe for HandoffProbe {
                 });
                 Outcome::Ok {
                     runs,
-                    detail: BTreeMap::new(),
+                    detail: BTreeMap::from([(
+                        "wait_cpu_from".into(),
+                        json!(format::WaitCpu::THREAD_CLOCKS),
+                    )]),
                 }
             };
-            // In-process runtimes advance per run; a program reports all its runs at once.
-            if rt.external().is_some() || !matches!(outcome, Outcome::Ok { .. }) {
+            outcomes.insert(rt, check_runs(cfg, outcome));
+        }
+        for (rt, outcome) in run_models(cfg, &models, ctx) {
+            if !matches!(outcome, Outcome::Ok { .. }) {
                 ctx.progress.advance(per_runtime);
             }
-            outcomes.push((rt, check_runs(cfg, outcome)));
+            outcomes.insert(rt, check_runs(cfg, outcome));
         }
         ctx.progress.finish();
+        let outcomes: Vec<(Runtime, Outcome)> = cfg
+            .runtimes
+            .iter()
+            .filter_map(|rt| outcomes.remove(rt).map(|o| (*rt, o)))
+            .collect();
 
         if !outcomes
             .iter()
@@ -311,7 +334,7 @@ impl Probe for HandoffProbe {
                 ProbeFailure::Failed(msg)
             });
         }
-        Ok(assemble(cfg, measured_pause_ns, scale, outcomes))
+        Ok(result::assemble(cfg, outcomes))
     }
 }
 
@@ -346,64 +369,123 @@ fn run_external(cfg: &HandoffConfig, tc: external::Toolchain, variant: &str) -> 
         delays_ms: &cfg.delays_ms,
     };
     match external::run(&built, &args) {
-        Ok(out) => Outcome::Ok {
-            runs: out.runs,
-            detail: BTreeMap::from([
-                ("toolchain".into(), json!(built.version)),
-                (
-                    "program".into(),
-                    json!(format!("{} {}", out.runtime, out.variant)),
-                ),
-            ]),
-        },
+        Ok(out) => {
+            let from = out
+                .runs
+                .first()
+                .map_or(format::WaitCpu::THREAD_CLOCKS, |r| r.wait_cpu.source());
+            Outcome::Ok {
+                runs: out.runs,
+                detail: BTreeMap::from([
+                    ("toolchain".into(), json!(built.version)),
+                    (
+                        "program".into(),
+                        json!(format!("{} {}", out.runtime, out.variant)),
+                    ),
+                    ("wait_cpu_from".into(), json!(from)),
+                ]),
+            }
+        }
         Err(e) => Outcome::Failed(e),
     }
 }
 
-fn run_model(
+/// Runs the model runtimes `models` (one per policy), alternating them run by run so the
+/// legacy and normalized runs at one delay meet the same machine load; their ratio is taken
+/// pair by pair.
+fn run_models(
     cfg: &HandoffConfig,
-    kind: PolicyKind,
-    scale: &PauseScale,
+    models: &[Runtime],
     ctx: &ProbeContext,
-) -> Outcome {
-    let plan = policy::plan(kind, scale.modelled_ns, cfg.cores);
-    let mut stats_by_delay = BTreeMap::new();
-    let runs = each_run(cfg, ctx, |delay, rep| {
-        let monitor = model_lock::ModelMonitor::new(model_lock::ModelLock::for_plan(&plan, scale));
-        let r = inproc::run_once(&monitor, cfg.items, cfg.work_ms, delay, rep);
-        let s = monitor.stats();
-        let entry = stats_by_delay
-            .entry(format!("delay_{}ms", delay_label(delay)))
-            .or_insert_with(Vec::new);
-        entry.push(json!(s));
-        r
-    });
-    let real_pauses: u64 = scale.apply(&plan).iter().sum();
-    Outcome::Ok {
-        runs,
-        detail: BTreeMap::from([
-            ("policy".into(), json!(kind)),
-            (
-                "modelled_pauses_before_check".into(),
-                json!(plan.pauses_before_check),
-            ),
-            (
-                "modelled_spin_before_block_ns".into(),
-                json!(plan.total_pauses() as f64 * scale.modelled_ns),
-            ),
-            (
-                "modelled_longest_run_ns".into(),
-                json!(plan.longest_run_pauses() as f64 * scale.modelled_ns),
-            ),
-            ("real_pauses_before_block".into(), json!(real_pauses)),
-            ("lock_stats".into(), json!(stats_by_delay)),
-        ]),
+) -> Vec<(Runtime, Outcome)> {
+    if models.is_empty() {
+        return Vec::new();
     }
+    let skip = |why: String| {
+        models
+            .iter()
+            .map(|&rt| (rt, Outcome::Skipped(why.clone())))
+            .collect()
+    };
+    if let Err(why) = crate::arch::require_x86_64() {
+        return skip(why);
+    }
+    let pause_ns = match &cfg.model_pause {
+        ModelPause::Unknown(why) => return skip(why.clone()),
+        known => known.ns().expect("known"),
+    };
+    let plans: Vec<(PolicyKind, policy::SpinPlan)> = models
+        .iter()
+        .map(|rt| {
+            let kind = rt.policy().expect("model runtime");
+            (kind, policy::plan(kind, pause_ns, cfg.cores))
+        })
+        .collect();
+    let mut runs = vec![Vec::new(); models.len()];
+    let mut stats: Vec<BTreeMap<String, Vec<Value>>> = vec![BTreeMap::new(); models.len()];
+    for &delay in &cfg.delays_ms {
+        for rep in 0..cfg.repetitions {
+            for (i, (_, plan)) in plans.iter().enumerate() {
+                let monitor = model_lock::ModelMonitor::new(model_lock::ModelLock::new(
+                    plan.clone(),
+                    pause_ns,
+                ));
+                runs[i].push(inproc::run_once(
+                    &monitor,
+                    cfg.items,
+                    cfg.work_ms,
+                    delay,
+                    rep,
+                ));
+                stats[i]
+                    .entry(format!("delay_{}ms", delay_label(delay)))
+                    .or_default()
+                    .push(json!(monitor.stats()));
+                ctx.progress.advance(1);
+            }
+        }
+    }
+    models
+        .iter()
+        .zip(plans)
+        .zip(runs.into_iter().zip(stats))
+        .map(|((&rt, (kind, plan)), (runs, stats))| {
+            let detail = BTreeMap::from([
+                ("policy".into(), json!(kind)),
+                (
+                    "modelled_pauses_before_check".into(),
+                    json!(plan.pauses_before_check),
+                ),
+                (
+                    "modelled_spin_before_block_ns".into(),
+                    json!(plan.total_pauses() as f64 * pause_ns),
+                ),
+                (
+                    "modelled_longest_run_ns".into(),
+                    json!(plan.longest_run_pauses() as f64 * pause_ns),
+                ),
+                ("lock_stats".into(), json!(stats)),
+                (
+                    "wait_cpu_from".into(),
+                    json!(format::WaitCpu::THREAD_CLOCKS),
+                ),
+            ]);
+            (rt, Outcome::Ok { runs, detail })
+        })
+        .collect()
 }
 
-/// Turns an `Ok` whose runs are incomplete into a failure: a run that lost items says
-/// nothing about handoff time.
-fn check_runs(cfg: &HandoffConfig, outcome: Outcome) -> Outcome {
+/// True when `got`, a figure a program echoed back, is `want` to the precision a program
+/// prints (15 significant digits or better).
+fn same_figure(got: f64, want: f64) -> bool {
+    (got - want).abs() <= 1e-9 * want.abs().max(1.0)
+}
+
+/// Turns an `Ok` whose runs are not the ones asked for into a failure. Runs are matched to
+/// the request by position (delay by delay, repetitions together), and each must say it ran
+/// that delay, repetition, item count and work, and processed every item: a run that lost
+/// items, or ran something else, says nothing about this handoff.
+pub(crate) fn check_runs(cfg: &HandoffConfig, outcome: Outcome) -> Outcome {
     let Outcome::Ok { runs, detail } = outcome else {
         return outcome;
     };
@@ -411,186 +493,38 @@ fn check_runs(cfg: &HandoffConfig, outcome: Outcome) -> Outcome {
     if runs.len() != expected {
         return Outcome::Failed(format!("{} runs reported, {expected} expected", runs.len()));
     }
-    if let Some(r) = runs.iter().find(|r| r.items_done != cfg.items) {
-        return Outcome::Failed(format!(
-            "at delay {} ms the worker processed {} of {} items",
-            r.delay_ms, r.items_done, cfg.items
-        ));
+    for (i, r) in runs.iter().enumerate() {
+        let (d, rep) = cfg.position(i);
+        let want_delay = cfg.delays_ms[d];
+        let wrong = if !same_figure(r.delay_ms, want_delay) || r.rep != rep {
+            Some(format!(
+                "run {} is delay {} ms repetition {}, expected delay {want_delay} ms repetition {rep}",
+                i + 1,
+                r.delay_ms,
+                r.rep
+            ))
+        } else if r.items != cfg.items || !same_figure(r.work_ms, cfg.work_ms) {
+            Some(format!(
+                "run {} used {} items of {} ms, expected {} of {} ms",
+                i + 1,
+                r.items,
+                r.work_ms,
+                cfg.items,
+                cfg.work_ms
+            ))
+        } else if r.items_done != cfg.items {
+            Some(format!(
+                "at delay {want_delay} ms the worker processed {} of {} items",
+                r.items_done, cfg.items
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = wrong {
+            return Outcome::Failed(why);
+        }
     }
     Outcome::Ok { runs, detail }
-}
-
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
-fn assemble(
-    cfg: &HandoffConfig,
-    measured_pause_ns: Option<f64>,
-    scale: Option<PauseScale>,
-    outcomes: Vec<(Runtime, Outcome)>,
-) -> ProbeResult {
-    let mut r = ProbeResult::new("handoff", Status::Ok);
-    r.params.insert("items".into(), json!(cfg.items));
-    r.params.insert("work_ms".into(), json!(cfg.work_ms));
-    r.params.insert("delays_ms".into(), json!(cfg.delays_ms));
-    r.params
-        .insert("repetitions".into(), json!(cfg.repetitions));
-    r.params.insert(
-        "runtimes".into(),
-        json!(cfg.runtimes.iter().map(|r| r.name()).collect::<Vec<_>>()),
-    );
-    r.params
-        .insert("model_pause_ns".into(), json!(cfg.model_pause_ns));
-    r.params.insert("model_cores".into(), json!(cfg.cores));
-    r.params.insert(
-        "sender_wait".into(),
-        json!("busy (as the seed's SimulateWork)"),
-    );
-
-    r.effects.insert("threads_pinned".into(), json!(false));
-    if let (Some(measured), Some(scale)) = (measured_pause_ns, scale) {
-        r.effects
-            .insert("measured_pause_ns".into(), json!(measured));
-        r.effects.insert(
-            "pause_calibration_run_pauses".into(),
-            json!(CALIBRATION_PAUSES),
-        );
-        r.effects
-            .insert("modelled_pause_ns".into(), json!(scale.modelled_ns));
-        r.effects.insert(
-            "real_pauses_per_modelled_pause".into(),
-            json!(scale.factor()),
-        );
-    }
-
-    let ideal: Vec<[f64; 2]> = cfg
-        .delays_ms
-        .iter()
-        .map(|&d| [d, ideal_ms(cfg.items, cfg.work_ms, d)])
-        .collect();
-    for &[d, ideal] in &ideal {
-        r.metrics.push(Metric::derived(
-            &format!("delay_{}ms_ideal_ms", delay_label(d)),
-            ideal,
-            "ms",
-            Better::Neither,
-        ));
-    }
-    r.series.push(Series::Xy {
-        name: "ideal_ms".into(),
-        x_label: "delay_ms".into(),
-        y_label: "wall_ms".into(),
-        points: ideal.clone(),
-    });
-
-    let mut runtimes = serde_json::Map::new();
-    let mut worst_wall_by_delay: BTreeMap<Runtime, Vec<f64>> = BTreeMap::new();
-    for (rt, outcome) in outcomes {
-        let name = rt.name();
-        let mut entry = serde_json::Map::new();
-        entry.insert("primitive".into(), json!(rt.primitive()));
-        match outcome {
-            Outcome::Skipped(reason) => {
-                entry.insert("status".into(), json!("skipped"));
-                entry.insert("reason".into(), json!(reason));
-            }
-            Outcome::Failed(reason) => {
-                entry.insert("status".into(), json!("failed"));
-                entry.insert("reason".into(), json!(reason));
-            }
-            Outcome::Ok { runs, detail } => {
-                entry.insert("status".into(), json!("ok"));
-                entry.extend(detail);
-                let mut wall_points = Vec::new();
-                let mut wait_points = Vec::new();
-                let mut slowdown: f64 = 0.0;
-                let mut walls = Vec::new();
-                for &d in &cfg.delays_ms {
-                    let at: Vec<&RunRecord> = runs.iter().filter(|x| x.delay_ms == d).collect();
-                    let label = delay_label(d);
-                    let wall: Vec<f64> = at.iter().map(|x| ms(x.wall_ns)).collect();
-                    let wait_cpu: Vec<f64> = at.iter().map(|x| ms(x.wait_cpu_ns())).collect();
-                    let lock_wait: Vec<f64> =
-                        at.iter().map(|x| ms(x.sender_lock_wait_ns)).collect();
-                    let process: Vec<f64> = at.iter().map(|x| ms(x.process_cpu_ns)).collect();
-                    let wall_m = Metric::from_samples(
-                        &format!("{name}_delay_{label}ms_wall_ms"),
-                        "ms",
-                        Better::Lower,
-                        &wall,
-                    );
-                    let wait_m = Metric::from_samples(
-                        &format!("{name}_delay_{label}ms_wait_cpu_ms"),
-                        "ms",
-                        Better::Lower,
-                        &wait_cpu,
-                    );
-                    if let (Some(w), Some(c)) = (&wall_m, &wait_m) {
-                        wall_points.push([d, w.value]);
-                        wait_points.push([d, c.value]);
-                        slowdown = slowdown.max(w.value / ideal_ms(cfg.items, cfg.work_ms, d));
-                        walls.push(w.value);
-                    }
-                    r.metrics.extend(wall_m);
-                    r.metrics.extend(wait_m);
-                    for (what, v) in [
-                        ("wall_ms", wall),
-                        ("wait_cpu_ms", wait_cpu),
-                        ("sender_lock_wait_ms", lock_wait),
-                        ("process_cpu_ms", process),
-                    ] {
-                        r.samples
-                            .insert(format!("{what}.{name}.delay_{label}ms"), v);
-                    }
-                }
-                r.metrics.push(Metric::derived(
-                    &format!("{name}_worst_slowdown_ratio"),
-                    slowdown,
-                    "ratio",
-                    Better::Lower,
-                ));
-                worst_wall_by_delay.insert(rt, walls);
-                r.series.push(Series::Xy {
-                    name: format!("wall_ms.{name}"),
-                    x_label: "delay_ms".into(),
-                    y_label: "wall_ms".into(),
-                    points: wall_points,
-                });
-                r.series.push(Series::Xy {
-                    name: format!("wait_cpu_ms.{name}"),
-                    x_label: "delay_ms".into(),
-                    y_label: "wait_cpu_ms".into(),
-                    points: wait_points,
-                });
-            }
-        }
-        runtimes.insert(name.into(), Value::Object(entry));
-    }
-    r.effects.insert("runtimes".into(), Value::Object(runtimes));
-
-    if let (Some(legacy), Some(normalized)) = (
-        worst_wall_by_delay.get(&Runtime::ModelDotnetLegacy),
-        worst_wall_by_delay.get(&Runtime::ModelDotnetNormalized),
-    ) && let Some((i, ratio)) = legacy
-        .iter()
-        .zip(normalized)
-        .map(|(l, n)| l / n)
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-    {
-        r.metrics.push(Metric::derived(
-            "model_legacy_over_normalized_ratio",
-            ratio,
-            "ratio",
-            Better::Lower,
-        ));
-        r.effects.insert(
-            "model_legacy_over_normalized_worst_delay_ms".into(),
-            json!(cfg.delays_ms[i]),
-        );
-    }
-    r
 }
 
 #[cfg(test)]
@@ -626,116 +560,86 @@ mod tests {
         }
     }
 
-    fn record(delay_ms: f64, wall_ms: f64) -> RunRecord {
+    pub(crate) fn record(delay_ms: f64, rep: u32, wall_ms: f64) -> RunRecord {
         RunRecord {
             delay_ms,
-            rep: 0,
+            rep,
             items: 10,
             work_ms: 10.0,
             items_done: 10,
             wall_ns: (wall_ms * 1e6) as u64,
             sender_lock_wait_ns: 0,
-            sender_wait_cpu_ns: 2_000_000,
-            worker_wait_cpu_ns: 1_000_000,
+            wait_cpu: format::WaitCpu::PerThread {
+                sender_ns: 2_000_000,
+                worker_ns: 1_000_000,
+            },
             process_cpu_ns: 0,
         }
     }
 
-    fn cfg() -> HandoffConfig {
+    pub(crate) fn cfg(repetitions: u32) -> HandoffConfig {
         HandoffConfig {
             items: 10,
             work_ms: 10.0,
             delays_ms: vec![1.0, 5.0],
-            repetitions: 1,
+            repetitions,
             runtimes: vec![Runtime::ModelDotnetLegacy, Runtime::ModelDotnetNormalized],
-            model_pause_ns: Some(43.0),
+            model_pause: ModelPause::Given(43.0),
             cores: 24,
             cache_dir: PathBuf::from("/nonexistent"),
         }
     }
 
-    #[test]
-    fn assemble_reports_metrics_series_and_the_model_ratio() {
-        let ok = |walls: [f64; 2]| Outcome::Ok {
-            runs: vec![record(1.0, walls[0]), record(5.0, walls[1])],
+    fn ok(runs: Vec<RunRecord>) -> Outcome {
+        Outcome::Ok {
+            runs,
             detail: BTreeMap::new(),
-        };
-        let r = assemble(
-            &cfg(),
-            Some(25.0),
-            Some(PauseScale {
-                modelled_ns: 43.0,
-                measured_ns: 25.0,
-            }),
-            vec![
-                (Runtime::ModelDotnetLegacy, ok([220.0, 101.0])),
-                (Runtime::ModelDotnetNormalized, ok([110.0, 101.0])),
-                (
-                    Runtime::GoSync,
-                    Outcome::Skipped("go toolchain missing".into()),
-                ),
-            ],
-        );
-        assert_eq!(
-            r.metric("model_dotnet_legacy_delay_1ms_wall_ms")
-                .unwrap()
-                .value,
-            220.0
-        );
-        assert_eq!(
-            r.metric("model_dotnet_legacy_delay_1ms_wait_cpu_ms")
-                .unwrap()
-                .value,
-            3.0
-        );
-        assert_eq!(r.metric("delay_1ms_ideal_ms").unwrap().value, 100.0);
-        assert_eq!(
-            r.metric("model_dotnet_legacy_worst_slowdown_ratio")
-                .unwrap()
-                .value,
-            2.2
-        );
-        assert_eq!(
-            r.metric("model_legacy_over_normalized_ratio")
-                .unwrap()
-                .value,
-            2.0
-        );
-        assert_eq!(
-            r.effects["model_legacy_over_normalized_worst_delay_ms"],
-            json!(1.0)
-        );
-        assert_eq!(r.effects["runtimes"]["go_sync"]["status"], "skipped");
-        assert_eq!(r.effects["real_pauses_per_modelled_pause"], json!(1.72));
-        assert!(r.series.iter().any(|s| matches!(s,
-            Series::Xy { name, points, .. } if name == "wall_ms.model_dotnet_legacy"
-                && points == &vec![[1.0, 220.0], [5.0, 101.0]])));
-        assert!(r.metrics.iter().all(|m| {
-            m.name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        }));
+        }
+    }
+
+    fn failure(o: Outcome) -> String {
+        match o {
+            Outcome::Failed(m) => m,
+            _ => panic!("expected a failure"),
+        }
     }
 
     #[test]
     fn lost_items_turn_a_runtime_into_a_failure() {
-        let mut bad = record(1.0, 100.0);
+        let mut bad = record(1.0, 0, 100.0);
         bad.items_done = 9;
-        let o = check_runs(
-            &cfg(),
-            Outcome::Ok {
-                runs: vec![bad, record(5.0, 100.0)],
-                detail: BTreeMap::new(),
-            },
-        );
-        assert!(matches!(o, Outcome::Failed(ref m) if m.contains("9 of 10")));
-        let short = check_runs(
-            &cfg(),
-            Outcome::Ok {
-                runs: vec![record(1.0, 100.0)],
-                detail: BTreeMap::new(),
-            },
-        );
-        assert!(matches!(short, Outcome::Failed(ref m) if m.contains("1 runs reported")));
+        let m = failure(check_runs(&cfg(1), ok(vec![bad, record(5.0, 0, 100.0)])));
+        assert!(m.contains("9 of 10"), "{m}");
+        let m = failure(check_runs(&cfg(1), ok(vec![record(1.0, 0, 100.0)])));
+        assert!(m.contains("1 runs reported"), "{m}");
+    }
+
+    // Regression: runs were matched to delays by float equality and never checked against the
+    // request, so a program that ran other delays, or its delays out of order, went unnoticed.
+    #[test]
+    fn runs_are_checked_by_position_against_the_request() {
+        let swapped = vec![record(5.0, 0, 100.0), record(1.0, 0, 100.0)];
+        let m = failure(check_runs(&cfg(1), ok(swapped)));
+        assert!(m.contains("run 1 is delay 5 ms"), "{m}");
+        let reps = vec![
+            record(1.0, 0, 100.0),
+            record(1.0, 0, 100.0),
+            record(5.0, 0, 100.0),
+            record(5.0, 1, 100.0),
+        ];
+        let m = failure(check_runs(&cfg(2), ok(reps)));
+        assert!(m.contains("run 2 is delay 1 ms repetition 0"), "{m}");
+        let mut other_work = record(5.0, 0, 100.0);
+        other_work.work_ms = 2.0;
+        let m = failure(check_runs(
+            &cfg(1),
+            ok(vec![record(1.0, 0, 100.0), other_work]),
+        ));
+        assert!(m.contains("10 items of 2 ms, expected 10 of 10 ms"), "{m}");
+        // A delay echoed to 15 significant digits is the same delay.
+        let mut c = cfg(1);
+        c.delays_ms = vec![0.1 + 0.2, 5.0];
+        let echoed = vec![record(0.3, 0, 100.0), record(5.0, 0, 100.0)];
+        assert!(matches!(check_runs(&c, ok(echoed)), Outcome::Ok { .. }));
     }
 }

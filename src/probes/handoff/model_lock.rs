@@ -1,17 +1,25 @@
-//! The model lock: a lock that spins by a [`SpinPlan`] (executed as real PAUSEs through
-//! `arch::pause_loop`) and then blocks, with a condition variable, so the .NET policies of
-//! `spin::policy` can run through the same handoff as the real runtimes.
+//! The model lock: a lock that spins by a [`SpinPlan`] and then blocks, with a condition
+//! variable, so the .NET policies of `spin::policy` can run through the same handoff as the
+//! real runtimes.
+//!
+//! A waiter walks its plan with [`SpinPlan::follow`], the same walk the plan's arithmetic is
+//! tested through: it executes PAUSEs (`arch::pause_loop`) until the end of each run, and
+//! looks at the lock only then. A run ends at a deadline, `modelled PAUSEs x modelled ns per
+//! PAUSE` after the spin started, not after a count of this machine's PAUSEs: a PAUSE here may
+//! cost more over a long run (pause-loop exits in a VM) or the spinner may be preempted, and a
+//! count would stretch every round by that. With deadlines the looks come when the modelled
+//! CPU would make them, or as soon after as the thread runs again; [`LockStats`] counts them
+//! and how late they came.
 //!
 //! The lock word is an `AtomicBool`; blocking uses a std `Mutex`/`Condvar` pair as the kernel
-//! wait (it is only reached when the plan runs out). The waiter looks at the lock only after
-//! each run of PAUSEs, exactly as the plan says, which is what makes the legacy policy spin
-//! past a release.
+//! wait (only reached when the plan runs out).
 
 use super::inproc::Monitor;
 use crate::spin::policy::SpinPlan;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What happened to acquisitions of one model lock, for the fingerprint's effects.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -24,6 +32,14 @@ pub struct LockStats {
     pub acquired_spinning: u64,
     /// Acquisitions that ran out of plan and blocked.
     pub acquired_after_blocking: u64,
+    /// Looks at the lock at the end of a PAUSE run (the first try of an acquisition is not
+    /// one).
+    pub looks: u64,
+    /// Sum over looks of how long after its deadline the look came, in ns: the clock read and
+    /// last PAUSE, plus any preemption.
+    pub look_late_ns_total: u64,
+    /// The latest look after its deadline, in ns.
+    pub look_late_ns_max: u64,
     /// PAUSEs executed on this machine while spinning.
     pub pauses_spun: u64,
     /// Wall time spent spinning, in ns.
@@ -36,6 +52,9 @@ struct Counters {
     uncontended: AtomicU64,
     acquired_spinning: AtomicU64,
     acquired_after_blocking: AtomicU64,
+    looks: AtomicU64,
+    look_late_ns_total: AtomicU64,
+    look_late_ns_max: AtomicU64,
     pauses_spun: AtomicU64,
     spin_ns: AtomicU64,
 }
@@ -47,28 +66,25 @@ pub struct ModelLock {
     waiters: AtomicU32,
     park: Mutex<()>,
     unparked: Condvar,
-    /// PAUSEs of this machine before each look at the lock.
-    real_pauses_before_check: Vec<u64>,
+    plan: SpinPlan,
+    /// ns per modelled PAUSE: a run of `n` modelled PAUSEs lasts `n` times this.
+    modelled_pause_ns: f64,
     counters: Counters,
 }
 
 impl ModelLock {
-    /// A free lock whose waiters spin `real_pauses_before_check` (PAUSEs of this machine, one
-    /// look at the lock after each run), then block.
-    pub fn new(real_pauses_before_check: Vec<u64>) -> ModelLock {
+    /// A free lock whose waiters follow `plan`, each modelled PAUSE lasting
+    /// `modelled_pause_ns`, then block.
+    pub fn new(plan: SpinPlan, modelled_pause_ns: f64) -> ModelLock {
         ModelLock {
             locked: AtomicBool::new(false),
             waiters: AtomicU32::new(0),
             park: Mutex::new(()),
             unparked: Condvar::new(),
-            real_pauses_before_check,
+            plan,
+            modelled_pause_ns,
             counters: Counters::default(),
         }
-    }
-
-    /// The lock for `plan` at `scale` (modelled PAUSEs to PAUSEs of this machine).
-    pub fn for_plan(plan: &SpinPlan, scale: &crate::spin::policy::PauseScale) -> ModelLock {
-        ModelLock::new(scale.apply(plan))
     }
 
     fn try_lock(&self) -> bool {
@@ -80,7 +96,8 @@ impl ModelLock {
                 .is_ok()
     }
 
-    /// Acquires: one try, then the plan's PAUSE runs with a look after each, then block.
+    /// Acquires: one try, then the plan's PAUSE runs with a look at the end of each, then
+    /// block.
     pub fn lock(&self) {
         let c = &self.counters;
         c.acquisitions.fetch_add(1, Ordering::Relaxed);
@@ -89,17 +106,31 @@ impl ModelLock {
             return;
         }
         let t0 = Instant::now();
-        let mut spun = 0;
-        let mut got = false;
-        for &pauses in &self.real_pauses_before_check {
-            spin(pauses);
-            spun += pauses;
-            if self.try_lock() {
-                got = true;
-                break;
-            }
-        }
-        c.pauses_spun.fetch_add(spun, Ordering::Relaxed);
+        let deadline = Cell::new(t0);
+        let (mut pauses, mut looks, mut late_total, mut late_max) = (0u64, 0u64, 0u64, 0u64);
+        let got = self
+            .plan
+            .follow(
+                |end| {
+                    let d = t0 + Duration::from_secs_f64(end as f64 * self.modelled_pause_ns / 1e9);
+                    deadline.set(d);
+                    pauses += spin_until(d);
+                },
+                || {
+                    let late = Instant::now().saturating_duration_since(deadline.get());
+                    let late = late.as_nanos() as u64;
+                    looks += 1;
+                    late_total += late;
+                    late_max = late_max.max(late);
+                    self.try_lock()
+                },
+            )
+            .is_some();
+        c.pauses_spun.fetch_add(pauses, Ordering::Relaxed);
+        c.looks.fetch_add(looks, Ordering::Relaxed);
+        c.look_late_ns_total
+            .fetch_add(late_total, Ordering::Relaxed);
+        c.look_late_ns_max.fetch_max(late_max, Ordering::Relaxed);
         c.spin_ns
             .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         if got {
@@ -134,22 +165,37 @@ impl ModelLock {
             uncontended: c.uncontended.load(Ordering::Relaxed),
             acquired_spinning: c.acquired_spinning.load(Ordering::Relaxed),
             acquired_after_blocking: c.acquired_after_blocking.load(Ordering::Relaxed),
+            looks: c.looks.load(Ordering::Relaxed),
+            look_late_ns_total: c.look_late_ns_total.load(Ordering::Relaxed),
+            look_late_ns_max: c.look_late_ns_max.load(Ordering::Relaxed),
             pauses_spun: c.pauses_spun.load(Ordering::Relaxed),
             spin_ns: c.spin_ns.load(Ordering::Relaxed),
         }
     }
 }
 
+/// Executes PAUSEs until `deadline` (at least one, so a run never vanishes); returns how many.
+/// The clock is read after every PAUSE: the shortest runs (one normalized yield, ~40 ns) need
+/// that resolution, and a clock read costs less than a PAUSE here.
+fn spin_until(deadline: Instant) -> u64 {
+    let mut n = 0;
+    loop {
+        pause();
+        n += 1;
+        if Instant::now() >= deadline {
+            return n;
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-fn spin(pauses: u64) {
-    crate::arch::pause_loop(pauses);
+fn pause() {
+    crate::arch::pause_loop(1);
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn spin(pauses: u64) {
-    for _ in 0..pauses {
-        std::hint::spin_loop();
-    }
+fn pause() {
+    std::hint::spin_loop();
 }
 
 /// The model lock with a condition variable, like a .NET `Monitor`: `wait` releases the lock,
@@ -220,25 +266,37 @@ impl Monitor for ModelMonitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spin::policy::PolicyKind;
     use std::sync::atomic::AtomicU64;
-    use std::time::Duration;
+
+    /// A plan of `runs` PAUSE runs, for a lock whose modelled PAUSE lasts 1 ns: each run
+    /// lasts its count in ns.
+    fn lock_ns(runs: Vec<u64>) -> ModelLock {
+        ModelLock::new(
+            SpinPlan {
+                kind: PolicyKind::DotnetLegacy,
+                pauses_before_check: runs,
+            },
+            1.0,
+        )
+    }
 
     #[test]
     fn lock_excludes_and_counts_uncontended_acquisitions() {
-        let l = ModelLock::new(vec![1, 1]);
+        let l = lock_ns(vec![1, 1]);
         l.lock();
         assert!(!l.try_lock());
         l.unlock();
         l.lock();
         l.unlock();
         let s = l.stats();
-        assert_eq!((s.acquisitions, s.uncontended), (2, 2));
+        assert_eq!((s.acquisitions, s.uncontended, s.looks), (2, 2, 0));
     }
 
     #[test]
     fn many_threads_keep_a_counter_exact_through_spinning_and_blocking() {
         // A two-run plan runs out quickly, so some acquisitions block and are woken.
-        let l = ModelLock::new(vec![1, 2]);
+        let l = lock_ns(vec![100, 200]);
         let counter = AtomicU64::new(0);
         std::thread::scope(|s| {
             for _ in 0..4 {
@@ -265,7 +323,7 @@ mod tests {
 
     #[test]
     fn a_waiter_that_runs_out_of_plan_blocks_and_is_woken_by_unlock() {
-        let l = ModelLock::new(vec![1]);
+        let l = lock_ns(vec![1]);
         l.lock();
         std::thread::scope(|s| {
             let h = s.spawn(|| {
@@ -278,12 +336,65 @@ mod tests {
         });
         let s = l.stats();
         assert_eq!(s.acquired_after_blocking, 1);
-        assert_eq!(s.pauses_spun, 1);
+        assert_eq!((s.pauses_spun, s.looks), (1, 1));
+    }
+
+    // Regression for the model lock that counted PAUSEs of this machine and looked at the lock
+    // after each count, untested against its plan: freed 1 ms into a 100 ms run, the lock is
+    // seen at that run's end and not before, by exactly one look.
+    #[test]
+    fn model_lock_looks_only_at_round_ends() {
+        let l = lock_ns(vec![100_000_000]);
+        l.lock();
+        let waited = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let t = Instant::now();
+                l.lock();
+                let waited = t.elapsed();
+                l.unlock();
+                waited
+            });
+            std::thread::sleep(Duration::from_millis(1));
+            l.unlock();
+            h.join().unwrap()
+        });
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        let s = l.stats();
+        assert_eq!(s.looks, 1, "{s:?}");
+        assert_eq!(s.acquired_spinning + s.acquired_after_blocking, 1);
+    }
+
+    // The k-th look comes no earlier than the k-th run's end (deadlines count from the spin's
+    // start), and a lock freed after 25 ms of 10 ms runs takes at least three looks.
+    #[test]
+    fn model_lock_looks_at_each_run_end_in_turn() {
+        let l = lock_ns(vec![10_000_000; 6]);
+        l.lock();
+        let waited = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let t = Instant::now();
+                l.lock();
+                let waited = t.elapsed();
+                l.unlock();
+                waited
+            });
+            std::thread::sleep(Duration::from_millis(25));
+            l.unlock();
+            h.join().unwrap()
+        });
+        let s = l.stats();
+        assert!(s.looks >= 3, "{s:?}");
+        assert!(
+            waited >= Duration::from_millis(10 * s.looks),
+            "{waited:?} for {} looks",
+            s.looks
+        );
+        assert!(s.look_late_ns_max >= s.look_late_ns_total / s.looks);
     }
 
     #[test]
     fn monitor_wait_returns_after_notify_with_the_lock_held() {
-        let m = ModelMonitor::new(ModelLock::new(vec![4; 8]));
+        let m = ModelMonitor::new(lock_ns(vec![100; 8]));
         let ready = AtomicBool::new(false);
         std::thread::scope(|s| {
             let h = s.spawn(|| {
