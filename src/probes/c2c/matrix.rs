@@ -30,15 +30,6 @@ pub enum PairGroup {
 }
 
 impl PairGroup {
-    /// Every group, closest first.
-    pub const ALL: [PairGroup; 5] = [
-        PairGroup::SmtSibling,
-        PairGroup::SharedL3,
-        PairGroup::OtherL3,
-        PairGroup::OtherNumaNode,
-        PairGroup::Unknown,
-    ];
-
     /// Identifier used in metric names and JSON (`shared_l3`).
     pub fn key(self) -> &'static str {
         match self {
@@ -48,6 +39,19 @@ impl PairGroup {
             PairGroup::OtherNumaNode => "other_numa_node",
             PairGroup::Unknown => "unknown",
         }
+    }
+
+    /// The group a [`PairGroup::key`] names.
+    pub fn from_key(key: &str) -> Option<PairGroup> {
+        [
+            PairGroup::SmtSibling,
+            PairGroup::SharedL3,
+            PairGroup::OtherL3,
+            PairGroup::OtherNumaNode,
+            PairGroup::Unknown,
+        ]
+        .into_iter()
+        .find(|g| g.key() == key)
     }
 
     /// Words for a reader (`shared L3`).
@@ -159,6 +163,31 @@ pub fn select_pairs(
         .collect();
     chosen.sort_unstable();
     chosen.into_iter().map(|i| pairs[i]).collect()
+}
+
+/// `pairs` reordered so that the groups take turns, closest group first in each turn, and
+/// each group's pairs keep their order. A sweep that has to stop early (its budget ran out)
+/// then drops pairs from every group alike, instead of the last rows of the matrix, which
+/// hold the high CPU numbers: the other socket.
+pub fn round_robin(
+    pairs: &[(usize, usize)],
+    group_of: impl Fn(usize, usize) -> PairGroup,
+) -> Vec<(usize, usize)> {
+    let mut by_group: BTreeMap<PairGroup, std::collections::VecDeque<(usize, usize)>> =
+        BTreeMap::new();
+    for &(a, b) in pairs {
+        by_group
+            .entry(group_of(a, b))
+            .or_default()
+            .push_back((a, b));
+    }
+    let mut out = Vec::with_capacity(pairs.len());
+    while out.len() < pairs.len() {
+        for queue in by_group.values_mut() {
+            out.extend(queue.pop_front());
+        }
+    }
+    out
 }
 
 /// One measured pair.
@@ -316,6 +345,52 @@ pub(crate) mod tests {
         assert_eq!(g, vec![PairGroup::SharedL3, PairGroup::SmtSibling]);
         // Enough room: everything, unchanged.
         assert_eq!(select_pairs(&pairs, group, 500), pairs);
+    }
+
+    #[test]
+    fn a_budget_stop_keeps_far_groups() {
+        // Regression: pairs ran in row order, so a sweep stopped at its budget dropped the
+        // high CPU numbers, the whole other socket. In turns, any prefix holds every group.
+        let t = topology(2, 2, 2, true);
+        let pairs = all_pairs(&(0..16).collect::<Vec<_>>());
+        let group = |a, b| classify(Some(&t), a, b);
+        let order = round_robin(&pairs, group);
+        assert_eq!(order.len(), pairs.len());
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, pairs, "same pairs, each once");
+        let first4: Vec<PairGroup> = order[..4].iter().map(|&(a, b)| group(a, b)).collect();
+        assert_eq!(
+            first4,
+            [
+                PairGroup::SmtSibling,
+                PairGroup::SharedL3,
+                PairGroup::OtherL3,
+                PairGroup::OtherNumaNode
+            ]
+        );
+        // Half the sweep still has a fair share of the far pairs (64 of 120 in all).
+        let far = order[..60]
+            .iter()
+            .filter(|&&(a, b)| group(a, b) == PairGroup::OtherNumaNode)
+            .count();
+        assert!(far >= 20, "{far} far pairs in the first half");
+    }
+
+    #[test]
+    fn group_keys_round_trip() {
+        for g in [
+            PairGroup::SmtSibling,
+            PairGroup::OtherNumaNode,
+            PairGroup::Unknown,
+        ] {
+            assert_eq!(PairGroup::from_key(g.key()), Some(g));
+        }
+        assert_eq!(
+            PairGroup::from_key("shared_l3").map(PairGroup::label),
+            Some("shared L3")
+        );
+        assert_eq!(PairGroup::from_key("nonsense"), None);
     }
 
     #[test]

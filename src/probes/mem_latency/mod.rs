@@ -31,8 +31,8 @@ pub struct MemLatencyProbe;
 const LOADS_PER_SAMPLE_FULL: u64 = 1 << 16;
 /// Loads per timed sample, quick profile: a quarter, still ~16 us in L1.
 const LOADS_PER_SAMPLE_QUICK: u64 = 1 << 14;
-/// Loads of warm-up before timing: a whole lap for sizes up to 32 MiB (the lines must be in
-/// the cache being measured), capped above that, where every load misses anyway.
+/// Longest chase warmed up with a whole lap before timing (32 MiB of lines): the lines must
+/// be in the cache being measured. Longer chases miss anyway.
 const WARM_UP_CAP: u64 = 1 << 19;
 /// Largest span of the TLB sweep: 65536 pages of 4 KiB, far past any second-level TLB (3072
 /// entries on Zen 4, 1536-2048 on recent Intel cores).
@@ -117,13 +117,15 @@ pub fn cache_sizes(ctx: &ProbeContext) -> Vec<CacheSize> {
         .collect()
 }
 
-/// Times chases through `slots` slots, one per page kind (`starts`), taking their samples in
-/// turn so that a neighbour's burst on a shared machine hits every kind alike: the kinds are
-/// compared with each other, so they must see the same noise. Returns ns/load per kind.
+/// Times chases through `slots` slots, one per page kind (`starts`); returns ns/load per kind.
 ///
-/// Before each sample a chase that fits in one sample is walked once untimed, so the lines
-/// and TLB entries the other kinds' chases evicted are back; longer chases are not rewarmed
-/// (at those sizes the loads miss anyway, and a lap would cost more than the sample).
+/// Each kind must have the caches to itself while it is timed: if the kinds took their samples
+/// in turn, every other kind's chase would walk as many lines between two visits to a line as
+/// this one does, so the cache footprint would be the sum over kinds (2x with 4 KiB + THP)
+/// and a point between LLC/2 and the LLC would read as memory. So each kind takes its samples
+/// in a block after an untimed lap that brings its lines and TLB entries back. The kinds are
+/// compared with each other and must see the same machine noise, so there are two rounds of
+/// blocks in ABBA order (the second round reversed): slow drift hits every kind alike.
 #[cfg(target_arch = "x86_64")]
 fn time_chases(
     ctx: &ProbeContext,
@@ -135,21 +137,30 @@ fn time_chases(
     use crate::arch::{CHASE_LOADS_PER_ITERATION, pointer_chase};
     let clock = ctx.clock;
     let loads = loads.next_multiple_of(CHASE_LOADS_PER_ITERATION);
-    // SAFETY (all chases): every start heads a cycle `chase::build` wrote in a live buffer.
-    let mut ps: Vec<*const u64> = starts
-        .iter()
-        .map(|&s| unsafe { pointer_chase(s, slots.min(WARM_UP_CAP)) })
-        .collect();
+    // A whole lap while the chase fits in some cache; beyond the cap every load misses anyway
+    // and one sample's worth settles the TLB and the core clock.
+    let warm_up = if slots <= WARM_UP_CAP { slots } else { loads };
+    let mut ps: Vec<*const u64> = starts.to_vec();
     let mut ns = vec![Vec::with_capacity(reps); starts.len()];
-    for _ in 0..reps {
-        for (p, out) in ps.iter_mut().zip(ns.iter_mut()) {
-            if starts.len() > 1 && slots <= loads {
-                *p = unsafe { pointer_chase(*p, slots) };
+    let kinds: Vec<usize> = (0..starts.len()).collect();
+    let rounds = [
+        (kinds.clone(), reps.div_ceil(2)),
+        (kinds.into_iter().rev().collect::<Vec<_>>(), reps / 2),
+    ];
+    for (order, samples) in rounds {
+        if samples == 0 {
+            continue;
+        }
+        for k in order {
+            // SAFETY (all chases): every start heads a cycle `chase::build` wrote in a live
+            // buffer, and a chase only ever stops on a slot of that cycle.
+            ps[k] = unsafe { pointer_chase(ps[k], warm_up) };
+            for _ in 0..samples {
+                let t0 = clock.start();
+                ps[k] = unsafe { pointer_chase(ps[k], loads) };
+                let t1 = clock.end();
+                ns[k].push(clock.ticks_to_ns(t1 - t0) / loads as f64);
             }
-            let t0 = clock.start();
-            *p = unsafe { pointer_chase(*p, loads) };
-            let t1 = clock.end();
-            out.push(clock.ticks_to_ns(t1 - t0) / loads as f64);
         }
     }
     std::hint::black_box(ps);
@@ -301,7 +312,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     Ok(r)
 }
 
-/// The latency curve and the TLB sweep on every buffer, kinds interleaved per sample.
+/// The latency curve and the TLB sweep on every buffer, kinds in blocks (see [`time_chases`]).
 #[cfg(target_arch = "x86_64")]
 fn measure_kinds(
     ctx: &ProbeContext,
