@@ -141,4 +141,17 @@ pub enum InputError {
     /// A page kind that does not exist.
     #[error("unknown page kind '{0}': expected 4k, thp, hugetlb-2m or hugetlb-1g")]
     BadPageKind(String),
+    /// A duration beyond what an option allows (bus locking that would slow a shared host
+    /// for too long).
+    #[error("{what} {value} s is more than the {max} s allowed: {why}; pick at most {max}")]
+    TooLong {
+        /// Which option.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The largest value allowed, in seconds.
+        max: u32,
+        /// Why there is a limit.
+        why: &'static str,
+    },
 }

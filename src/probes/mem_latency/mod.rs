@@ -1,4 +1,5 @@
-//! Memory latency: a pointer chase over one random cycle of cache lines ([`chase`]), at buffer
+//! Memory latency: a pointer chase over one random cycle of cache lines
+//! ([`crate::measure::chase`]), at buffer
 //! sizes from 16 KiB to 1 GiB, on each page kind (4 KiB, transparent huge pages, hugetlbfs
 //! 2 MiB and 1 GiB when reserved). Per size: ns and core cycles per load. From the curves
 //! ([`curve`]): L1, L2, L3 and DRAM latencies located from the cache sizes sysfs reports and
@@ -11,14 +12,15 @@
 //! Every buffer's page size is read back from /proc/self/smaps after it is touched; a page
 //! kind that did not take is reported in `effects.page_kinds` and not measured.
 
-pub mod chase;
 pub mod curve;
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::buffer::{Buffer, PageBacking, PageKind, format_size};
+use crate::measure::buffer::{
+    Buffer, PageKind, allocate_kinds, format_size, kinds_using_mem_available,
+};
+use crate::measure::chase::{self, Layout};
 use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu, stats};
 use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
-use chase::Layout;
 use curve::{CacheSize, LevelOnCurve, TlbPoint};
 use serde_json::json;
 
@@ -74,14 +76,14 @@ pub fn full_sizes() -> Vec<u64> {
 }
 
 /// The quick curve: one point inside each cache level (a quarter of it), one past it (twice
-/// it), and DRAM at 4x the last-level cache (at least 64 MiB).
-pub fn quick_sizes(caches: &[CacheSize]) -> Vec<u64> {
+/// it), and DRAM at 4x the last-level cache (`llc`, at least 64 MiB).
+pub fn quick_sizes(caches: &[CacheSize], llc: Option<u64>) -> Vec<u64> {
     let mut v = vec![16 << 10];
     for c in caches {
         v.push(c.bytes / 4);
         v.push(c.bytes * 2);
     }
-    let llc = caches.iter().map(|c| c.bytes).max().unwrap_or(16 << 20);
+    let llc = llc.unwrap_or(16 << 20);
     v.push((llc * curve::DRAM_MIN_LLC_FACTOR).max(64 << 20));
     v.retain(|&s| s >= 16 << 10);
     v.sort_unstable();
@@ -89,16 +91,28 @@ pub fn quick_sizes(caches: &[CacheSize]) -> Vec<u64> {
     v
 }
 
-/// Default largest buffer: 1 GiB full, 512 MiB quick (whose sizes stop at 4x the LLC), never
-/// more than a quarter of the memory available (the probe maps one buffer at a time).
-fn default_max_size(profile: Profile) -> u64 {
+/// Default largest buffer: 1 GiB full, 512 MiB quick (whose sizes stop at 4x the LLC). Every
+/// kind's buffer is mapped at once (see [`time_chases`]), so the buffers drawing on
+/// `MemAvailable` (`buffers`: 4 KiB and THP) together never take more than a quarter of it.
+fn default_max_size(profile: Profile, buffers: usize) -> u64 {
     let want: u64 = match profile {
         Profile::Full => 1 << 30,
         Profile::Quick => 512 << 20,
     };
     match crate::machine::meminfo::read_mem_available_bytes() {
-        Some(avail) if avail / 4 < want => (avail / 4).max(1 << 20).next_power_of_two() / 2,
-        _ => want,
+        Some(avail) => cap_to_available(want, avail, buffers),
+        None => want,
+    }
+}
+
+/// `want`, or the largest power of two such that `buffers` of it fit in a quarter of
+/// `available` bytes (at least 1 MiB).
+pub fn cap_to_available(want: u64, available: u64, buffers: usize) -> u64 {
+    let share = available / 4 / buffers.max(1) as u64;
+    if share >= want {
+        want
+    } else {
+        (share.max(1 << 20) + 1).next_power_of_two() / 2
     }
 }
 
@@ -221,13 +235,21 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         Profile::Quick => LOADS_PER_SAMPLE_QUICK,
     };
     let caches = cache_sizes(ctx);
+    let kinds: Vec<PageKind> = ctx
+        .options
+        .page_kinds
+        .clone()
+        .unwrap_or_else(|| PageKind::ALL.to_vec());
     let max_size = ctx
         .options
         .max_size
-        .unwrap_or_else(|| default_max_size(profile));
+        .unwrap_or_else(|| default_max_size(profile, kinds_using_mem_available(&kinds)));
     let mut sizes: Vec<u64> = ctx.options.sizes.clone().unwrap_or_else(|| match profile {
         Profile::Full => full_sizes(),
-        Profile::Quick => quick_sizes(&caches),
+        Profile::Quick => quick_sizes(
+            &caches,
+            ctx.machine.topology.as_ref().and_then(|t| t.llc_bytes()),
+        ),
     });
     sizes.iter_mut().for_each(|s| *s = (*s / 64) * 64);
     sizes.retain(|&s| s >= 128 && s <= max_size);
@@ -239,11 +261,6 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             format_size(max_size)
         )));
     };
-    let kinds: Vec<PageKind> = ctx
-        .options
-        .page_kinds
-        .clone()
-        .unwrap_or_else(|| PageKind::ALL.to_vec());
     let tlb_max_pages = TLB_SWEEP_MAX_PAGES.min(largest / 4096);
     let tlb_sweep = tlb_pages(profile, tlb_max_pages);
 
@@ -253,26 +270,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
 
     ctx.progress
         .begin("mem-latency", (sizes.len() + tlb_sweep.len()) as u64);
-    // Every kind's buffer is mapped at once, so their samples can be taken in turn.
-    let mut backings: Vec<serde_json::Value> = Vec::new();
-    let mut bufs: Vec<Buffer> = Vec::new();
-    for &kind in &kinds {
-        let buf = match Buffer::allocate(largest, kind) {
-            Ok(b) => b,
-            Err(e) => {
-                backings.push(json!({"requested": kind, "took": false, "note": e.to_string()}));
-                continue;
-            }
-        };
-        let backing: PageBacking = buf
-            .backing()
-            .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
-        backings.push(serde_json::to_value(&backing).expect("backing serialises"));
-        // Not taken, it would be 4 KiB pages measured under a huge-page label: leave it out.
-        if backing.took {
-            bufs.push(buf);
-        }
-    }
+    // Every kind's buffer is mapped at once, so the kinds can take turns (in blocks, see
+    // `time_chases`); pinned already, so the pages fault in on this CPU's NUMA node.
+    let kb = allocate_kinds(&kinds, |kind| Buffer::allocate(largest, kind))
+        .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let mut bufs = kb.buffers;
+    let backings = kb.records;
     let runs = measure_kinds(ctx, &mut bufs, &sizes, &tlb_sweep, loads, reps);
     drop(bufs);
     ctx.progress.finish();
@@ -529,7 +532,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            quick_sizes(&caches),
+            quick_sizes(&caches, Some(32 << 20)),
             [
                 16 << 10,
                 64 << 10,
@@ -540,6 +543,16 @@ mod tests {
                 128 << 20
             ]
         );
+    }
+
+    #[test]
+    fn buffers_of_every_kind_fit_in_a_quarter_of_available_memory() {
+        // Regression: the cap counted one buffer while every kind is mapped at once.
+        assert_eq!(cap_to_available(1 << 30, 24 << 30, 2), 1 << 30);
+        assert_eq!(cap_to_available(1 << 30, 4 << 30, 1), 1 << 30);
+        assert_eq!(cap_to_available(1 << 30, 4 << 30, 2), 512 << 20);
+        assert_eq!(cap_to_available(1 << 30, 3 << 30, 2), 256 << 20);
+        assert_eq!(cap_to_available(1 << 30, 1 << 20, 2), 1 << 20);
     }
 
     #[test]
