@@ -9,6 +9,10 @@
 //! tables does not care (Prescott: 4.2 GB/s either way). The gains this probe reports are that
 //! comparison on the machine at hand.
 
+// Elsewhere than x86-64 the probe skips before measuring (`arch::require_x86_64`) and the
+// kernels it times do not exist, so its measuring half is compiled but never called there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::buffer::{
     Buffer, PageKind, allocate_kinds, format_size, kinds_using_mem_available,

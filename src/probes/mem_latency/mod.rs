@@ -12,6 +12,10 @@
 //! Every buffer's page size is read back from /proc/self/smaps after it is touched; a page
 //! kind that did not take is reported in `effects.page_kinds` and not measured.
 
+// Elsewhere than x86-64 the probe skips before measuring (`arch::require_x86_64`) and the
+// kernels it times do not exist, so its measuring half is compiled but never called there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 pub mod curve;
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};

@@ -254,7 +254,6 @@ fn now_ns() -> u64 {
 
 /// The child: tie its life to the parent's, pin, then obey the command word until told to
 /// exit.
-#[cfg(target_arch = "x86_64")]
 fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
     // SAFETY (whole function): `page` is the shared mapping, inherited across fork; only
     // async-signal-safe calls follow, and the process leaves through `_exit`.
@@ -294,7 +293,7 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
                         burst_start = now_ns();
                         word(STATE).store(STATE_LOCKING, Ordering::Release);
                     }
-                    crate::arch::lock_add_loop(target, batch);
+                    split_lock_add(target, batch);
                     ops += batch;
                     word(OPS).store(ops, Ordering::Release);
                 }
@@ -321,13 +320,22 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn child_main(page: *mut u8, _cpu: usize, _batch: u64, _parent: libc::pid_t) -> ! {
-    // No split lock to run: say so and leave (the probes skip before getting here).
-    // SAFETY: the shared page is mapped; `_exit` is async-signal-safe.
+/// `count` split locks on `target`. Only x86-64 has them here; elsewhere the probes skip
+/// before a locker is spawned.
+///
+/// # Safety
+/// As for `arch::lock_add_loop`.
+unsafe fn split_lock_add(target: *mut u8, count: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller.
     unsafe {
-        AtomicU64::from_ptr(page.add(STATE).cast()).store(STATE_PIN_FAILED, Ordering::Release);
-        libc::_exit(3)
+        crate::arch::lock_add_loop(target, count)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (target, count);
+        // SAFETY: `_exit` is async-signal-safe; a panic after fork is not.
+        unsafe { libc::_exit(5) }
     }
 }
 
