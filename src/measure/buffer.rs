@@ -305,8 +305,7 @@ impl Buffer {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().expect("toucher thread panicked"))
-                .collect::<Result<(), BufferError>>()
+                .try_for_each(|h| h.join().expect("toucher thread panicked"))
         })?;
         Ok(buf)
     }
