@@ -696,8 +696,9 @@ mod tests {
         let buf = Buffer::allocate_touched_by(3 << 20, PageKind::Base4k, cpus, 1 << 20).unwrap();
         let b = buf.backing().unwrap();
         assert!(b.took, "{b:?}");
-        // Every page faulted in, the tail past the slices included.
-        assert_eq!(b.resident_bytes, 3 << 20);
+        // Every page faulted in, the tail past the slices included (the kernel may merge the
+        // mapping with a neighbouring one, so at least).
+        assert!(b.resident_bytes >= 3 << 20, "{b:?}");
         let err = Buffer::allocate_touched_by(1 << 20, PageKind::Base4k, &[1 << 20], 4096);
         assert!(matches!(err, Err(BufferError::NotPinned { .. })), "{err:?}");
     }

@@ -165,29 +165,32 @@ pub fn select_pairs(
     chosen.into_iter().map(|i| pairs[i]).collect()
 }
 
-/// `pairs` reordered so that the groups take turns, closest group first in each turn, and
-/// each group's pairs keep their order. A sweep that has to stop early (its budget ran out)
-/// then drops pairs from every group alike, instead of the last rows of the matrix, which
-/// hold the high CPU numbers: the other socket.
-pub fn round_robin(
+/// `pairs` reordered so that any prefix samples every group fairly: first one pair of each
+/// group (closest group first), then the rest interleaved in proportion to group size (the
+/// `k`-th pair of a group of `n` at position (k + 1/2) / n of the way), each group's pairs
+/// in their order. A sweep that has to stop early (its budget ran out) then drops pairs from
+/// every group alike, instead of the last rows of the matrix, which hold the high CPU numbers:
+/// the other socket.
+pub fn interleave_groups(
     pairs: &[(usize, usize)],
     group_of: impl Fn(usize, usize) -> PairGroup,
 ) -> Vec<(usize, usize)> {
-    let mut by_group: BTreeMap<PairGroup, std::collections::VecDeque<(usize, usize)>> =
-        BTreeMap::new();
+    let mut by_group: BTreeMap<PairGroup, Vec<(usize, usize)>> = BTreeMap::new();
     for &(a, b) in pairs {
-        by_group
-            .entry(group_of(a, b))
-            .or_default()
-            .push_back((a, b));
+        by_group.entry(group_of(a, b)).or_default().push((a, b));
     }
-    let mut out = Vec::with_capacity(pairs.len());
-    while out.len() < pairs.len() {
-        for queue in by_group.values_mut() {
-            out.extend(queue.pop_front());
-        }
-    }
-    out
+    let mut keyed: Vec<(f64, PairGroup, (usize, usize))> = by_group
+        .iter()
+        .flat_map(|(&g, members)| {
+            let n = members.len() as f64;
+            members.iter().enumerate().map(move |(k, &p)| {
+                let at = if k == 0 { -1.0 } else { (k as f64 + 0.5) / n };
+                (at, g, p)
+            })
+        })
+        .collect();
+    keyed.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    keyed.into_iter().map(|(_, _, p)| p).collect()
 }
 
 /// One measured pair.
@@ -350,11 +353,11 @@ pub(crate) mod tests {
     #[test]
     fn a_budget_stop_keeps_far_groups() {
         // Regression: pairs ran in row order, so a sweep stopped at its budget dropped the
-        // high CPU numbers, the whole other socket. In turns, any prefix holds every group.
+        // high CPU numbers, the whole other socket. Interleaved, any prefix holds every group.
         let t = topology(2, 2, 2, true);
         let pairs = all_pairs(&(0..16).collect::<Vec<_>>());
         let group = |a, b| classify(Some(&t), a, b);
-        let order = round_robin(&pairs, group);
+        let order = interleave_groups(&pairs, group);
         assert_eq!(order.len(), pairs.len());
         let mut sorted = order.clone();
         sorted.sort_unstable();
@@ -369,12 +372,29 @@ pub(crate) mod tests {
                 PairGroup::OtherNumaNode
             ]
         );
-        // Half the sweep still has a fair share of the far pairs (64 of 120 in all).
-        let far = order[..60]
-            .iter()
-            .filter(|&&(a, b)| group(a, b) == PairGroup::OtherNumaNode)
-            .count();
-        assert!(far >= 20, "{far} far pairs in the first half");
+        // Any prefix holds each group in proportion to its size (8, 16, 32, 64 of 120), to
+        // within a pair or two.
+        for cut in [20, 60, 90] {
+            let count = |g| {
+                order[..cut]
+                    .iter()
+                    .filter(|&&(a, b)| group(a, b) == g)
+                    .count()
+            };
+            for (g, size) in [
+                (PairGroup::SmtSibling, 8),
+                (PairGroup::SharedL3, 16),
+                (PairGroup::OtherL3, 32),
+                (PairGroup::OtherNumaNode, 64),
+            ] {
+                let fair = (cut * size) as f64 / 120.0;
+                assert!(
+                    (count(g) as f64 - fair).abs() <= 2.0,
+                    "cut {cut}: {g:?} has {} pairs, fair share {fair}",
+                    count(g)
+                );
+            }
+        }
     }
 
     #[test]

@@ -133,7 +133,7 @@ impl Probe for C2cProbe {
 
         // The first pair tells how long one takes; a few more refine that (a far pair, or a
         // busy machine, is slower), then the selection shrinks if it no longer fits. Pairs run
-        // with the groups taking turns, so the hard stop at twice the budget, should it come,
+        // with the groups interleaved, so the hard stop at twice the budget, should it come,
         // cuts every group alike.
         let first = measure_pair(ctx, pairs[0], plan, &mut keep)?;
         let fit = |measured: usize| {
@@ -145,7 +145,7 @@ impl Probe for C2cProbe {
                 .into_iter()
                 .filter(|p| !done.contains(p))
                 .collect();
-            let mut q = matrix::round_robin(&rest, group);
+            let mut q = matrix::interleave_groups(&rest, group);
             q.truncate(fit.saturating_sub(done.len()));
             q
         };
