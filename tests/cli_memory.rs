@@ -3,6 +3,9 @@
 //! bandwidth runs with the widest vector loads, and sizes beyond the memory available are
 //! refused with one clear line before anything is mapped. Small sizes keep the tests short.
 
+// The measuring tests need x86-64 (elsewhere the probes skip); their helpers are unused there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
