@@ -174,6 +174,19 @@ pub enum InputError {
         /// The repeated value.
         value: String,
     },
+    /// A duration beyond what an option allows (bus locking that would slow a shared host
+    /// for too long).
+    #[error("{what} {value} s is more than the {max} s allowed: {why}; pick at most {max}")]
+    TooLong {
+        /// Which option.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The largest value allowed, in seconds.
+        max: u32,
+        /// Why there is a limit.
+        why: &'static str,
+    },
 }
 
 fn perf_not_permitted(paranoid: Option<i32>) -> String {

@@ -6,6 +6,9 @@
 //! The measuring tests take a lock so they do not run at the same time: two ping-pongs on the
 //! same two CPUs would time each other's scheduling, not cache-line transfers.
 
+// The measuring tests need x86-64 (elsewhere the probes skip); their helpers are unused there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
@@ -106,6 +109,7 @@ fn split_lock_is_slower_than_aligned_on_the_same_pair() {
     assert!((ratio - split / aligned).abs() < 1e-9 * ratio);
 }
 
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn packed_counters_are_slower_than_padded_ones() {
     let Some((a, b)) = two_cores() else {
@@ -190,12 +194,140 @@ fn neighbour_bus_locking_stays_under_a_second_by_default() {
     // DRAM latency from ~50 ns to a few us on a busy host; bandwidth of one core, any era.
     assert!((20.0..5_000.0).contains(&lat), "victim latency {lat} ns");
     assert!((0.1..1_000.0).contains(&bw), "victim bandwidth {bw} GB/s");
+    // The ratios are of the medians, loaded over alone.
+    let m = |name: &str| metric(&fp, "split-lock-neighbour", name);
+    let lat_ratio = m("split_lock_neighbour_latency_ratio");
+    let expected = m("victim_latency_under_split_locks_ns") / lat;
     assert!(
-        metric(
-            &fp,
-            "split-lock-neighbour",
-            "split_lock_neighbour_latency_ratio"
-        ) > 0.0
+        (lat_ratio - expected).abs() < 1e-9 * expected,
+        "{lat_ratio} vs {expected}"
+    );
+    let bw_ratio = m("split_lock_neighbour_bandwidth_ratio");
+    let expected = m("victim_bandwidth_under_split_locks_gb_s") / bw;
+    assert!(
+        (bw_ratio - expected).abs() < 1e-9 * expected,
+        "{bw_ratio} vs {expected}"
+    );
+    // The victim's buffer asked for THP and says what it got.
+    assert_eq!(p["effects"]["page_backing"]["requested"], "thp");
+    assert!(p["effects"]["page_backing"]["took"].is_boolean());
+}
+
+/// The children of `pid` (all its threads'), from /proc.
+fn children_of(pid: u32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn interrupting_the_neighbour_probe_leaves_no_bus_locker_running() {
+    // Regression: Ctrl-C on `probe split-lock-neighbour` left the locking child running,
+    // reparented to init, bus-locking the host forever.
+    if allowed_cpus().len() < 2 {
+        eprintln!("needs two CPUs; skipping");
+        return;
+    }
+    let _serial = serial();
+    let mut parent = std::process::Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
+        .args(["probe", "split-lock-neighbour", "--duration", "4", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let locker = loop {
+        if let Some(&c) = children_of(parent.id()).first() {
+            break Some(c);
+        }
+        if std::time::Instant::now() > deadline || parent.try_wait().unwrap().is_some() {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let locker = locker.expect("the probe forked no locker");
+    // What Ctrl-C does: SIGINT to the parent, whose default action ends it.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(parent.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    parent.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while alive(locker) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let survived = alive(locker);
+    if survived {
+        // Do not leave it bus-locking the machine.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(locker),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(!survived, "locker {locker} outlived its parent");
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn cpus_0_0_skips_and_0_1_1_measures_one_pair() {
+    // Regression: `--cpus 0,0` panicked (exit 101) and `--cpus 0-1,1` gave a three-row
+    // matrix with cpu1 twice. Each CPU counts once.
+    let Some((a, b)) = two_cores() else {
+        eprintln!("needs two CPUs on different cores; skipping");
+        return;
+    };
+    let _serial = serial();
+    let fp = json_of(
+        cpudoctor()
+            .args(["probe", "c2c", "--quick", "--json", "--cpus"])
+            .arg(format!("{a},{a}")),
+    );
+    let p = probe(&fp, "c2c");
+    assert_eq!(p["status"], "skipped", "{p}");
+    assert!(
+        p["reason"].as_str().unwrap().contains("needs two CPUs"),
+        "{p}"
+    );
+
+    let fp = json_of(
+        cpudoctor()
+            .args(["probe", "c2c", "--quick", "--json", "--cpus"])
+            .arg(format!("{a},{b},{b}")),
+    );
+    let p = probe(&fp, "c2c");
+    assert_eq!(p["status"], "ok", "{p}");
+    assert_eq!(p["effects"]["pairs_measured"], 1);
+    let m = p["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "c2c_latency_ns")
+        .unwrap();
+    assert_eq!(
+        m["rows"],
+        serde_json::json!([format!("cpu{a}"), format!("cpu{b}")])
     );
 }
 
@@ -272,6 +404,19 @@ fn non_positive_durations_are_rejected_before_measuring() {
                 "{flag} must be a positive number"
             )));
     }
+}
+
+#[test]
+fn duration_beyond_ten_seconds_is_refused() {
+    // Up to a day of bus locking was accepted.
+    cpudoctor()
+        .args(["probe", "split-lock-neighbour", "--duration", "11"])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains(
+            "--duration 11 s is more than the 10 s allowed: bus locks slow every tenant",
+        ));
 }
 
 #[test]

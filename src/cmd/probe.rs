@@ -34,17 +34,19 @@ pub struct ProbeArgs {
     /// a sample of pairs covering every topology group is measured (default 60, quick 2).
     #[arg(long, value_name = "SECONDS")]
     pub budget: Option<f64>,
-    /// split-lock-neighbour: seconds of bus locking in total (default 0.3, quick 0.15).
-    /// Bus locks slow every other tenant of a shared host (other VMs and containers on the
-    /// same machine), not only this process: keep it short there.
+    /// split-lock-neighbour: seconds of bus locking in total (default 0.3, quick 0.15, at
+    /// most 10). Bus locks slow every other tenant of a shared host (other VMs and
+    /// containers on the same machine), not only this process: keep it short there.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Buffer sizes of the mem-latency curve, as a list like 16K,1M,64M,1G (default: 16 KiB
     /// to 1 GiB, powers of two and the points halfway between).
     #[arg(long, value_name = "LIST")]
     pub sizes: Option<String>,
-    /// Largest buffer the memory probes map, like 256M or 1G (default: 1 GiB, or 256 MiB with
-    /// --quick); must fit in the memory available.
+    /// Largest buffer the memory probes map, like 256M or 1G (default: mem-latency 1 GiB, or
+    /// 512 MiB with --quick; bandwidth 16x the last-level cache, or 4x with --quick). One
+    /// buffer per page kind is mapped at once, and together they must fit in the memory
+    /// available.
     #[arg(long, value_name = "SIZE")]
     pub max_size: Option<String>,
     /// Page kinds the memory probes measure, as a list of 4k, thp, hugetlb-2m, hugetlb-1g
@@ -100,11 +102,14 @@ fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
                 sizes.as_ref().and_then(|v| v.iter().max().copied()),
             ),
         ];
+        let kinds = pages.clone().unwrap_or_else(|| PageKind::ALL.to_vec());
         for (what, bytes) in largest {
-            if let Some(bytes) = bytes.filter(|&b| b > available) {
+            if let Some(bytes) = bytes
+                && let Some(requested) = more_than_available(bytes, &kinds, available)
+            {
                 return Err(InputError::MoreThanAvailableMemory {
                     what,
-                    requested: buffer::format_size(bytes),
+                    requested,
                     available: buffer::format_size(available),
                 });
             }
@@ -114,6 +119,30 @@ fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
         sizes,
         max_size,
         page_kinds: pages,
+    })
+}
+
+/// `None` when a buffer of `bytes` for each of `kinds` fits in `available` bytes; otherwise
+/// what was asked for, in words. The memory probes map one buffer per kind at once; hugetlbfs
+/// kinds draw on their reserved pool, not on `MemAvailable`.
+fn more_than_available(bytes: u64, kinds: &[PageKind], available: u64) -> Option<String> {
+    let n = buffer::kinds_using_mem_available(kinds) as u64;
+    if n == 0 {
+        // Only hugetlbfs pages: their pool decides, when the buffer is made.
+        return None;
+    }
+    let total = bytes.saturating_mul(n);
+    if total <= available {
+        return None;
+    }
+    Some(if n == 1 {
+        buffer::format_size(bytes)
+    } else {
+        format!(
+            "{} per page kind ({} for the {n} kinds mapped at once)",
+            buffer::format_size(bytes),
+            buffer::format_size(total)
+        )
     })
 }
 
@@ -149,7 +178,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         cpus,
         repetitions: args.repetitions.map(|r| r as usize),
         budget: seconds("--budget", args.budget)?,
-        duration: seconds("--duration", args.duration)?,
+        duration: bus_locking_seconds(args.duration)?,
         sizes: knobs.sizes,
         max_size: knobs.max_size,
         page_kinds: knobs.page_kinds,
@@ -187,4 +216,55 @@ fn seconds(what: &'static str, value: Option<f64>) -> Result<Option<Duration>, I
                 })
         })
         .transpose()
+}
+
+/// Longest `--duration` accepted: seconds of bus locking, which slow every tenant of a shared
+/// host. Ten seconds is thirty times the default, plenty for a steadier figure.
+pub const MAX_DURATION_S: u32 = 10;
+
+/// `--duration`: a positive number of seconds, at most [`MAX_DURATION_S`].
+fn bus_locking_seconds(value: Option<f64>) -> Result<Option<Duration>, InputError> {
+    let d = seconds("--duration", value)?;
+    match value {
+        Some(v) if v > MAX_DURATION_S as f64 => Err(InputError::TooLong {
+            what: "--duration",
+            value: v.to_string(),
+            max: MAX_DURATION_S,
+            why: "bus locks slow every tenant of a shared host",
+        }),
+        _ => Ok(d),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_size_16g_on_a_24g_machine_counts_every_kind() {
+        // Regression: the check counted one buffer; the 4 KiB one then took 16 GiB and the
+        // THP one failed for lack of memory.
+        let kinds = [PageKind::Base4k, PageKind::Thp];
+        let avail = 23 << 30;
+        let msg = more_than_available(16 << 30, &kinds, avail).unwrap();
+        assert_eq!(
+            msg,
+            "16 GiB per page kind (32 GiB for the 2 kinds mapped at once)"
+        );
+        assert_eq!(more_than_available(16 << 30, &kinds[..1], avail), None);
+        assert_eq!(more_than_available(8 << 30, &kinds, avail), None);
+        // hugetlbfs kinds do not draw on MemAvailable.
+        assert_eq!(
+            more_than_available(16 << 30, &[PageKind::Base4k, PageKind::Hugetlb1g], avail),
+            None
+        );
+        assert_eq!(
+            more_than_available(32 << 30, &[PageKind::Hugetlb2m], avail),
+            None
+        );
+        assert_eq!(
+            more_than_available(32 << 30, &[PageKind::Thp], avail).as_deref(),
+            Some("32 GiB")
+        );
+    }
 }

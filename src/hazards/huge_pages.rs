@@ -14,12 +14,16 @@ use crate::report::schema::{Fingerprint, Level, Verdict};
 pub struct HugePages;
 
 /// What the probes found for the THP request: (took, huge fraction, mapped bytes, note), from
-/// the first memory probe that tried.
+/// the first memory probe whose THP buffer was made. A buffer that could not be allocated
+/// (`"allocated": false`: too little memory left after the other kinds' buffers) says nothing
+/// about whether huge pages take, so it is passed over.
 fn thp_outcome(fp: &Fingerprint) -> Option<(bool, f64, u64, String)> {
     ["mem-latency", "bandwidth"].iter().find_map(|name| {
         let p = fp.probe(name)?;
         let kinds = p.effects.get("page_kinds")?.as_array()?;
-        let thp = kinds.iter().find(|k| k["requested"] == "thp")?;
+        let thp = kinds
+            .iter()
+            .find(|k| k["requested"] == "thp" && k["allocated"] != false)?;
         Some((
             thp["took"].as_bool()?,
             thp["huge_fraction"].as_f64().unwrap_or(0.0),
@@ -156,6 +160,17 @@ mod tests {
         assert!(v.explanation.contains("256 MiB"), "{}", v.explanation);
         assert!(v.explanation.contains("12%"), "{}", v.explanation);
         assert!(v.explanation.contains("1.50x"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn a_thp_buffer_that_could_not_be_allocated_is_not_a_hazard() {
+        // Regression: `--max-size 16G` on a 24 GiB machine left no memory for the THP buffer
+        // after the 4 KiB one; the failed allocation read as "THP request not taken (0%)".
+        let thp = json!({"requested": "thp", "allocated": false,
+            "note": "a 16 GiB buffer is more than the 7 GiB of memory available (MemAvailable)"});
+        let v = HugePages.judge(&fingerprint("madvise", Some(thp))).unwrap();
+        assert_eq!(v.level, Level::Ok, "{v:?}");
+        assert_eq!(v.figure, "THP madvise");
     }
 
     #[test]

@@ -46,8 +46,16 @@ impl Hazard for SoftwarePrefetch {
         let huge_gain = m("huge_page_read_gain_ratio");
         let worst_d = fp
             .probe("bandwidth")
-            .and_then(|p| p.effects.get("prefetch_gain_by_distance"))
-            .and_then(|g| g.get("4k"))
+            .and_then(|p| {
+                // The headline figures are on `read_bw_page_kind` (4k unless the run asked
+                // only for huge pages): the worst distance must come from the same kind.
+                let base = p
+                    .effects
+                    .get("read_bw_page_kind")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or("4k");
+                p.effects.get("prefetch_gain_by_distance")?.get(base)
+            })
             .and_then(|g| g.as_object())
             .and_then(|g| {
                 g.iter()
@@ -174,6 +182,25 @@ mod tests {
             v.explanation
         );
         assert!(v.explanation.contains("Prescott"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn the_worst_distance_comes_from_the_kind_the_figures_are_on() {
+        // Regression: with `--pages thp` the headline figures are on THP, but the distance
+        // named in the verdict was looked up under "4k".
+        let mut fp = fingerprint(1.02, 0.75, 1.0);
+        let p = &mut fp.probes[0];
+        p.effects.insert("read_bw_page_kind".into(), json!("thp"));
+        p.effects.insert(
+            "prefetch_gain_by_distance".into(),
+            json!({"4k": {"512": 0.5, "8192": 1.0}, "thp": {"512": 1.02, "2048": 0.75}}),
+        );
+        let v = SoftwarePrefetch.judge(&fp).unwrap();
+        assert!(
+            v.explanation.contains("2048 bytes ahead"),
+            "{}",
+            v.explanation
+        );
     }
 
     #[test]

@@ -64,7 +64,9 @@ pub struct Topology {
     pub caches: Vec<Cache>,
 }
 
-/// Parses a Linux cpu list (`0-3,8,10-11`). Malformed pieces make the whole list `None`.
+/// Parses a Linux cpu list (`0-3,8,10-11`). Malformed pieces make the whole list `None`. A CPU
+/// named twice (`0,0`, `0-1,1`) is kept once, where it first appears: a probe given the same
+/// CPU twice would otherwise pair a CPU with itself.
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let text = text.trim();
     if text.is_empty() {
@@ -83,7 +85,14 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
             None => out.push(part.trim().parse().ok()?),
         }
     }
-    Some(out)
+    Some(dedup_keeping_order(out))
+}
+
+/// `cpus` without repeats, each kept where it first appears (the order can matter: a probe
+/// may give its first CPU a role, such as the split-lock victim).
+pub fn dedup_keeping_order(cpus: Vec<usize>) -> Vec<usize> {
+    let mut seen = BTreeSet::new();
+    cpus.into_iter().filter(|c| seen.insert(*c)).collect()
 }
 
 /// Parses a sysfs cache size (`32K`, `32768K`, `2M`, `512`) to bytes.
@@ -232,6 +241,16 @@ impl Topology {
             .find(|c| c.level == level && c.kind != "Instruction")
     }
 
+    /// Size of one instance of the last-level cache (the highest level holding data), in
+    /// bytes: what every memory probe sizes its buffers against.
+    pub fn llc_bytes(&self) -> Option<u64> {
+        self.caches
+            .iter()
+            .filter(|c| c.kind != "Instruction")
+            .max_by_key(|c| (c.level, c.size_bytes))
+            .map(|c| c.size_bytes)
+    }
+
     /// Placement of `cpu`.
     pub fn place(&self, cpu: usize) -> Option<&CpuPlace> {
         self.cpus.iter().find(|p| p.cpu == cpu)
@@ -261,6 +280,15 @@ mod tests {
     }
 
     #[test]
+    fn cpu_list_0_0_and_0_1_1_name_each_cpu_once() {
+        // Regression: `--cpus 0,0` passed the two-CPU check and then had no pair to measure;
+        // `--cpus 0-1,1` gave a three-row c2c matrix with cpu1 twice.
+        assert_eq!(parse_cpu_list("0,0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("0-1,1"), Some(vec![0, 1]));
+        assert_eq!(parse_cpu_list("3,1-3,0"), Some(vec![3, 1, 2, 0]));
+    }
+
+    #[test]
     fn cache_sizes() {
         assert_eq!(parse_cache_size("32K"), Some(32 * 1024));
         assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
@@ -286,6 +314,7 @@ mod tests {
         let l3 = t.data_cache(3).unwrap();
         assert_eq!((l3.size_bytes, l3.instances), (32 << 20, 1));
         assert_eq!(l3.shared_cpu_list, "0-1");
+        assert_eq!(t.llc_bytes(), Some(32 << 20));
         // Both CPUs share the L3, so they report the same LLC id.
         assert_eq!(t.place(0).unwrap().llc_id, Some(0));
         assert_eq!(t.place(1).unwrap().llc_id, Some(0));

@@ -226,6 +226,16 @@ pub enum BufferError {
     /// The buffer's mapping is not in /proc/self/smaps (no procfs?).
     #[error("cannot find the buffer's mapping in /proc/self/smaps")]
     NoSmaps,
+    /// A thread that was to fault in part of the buffer could not be pinned.
+    #[error("cannot fault in a {kind} buffer from CPU {cpu}: {reason}")]
+    NotPinned {
+        /// The kind asked for.
+        kind: PageKind,
+        /// The CPU the thread was to run on.
+        cpu: usize,
+        /// Why pinning failed.
+        reason: String,
+    },
 }
 
 /// A page-aligned anonymous buffer of one [`PageKind`], unmapped on drop.
@@ -248,7 +258,61 @@ impl Buffer {
     /// Maps at least `len` bytes of `kind`, touches every page, and returns the buffer. The
     /// length is rounded up to a whole number of requested pages. Fails, before mapping
     /// anything, when the memory is not there.
+    ///
+    /// Linux places a page on the NUMA node of the CPU that first touches it, so pin the
+    /// calling thread to the CPU that will read the buffer before calling this (or use
+    /// [`Buffer::allocate_touched_by`] for a buffer that several CPUs read in slices).
     pub fn allocate(len: u64, kind: PageKind) -> Result<Buffer, BufferError> {
+        let buf = Buffer::map_checked(len, kind)?;
+        buf.touch(0..buf.len);
+        Ok(buf)
+    }
+
+    /// Like [`Buffer::allocate`], but slice `i` (`slice_bytes` from `i * slice_bytes`) is
+    /// faulted in by a thread pinned to `cpus[i]`, and anything past the last slice by
+    /// `cpus[0]`: on a NUMA machine each reader then finds its slice on its own node.
+    pub fn allocate_touched_by(
+        len: u64,
+        kind: PageKind,
+        cpus: &[usize],
+        slice_bytes: usize,
+    ) -> Result<Buffer, BufferError> {
+        let buf = Buffer::map_checked(len, kind)?;
+        let n = cpus.len();
+        let tail = (slice_bytes * n).min(buf.len);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = cpus
+                .iter()
+                .enumerate()
+                .map(|(i, &cpu)| {
+                    let buf = &buf;
+                    s.spawn(move || {
+                        let _pin = crate::measure::pin_to_cpu(cpu).map_err(|e| {
+                            BufferError::NotPinned {
+                                kind,
+                                cpu,
+                                reason: e.to_string(),
+                            }
+                        })?;
+                        let start = (i * slice_bytes).min(buf.len);
+                        buf.touch(start..(start + slice_bytes).min(buf.len));
+                        if i == 0 {
+                            buf.touch(tail..buf.len);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("toucher thread panicked"))
+        })?;
+        Ok(buf)
+    }
+
+    /// Maps `len` bytes (rounded up to whole pages of `kind`) after checking that the memory
+    /// is there, without touching them.
+    fn map_checked(len: u64, kind: PageKind) -> Result<Buffer, BufferError> {
         let len = len.max(1).next_multiple_of(kind.page_bytes());
         match kind {
             PageKind::Base4k | PageKind::Thp => {
@@ -261,9 +325,7 @@ impl Buffer {
                 check_pool(len, kind, &pools)?;
             }
         }
-        let buf = Buffer::map(len as usize, kind)?;
-        buf.touch();
-        Ok(buf)
+        Buffer::map(len as usize, kind)
     }
 
     fn map(len: usize, kind: PageKind) -> Result<Buffer, BufferError> {
@@ -309,9 +371,10 @@ impl Buffer {
         Ok(buf)
     }
 
-    /// Writes one byte per 4 KiB so every page is faulted in before anyone times it.
-    fn touch(&self) {
-        for off in (0..self.len).step_by(4096) {
+    /// Writes one byte per 4 KiB of `range` so every page is faulted in before anyone times
+    /// it.
+    fn touch(&self, range: std::ops::Range<usize>) {
+        for off in range.step_by(4096) {
             // SAFETY: `off` is inside the buffer, which is writable.
             unsafe { self.ptr.add(off).write_volatile(0) };
         }
@@ -356,6 +419,69 @@ impl Drop for Buffer {
         // SAFETY: unmapping exactly the mapping this buffer made.
         unsafe { libc::munmap(self.map_base as *mut libc::c_void, self.map_len) };
     }
+}
+
+/// One buffer per page kind, for probes that compare kinds.
+#[derive(Debug, Default)]
+pub struct KindBuffers {
+    /// The buffers whose request took, in the order asked.
+    pub buffers: Vec<Buffer>,
+    /// What happened to every kind asked for, for `effects.page_kinds`: the
+    /// [`PageBacking`] with `"allocated": true`, or `{"requested", "allocated": false,
+    /// "note"}` when the buffer could not be made (too little memory, no hugetlbfs pages).
+    /// An allocation that failed says nothing about whether the page size would have taken,
+    /// so it carries no `took`.
+    pub records: Vec<serde_json::Value>,
+}
+
+impl KindBuffers {
+    /// The notes of the kinds that could not be allocated, for a skip reason.
+    pub fn failures(&self) -> String {
+        self.records
+            .iter()
+            .filter(|r| r["allocated"] == false)
+            .map(|r| r["note"].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Maps a buffer of `len` bytes for each of `kinds` with `make` (which faults it in), reads
+/// back what each got, and keeps the buffers whose request took: a request that did not take
+/// would be 4 KiB pages measured under a huge-page label. Fails only when smaps cannot be read.
+pub fn allocate_kinds(
+    kinds: &[PageKind],
+    mut make: impl FnMut(PageKind) -> Result<Buffer, BufferError>,
+) -> Result<KindBuffers, BufferError> {
+    let mut out = KindBuffers::default();
+    for &kind in kinds {
+        match make(kind) {
+            Ok(buf) => {
+                let backing = buf.backing()?;
+                let mut record = serde_json::to_value(&backing).expect("backing serialises");
+                record["allocated"] = serde_json::Value::Bool(true);
+                out.records.push(record);
+                if backing.took {
+                    out.buffers.push(buf);
+                }
+            }
+            Err(e) => out.records.push(serde_json::json!({
+                "requested": kind,
+                "allocated": false,
+                "note": e.to_string(),
+            })),
+        }
+    }
+    Ok(out)
+}
+
+/// Page kinds whose buffers count against `MemAvailable` (4 KiB and THP; hugetlbfs pages come
+/// from their own reserved pool).
+pub fn kinds_using_mem_available(kinds: &[PageKind]) -> usize {
+    kinds
+        .iter()
+        .filter(|k| matches!(k, PageKind::Base4k | PageKind::Thp))
+        .count()
 }
 
 fn advise(ptr: *mut u8, len: usize, advice: libc::c_int) -> Result<(), nix::errno::Errno> {
@@ -561,6 +687,46 @@ mod tests {
         assert!(b.took, "{b:?}");
         assert_eq!(b.page_bytes, 4096);
         assert_eq!(buf.len(), 1 << 20);
+    }
+
+    #[test]
+    fn a_buffer_touched_by_several_cpus_is_whole_and_resident() {
+        let cpus = crate::measure::allowed_cpus();
+        let cpus = &cpus[..cpus.len().min(2)];
+        let buf = Buffer::allocate_touched_by(3 << 20, PageKind::Base4k, cpus, 1 << 20).unwrap();
+        let b = buf.backing().unwrap();
+        assert!(b.took, "{b:?}");
+        // Every page faulted in, the tail past the slices included (the kernel may merge the
+        // mapping with a neighbouring one, so at least).
+        assert!(b.resident_bytes >= 3 << 20, "{b:?}");
+        let err = Buffer::allocate_touched_by(1 << 20, PageKind::Base4k, &[1 << 20], 4096);
+        assert!(matches!(err, Err(BufferError::NotPinned { .. })), "{err:?}");
+    }
+
+    #[test]
+    fn a_kind_that_cannot_be_allocated_is_recorded_without_took() {
+        // Regression: a THP buffer refused for lack of memory (the 4 KiB one took it) was
+        // recorded as {"took": false}, which the huge-pages verdict read as THP not taking.
+        let kb = allocate_kinds(&[PageKind::Base4k, PageKind::Thp], |kind| match kind {
+            PageKind::Base4k => Buffer::allocate(1 << 20, kind),
+            _ => Err(BufferError::NotEnoughMemory {
+                requested: 16 << 30,
+                available: 1 << 30,
+            }),
+        })
+        .unwrap();
+        assert_eq!(kb.buffers.len(), 1);
+        assert_eq!(kb.records[0]["allocated"], true);
+        assert_eq!(kb.records[0]["took"], true);
+        assert_eq!(kb.records[1]["allocated"], false);
+        assert_eq!(kb.records[1]["requested"], "thp");
+        assert!(kb.records[1].get("took").is_none(), "{}", kb.records[1]);
+        assert!(kb.failures().contains("MemAvailable"), "{}", kb.failures());
+        assert_eq!(
+            kinds_using_mem_available(&PageKind::ALL),
+            2,
+            "hugetlbfs pages come from their pool"
+        );
     }
 
     #[test]

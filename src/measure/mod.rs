@@ -1,9 +1,11 @@
 //! The measurement core every probe builds on: the clock ([`clock`]), the core-clock estimate
 //! that turns nanoseconds into core cycles ([`freq`]), pinning that proves it took ([`pin`]),
-//! robust statistics ([`stats`]), buffers with a checked page size ([`buffer`]), and the
-//! progress hook probes report through ([`Progress`]). Nothing here prints.
+//! robust statistics ([`stats`]), buffers with a checked page size ([`buffer`]), the random
+//! pointer-chase cycle every latency probe follows ([`chase`]), and the progress hook probes
+//! report through ([`Progress`]). Nothing here prints.
 
 pub mod buffer;
+pub mod chase;
 pub mod clock;
 pub mod freq;
 pub mod pin;

@@ -9,8 +9,14 @@
 //! tables does not care (Prescott: 4.2 GB/s either way). The gains this probe reports are that
 //! comparison on the machine at hand.
 
+// Elsewhere than x86-64 the probe skips before measuring (`arch::require_x86_64`) and the
+// kernels it times do not exist, so its measuring half is compiled but never called there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::buffer::{Buffer, PageBacking, PageKind, format_size};
+use crate::measure::buffer::{
+    Buffer, PageKind, allocate_kinds, format_size, kinds_using_mem_available,
+};
 use crate::measure::{pin_to_cpu, stats};
 use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
@@ -88,6 +94,26 @@ impl Config {
     }
 }
 
+/// Bytes each of `threads` readers takes of a `len`-byte buffer: whole read iterations.
+#[cfg(target_arch = "x86_64")]
+fn slice_bytes(len: usize, threads: usize) -> usize {
+    use crate::arch::READ_BYTES_PER_ITERATION;
+    (len / threads.max(1)) / READ_BYTES_PER_ITERATION * READ_BYTES_PER_ITERATION
+}
+
+/// True when `cpus` sit on more than one NUMA node (as far as sysfs says).
+#[cfg(target_arch = "x86_64")]
+fn spans_numa_nodes(ctx: &ProbeContext, cpus: &[usize]) -> bool {
+    let Some(t) = ctx.machine.topology.as_ref() else {
+        return false;
+    };
+    let nodes: std::collections::BTreeSet<Option<usize>> = cpus
+        .iter()
+        .map(|&c| t.place(c).and_then(|p| p.numa_node))
+        .collect();
+    nodes.len() > 1
+}
+
 /// One pass over `buf` by one thread per CPU of `cpus` (pinned), each over its own slice;
 /// returns GB/s: all bytes over the time from the first thread's start to the last one's end.
 #[cfg(target_arch = "x86_64")]
@@ -98,10 +124,10 @@ fn read_pass(
     width: crate::arch::VectorWidth,
     prefetch: Option<usize>,
 ) -> Result<f64, ProbeFailure> {
-    use crate::arch::{READ_BYTES_PER_ITERATION, sequential_read};
+    use crate::arch::sequential_read;
     use std::sync::Barrier;
     let n = cpus.len();
-    let slice = (buf.len() / n) / READ_BYTES_PER_ITERATION * READ_BYTES_PER_ITERATION;
+    let slice = slice_bytes(buf.len(), n);
     let base = buf.as_ptr() as usize;
     let clock = ctx.clock;
     let barrier = Barrier::new(n);
@@ -146,44 +172,48 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let profile = ctx.options.profile;
     let reps = ctx.repetitions(5, 11);
     let width = VectorWidth::widest();
-    let llc = ctx
-        .machine
-        .topology
-        .as_ref()
-        .and_then(|t| t.caches.iter().map(|c| c.size_bytes).max());
-    let mut size = default_size(profile, llc);
-    if let Some(max) = ctx.options.max_size {
-        size = size.min(max);
-    }
-    let size = size.next_multiple_of(1 << 21);
+    let llc = ctx.machine.topology.as_ref().and_then(|t| t.llc_bytes());
     let kinds: Vec<PageKind> = ctx
         .options
         .page_kinds
         .clone()
         .unwrap_or_else(|| PageKind::ALL.to_vec());
+    // On a NUMA machine the all-threads pass gets buffers of its own, each slice faulted in
+    // by its reader, so every thread reads its own node's memory; the one-thread buffers are
+    // faulted in on the first CPU. On one node the same buffer serves both.
+    let per_thread_buffers = cpus.len() > 1 && spans_numa_nodes(ctx, &cpus);
+    let buffers = kinds_using_mem_available(&kinds) * if per_thread_buffers { 2 } else { 1 };
+    let mut size = default_size(profile, llc);
+    if let Some(avail) = crate::machine::meminfo::read_mem_available_bytes() {
+        size = super::mem_latency::cap_to_available(size, avail, buffers);
+    }
+    if let Some(max) = ctx.options.max_size {
+        size = size.min(max);
+    }
+    let size = size.next_multiple_of(1 << 21);
 
     // Every kind's buffer is mapped at once so the configurations can take their passes in
     // turn: they are compared with each other, so a neighbour's burst on a shared machine must
-    // hit them alike.
-    let mut backings = Vec::new();
-    let mut bufs: Vec<Buffer> = Vec::new();
-    for &kind in &kinds {
-        let buf = match Buffer::allocate(size, kind) {
-            Ok(b) => b,
-            Err(e) => {
-                backings.push(json!({"requested": kind, "took": false, "note": e.to_string()}));
-                continue;
-            }
-        };
-        let backing: PageBacking = buf
-            .backing()
-            .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
-        backings.push(serde_json::to_value(&backing).expect("backing serialises"));
-        // Not taken, it would be 4 KiB pages measured under a huge-page label: leave it out.
-        if backing.took {
-            bufs.push(buf);
-        }
-    }
+    // hit them alike (a streaming read evicts everything, so the turns do not disturb each
+    // other's caches). Pinned while mapping, so the pages fault in on the first CPU's node.
+    let kb = {
+        let _pin = pin_to_cpu(first).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+        allocate_kinds(&kinds, |kind| Buffer::allocate(size, kind))
+            .map_err(|e| ProbeFailure::Failed(e.to_string()))?
+    };
+    let backings = kb.records;
+    let bufs = kb.buffers;
+    let all_bufs: Vec<Buffer> = if per_thread_buffers {
+        let slice = slice_bytes(size as usize, cpus.len());
+        let kinds_taken: Vec<PageKind> = bufs.iter().map(Buffer::kind).collect();
+        allocate_kinds(&kinds_taken, |kind| {
+            Buffer::allocate_touched_by(size, kind, &cpus, slice)
+        })
+        .map_err(|e| ProbeFailure::Failed(e.to_string()))?
+        .buffers
+    } else {
+        Vec::new()
+    };
     // Per kind: one thread without and with each prefetch distance, then all threads.
     let mut configs: Vec<(usize, Config)> = Vec::new();
     for (b, buf) in bufs.iter().enumerate() {
@@ -198,8 +228,13 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // Pass 0 warms every configuration up (page-table caches, the core clock) untimed.
     for rep in 0..=reps {
         for (b, c) in configs.iter_mut() {
-            let on: &[usize] = if c.threads == 1 { &[first] } else { &cpus };
-            let gbs = read_pass(ctx, &bufs[*b], on, width, c.prefetch)?;
+            let (on, buf): (&[usize], &Buffer) = if c.threads == 1 {
+                (&[first], &bufs[*b])
+            } else {
+                let own = all_bufs.iter().find(|x| x.kind() == c.kind);
+                (&cpus, own.unwrap_or(&bufs[*b]))
+            };
+            let gbs = read_pass(ctx, buf, on, width, c.prefetch)?;
             if rep > 0 {
                 c.gbs.push(gbs);
             }
@@ -207,6 +242,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ctx.progress.advance(1);
     }
     drop(bufs);
+    drop(all_bufs);
     let configs: Vec<Config> = configs.into_iter().map(|(_, c)| c).collect();
     ctx.progress.finish();
     if configs.is_empty() {
@@ -232,6 +268,15 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.effects
         .insert("vector_width_bits".into(), json!(width.bits()));
     r.effects.insert("page_kinds".into(), json!(backings));
+    r.effects.insert("first_touch_cpu".into(), json!(first));
+    r.effects.insert(
+        "all_threads_first_touch".into(),
+        json!(if per_thread_buffers {
+            "each reader's slice"
+        } else {
+            "first_touch_cpu (one NUMA node)"
+        }),
+    );
     if let Some(llc) = llc {
         r.effects.insert(
             "buffer_over_llc_ratio".into(),

@@ -82,13 +82,15 @@ pub struct ProbeContext<'a> {
 }
 
 impl ProbeContext<'_> {
-    /// The CPUs to measure on: the requested ones, or all allowed ones. Requested CPUs outside
-    /// the allowed set are an error, not silently dropped.
+    /// The CPUs to measure on: the requested ones, or all allowed ones, each once (in the
+    /// order first given). Requested CPUs outside the allowed set are an error, not silently
+    /// dropped.
     pub fn cpus(&self) -> Result<Vec<usize>, ProbeFailure> {
         let allowed = &self.machine.allowed_cpus;
         match &self.options.cpus {
             None => Ok(allowed.clone()),
             Some(req) => {
+                let req = &crate::machine::topology::dedup_keeping_order(req.clone());
                 let bad: Vec<usize> = req
                     .iter()
                     .copied()

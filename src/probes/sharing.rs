@@ -51,11 +51,18 @@ enum Kernel {
 fn increment(counter: &AtomicU64, kernel: Kernel, n: u64) {
     // SAFETY: the counter is live for the call; plain increments are only ever run with one
     // thread per counter (see `run`), locked ones may share it.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         match kernel {
             Kernel::LoadStore => crate::arch::store_increment_loop(counter.as_ptr(), n),
             Kernel::Atomic => crate::arch::lock_add_loop(counter.as_ptr().cast(), n),
         }
+    }
+    // The probe skips before it gets here (`require_x86_64`).
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (counter, kernel, n);
+        unreachable!("{}", crate::arch::require_x86_64().unwrap_err())
     }
 }
 
@@ -167,6 +174,10 @@ impl Probe for SharingProbe {
             ctx.progress.advance(1);
         }
         ctx.progress.finish();
+        let core_hz = {
+            let _pin = pin_to_cpu(cpus[0]).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+            measure::estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
+        };
 
         // Every increment landed: plain stores by one thread each never lose any, and the
         // shared atomic counts them all.
@@ -213,6 +224,23 @@ impl Probe for SharingProbe {
             .into_iter()
             .flatten(),
         );
+        if let Some(hz) = core_hz {
+            r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
+            // Cycles of the first CPU's core clock (TSC ticks are not core cycles).
+            let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
+            r.metrics.extend(
+                [
+                    ("packed_increment_cycles", &t.packed),
+                    ("padded_increment_cycles", &t.padded),
+                    ("shared_atomic_increment_cycles", &t.shared_atomic),
+                    ("private_atomic_increment_cycles", &t.private_atomic),
+                ]
+                .into_iter()
+                .filter_map(|(name, ns)| {
+                    Metric::from_samples(name, "cycles", Better::Lower, &cycles(ns))
+                }),
+            );
+        }
         let med = |v: &[f64]| measure::stats::median(v).filter(|m| *m > 0.0);
         if let (Some(a), Some(b)) = (med(&t.packed), med(&t.padded)) {
             r.metrics.push(Metric::derived(

@@ -27,12 +27,12 @@ fn short(v: f64) -> String {
     }
 }
 
-/// A topology group key (`shared_l3`) in words (`shared L3`).
+/// A topology group key (`shared_l3`) in the probe's own words (`shared L3`); an unknown key
+/// (a newer cpudoctor's fingerprint) as it is.
 fn group_words(key: &str) -> String {
-    key.replace('_', " ")
-        .replace("l3", "L3")
-        .replace("numa", "NUMA")
-        .replace("smt", "SMT")
+    crate::probes::c2c::matrix::PairGroup::from_key(key)
+        .map_or(key, |g| g.label())
+        .to_string()
 }
 
 /// Renders a `Series::Matrix`; `None` for other kinds or a matrix without values.
@@ -263,6 +263,8 @@ mod tests {
         assert_eq!(group_words("shared_l3"), "shared L3");
         assert_eq!(group_words("other_numa_node"), "other NUMA node");
         assert_eq!(group_words("smt_sibling"), "SMT sibling");
+        assert_eq!(group_words("unknown"), "topology unknown");
+        assert_eq!(group_words("next_galaxy"), "next_galaxy");
     }
 
     #[test]

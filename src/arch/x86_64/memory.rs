@@ -276,7 +276,8 @@ unsafe fn read_avx2_prefetch(ptr: *const u8, len: usize, distance: usize) {
     }
 }
 
-/// Two rounds of sixteen aligned 128-bit loads per iteration (SSE2 has sixteen registers).
+/// Sixteen aligned 128-bit loads (256 bytes, one per SSE2 register) per turn of the loop, so
+/// two turns per [`READ_BYTES_PER_ITERATION`].
 unsafe fn read_sse2(ptr: *const u8, len: usize) {
     // SAFETY: SSE2 is part of x86-64; the caller vouches for the range.
     unsafe {

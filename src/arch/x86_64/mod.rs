@@ -1,18 +1,16 @@
 //! x86-64 primitives, by concern: the time-stamp counter here, PAUSE and ALU chains in
-//! [`pause`], locked operations at any address in [`atomics`], the noisy-neighbour victim's
-//! chase and read in [`victim_loads`], pointer chases and vector read loops in [`memory`].
+//! [`pause`], locked operations at any address in [`atomics`], pointer chases and vector read
+//! loops (the memory probes' and the noisy-neighbour victim's) in [`memory`].
 //! Each timed kernel is a single `asm!` block so the compiler can neither hoist, fuse nor drop
 //! the instructions being measured.
 
 mod atomics;
 mod memory;
 mod pause;
-mod victim_loads;
 
 pub use atomics::*;
 pub use memory::*;
 pub use pause::*;
-pub use victim_loads::*;
 
 use std::arch::x86_64::{__rdtscp, _mm_lfence, _rdtsc};
 

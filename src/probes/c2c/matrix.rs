@@ -30,15 +30,6 @@ pub enum PairGroup {
 }
 
 impl PairGroup {
-    /// Every group, closest first.
-    pub const ALL: [PairGroup; 5] = [
-        PairGroup::SmtSibling,
-        PairGroup::SharedL3,
-        PairGroup::OtherL3,
-        PairGroup::OtherNumaNode,
-        PairGroup::Unknown,
-    ];
-
     /// Identifier used in metric names and JSON (`shared_l3`).
     pub fn key(self) -> &'static str {
         match self {
@@ -48,6 +39,19 @@ impl PairGroup {
             PairGroup::OtherNumaNode => "other_numa_node",
             PairGroup::Unknown => "unknown",
         }
+    }
+
+    /// The group a [`PairGroup::key`] names.
+    pub fn from_key(key: &str) -> Option<PairGroup> {
+        [
+            PairGroup::SmtSibling,
+            PairGroup::SharedL3,
+            PairGroup::OtherL3,
+            PairGroup::OtherNumaNode,
+            PairGroup::Unknown,
+        ]
+        .into_iter()
+        .find(|g| g.key() == key)
     }
 
     /// Words for a reader (`shared L3`).
@@ -159,6 +163,34 @@ pub fn select_pairs(
         .collect();
     chosen.sort_unstable();
     chosen.into_iter().map(|i| pairs[i]).collect()
+}
+
+/// `pairs` reordered so that any prefix samples every group fairly: first one pair of each
+/// group (closest group first), then the rest interleaved in proportion to group size (the
+/// `k`-th pair of a group of `n` at position (k + 1/2) / n of the way), each group's pairs
+/// in their order. A sweep that has to stop early (its budget ran out) then drops pairs from
+/// every group alike, instead of the last rows of the matrix, which hold the high CPU numbers:
+/// the other socket.
+pub fn interleave_groups(
+    pairs: &[(usize, usize)],
+    group_of: impl Fn(usize, usize) -> PairGroup,
+) -> Vec<(usize, usize)> {
+    let mut by_group: BTreeMap<PairGroup, Vec<(usize, usize)>> = BTreeMap::new();
+    for &(a, b) in pairs {
+        by_group.entry(group_of(a, b)).or_default().push((a, b));
+    }
+    let mut keyed: Vec<(f64, PairGroup, (usize, usize))> = by_group
+        .iter()
+        .flat_map(|(&g, members)| {
+            let n = members.len() as f64;
+            members.iter().enumerate().map(move |(k, &p)| {
+                let at = if k == 0 { -1.0 } else { (k as f64 + 0.5) / n };
+                (at, g, p)
+            })
+        })
+        .collect();
+    keyed.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    keyed.into_iter().map(|(_, _, p)| p).collect()
 }
 
 /// One measured pair.
@@ -316,6 +348,69 @@ pub(crate) mod tests {
         assert_eq!(g, vec![PairGroup::SharedL3, PairGroup::SmtSibling]);
         // Enough room: everything, unchanged.
         assert_eq!(select_pairs(&pairs, group, 500), pairs);
+    }
+
+    #[test]
+    fn a_budget_stop_keeps_far_groups() {
+        // Regression: pairs ran in row order, so a sweep stopped at its budget dropped the
+        // high CPU numbers, the whole other socket. Interleaved, any prefix holds every group.
+        let t = topology(2, 2, 2, true);
+        let pairs = all_pairs(&(0..16).collect::<Vec<_>>());
+        let group = |a, b| classify(Some(&t), a, b);
+        let order = interleave_groups(&pairs, group);
+        assert_eq!(order.len(), pairs.len());
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, pairs, "same pairs, each once");
+        let first4: Vec<PairGroup> = order[..4].iter().map(|&(a, b)| group(a, b)).collect();
+        assert_eq!(
+            first4,
+            [
+                PairGroup::SmtSibling,
+                PairGroup::SharedL3,
+                PairGroup::OtherL3,
+                PairGroup::OtherNumaNode
+            ]
+        );
+        // Any prefix holds each group in proportion to its size (8, 16, 32, 64 of 120), to
+        // within a pair or two.
+        for cut in [20, 60, 90] {
+            let count = |g| {
+                order[..cut]
+                    .iter()
+                    .filter(|&&(a, b)| group(a, b) == g)
+                    .count()
+            };
+            for (g, size) in [
+                (PairGroup::SmtSibling, 8),
+                (PairGroup::SharedL3, 16),
+                (PairGroup::OtherL3, 32),
+                (PairGroup::OtherNumaNode, 64),
+            ] {
+                let fair = (cut * size) as f64 / 120.0;
+                assert!(
+                    (count(g) as f64 - fair).abs() <= 2.0,
+                    "cut {cut}: {g:?} has {} pairs, fair share {fair}",
+                    count(g)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn group_keys_round_trip() {
+        for g in [
+            PairGroup::SmtSibling,
+            PairGroup::OtherNumaNode,
+            PairGroup::Unknown,
+        ] {
+            assert_eq!(PairGroup::from_key(g.key()), Some(g));
+        }
+        assert_eq!(
+            PairGroup::from_key("shared_l3").map(PairGroup::label),
+            Some("shared L3")
+        );
+        assert_eq!(PairGroup::from_key("nonsense"), None);
     }
 
     #[test]

@@ -27,6 +27,10 @@ use std::time::{Duration, Instant};
 /// The core-to-core latency probe.
 pub struct C2cProbe;
 
+/// Pairs measured before the time per pair is estimated again: enough that one slow or fast
+/// pair does not decide alone, few enough that the estimate comes early in a long sweep.
+const REESTIMATE_AFTER_PAIRS: usize = 4;
+
 /// The skip every multi-CPU probe gives when it has fewer than two CPUs.
 pub fn require_two_cpus(cpus: &[usize]) -> Result<(), ProbeFailure> {
     if cpus.len() >= 2 {
@@ -127,29 +131,51 @@ impl Probe for C2cProbe {
         let started = Instant::now();
         let mut keep = Vec::new();
 
-        // The first pair tells how long one takes; then as many pairs as the budget allows.
+        // The first pair tells how long one takes; a few more refine that (a far pair, or a
+        // busy machine, is slower), then the selection shrinks if it no longer fits. Pairs run
+        // with the groups interleaved, so the hard stop at twice the budget, should it come,
+        // cuts every group alike.
         let first = measure_pair(ctx, pairs[0], plan, &mut keep)?;
-        let per_pair = started.elapsed().max(Duration::from_micros(1));
-        let fit = ((budget_s / per_pair.as_secs_f64()) as usize).max(1);
-        let selected = matrix::select_pairs(&pairs, group, fit);
-        let rest: Vec<(usize, usize)> = selected
-            .iter()
-            .copied()
-            .filter(|&p| p != pairs[0])
-            .collect();
-        ctx.progress.begin("c2c", rest.len() as u64 + 1);
+        let fit = |measured: usize| {
+            let per_pair = (started.elapsed() / measured as u32).max(Duration::from_micros(1));
+            ((budget_s / per_pair.as_secs_f64()) as usize).max(1)
+        };
+        let queue_for = |fit: usize, done: &[(usize, usize)]| -> Vec<(usize, usize)> {
+            let rest: Vec<(usize, usize)> = matrix::select_pairs(&pairs, group, fit)
+                .into_iter()
+                .filter(|p| !done.contains(p))
+                .collect();
+            let mut q = matrix::interleave_groups(&rest, group);
+            q.truncate(fit.saturating_sub(done.len()));
+            q
+        };
+        let mut done = vec![pairs[0]];
+        let mut queue = queue_for(fit(1), &done);
+        ctx.progress.begin("c2c", queue.len() as u64 + 1);
         ctx.progress.advance(1);
         let mut runs = vec![first];
         let mut budget_exhausted = false;
-        for &pair in &rest {
-            // The estimate came from one pair; a hard stop at twice the budget keeps a
-            // slower far pair (or a busy machine) from running away.
+        let mut next = 0;
+        while next < queue.len() {
             if started.elapsed().as_secs_f64() > 2.0 * budget_s {
                 budget_exhausted = true;
                 break;
             }
+            let pair = queue[next];
+            next += 1;
             runs.push(measure_pair(ctx, pair, plan, &mut keep)?);
+            done.push(pair);
             ctx.progress.advance(1);
+            if runs.len() == REESTIMATE_AFTER_PAIRS {
+                let refit = fit(runs.len());
+                if refit < done.len() + queue.len() - next {
+                    queue = queue_for(refit, &done);
+                    next = 0;
+                    ctx.progress.finish();
+                    ctx.progress.begin("c2c", (done.len() + queue.len()) as u64);
+                    ctx.progress.advance(done.len() as u64);
+                }
+            }
         }
         ctx.progress.finish();
 

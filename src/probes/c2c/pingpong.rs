@@ -226,6 +226,23 @@ pub fn ping_pong(
         .collect())
 }
 
+/// `lock cmpxchg` on the 8 bytes at `p`, at any alignment: the instruction the CAS protocol
+/// times. Only x86-64 has it here; elsewhere the probes skip before a ping-pong starts.
+///
+/// # Safety
+/// As for `arch::lock_cmpxchg_u64`.
+#[inline(always)]
+unsafe fn cas(p: *mut u8, expected: u64, new: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller.
+    return unsafe { crate::arch::lock_cmpxchg_u64(p, expected, new) };
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (p, expected, new);
+        unreachable!("{}", crate::arch::require_x86_64().unwrap_err())
+    }
+}
+
 /// Thread 0 of the CAS protocol: moves the value from each even number to the next odd one,
 /// stamping the clock when it completes handoff `warmup + k * n`, k = 0..=samples. Between two
 /// stamps lie exactly `n` handoffs.
@@ -243,7 +260,7 @@ fn cas_initiator(
     let mut cur = 0u64;
     while cur < total {
         // SAFETY: `p` points into a live block shared only through locked instructions.
-        if unsafe { crate::arch::lock_cmpxchg_u64(p, cur, cur + 1) } == cur {
+        if unsafe { cas(p, cur, cur + 1) } == cur {
             if cur == next_stamp && stamps.len() <= samples {
                 stamps.push(clock.end());
                 next_stamp += n;
@@ -261,7 +278,7 @@ fn cas_responder(p: *mut u8, total: u64, dog: &mut Watchdog) {
     let mut cur = 1u64;
     while cur < total {
         // SAFETY: as in `cas_initiator`.
-        if unsafe { crate::arch::lock_cmpxchg_u64(p, cur, cur + 1) } == cur {
+        if unsafe { cas(p, cur, cur + 1) } == cur {
             cur += 2;
         } else if dog.tripped() {
             return;

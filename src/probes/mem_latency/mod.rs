@@ -1,4 +1,5 @@
-//! Memory latency: a pointer chase over one random cycle of cache lines ([`chase`]), at buffer
+//! Memory latency: a pointer chase over one random cycle of cache lines
+//! ([`crate::measure::chase`]), at buffer
 //! sizes from 16 KiB to 1 GiB, on each page kind (4 KiB, transparent huge pages, hugetlbfs
 //! 2 MiB and 1 GiB when reserved). Per size: ns and core cycles per load. From the curves
 //! ([`curve`]): L1, L2, L3 and DRAM latencies located from the cache sizes sysfs reports and
@@ -11,14 +12,19 @@
 //! Every buffer's page size is read back from /proc/self/smaps after it is touched; a page
 //! kind that did not take is reported in `effects.page_kinds` and not measured.
 
-pub mod chase;
+// Elsewhere than x86-64 the probe skips before measuring (`arch::require_x86_64`) and the
+// kernels it times do not exist, so its measuring half is compiled but never called there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 pub mod curve;
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::buffer::{Buffer, PageBacking, PageKind, format_size};
+use crate::measure::buffer::{
+    Buffer, PageKind, allocate_kinds, format_size, kinds_using_mem_available,
+};
+use crate::measure::chase::{self, Layout};
 use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu, stats};
 use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
-use chase::Layout;
 use curve::{CacheSize, LevelOnCurve, TlbPoint};
 use serde_json::json;
 
@@ -31,8 +37,8 @@ pub struct MemLatencyProbe;
 const LOADS_PER_SAMPLE_FULL: u64 = 1 << 16;
 /// Loads per timed sample, quick profile: a quarter, still ~16 us in L1.
 const LOADS_PER_SAMPLE_QUICK: u64 = 1 << 14;
-/// Loads of warm-up before timing: a whole lap for sizes up to 32 MiB (the lines must be in
-/// the cache being measured), capped above that, where every load misses anyway.
+/// Longest chase warmed up with a whole lap before timing (32 MiB of lines): the lines must
+/// be in the cache being measured. Longer chases miss anyway.
 const WARM_UP_CAP: u64 = 1 << 19;
 /// Largest span of the TLB sweep: 65536 pages of 4 KiB, far past any second-level TLB (3072
 /// entries on Zen 4, 1536-2048 on recent Intel cores).
@@ -74,14 +80,14 @@ pub fn full_sizes() -> Vec<u64> {
 }
 
 /// The quick curve: one point inside each cache level (a quarter of it), one past it (twice
-/// it), and DRAM at 4x the last-level cache (at least 64 MiB).
-pub fn quick_sizes(caches: &[CacheSize]) -> Vec<u64> {
+/// it), and DRAM at 4x the last-level cache (`llc`, at least 64 MiB).
+pub fn quick_sizes(caches: &[CacheSize], llc: Option<u64>) -> Vec<u64> {
     let mut v = vec![16 << 10];
     for c in caches {
         v.push(c.bytes / 4);
         v.push(c.bytes * 2);
     }
-    let llc = caches.iter().map(|c| c.bytes).max().unwrap_or(16 << 20);
+    let llc = llc.unwrap_or(16 << 20);
     v.push((llc * curve::DRAM_MIN_LLC_FACTOR).max(64 << 20));
     v.retain(|&s| s >= 16 << 10);
     v.sort_unstable();
@@ -89,16 +95,28 @@ pub fn quick_sizes(caches: &[CacheSize]) -> Vec<u64> {
     v
 }
 
-/// Default largest buffer: 1 GiB full, 512 MiB quick (whose sizes stop at 4x the LLC), never
-/// more than a quarter of the memory available (the probe maps one buffer at a time).
-fn default_max_size(profile: Profile) -> u64 {
+/// Default largest buffer: 1 GiB full, 512 MiB quick (whose sizes stop at 4x the LLC). Every
+/// kind's buffer is mapped at once (see [`time_chases`]), so the buffers drawing on
+/// `MemAvailable` (`buffers`: 4 KiB and THP) together never take more than a quarter of it.
+fn default_max_size(profile: Profile, buffers: usize) -> u64 {
     let want: u64 = match profile {
         Profile::Full => 1 << 30,
         Profile::Quick => 512 << 20,
     };
     match crate::machine::meminfo::read_mem_available_bytes() {
-        Some(avail) if avail / 4 < want => (avail / 4).max(1 << 20).next_power_of_two() / 2,
-        _ => want,
+        Some(avail) => cap_to_available(want, avail, buffers),
+        None => want,
+    }
+}
+
+/// `want`, or the largest power of two such that `buffers` of it fit in a quarter of
+/// `available` bytes (at least 1 MiB).
+pub fn cap_to_available(want: u64, available: u64, buffers: usize) -> u64 {
+    let share = available / 4 / buffers.max(1) as u64;
+    if share >= want {
+        want
+    } else {
+        (share.max(1 << 20) + 1).next_power_of_two() / 2
     }
 }
 
@@ -117,13 +135,15 @@ pub fn cache_sizes(ctx: &ProbeContext) -> Vec<CacheSize> {
         .collect()
 }
 
-/// Times chases through `slots` slots, one per page kind (`starts`), taking their samples in
-/// turn so that a neighbour's burst on a shared machine hits every kind alike: the kinds are
-/// compared with each other, so they must see the same noise. Returns ns/load per kind.
+/// Times chases through `slots` slots, one per page kind (`starts`); returns ns/load per kind.
 ///
-/// Before each sample a chase that fits in one sample is walked once untimed, so the lines
-/// and TLB entries the other kinds' chases evicted are back; longer chases are not rewarmed
-/// (at those sizes the loads miss anyway, and a lap would cost more than the sample).
+/// Each kind must have the caches to itself while it is timed: if the kinds took their samples
+/// in turn, every other kind's chase would walk as many lines between two visits to a line as
+/// this one does, so the cache footprint would be the sum over kinds (2x with 4 KiB + THP)
+/// and a point between LLC/2 and the LLC would read as memory. So each kind takes its samples
+/// in a block after an untimed lap that brings its lines and TLB entries back. The kinds are
+/// compared with each other and must see the same machine noise, so there are two rounds of
+/// blocks in ABBA order (the second round reversed): slow drift hits every kind alike.
 #[cfg(target_arch = "x86_64")]
 fn time_chases(
     ctx: &ProbeContext,
@@ -135,21 +155,30 @@ fn time_chases(
     use crate::arch::{CHASE_LOADS_PER_ITERATION, pointer_chase};
     let clock = ctx.clock;
     let loads = loads.next_multiple_of(CHASE_LOADS_PER_ITERATION);
-    // SAFETY (all chases): every start heads a cycle `chase::build` wrote in a live buffer.
-    let mut ps: Vec<*const u64> = starts
-        .iter()
-        .map(|&s| unsafe { pointer_chase(s, slots.min(WARM_UP_CAP)) })
-        .collect();
+    // A whole lap while the chase fits in some cache; beyond the cap every load misses anyway
+    // and one sample's worth settles the TLB and the core clock.
+    let warm_up = if slots <= WARM_UP_CAP { slots } else { loads };
+    let mut ps: Vec<*const u64> = starts.to_vec();
     let mut ns = vec![Vec::with_capacity(reps); starts.len()];
-    for _ in 0..reps {
-        for (p, out) in ps.iter_mut().zip(ns.iter_mut()) {
-            if starts.len() > 1 && slots <= loads {
-                *p = unsafe { pointer_chase(*p, slots) };
+    let kinds: Vec<usize> = (0..starts.len()).collect();
+    let rounds = [
+        (kinds.clone(), reps.div_ceil(2)),
+        (kinds.into_iter().rev().collect::<Vec<_>>(), reps / 2),
+    ];
+    for (order, samples) in rounds {
+        if samples == 0 {
+            continue;
+        }
+        for k in order {
+            // SAFETY (all chases): every start heads a cycle `chase::build` wrote in a live
+            // buffer, and a chase only ever stops on a slot of that cycle.
+            ps[k] = unsafe { pointer_chase(ps[k], warm_up) };
+            for _ in 0..samples {
+                let t0 = clock.start();
+                ps[k] = unsafe { pointer_chase(ps[k], loads) };
+                let t1 = clock.end();
+                ns[k].push(clock.ticks_to_ns(t1 - t0) / loads as f64);
             }
-            let t0 = clock.start();
-            *p = unsafe { pointer_chase(*p, loads) };
-            let t1 = clock.end();
-            out.push(clock.ticks_to_ns(t1 - t0) / loads as f64);
         }
     }
     std::hint::black_box(ps);
@@ -210,13 +239,21 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         Profile::Quick => LOADS_PER_SAMPLE_QUICK,
     };
     let caches = cache_sizes(ctx);
+    let kinds: Vec<PageKind> = ctx
+        .options
+        .page_kinds
+        .clone()
+        .unwrap_or_else(|| PageKind::ALL.to_vec());
     let max_size = ctx
         .options
         .max_size
-        .unwrap_or_else(|| default_max_size(profile));
+        .unwrap_or_else(|| default_max_size(profile, kinds_using_mem_available(&kinds)));
     let mut sizes: Vec<u64> = ctx.options.sizes.clone().unwrap_or_else(|| match profile {
         Profile::Full => full_sizes(),
-        Profile::Quick => quick_sizes(&caches),
+        Profile::Quick => quick_sizes(
+            &caches,
+            ctx.machine.topology.as_ref().and_then(|t| t.llc_bytes()),
+        ),
     });
     sizes.iter_mut().for_each(|s| *s = (*s / 64) * 64);
     sizes.retain(|&s| s >= 128 && s <= max_size);
@@ -228,11 +265,6 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             format_size(max_size)
         )));
     };
-    let kinds: Vec<PageKind> = ctx
-        .options
-        .page_kinds
-        .clone()
-        .unwrap_or_else(|| PageKind::ALL.to_vec());
     let tlb_max_pages = TLB_SWEEP_MAX_PAGES.min(largest / 4096);
     let tlb_sweep = tlb_pages(profile, tlb_max_pages);
 
@@ -242,26 +274,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
 
     ctx.progress
         .begin("mem-latency", (sizes.len() + tlb_sweep.len()) as u64);
-    // Every kind's buffer is mapped at once, so their samples can be taken in turn.
-    let mut backings: Vec<serde_json::Value> = Vec::new();
-    let mut bufs: Vec<Buffer> = Vec::new();
-    for &kind in &kinds {
-        let buf = match Buffer::allocate(largest, kind) {
-            Ok(b) => b,
-            Err(e) => {
-                backings.push(json!({"requested": kind, "took": false, "note": e.to_string()}));
-                continue;
-            }
-        };
-        let backing: PageBacking = buf
-            .backing()
-            .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
-        backings.push(serde_json::to_value(&backing).expect("backing serialises"));
-        // Not taken, it would be 4 KiB pages measured under a huge-page label: leave it out.
-        if backing.took {
-            bufs.push(buf);
-        }
-    }
+    // Every kind's buffer is mapped at once, so the kinds can take turns (in blocks, see
+    // `time_chases`); pinned already, so the pages fault in on this CPU's NUMA node.
+    let kb = allocate_kinds(&kinds, |kind| Buffer::allocate(largest, kind))
+        .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let mut bufs = kb.buffers;
+    let backings = kb.records;
     let runs = measure_kinds(ctx, &mut bufs, &sizes, &tlb_sweep, loads, reps);
     drop(bufs);
     ctx.progress.finish();
@@ -301,7 +319,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     Ok(r)
 }
 
-/// The latency curve and the TLB sweep on every buffer, kinds interleaved per sample.
+/// The latency curve and the TLB sweep on every buffer, kinds in blocks (see [`time_chases`]).
 #[cfg(target_arch = "x86_64")]
 fn measure_kinds(
     ctx: &ProbeContext,
@@ -518,7 +536,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            quick_sizes(&caches),
+            quick_sizes(&caches, Some(32 << 20)),
             [
                 16 << 10,
                 64 << 10,
@@ -529,6 +547,16 @@ mod tests {
                 128 << 20
             ]
         );
+    }
+
+    #[test]
+    fn buffers_of_every_kind_fit_in_a_quarter_of_available_memory() {
+        // Regression: the cap counted one buffer while every kind is mapped at once.
+        assert_eq!(cap_to_available(1 << 30, 24 << 30, 2), 1 << 30);
+        assert_eq!(cap_to_available(1 << 30, 4 << 30, 1), 1 << 30);
+        assert_eq!(cap_to_available(1 << 30, 4 << 30, 2), 512 << 20);
+        assert_eq!(cap_to_available(1 << 30, 3 << 30, 2), 256 << 20);
+        assert_eq!(cap_to_available(1 << 30, 1 << 20, 2), 1 << 20);
     }
 
     #[test]

@@ -10,8 +10,15 @@
 //!
 //! Parent and child talk through one shared anonymous page: the parent writes a command word,
 //! the child answers with its state and running totals. After `fork` the child calls only
-//! async-signal-safe functions (affinity, clock, nanosleep, `_exit`) and inline assembly; it
-//! never allocates, since another thread of the parent may have held the allocator's lock.
+//! async-signal-safe functions (prctl, affinity, clock, nanosleep, `_exit`) and inline
+//! assembly; it never allocates, since another thread of the parent may have held the
+//! allocator's lock.
+//!
+//! A child that outlived cpudoctor (Ctrl-C, a crash, `kill -9`) would bus-lock a shared host
+//! forever, so it asks the kernel for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`),
+//! checks right after that the parent had not already gone (the race between `fork` and the
+//! `prctl`), and while idle looks at `getppid` too. The death signal follows the *thread*
+//! that forked; a [`Locker`] is not `Send`, so it lives and dies on that thread.
 
 use super::super::c2c::pingpong::SPLIT_OFFSET;
 use nix::sys::signal::{Signal, kill};
@@ -37,6 +44,9 @@ const STATE_STARTING: u64 = 0;
 const STATE_IDLE: u64 = 1;
 const STATE_LOCKING: u64 = 2;
 const STATE_PIN_FAILED: u64 = 3;
+/// How long the child waits for the scheduler to move it onto its CPU after setting its
+/// affinity (the same bound `measure::pin_to_cpu` uses).
+const PIN_DEADLINE_NS: u64 = 100_000_000;
 
 /// How long the parent waits for the child to answer a command. A trapped split lock with
 /// `split_lock_mitigate=1` takes ~10 ms, so a second is generous.
@@ -117,6 +127,7 @@ impl Locker {
             return Err(format!("mmap: {}", std::io::Error::last_os_error()));
         }
         let page = page.cast::<u8>();
+        let parent = nix::unistd::getpid();
         // SAFETY: the child runs only async-signal-safe code (see `child_main`).
         match unsafe { fork() } {
             Err(e) => {
@@ -124,7 +135,7 @@ impl Locker {
                 unsafe { libc::munmap(page.cast(), PAGE_BYTES) };
                 Err(format!("fork: {e}"))
             }
-            Ok(ForkResult::Child) => child_main(page, cpu, batch),
+            Ok(ForkResult::Child) => child_main(page, cpu, batch, parent.as_raw()),
             Ok(ForkResult::Parent { child }) => {
                 let locker = Locker {
                     pid: child,
@@ -142,6 +153,7 @@ impl Locker {
     }
 
     /// The child's process id.
+    #[cfg(test)]
     pub fn pid(&self) -> Pid {
         self.pid
     }
@@ -240,18 +252,30 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The child: pin, then obey the command word until told to exit.
-fn child_main(page: *mut u8, cpu: usize, batch: u64) -> ! {
+/// The child: tie its life to the parent's, pin, then obey the command word until told to
+/// exit.
+fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
     // SAFETY (whole function): `page` is the shared mapping, inherited across fork; only
     // async-signal-safe calls follow, and the process leaves through `_exit`.
     unsafe {
         let word = |off: usize| AtomicU64::from_ptr(page.add(off).cast());
+        // Killed with the parent; and if the parent died before the prctl took, the child has
+        // already been reparented, so leave now.
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let orphaned = || libc::getppid() != parent;
+        if orphaned() {
+            libc::_exit(4);
+        }
         // Rust's runtime handles SIGBUS to report stack overflows; the child wants the plain
         // default, so the kernel's SIGBUS for a split lock ends it at once.
         libc::signal(libc::SIGBUS, libc::SIG_DFL);
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+        if !pin_self(cpu) {
             word(STATE).store(STATE_PIN_FAILED, Ordering::Release);
             libc::_exit(3);
         }
@@ -269,7 +293,7 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64) -> ! {
                         burst_start = now_ns();
                         word(STATE).store(STATE_LOCKING, Ordering::Release);
                     }
-                    crate::arch::lock_add_loop(target, batch);
+                    split_lock_add(target, batch);
                     ops += batch;
                     word(OPS).store(ops, Ordering::Release);
                 }
@@ -281,6 +305,9 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64) -> ! {
                         word(OPS).store(ops, Ordering::Release);
                         word(STATE).store(STATE_IDLE, Ordering::Release);
                     }
+                    if orphaned() {
+                        libc::_exit(4);
+                    }
                     let pause = libc::timespec {
                         tv_sec: 0,
                         tv_nsec: 200_000,
@@ -290,6 +317,46 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64) -> ! {
                 _ => libc::_exit(0),
             }
         }
+    }
+}
+
+/// `count` split locks on `target`. Only x86-64 has them here; elsewhere the probes skip
+/// before a locker is spawned.
+///
+/// # Safety
+/// As for `arch::lock_add_loop`.
+unsafe fn split_lock_add(target: *mut u8, count: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        crate::arch::lock_add_loop(target, count)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (target, count);
+        // SAFETY: `_exit` is async-signal-safe; a panic after fork is not.
+        unsafe { libc::_exit(5) }
+    }
+}
+
+/// Pins the calling (child) process to `cpu` and waits until it runs there, as
+/// `measure::pin_to_cpu` does, without allocating: true once it does.
+fn pin_self(cpu: usize) -> bool {
+    // SAFETY: plain system calls on a stack-local mask.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return false;
+        }
+        let deadline = now_ns() + PIN_DEADLINE_NS;
+        while libc::sched_getcpu() != cpu as libc::c_int {
+            if now_ns() > deadline {
+                return false;
+            }
+            libc::sched_yield();
+        }
+        true
     }
 }
 

@@ -11,13 +11,17 @@
 //! split locks (`not_detected`, a guest) or was told not to look (`off`), the hardware cost is
 //! measured in-process. Everywhere else a split lock may sleep 10 ms, be rate-limited or
 //! raise SIGBUS, so the split case runs in a child process ([`locker`]) on one CPU, and the
-//! figure is the kernel's mitigation as a program meets it, labelled so.
+//! figure is the kernel's mitigation as a program meets it. That is a different experiment
+//! (one thread, each lock trapped) from the two-thread handoff, so it carries its own name,
+//! `split_lock_trapped_ns`, and no ratio: a `diff` of a host that traps against one that
+//! does not must not compare the two as one quantity.
 
 pub mod locker;
 
 use super::c2c::pingpong::{Lines, Plan, SPLIT_OFFSET, Variant, ping_pong};
 use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use crate::measure::{estimate_core_clock, pin_to_cpu};
 use crate::report::schema::{Better, Metric, ProbeResult, Status};
 use serde_json::json;
 use std::time::Duration;
@@ -117,8 +121,21 @@ impl Probe for SplitLockProbe {
             ctx.progress.advance(1);
         }
         ctx.progress.finish();
+        let core_hz = {
+            let _pin = pin_to_cpu(pair.0).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+            estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
+        };
+        // Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
+        let cycles = |name: &str, ns: &[f64]| {
+            let hz = core_hz?;
+            let c: Vec<f64> = ns.iter().map(|x| x * hz * 1e-9).collect();
+            Metric::from_samples(name, "cycles", Better::Lower, &c)
+        };
 
         let mut r = ProbeResult::new("split-lock", Status::Ok);
+        if let Some(hz) = core_hz {
+            r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
+        }
         let pair_key = format!("cpu{}-cpu{}", pair.0, pair.1);
         r.params.insert("cpus".into(), json!([pair.0, pair.1]));
         r.params.insert("rounds".into(), json!(ROUNDS));
@@ -141,10 +158,12 @@ impl Probe for SplitLockProbe {
             Metric::from_samples("aligned_lock_latency_ns", "ns", Better::Lower, &aligned);
         let aligned_ns = aligned_metric.as_ref().map(|m| m.value);
         r.metrics.extend(aligned_metric);
+        r.metrics
+            .extend(cycles("aligned_lock_latency_cycles", &aligned));
         r.samples
             .insert(format!("aligned_lock_ns.{pair_key}"), aligned);
 
-        let split_ns = if in_child {
+        if in_child {
             let window = match ctx.options.profile {
                 Profile::Quick => Duration::from_millis(100),
                 Profile::Full => Duration::from_millis(300),
@@ -157,43 +176,42 @@ impl Probe for SplitLockProbe {
                 Ok(ns) => {
                     r.effects
                         .insert("split_lock_child".into(), json!("survived"));
-                    r.samples.insert(
-                        format!("split_lock_ns_single_thread.cpu{}", pair.0),
-                        vec![ns],
-                    );
+                    r.samples
+                        .insert(format!("split_lock_trapped_ns.cpu{}", pair.0), vec![ns]);
+                    // One thread, every lock trapped: not the handoff the aligned figure
+                    // times, so no ratio to it.
                     r.metrics.push(Metric::derived(
-                        "split_lock_latency_ns",
+                        "split_lock_trapped_ns",
                         ns,
                         "ns",
                         Better::Lower,
                     ));
-                    Some(ns)
                 }
                 Err(end) => {
                     // No figure: the child did not live to produce one. What happened is the
                     // finding (SIGBUS under split_lock_detect=fatal).
                     r.effects.insert("split_lock_child".into(), json!(end));
-                    None
                 }
             }
         } else {
             r.effects
                 .insert("split_lock_measured".into(), json!("hardware"));
             let m = Metric::from_samples("split_lock_latency_ns", "ns", Better::Lower, &split);
-            let ns = m.as_ref().map(|m| m.value);
+            let split_ns = m.as_ref().map(|m| m.value);
             r.metrics.extend(m);
+            r.metrics
+                .extend(cycles("split_lock_latency_cycles", &split));
+            if let (Some(s), Some(a)) = (split_ns, aligned_ns)
+                && a > 0.0
+            {
+                r.metrics.push(Metric::derived(
+                    "split_lock_ratio",
+                    s / a,
+                    "ratio",
+                    Better::Lower,
+                ));
+            }
             r.samples.insert(format!("split_lock_ns.{pair_key}"), split);
-            ns
-        };
-        if let (Some(s), Some(a)) = (split_ns, aligned_ns)
-            && a > 0.0
-        {
-            r.metrics.push(Metric::derived(
-                "split_lock_ratio",
-                s / a,
-                "ratio",
-                Better::Lower,
-            ));
         }
         Ok(r)
     }
@@ -225,6 +243,38 @@ mod tests {
         for mode in ["warn", "warn+sleep", "fatal", "ratelimit:10"] {
             assert!(kernel_acts_on_split_locks(mode), "{mode}");
         }
+    }
+
+    #[test]
+    fn a_trapping_kernel_gives_split_lock_trapped_ns_and_no_ratio() {
+        // Regression: where the kernel traps, the child's single-thread figure was reported
+        // as split_lock_latency_ns and divided by the two-thread aligned handoff, so a diff of
+        // a trapping host against a guest compared different experiments under one name.
+        let cpus = crate::measure::allowed_cpus();
+        if cpus.len() < 2 {
+            return;
+        }
+        let mut machine = crate::machine::Machine::detect();
+        machine.split_lock.effective = "warn+sleep".into();
+        let clock = crate::measure::Clock::detect(machine.cpu.tsc_invariant);
+        let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
+        options.repetitions = Some(3);
+        let ctx = ProbeContext {
+            machine: &machine,
+            clock: &clock,
+            options: &options,
+            progress: &crate::measure::NoProgress,
+        };
+        let r = SplitLockProbe.run(&ctx).unwrap();
+        assert_eq!(r.effects["split_lock_measured"], "kernel_mitigation");
+        assert!(
+            r.metric("split_lock_trapped_ns").is_some(),
+            "{:?}",
+            r.metrics
+        );
+        assert!(r.metric("aligned_lock_latency_ns").is_some());
+        assert!(r.metric("split_lock_latency_ns").is_none());
+        assert!(r.metric("split_lock_ratio").is_none());
     }
 
     #[test]

@@ -11,19 +11,20 @@
 //! aggressor is the child process of [`super::split_lock::locker`]: where the kernel traps
 //! split locks it is the one that sleeps or dies, and the figures are the kernel's
 //! mitigation as a neighbour feels it.
+//!
+//! The victim's workloads are the memory probes' own: the random cycle of
+//! [`crate::measure::chase`] followed by `arch::pointer_chase`, and `arch::sequential_read`
+//! with the widest vector loads (as `read_bw_1t_gbs`), over a [`Buffer`] that asks for
+//! transparent huge pages (so page walks do not dominate) and reports what it got.
 
-pub mod chase;
+// Elsewhere than x86-64 the probe skips before measuring (`arch::require_x86_64`) and the
+// kernels it times do not exist, so its measuring half is compiled but never called there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use super::c2c::require_two_cpus;
-use super::split_lock::kernel_acts_on_split_locks;
-use super::split_lock::locker::Locker;
-use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::{self, pin_to_cpu};
-use crate::report::schema::{Better, Metric, ProbeResult, Status};
-use chase::{ChaseBuffer, Sample, sample_until};
-use serde_json::json;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use super::{Probe, ProbeContext, ProbeFailure};
+use crate::measure::Clock;
+use crate::report::schema::ProbeResult;
+use std::time::Instant;
 
 /// The noisy-neighbour probe.
 pub struct SplitLockNeighbourProbe;
@@ -36,12 +37,53 @@ const CHASE_STEPS: u64 = 5_000;
 /// Bytes read per bandwidth sample: ~0.5 ms at 30 GB/s.
 const READ_BYTES: usize = 16 << 20;
 
+/// Seed of the victim's chase cycle, fixed so every run chases the same pattern.
+const SEED: u64 = 0x5eed_cafe;
+
 /// Buffer size: four times the last-level cache, so a random line is in DRAM three times in
-/// four; between 64 MiB and 1 GiB; 256 MiB when the cache size is unknown.
+/// four; between 64 MiB and 1 GiB; 256 MiB when the cache size is unknown; a whole number of
+/// bandwidth samples.
 pub fn buffer_bytes(llc_bytes: Option<u64>) -> usize {
-    match llc_bytes {
+    let bytes = match llc_bytes {
         Some(b) => (4 * b as usize).clamp(64 << 20, 1 << 30),
         None => 256 << 20,
+    };
+    bytes.next_multiple_of(READ_BYTES)
+}
+
+/// One timed piece of victim work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Units of work done (links followed, bytes read).
+    pub units: u64,
+    /// Time it took, in ns.
+    pub ns: f64,
+    /// How far a side counter (the aggressor's split locks) moved meanwhile.
+    pub side: u64,
+}
+
+/// Samples taken until `deadline`, each one `work()` timed; `work` returns the units done.
+/// `side` is read around each sample, so the caller can tell what ran next to it.
+pub fn sample_until(
+    deadline: Instant,
+    clock: &Clock,
+    mut work: impl FnMut() -> u64,
+    side: impl Fn() -> u64,
+) -> Vec<Sample> {
+    let mut out = Vec::new();
+    loop {
+        let s0 = side();
+        let t0 = clock.start();
+        let units = work();
+        let t1 = clock.end();
+        out.push(Sample {
+            units,
+            ns: clock.ticks_to_ns(t1 - t0),
+            side: side().saturating_sub(s0),
+        });
+        if Instant::now() >= deadline {
+            return out;
+        }
     }
 }
 
@@ -103,224 +145,287 @@ impl Probe for SplitLockNeighbourProbe {
 
     fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
-        let cpus = ctx.cpus()?;
-        require_two_cpus(&cpus)?;
-        let (victim_cpu, aggressor_cpu) = (cpus[0], cpus[1]);
-        let duration_s = ctx.options.duration.map_or(
-            match ctx.options.profile {
-                Profile::Quick => 0.15,
-                Profile::Full => 0.3,
+        run(ctx)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    unreachable!("require_x86_64 skips first")
+}
+
+#[cfg(target_arch = "x86_64")]
+fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    use super::Profile;
+    use super::c2c::require_two_cpus;
+    use super::split_lock::kernel_acts_on_split_locks;
+    use super::split_lock::locker::Locker;
+    use crate::arch::{VectorWidth, pointer_chase, sequential_read};
+    use crate::measure::buffer::{Buffer, BufferError, PageKind};
+    use crate::measure::chase::{Layout, SplitMix64, build, sattolo_cycle};
+    use crate::measure::{self, pin_to_cpu};
+    use crate::report::schema::{Better, Metric, Status};
+    use serde_json::json;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let cpus = ctx.cpus()?;
+    require_two_cpus(&cpus)?;
+    let (victim_cpu, aggressor_cpu) = (cpus[0], cpus[1]);
+    let duration_s = ctx.options.duration.map_or(
+        match ctx.options.profile {
+            Profile::Quick => 0.15,
+            Profile::Full => 0.3,
+        },
+        |d| d.as_secs_f64(),
+    );
+    // Each round locks for one latency phase and one bandwidth phase.
+    let phase = Duration::from_secs_f64(duration_s / (2 * ROUNDS) as f64);
+    let mode = ctx.machine.split_lock.effective.clone();
+    let trapped = kernel_acts_on_split_locks(&mode);
+    let llc = ctx.machine.topology.as_ref().and_then(|t| t.llc_bytes());
+    let bytes = buffer_bytes(llc);
+    let width = VectorWidth::widest();
+
+    // Pinned before the buffer exists, so its pages are faulted in on the victim's CPU (its
+    // NUMA node's memory, not whichever node the unpinned thread happened to be on).
+    let _pin = pin_to_cpu(victim_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let core_hz = measure::estimate_core_clock(ctx.clock, 5).map(|c| c.hz);
+    // Forked before the big buffer exists, so the fork copies little.
+    // Small batches: the ops counter the victim reads around each sample advances per
+    // batch, and a bandwidth sample lasts well under a millisecond.
+    let batch = if trapped { 1 } else { 8 };
+    let locker = Locker::spawn(aggressor_cpu, batch).map_err(ProbeFailure::Failed)?;
+    let mut buf = Buffer::allocate(bytes as u64, PageKind::Thp).map_err(|e| match e {
+        BufferError::NotEnoughMemory { .. } => ProbeFailure::Skipped(e.to_string()),
+        _ => ProbeFailure::Failed(e.to_string()),
+    })?;
+    let backing = buf
+        .backing()
+        .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let lines = buf.len() / 64;
+    let next = sattolo_cycle(lines, &mut SplitMix64::new(SEED));
+    // SAFETY: `lines` slots of 64 bytes fill the buffer, which is page aligned.
+    let start = unsafe { build(buf.as_mut_ptr(), &next, Layout::Lines) };
+    drop(next);
+    let clock = ctx.clock;
+    let base = buf.as_ptr();
+    let len = buf.len();
+    // SAFETY (chases and reads below): the chase follows the cycle just built in the live
+    // buffer; every read lies inside it, at a multiple of READ_BYTES (a 512-byte multiple).
+    let read =
+        |offset: usize| unsafe { sequential_read(base.add(offset), READ_BYTES, width, None) };
+    // Warm-up: settle the victim's clock and the page tables.
+    (0..len).step_by(READ_BYTES).for_each(read);
+    let mut at = unsafe { pointer_chase(start, CHASE_STEPS) };
+    let mut offset = 0usize;
+    let ops = locker.ops_counter();
+    let mut observe = |victim: &mut Victim| {
+        let end = Instant::now() + phase;
+        victim.latency.extend(sample_until(
+            end,
+            clock,
+            || {
+                at = unsafe { pointer_chase(at, CHASE_STEPS) };
+                CHASE_STEPS
             },
-            |d| d.as_secs_f64(),
-        );
-        // Each round locks for one latency phase and one bandwidth phase.
-        let phase = Duration::from_secs_f64(duration_s / (2 * ROUNDS) as f64);
-        let mode = ctx.machine.split_lock.effective.clone();
-        let trapped = kernel_acts_on_split_locks(&mode);
-        let llc = ctx
-            .machine
-            .topology
-            .as_ref()
-            .and_then(|t| {
-                t.caches
-                    .iter()
-                    .filter(|c| c.kind != "Instruction")
-                    .max_by_key(|c| c.level)
-            })
-            .map(|c| c.size_bytes);
-        let bytes = buffer_bytes(llc);
+            || ops.load(Ordering::Relaxed),
+        ));
+        let end = Instant::now() + phase;
+        victim.bandwidth.extend(sample_until(
+            end,
+            clock,
+            || {
+                read(offset);
+                offset = (offset + READ_BYTES) % len;
+                READ_BYTES as u64
+            },
+            || ops.load(Ordering::Relaxed),
+        ));
+    };
 
-        // Forked before the big buffer exists, so the fork copies little.
-        // Small batches: the ops counter the victim reads around each sample advances per
-        // batch, and a bandwidth sample lasts well under a millisecond.
-        let batch = if trapped { 1 } else { 8 };
-        let locker = Locker::spawn(aggressor_cpu, batch).map_err(ProbeFailure::Failed)?;
-        let buf = ChaseBuffer::new(bytes, 0x5eed_cafe).map_err(ProbeFailure::Failed)?;
-        let _pin = pin_to_cpu(victim_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
-        let clock = ctx.clock;
-        // Warm-up: fault in and settle the victim's clock.
-        buf.read(0, buf.len());
-        let mut at = buf.chase(buf.start(), CHASE_STEPS);
-        let mut offset = 0usize;
-        let ops = locker.ops_counter();
-        let mut observe = |victim: &mut Victim| {
-            let end = Instant::now() + phase;
-            victim.latency.extend(sample_until(
-                end,
-                clock,
-                || {
-                    at = buf.chase(at, CHASE_STEPS);
-                    CHASE_STEPS
-                },
-                || ops.load(Ordering::Relaxed),
-            ));
-            let end = Instant::now() + phase;
-            victim.bandwidth.extend(sample_until(
-                end,
-                clock,
-                || {
-                    buf.read(offset, READ_BYTES);
-                    offset = (offset + READ_BYTES) % buf.len();
-                    READ_BYTES as u64
-                },
-                || ops.load(Ordering::Relaxed),
-            ));
-        };
-
-        let mut alone = Victim::default();
-        let mut loaded = Victim::default();
-        let before = locker.totals();
-        ctx.progress.begin("split-lock-neighbour", ROUNDS as u64);
-        let mut child_end = None;
-        for _ in 0..ROUNDS {
-            observe(&mut alone);
-            if let Err(e) = locker.start() {
-                child_end = Some(e);
-                break;
-            }
-            observe(&mut loaded);
-            if let Err(e) = locker.stop() {
-                child_end = Some(e);
-                break;
-            }
-            ctx.progress.advance(1);
+    let mut alone = Victim::default();
+    let mut loaded = Victim::default();
+    let before = locker.totals();
+    ctx.progress.begin("split-lock-neighbour", ROUNDS as u64);
+    let mut child_end = None;
+    for _ in 0..ROUNDS {
+        observe(&mut alone);
+        if let Err(e) = locker.start() {
+            child_end = Some(e);
+            break;
         }
-        ctx.progress.finish();
-        if let Some(e) = child_end {
-            return Err(if trapped {
-                ProbeFailure::Skipped(format!(
-                    "{e} (split_lock_detect mode {mode}): the kernel stops split locks here, \
-                     so they cannot slow a neighbour"
-                ))
-            } else {
-                ProbeFailure::Failed(e)
-            });
+        observe(&mut loaded);
+        if let Err(e) = locker.stop() {
+            child_end = Some(e);
+            break;
         }
-        let after = locker.totals();
-        drop(locker);
+        ctx.progress.advance(1);
+    }
+    ctx.progress.finish();
+    if let Some(e) = child_end {
+        return Err(if trapped {
+            ProbeFailure::Skipped(format!(
+                "{e} (split_lock_detect mode {mode}): the kernel stops split locks here, \
+                 so they cannot slow a neighbour"
+            ))
+        } else {
+            ProbeFailure::Failed(e)
+        });
+    }
+    let after = locker.totals();
+    drop(locker);
+    std::hint::black_box(at);
 
-        let alone_lat = latency_ns(&alone.latency);
-        let alone_bw = bandwidth_gb_s(&alone.bandwidth);
-        let kept_lat = while_locking(&loaded.latency);
-        let kept_bw = while_locking(&loaded.bandwidth);
-        let loaded_lat = latency_ns(&kept_lat);
-        let loaded_bw = bandwidth_gb_s(&kept_bw);
+    let alone_lat = latency_ns(&alone.latency);
+    let alone_bw = bandwidth_gb_s(&alone.bandwidth);
+    let kept_lat = while_locking(&loaded.latency);
+    let kept_bw = while_locking(&loaded.bandwidth);
+    let loaded_lat = latency_ns(&kept_lat);
+    let loaded_bw = bandwidth_gb_s(&kept_bw);
 
-        let mut r = ProbeResult::new("split-lock-neighbour", Status::Ok);
-        r.params
-            .insert("cpus".into(), json!([victim_cpu, aggressor_cpu]));
-        r.params.insert("duration_s".into(), json!(duration_s));
-        r.params.insert("rounds".into(), json!(ROUNDS));
-        r.params.insert("buffer_bytes".into(), json!(buf.len()));
-        r.params
-            .insert("chase_steps_per_sample".into(), json!(CHASE_STEPS));
-        r.params
-            .insert("read_bytes_per_sample".into(), json!(READ_BYTES));
-        r.params
-            .insert("min_aggressor_duty".into(), json!(MIN_AGGRESSOR_DUTY));
-        r.effects.insert("victim_cpu".into(), json!(victim_cpu));
-        r.effects
-            .insert("aggressor_cpu".into(), json!(aggressor_cpu));
-        r.effects
-            .insert("pinned_cpus".into(), json!([victim_cpu, aggressor_cpu]));
-        r.effects
-            .insert("huge_page_bytes".into(), json!(buf.huge_page_bytes()));
-        r.effects
-            .insert("kernel_split_lock_mode".into(), json!(mode));
-        r.effects.insert(
-            "split_lock_measured".into(),
-            json!(if trapped {
-                "kernel_mitigation"
-            } else {
-                "hardware"
-            }),
-        );
-        r.effects.insert(
-            "aggressor_split_locks".into(),
-            json!(after.ops - before.ops),
-        );
-        r.effects.insert(
-            "bus_locking_s".into(),
-            json!((after.locking_ns - before.locking_ns) * 1e-9),
-        );
-        r.effects.insert(
-            "loaded_samples_kept".into(),
-            json!({
-                "latency": [kept_lat.len(), loaded.latency.len()],
-                "bandwidth": [kept_bw.len(), loaded.bandwidth.len()],
-            }),
-        );
+    let mut r = ProbeResult::new("split-lock-neighbour", Status::Ok);
+    r.params
+        .insert("cpus".into(), json!([victim_cpu, aggressor_cpu]));
+    r.params.insert("duration_s".into(), json!(duration_s));
+    r.params.insert("rounds".into(), json!(ROUNDS));
+    r.params.insert("buffer_bytes".into(), json!(len));
+    r.params
+        .insert("chase_steps_per_sample".into(), json!(CHASE_STEPS));
+    r.params
+        .insert("read_bytes_per_sample".into(), json!(READ_BYTES));
+    r.params
+        .insert("min_aggressor_duty".into(), json!(MIN_AGGRESSOR_DUTY));
+    r.effects.insert("victim_cpu".into(), json!(victim_cpu));
+    r.effects
+        .insert("aggressor_cpu".into(), json!(aggressor_cpu));
+    r.effects
+        .insert("pinned_cpus".into(), json!([victim_cpu, aggressor_cpu]));
+    r.effects.insert(
+        "page_backing".into(),
+        serde_json::to_value(&backing).expect("backing serialises"),
+    );
+    r.effects.insert("vector_isa".into(), json!(width.name()));
+    if let Some(hz) = core_hz {
+        r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
+    }
+    r.effects
+        .insert("kernel_split_lock_mode".into(), json!(mode));
+    r.effects.insert(
+        "split_lock_measured".into(),
+        json!(if trapped {
+            "kernel_mitigation"
+        } else {
+            "hardware"
+        }),
+    );
+    r.effects.insert(
+        "aggressor_split_locks".into(),
+        json!(after.ops - before.ops),
+    );
+    r.effects.insert(
+        "bus_locking_s".into(),
+        json!((after.locking_ns - before.locking_ns) * 1e-9),
+    );
+    r.effects.insert(
+        "loaded_samples_kept".into(),
+        json!({
+            "latency": [kept_lat.len(), loaded.latency.len()],
+            "bandwidth": [kept_bw.len(), loaded.bandwidth.len()],
+        }),
+    );
 
-        let med = |v: &[f64]| measure::stats::median(v).filter(|m| *m > 0.0);
+    let med = |v: &[f64]| measure::stats::median(v).filter(|m| *m > 0.0);
+    r.metrics.extend(
+        [
+            Metric::from_samples("victim_latency_ns", "ns", Better::Lower, &alone_lat),
+            Metric::from_samples(
+                "victim_latency_under_split_locks_ns",
+                "ns",
+                Better::Lower,
+                &loaded_lat,
+            ),
+            Metric::from_samples("victim_bandwidth_gb_s", "GB/s", Better::Higher, &alone_bw),
+            Metric::from_samples(
+                "victim_bandwidth_under_split_locks_gb_s",
+                "GB/s",
+                Better::Higher,
+                &loaded_bw,
+            ),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+    if let Some(hz) = core_hz {
+        // Cycles of the victim's core clock, measured on the victim's CPU.
+        let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
         r.metrics.extend(
             [
-                Metric::from_samples("victim_latency_ns", "ns", Better::Lower, &alone_lat),
                 Metric::from_samples(
-                    "victim_latency_under_split_locks_ns",
-                    "ns",
+                    "victim_latency_cycles",
+                    "cycles",
                     Better::Lower,
-                    &loaded_lat,
+                    &cycles(&alone_lat),
                 ),
-                Metric::from_samples("victim_bandwidth_gb_s", "GB/s", Better::Higher, &alone_bw),
                 Metric::from_samples(
-                    "victim_bandwidth_under_split_locks_gb_s",
-                    "GB/s",
-                    Better::Higher,
-                    &loaded_bw,
+                    "victim_latency_under_split_locks_cycles",
+                    "cycles",
+                    Better::Lower,
+                    &cycles(&loaded_lat),
                 ),
             ]
             .into_iter()
             .flatten(),
         );
-        if let (Some(a), Some(l)) = (med(&alone_lat), med(&loaded_lat)) {
-            r.metrics.push(Metric::derived(
-                "split_lock_neighbour_latency_ratio",
-                l / a,
-                "ratio",
-                Better::Lower,
-            ));
-        }
-        if let (Some(a), Some(l)) = (med(&alone_bw), med(&loaded_bw)) {
-            r.metrics.push(Metric::derived(
-                "split_lock_neighbour_bandwidth_ratio",
-                l / a,
-                "ratio",
-                Better::Higher,
-            ));
-        }
-        let cpu = victim_cpu;
-        r.samples
-            .insert(format!("victim_latency_ns.cpu{cpu}"), alone_lat);
-        r.samples.insert(
-            format!("victim_latency_under_split_locks_ns.cpu{cpu}"),
-            loaded_lat,
-        );
-        r.samples
-            .insert(format!("victim_bandwidth_gb_s.cpu{cpu}"), alone_bw);
-        r.samples.insert(
-            format!("victim_bandwidth_under_split_locks_gb_s.cpu{cpu}"),
-            loaded_bw,
-        );
-        // What the filter saw: the aggressor's split locks per microsecond in every loaded
-        // sample, kept or not.
-        r.samples.insert(
-            "aggressor_split_locks_per_us.latency".into(),
-            loaded
-                .latency
-                .iter()
-                .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
-                .collect(),
-        );
-        r.samples.insert(
-            "aggressor_split_locks_per_us.bandwidth".into(),
-            loaded
-                .bandwidth
-                .iter()
-                .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
-                .collect(),
-        );
-        Ok(r)
     }
+    if let (Some(a), Some(l)) = (med(&alone_lat), med(&loaded_lat)) {
+        r.metrics.push(Metric::derived(
+            "split_lock_neighbour_latency_ratio",
+            l / a,
+            "ratio",
+            Better::Lower,
+        ));
+    }
+    if let (Some(a), Some(l)) = (med(&alone_bw), med(&loaded_bw)) {
+        r.metrics.push(Metric::derived(
+            "split_lock_neighbour_bandwidth_ratio",
+            l / a,
+            "ratio",
+            Better::Higher,
+        ));
+    }
+    let cpu = victim_cpu;
+    r.samples
+        .insert(format!("victim_latency_ns.cpu{cpu}"), alone_lat);
+    r.samples.insert(
+        format!("victim_latency_under_split_locks_ns.cpu{cpu}"),
+        loaded_lat,
+    );
+    r.samples
+        .insert(format!("victim_bandwidth_gb_s.cpu{cpu}"), alone_bw);
+    r.samples.insert(
+        format!("victim_bandwidth_under_split_locks_gb_s.cpu{cpu}"),
+        loaded_bw,
+    );
+    // What the filter saw: the aggressor's split locks per microsecond in every loaded
+    // sample, kept or not.
+    r.samples.insert(
+        "aggressor_split_locks_per_us.latency".into(),
+        loaded
+            .latency
+            .iter()
+            .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
+            .collect(),
+    );
+    r.samples.insert(
+        "aggressor_split_locks_per_us.bandwidth".into(),
+        loaded
+            .bandwidth
+            .iter()
+            .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
+            .collect(),
+    );
+    drop(buf);
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! Building and timing a pointer chase: one random cycle (Sattolo's algorithm) through `n`
-//! slots of a buffer, each slot holding the address of the next, so every load depends on the
-//! one before and no prefetcher can guess the next address.
+//! Building a pointer chase: one random cycle (Sattolo's algorithm) through `n` slots of a
+//! buffer, each slot holding the address of the next, so every load depends on the one before
+//! and no prefetcher can guess the next address (design notes, measurement rules). The memory
+//! latency curve and the split-lock neighbour's victim both follow one; the loop that follows
+//! it is `arch::pointer_chase`.
 //!
 //! A slot is one 64-byte line. For the latency curve the slots are consecutive lines; for the
 //! TLB sweep they are one line per 4 KiB page, at a pseudo-random line of the page so the
@@ -30,8 +32,8 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    /// Uniform in `0..bound` (Lemire's multiply-shift; the bias is below 2^-32 for the bounds
-    /// used here).
+    /// Uniform in `0..bound` (Lemire's multiply-shift on 64 bits: a bias of at most
+    /// bound / 2^64, far below anything a chase could show).
     #[inline(always)]
     pub fn below(&mut self, bound: u64) -> u64 {
         ((self.next_u64() as u128 * bound as u128) >> 64) as u64
