@@ -25,6 +25,7 @@ fn schema_errors(instance: &Value) -> Vec<String> {
         .collect()
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn metric(fp: &Value, probe: &str, name: &str) -> f64 {
     fp["probes"]
         .as_array()

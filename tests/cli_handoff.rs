@@ -11,6 +11,7 @@ fn cpudoctor() -> Command {
     Command::cargo_bin("cpudoctor").unwrap()
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn schema_errors(instance: &Value) -> Vec<String> {
     let schema: Value =
         serde_json::from_str(include_str!("../docs/fingerprint.schema.json")).unwrap();
@@ -21,6 +22,7 @@ fn schema_errors(instance: &Value) -> Vec<String> {
         .collect()
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn metric(p: &Value, name: &str) -> f64 {
     p["metrics"]
         .as_array()
@@ -31,6 +33,7 @@ fn metric(p: &Value, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no metric {name}"))
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const SHORT: [&str; 9] = [
     "--items",
     "3",

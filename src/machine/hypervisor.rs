@@ -36,6 +36,7 @@ pub fn detect_hypervisor() -> Option<Hypervisor> {
 }
 
 /// The 12-byte signature in EBX, ECX, EDX as text (non-printable bytes dropped).
+#[cfg(target_arch = "x86_64")]
 fn signature_text(ebx: u32, ecx: u32, edx: u32) -> String {
     [ebx, ecx, edx]
         .iter()
@@ -53,7 +54,7 @@ pub fn detect_hypervisor() -> Option<Hypervisor> {
     None
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
 

@@ -7,6 +7,7 @@
 //! calibration always runs, so a wrong reported figure shows up in the fingerprint.
 
 use serde::{Deserialize, Serialize};
+#[cfg(target_arch = "x86_64")]
 use std::time::Duration;
 
 /// Which counter a [`Clock`] reads.
@@ -43,9 +44,11 @@ pub struct Clock {
 
 /// Reported and calibrated TSC frequencies further apart than this are a sign the reported one
 /// is wrong (a hypervisor leaf left stale after migration, say); the calibrated one wins.
+#[cfg(target_arch = "x86_64")]
 const REPORTED_TSC_TOLERANCE: f64 = 0.01;
 
 /// Nanoseconds from `CLOCK_MONOTONIC_RAW` (not slewed by NTP, so it calibrates a counter).
+#[cfg(target_arch = "x86_64")]
 fn monotonic_raw_ns() -> u64 {
     let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC_RAW)
         .expect("CLOCK_MONOTONIC_RAW exists on every Linux since 2.6.28");
@@ -219,6 +222,7 @@ fn calibrate_tsc_hz(window: Duration, rounds: usize) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn clock_gettime_ticks_are_nanoseconds() {

@@ -4,7 +4,7 @@
 //! limits and a hypervisor's time slicing all show up in the figure, which is the point.
 
 use super::clock::Clock;
-use super::stats::{self, Summary};
+use super::stats::Summary;
 use serde::{Deserialize, Serialize};
 
 /// The estimated core clock.
@@ -27,6 +27,7 @@ impl CoreClock {
 
 /// Chain iterations per timed sample: 4096 x 64 adds, about 70 us at 4 GHz, short enough to
 /// fit between timer interrupts and long enough to dwarf the clock reads.
+#[cfg(target_arch = "x86_64")]
 const CHAIN_ITERATIONS: u64 = 4096;
 
 /// Estimates the core clock of the CPU the calling thread runs on (pin it first) from
@@ -47,7 +48,7 @@ pub fn estimate_core_clock(clock: &Clock, samples: usize) -> Option<CoreClock> {
             adds / (clock.ticks_to_ns(t1 - t0) * 1e-9)
         })
         .collect();
-    let summary = stats::summarize(&samples_hz)?;
+    let summary = super::stats::summarize(&samples_hz)?;
     Some(CoreClock {
         hz: summary.median,
         samples_hz,

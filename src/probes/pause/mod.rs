@@ -6,26 +6,15 @@
 //! ticks. Every CPU is measured because hybrid parts differ by core type (a Raptor Lake P-core
 //! and E-core do not agree).
 
+#[cfg(target_arch = "x86_64")]
+mod measure;
 pub mod ple;
 
-use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::{self, estimate_core_clock, pin_to_cpu};
-use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
-use serde_json::json;
+use super::{Probe, ProbeContext, ProbeFailure};
+use crate::report::schema::ProbeResult;
 
 /// The PAUSE probe.
 pub struct PauseProbe;
-
-/// PAUSEs per timed sample: 4096 take ~0.1 ms at 25 ns, ~16 us at 4 ns; long enough to dwarf
-/// the clock reads, short enough to fit between interrupts.
-const PAUSES_PER_SAMPLE: u64 = 4096;
-/// PAUSEs in one timed long spin (about 13 ms at 25 ns): long enough to reach a hypervisor's
-/// steady pause-loop-exit window, as a lock that spins millions of PAUSEs does.
-const SUSTAINED_PAUSES: u64 = 1 << 19;
-/// Long spins timed for `pause_sustained_ns`.
-const SUSTAINED_RUNS: usize = 3;
-/// PAUSEs per chunk in the pause-loop-exit runs: fine enough to place a spike to 8 PAUSEs.
-const PLE_CHUNK_PAUSES: u64 = 8;
 
 impl Probe for PauseProbe {
     fn name(&self) -> &'static str {
@@ -38,206 +27,16 @@ impl Probe for PauseProbe {
 
     fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
-        run_pause(ctx)
+        run(ctx)
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    measure::run_pause(ctx)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn run_pause(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     unreachable!("require_x86_64 skips first")
-}
-
-/// Per-CPU measurements.
-#[cfg(target_arch = "x86_64")]
-struct CpuPause {
-    cpu: usize,
-    core_hz: f64,
-    ns: Vec<f64>,
-    ticks: Vec<f64>,
-}
-
-#[cfg(target_arch = "x86_64")]
-fn measure_on_cpu(ctx: &ProbeContext, cpu: usize, reps: usize) -> Result<CpuPause, ProbeFailure> {
-    let _pin = pin_to_cpu(cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
-    let clock = ctx.clock;
-    let core = estimate_core_clock(clock, 7)
-        .ok_or_else(|| ProbeFailure::Failed("core clock estimate failed".into()))?;
-    crate::arch::pause_loop(PAUSES_PER_SAMPLE); // warm-up
-    let mut ticks = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t0 = clock.start();
-        crate::arch::pause_loop(PAUSES_PER_SAMPLE);
-        let t1 = clock.end();
-        ticks.push((t1 - t0) as f64 / PAUSES_PER_SAMPLE as f64);
-    }
-    let ns = ticks.iter().map(|t| t * clock.ns_per_tick()).collect();
-    Ok(CpuPause {
-        cpu,
-        core_hz: core.hz,
-        ns,
-        ticks,
-    })
-}
-
-/// Times `runs` fresh runs of `chunks` chunks of PAUSEs, back to back or spaced, in ns per
-/// chunk. Each run starts after a 2 ms sleep, which lets the hypervisor reset its view of
-/// the vCPU, so pause-loop exits start counting from the run's first PAUSE.
-#[cfg(target_arch = "x86_64")]
-fn time_runs(ctx: &ProbeContext, runs: usize, chunks: usize, spaced: bool) -> Vec<Vec<f64>> {
-    let clock = ctx.clock;
-    // Filled with a non-zero value so every page is touched before timing: a first write to
-    // a fresh page would fault inside the timed loop and look like a spike every 512 chunks.
-    let mut stamps = vec![1u64; chunks + 1];
-    (0..runs)
-        .map(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            stamps[0] = clock.start();
-            for stamp in stamps.iter_mut().skip(1) {
-                if spaced {
-                    crate::arch::pause_loop_spaced(PLE_CHUNK_PAUSES);
-                } else {
-                    crate::arch::pause_loop(PLE_CHUNK_PAUSES);
-                }
-                *stamp = clock.start();
-            }
-            stamps
-                .windows(2)
-                .map(|w| clock.ticks_to_ns(w[1] - w[0]))
-                .collect()
-        })
-        .collect()
-}
-
-#[cfg(target_arch = "x86_64")]
-fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
-    let cpus = ctx.cpus()?;
-    if cpus.is_empty() {
-        return Err(ProbeFailure::Skipped("no CPU available to run on".into()));
-    }
-    let reps = ctx.repetitions(15, 61);
-    // Runs of PAUSEs for the pause-loop-exit test, and the length of each: long enough to
-    // hold several of KVM's capped windows (65,536 PAUSEs, 1.6 ms at 25 ns) between host
-    // noise.
-    let (ple_runs, ple_run_ms) = match ctx.options.profile {
-        Profile::Quick => (8, 30.0),
-        Profile::Full => (16, 25.0),
-    };
-
-    ctx.progress.begin("pause", cpus.len() as u64 + 1);
-    let mut per_cpu = Vec::new();
-    for &cpu in &cpus {
-        per_cpu.push(measure_on_cpu(ctx, cpu, reps)?);
-        ctx.progress.advance(1);
-    }
-
-    // Pause-loop exits: on the first CPU, PAUSEs back to back and spaced, for the same time
-    // each (host noise arrives per unit of time, so equal time gives the control equal odds).
-    let ple_cpu = cpus[0];
-    let pause_ns_first = measure::stats::median(&per_cpu[0].ns).unwrap_or(25.0);
-    let spacing_ns = crate::arch::SPACING_ADDS_PER_PAUSE as f64 / per_cpu[0].core_hz * 1e9;
-    let chunks_for = |ns_per_pause: f64| {
-        ((ple_run_ms * 1e6 / (ns_per_pause * PLE_CHUNK_PAUSES as f64)) as usize)
-            .clamp(1_000, 4_000_000)
-    };
-    let (tight, spaced, sustained_ns) = {
-        let _pin = pin_to_cpu(ple_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
-        let tight = time_runs(ctx, ple_runs, chunks_for(pause_ns_first), false);
-        let spaced = time_runs(ctx, ple_runs, chunks_for(pause_ns_first + spacing_ns), true);
-        // Straight after the back-to-back runs, so the window is as a long spinner finds it.
-        let sustained: Vec<f64> = (0..SUSTAINED_RUNS)
-            .map(|_| {
-                let t0 = ctx.clock.start();
-                crate::arch::pause_loop(SUSTAINED_PAUSES);
-                let t1 = ctx.clock.end();
-                ctx.clock.ticks_to_ns(t1 - t0) / SUSTAINED_PAUSES as f64
-            })
-            .collect();
-        (tight, spaced, sustained)
-    };
-    ctx.progress.advance(1);
-    ctx.progress.finish();
-    let evidence = ple::judge(&tight, &spaced, PLE_CHUNK_PAUSES);
-
-    let mut r = ProbeResult::new("pause", Status::Ok);
-    r.params.insert("cpus".into(), json!(cpus));
-    r.params.insert("repetitions".into(), json!(reps));
-    r.params
-        .insert("pauses_per_sample".into(), json!(PAUSES_PER_SAMPLE));
-    r.params.insert("ple_runs".into(), json!(ple_runs));
-    r.params
-        .insert("sustained_pauses_per_run".into(), json!(SUSTAINED_PAUSES));
-    r.params.insert("ple_run_ms".into(), json!(ple_run_ms));
-    r.params.insert("ple_cpu".into(), json!(ple_cpu));
-
-    let all_ns: Vec<f64> = per_cpu.iter().flat_map(|c| c.ns.clone()).collect();
-    let all_ticks: Vec<f64> = per_cpu.iter().flat_map(|c| c.ticks.clone()).collect();
-    let all_cycles: Vec<f64> = per_cpu
-        .iter()
-        .flat_map(|c| c.ns.iter().map(move |ns| ns * c.core_hz * 1e-9))
-        .collect();
-    let core_ghz: Vec<f64> = per_cpu.iter().map(|c| c.core_hz / 1e9).collect();
-    r.metrics.extend(
-        [
-            Metric::from_samples("pause_ns", "ns", Better::Lower, &all_ns),
-            Metric::from_samples("pause_cycles", "cycles", Better::Lower, &all_cycles),
-            Metric::from_samples("pause_tsc_ticks", "ticks", Better::Lower, &all_ticks),
-            Metric::from_samples("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
-            // What a long spin pays per PAUSE, pause-loop exits and host noise included.
-            Metric::from_samples("pause_sustained_ns", "ns", Better::Lower, &sustained_ns),
-        ]
-        .into_iter()
-        .flatten(),
-    );
-
-    r.effects.insert("pinned_cpus".into(), json!(cpus));
-    r.effects.insert(
-        "core_clock_ghz_by_cpu".into(),
-        json!(
-            per_cpu
-                .iter()
-                .map(|c| (c.cpu.to_string(), c.core_hz / 1e9))
-                .collect::<std::collections::BTreeMap<_, _>>()
-        ),
-    );
-    r.effects
-        .insert("pause_loop_exits".into(), json!(evidence.verdict));
-    r.effects.insert(
-        "pause_loop_exit_evidence".into(),
-        serde_json::to_value(&evidence).expect("evidence serialises"),
-    );
-
-    for c in &per_cpu {
-        r.samples
-            .insert(format!("pause_ns.cpu{}", c.cpu), c.ns.clone());
-    }
-    // Raw evidence: where each run stalled, in PAUSEs from its start.
-    for (mode, runs, median) in [
-        (
-            "back_to_back",
-            &tight,
-            evidence.back_to_back.median_chunk_ns,
-        ),
-        ("spaced", &spaced, evidence.spaced.median_chunk_ns),
-    ] {
-        for (i, run) in runs.iter().enumerate() {
-            r.samples.insert(
-                format!("ple_{mode}_run{i}_stall_at_pauses"),
-                ple::find_stalls(run, median)
-                    .iter()
-                    .map(|(c, _)| ((c + 1) as u64 * PLE_CHUNK_PAUSES) as f64)
-                    .collect(),
-            );
-        }
-    }
-    r.series.push(Series::Bars {
-        name: "pause_ns_per_cpu".into(),
-        unit: "ns".into(),
-        labels: per_cpu.iter().map(|c| format!("cpu{}", c.cpu)).collect(),
-        values: per_cpu
-            .iter()
-            // Every CPU in per_cpu has `reps` >= 1 samples, so a median exists.
-            .map(|c| measure::stats::median(&c.ns).unwrap_or_default())
-            .collect(),
-    });
-    Ok(r)
 }
