@@ -66,6 +66,20 @@ fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
+/// Runs `attempt` up to three times and passes when one run shows the ordering: a shared
+/// machine can stall either thread of a pair for a whole sample (the other then runs alone and
+/// no line moves), which no margin guards against; a real regression fails all three.
+fn ordering_holds_in_one_of_three(mut attempt: impl FnMut() -> Result<(), String>) {
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match attempt() {
+            Ok(()) => return,
+            Err(e) => failures.push(e),
+        }
+    }
+    panic!("the ordering failed in all three runs: {failures:#?}");
+}
+
 /// Two allowed CPUs on different physical cores when sysfs says which are SMT siblings
 /// (siblings share L1, so false sharing between them is nearly free); `None` on a machine with
 /// fewer than two CPUs, or only siblings.
@@ -91,22 +105,29 @@ fn split_lock_is_slower_than_aligned_on_the_same_pair() {
     };
     let _serial = serial();
     let cpus = format!("{a},{b}");
-    let fp =
-        json_of(cpudoctor().args(["probe", "split-lock", "--quick", "--json", "--cpus", &cpus]));
-    assert!(schema_errors(&fp).is_empty(), "{:?}", schema_errors(&fp));
-    let p = probe(&fp, "split-lock");
-    assert_eq!(p["status"], "ok", "{p}");
-    assert_eq!(p["effects"]["split_value_crosses_line"], true);
-    let split = metric(&fp, "split-lock", "split_lock_latency_ns");
-    let aligned = metric(&fp, "split-lock", "aligned_lock_latency_ns");
-    let ratio = metric(&fp, "split-lock", "split_lock_ratio");
-    // Every x86-64 in the seed pays several times more for a split lock (Piledriver, the
-    // best, still about 2x); 10x on the Zen 4 guest. Wide margin: 1.5x.
-    assert!(
-        split > 1.5 * aligned,
-        "split {split} ns vs aligned {aligned} ns"
-    );
-    assert!((ratio - split / aligned).abs() < 1e-9 * ratio);
+    ordering_holds_in_one_of_three(|| {
+        let fp = json_of(cpudoctor().args([
+            "probe",
+            "split-lock",
+            "--quick",
+            "--json",
+            "--cpus",
+            &cpus,
+        ]));
+        assert!(schema_errors(&fp).is_empty(), "{:?}", schema_errors(&fp));
+        let p = probe(&fp, "split-lock");
+        assert_eq!(p["status"], "ok", "{p}");
+        assert_eq!(p["effects"]["split_value_crosses_line"], true);
+        let split = metric(&fp, "split-lock", "split_lock_latency_ns");
+        let aligned = metric(&fp, "split-lock", "aligned_lock_latency_ns");
+        let ratio = metric(&fp, "split-lock", "split_lock_ratio");
+        assert!((ratio - split / aligned).abs() < 1e-9 * ratio);
+        // Every x86-64 in the seed pays several times more for a split lock (Piledriver, the
+        // best, still about 2x); 10x on the Zen 4 guest. Wide margin: 1.5x.
+        (split > 1.5 * aligned)
+            .then_some(())
+            .ok_or(format!("split {split} ns vs aligned {aligned} ns"))
+    });
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -118,22 +139,24 @@ fn packed_counters_are_slower_than_padded_ones() {
     };
     let _serial = serial();
     let cpus = format!("{a},{b}");
-    let fp = json_of(cpudoctor().args(["probe", "sharing", "--quick", "--json", "--cpus", &cpus]));
-    let packed = metric(&fp, "sharing", "packed_increment_ns");
-    let padded = metric(&fp, "sharing", "padded_increment_ns");
-    let shared = metric(&fp, "sharing", "shared_atomic_increment_ns");
-    let private = metric(&fp, "sharing", "private_atomic_increment_ns");
-    // 3.4x to 5x on the Zen 4 guest; any line moving between two cores costs more than a
-    // store to an L1-resident line.
-    assert!(
-        packed > 1.5 * padded,
-        "packed {packed} ns vs padded {padded} ns"
-    );
-    assert!(
-        shared > 1.5 * private,
-        "shared {shared} ns vs private {private} ns"
-    );
-    assert_eq!(probe(&fp, "sharing")["params"]["threads"], 2);
+    ordering_holds_in_one_of_three(|| {
+        let fp =
+            json_of(cpudoctor().args(["probe", "sharing", "--quick", "--json", "--cpus", &cpus]));
+        assert_eq!(probe(&fp, "sharing")["params"]["threads"], 2);
+        let packed = metric(&fp, "sharing", "packed_increment_ns");
+        let padded = metric(&fp, "sharing", "padded_increment_ns");
+        let shared = metric(&fp, "sharing", "shared_atomic_increment_ns");
+        let private = metric(&fp, "sharing", "private_atomic_increment_ns");
+        // 3.4x to 5x on the Zen 4 guest; any line moving between two cores costs more than a
+        // store to an L1-resident line.
+        if packed <= 1.5 * padded {
+            return Err(format!("packed {packed} ns vs padded {padded} ns"));
+        }
+        if shared <= 1.5 * private {
+            return Err(format!("shared {shared} ns vs private {private} ns"));
+        }
+        Ok(())
+    });
 }
 
 #[cfg(target_arch = "x86_64")]

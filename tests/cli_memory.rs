@@ -65,33 +65,56 @@ fn thp_mode() -> String {
 fn latency_rises_across_the_cache_levels_and_page_kinds_report_what_took() {
     // The first CPU this process may use: CPU 0 may be outside a taskset or cpuset.
     let cpu = first_allowed_cpu();
-    let p = probe_json(&[
-        "mem-latency",
-        "--quick",
-        "--cpus",
-        &cpu.to_string(),
-        "--sizes",
-        "16K,1M,64M",
-        "--pages",
-        "4k,thp,hugetlb-1g",
-        "--repetitions",
-        "3",
-    ]);
-    assert_eq!(p["status"], "ok", "{p:#}");
-    assert_eq!(p["effects"]["pinned_cpus"], serde_json::json!([cpu]));
-
+    let run = || {
+        probe_json(&[
+            "mem-latency",
+            "--quick",
+            "--cpus",
+            &cpu.to_string(),
+            "--sizes",
+            "16K,1M,64M",
+            "--pages",
+            "4k,thp,hugetlb-1g",
+            "--repetitions",
+            "3",
+        ])
+    };
     // 16 KiB sits in L1 on every x86-64 core; 1 MiB is past L1; 64 MiB is past L2 and at
-    // best in a large L3. Wide margins: the machine is shared.
-    let curve = series(&p, "latency_4k").expect("4k curve");
-    let (l1, mid, far) = (
-        latency_at(curve, 16 << 10),
-        latency_at(curve, 1 << 20),
-        latency_at(curve, 64 << 20),
-    );
-    assert!(l1 > 0.1 && l1 < 10.0, "L1 latency {l1} ns");
-    assert!(l1 <= mid * 1.1, "16K {l1} ns vs 1M {mid} ns");
-    assert!(mid <= far * 1.1, "1M {mid} ns vs 64M {far} ns");
-    assert!(far >= 3.0 * l1, "64M {far} ns is not well above L1 {l1} ns");
+    // best in a large L3. Wide margins, and up to three runs: a shared machine can preempt
+    // a whole sample, which no margin guards against; a real regression fails all three.
+    let mut failures = Vec::new();
+    let mut accepted = None;
+    for _ in 0..3 {
+        let p = run();
+        assert_eq!(p["status"], "ok", "{p:#}");
+        assert_eq!(p["effects"]["pinned_cpus"], serde_json::json!([cpu]));
+        let curve = series(&p, "latency_4k").expect("4k curve");
+        let (l1, mid, far) = (
+            latency_at(curve, 16 << 10),
+            latency_at(curve, 1 << 20),
+            latency_at(curve, 64 << 20),
+        );
+        let verdict = if !(l1 > 0.1 && l1 < 10.0) {
+            Err(format!("L1 latency {l1} ns"))
+        } else if l1 > mid * 1.1 {
+            Err(format!("16K {l1} ns vs 1M {mid} ns"))
+        } else if mid > far * 1.1 {
+            Err(format!("1M {mid} ns vs 64M {far} ns"))
+        } else if far < 3.0 * l1 {
+            Err(format!("64M {far} ns is not well above L1 {l1} ns"))
+        } else {
+            Ok(())
+        };
+        match verdict {
+            Ok(()) => {
+                accepted = Some(p);
+                break;
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    let p =
+        accepted.unwrap_or_else(|| panic!("the ordering failed in all three runs: {failures:#?}"));
     let cycles = series(&p, "latency_cycles_4k").expect("cycles curve");
     assert!(latency_at(cycles, 16 << 10) >= 1.0);
 
