@@ -2,46 +2,11 @@
 //! documented schema, `spin` reproduces the seed, and bad input gets one clear line and a
 //! non-zero exit with nothing written.
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 
-fn cpudoctor() -> Command {
-    Command::cargo_bin("cpudoctor").unwrap()
-}
-
-fn json_of(cmd: &mut Command) -> Value {
-    let out = cmd.assert().success().get_output().stdout.clone();
-    serde_json::from_slice(&out).expect("stdout is JSON")
-}
-
-fn schema_errors(instance: &Value) -> Vec<String> {
-    let schema: Value =
-        serde_json::from_str(include_str!("../docs/fingerprint.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    validator
-        .iter_errors(instance)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect()
-}
-
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn metric(fp: &Value, probe: &str, name: &str) -> f64 {
-    fp["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == probe)
-        .and_then(|p| {
-            p["metrics"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["name"] == name)
-        })
-        .and_then(|m| m["value"].as_f64())
-        .unwrap_or_else(|| panic!("no metric {probe}.{name}"))
-}
+mod common;
+use common::*;
 
 #[test]
 fn check_json_validates_against_the_documented_schema() {

@@ -9,54 +9,18 @@
 // The measuring tests need x86-64 (elsewhere the probes skip); their helpers are unused there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::sync::Mutex;
 
+mod common;
+use common::*;
+
 static MEASURING: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     MEASURING.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn cpudoctor() -> Command {
-    Command::cargo_bin("cpudoctor").unwrap()
-}
-
-fn json_of(cmd: &mut Command) -> Value {
-    let out = cmd.assert().success().get_output().stdout.clone();
-    serde_json::from_slice(&out).expect("stdout is JSON")
-}
-
-fn schema_errors(instance: &Value) -> Vec<String> {
-    let schema: Value =
-        serde_json::from_str(include_str!("../docs/fingerprint.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    validator
-        .iter_errors(instance)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect()
-}
-
-fn probe<'a>(fp: &'a Value, name: &str) -> &'a Value {
-    fp["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no probe {name}"))
-}
-
-fn metric(fp: &Value, probe_name: &str, name: &str) -> f64 {
-    probe(fp, probe_name)["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == name)
-        .and_then(|m| m["value"].as_f64())
-        .unwrap_or_else(|| panic!("no metric {probe_name}.{name}"))
 }
 
 fn allowed_cpus() -> Vec<usize> {

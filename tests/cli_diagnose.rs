@@ -9,9 +9,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-fn cpudoctor() -> Command {
-    Command::cargo_bin("cpudoctor").unwrap()
-}
+mod common;
+use common::*;
 
 /// Builds every test program once per test binary.
 fn programs() -> &'static Path {

@@ -3,35 +3,12 @@
 //! bad input gets one clear line, exit 2 and no file. The C, Go and Java programs have their
 //! own tests (`handoff_programs.rs`); these runs use the in-process runtimes to stay short.
 
-use assert_cmd::Command;
 use predicates::prelude::*;
+#[cfg(target_arch = "x86_64")]
 use serde_json::Value;
 
-fn cpudoctor() -> Command {
-    Command::cargo_bin("cpudoctor").unwrap()
-}
-
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn schema_errors(instance: &Value) -> Vec<String> {
-    let schema: Value =
-        serde_json::from_str(include_str!("../docs/fingerprint.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    validator
-        .iter_errors(instance)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect()
-}
-
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn metric(p: &Value, name: &str) -> f64 {
-    p["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == name)
-        .and_then(|m| m["value"].as_f64())
-        .unwrap_or_else(|| panic!("no metric {name}"))
-}
+mod common;
+use common::*;
 
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const SHORT: [&str; 9] = [
@@ -93,13 +70,13 @@ fn handoff_json_validates_and_reports_each_runtime_and_delay() {
     for rt in ["rust_std", "model_dotnet_legacy", "model_dotnet_normalized"] {
         assert_eq!(p["effects"]["runtimes"][rt]["status"], "ok", "{rt}");
         for d in ["1", "3"] {
-            let wall = metric(p, &format!("{rt}_delay_{d}ms_wall_ms"));
-            let ideal = metric(p, &format!("delay_{d}ms_ideal_ms"));
+            let wall = probe_metric(p, &format!("{rt}_delay_{d}ms_wall_ms"));
+            let ideal = probe_metric(p, &format!("delay_{d}ms_ideal_ms"));
             // Busy waits on both sides make the ideal a hard floor.
             assert!(wall >= ideal, "{rt} at {d} ms: {wall} < {ideal}");
-            metric(p, &format!("{rt}_delay_{d}ms_wait_cpu_ms"));
+            probe_metric(p, &format!("{rt}_delay_{d}ms_wait_cpu_ms"));
         }
-        metric(p, &format!("{rt}_worst_slowdown_ratio"));
+        probe_metric(p, &format!("{rt}_worst_slowdown_ratio"));
     }
     // The legacy plan at 24 cores: nine rounds, the longest 328,050 PAUSEs of 43 ns.
     let legacy = &p["effects"]["runtimes"]["model_dotnet_legacy"];
@@ -208,7 +185,7 @@ fn handoff_models_the_pause_probes_figure_when_none_is_given() {
     let (pause, handoff) = (probe("pause"), probe("handoff"));
     assert_eq!(
         handoff["params"]["model_pause_ns"].as_f64().unwrap(),
-        metric(&pause, "pause_ns")
+        probe_metric(&pause, "pause_ns")
     );
     assert!(
         handoff["params"]["model_pause_source"]

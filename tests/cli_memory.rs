@@ -6,13 +6,11 @@
 // The measuring tests need x86-64 (elsewhere the probes skip); their helpers are unused there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 
-fn cpudoctor() -> Command {
-    Command::cargo_bin("cpudoctor").unwrap()
-}
+mod common;
+use common::*;
 
 #[cfg(target_arch = "x86_64")]
 fn probe_json(args: &[&str]) -> Value {

@@ -7,9 +7,8 @@ use predicates::prelude::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn cpudoctor() -> Command {
-    Command::cargo_bin("cpudoctor").unwrap()
-}
+mod common;
+use common::*;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -246,14 +246,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let configs: Vec<Config> = configs.into_iter().map(|(_, c)| c).collect();
     ctx.progress.finish();
     if configs.is_empty() {
-        return Err(ProbeFailure::Skipped(format!(
-            "no requested page kind could be mapped: {}",
-            backings
-                .iter()
-                .map(|b| b["note"].as_str().unwrap_or("").to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )));
+        return Err(super::nothing_mapped(&backings));
     }
 
     let mut r = ProbeResult::new("bandwidth", Status::Ok);

@@ -130,6 +130,19 @@ pub enum ProbeFailure {
     Failed(String),
 }
 
+/// The skip of a memory probe none of whose requested page kinds could be mapped, with each
+/// kind's note (`backings`: the page-backing records the probes keep in `effects`).
+pub fn nothing_mapped(backings: &[serde_json::Value]) -> ProbeFailure {
+    ProbeFailure::Skipped(format!(
+        "no requested page kind could be mapped: {}",
+        backings
+            .iter()
+            .map(|b| b["note"].as_str().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}
+
 /// One microbenchmark.
 pub trait Probe: Sync {
     /// Name used on the command line and in the fingerprint.

@@ -292,14 +292,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     drop(bufs);
     ctx.progress.finish();
     if runs.is_empty() {
-        return Err(ProbeFailure::Skipped(format!(
-            "no requested page kind could be mapped: {}",
-            backings
-                .iter()
-                .map(|b| b["note"].as_str().unwrap_or("").to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )));
+        return Err(crate::probes::nothing_mapped(&backings));
     }
 
     let mut r = ProbeResult::new("mem-latency", Status::Ok);

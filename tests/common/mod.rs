@@ -1,0 +1,55 @@
+//! Helpers shared by the command-line test binaries: running the binary, reading its JSON,
+//! validating fingerprints against the documented schema, finding probes and metrics.
+//! Each test binary uses some of them, hence the allowance.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// The cpudoctor binary under test.
+pub fn cpudoctor() -> Command {
+    Command::cargo_bin("cpudoctor").unwrap()
+}
+
+/// Runs `cmd`, which must succeed, and parses its stdout as JSON.
+pub fn json_of(cmd: &mut Command) -> Value {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).expect("stdout is JSON")
+}
+
+/// Where `instance` breaks docs/fingerprint.schema.json; empty when it validates.
+pub fn schema_errors(instance: &Value) -> Vec<String> {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../docs/fingerprint.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+/// The result of probe `name` in a fingerprint.
+pub fn probe<'a>(fp: &'a Value, name: &str) -> &'a Value {
+    fp["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no probe {name}"))
+}
+
+/// Metric `name` of one probe result.
+pub fn probe_metric(p: &Value, name: &str) -> f64 {
+    p["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["value"].as_f64())
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+/// Metric `name` of probe `probe_name` in a fingerprint.
+pub fn metric(fp: &Value, probe_name: &str, name: &str) -> f64 {
+    probe_metric(probe(fp, probe_name), name)
+}
