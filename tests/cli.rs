@@ -36,7 +36,7 @@ fn check_measures_pause_in_a_sane_range_and_judges_it() {
     assert!(verdict["explanation"].as_str().unwrap().contains("glibc"));
     let pause = &fp["probes"][0];
     let ple = pause["effects"]["pause_loop_exits"].as_str().unwrap();
-    assert!(ple == "seen" || ple == "not seen", "{ple}");
+    assert!(["seen", "not seen", "inconclusive"].contains(&ple), "{ple}");
 }
 
 #[test]
