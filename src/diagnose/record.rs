@@ -176,6 +176,7 @@ fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
     }
 }
 
+#[derive(Default)]
 struct State {
     spaces: AddressSpaces,
     samples: HashMap<Location, BTreeMap<u32, u64>>,
@@ -320,18 +321,7 @@ impl Uncovered {
 pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
     let started = Instant::now();
     sampler::raise_open_file_limit();
-    let mut st = State {
-        spaces: AddressSpaces::default(),
-        samples: HashMap::new(),
-        total: 0,
-        lost: 0,
-        names: BTreeMap::new(),
-        thread_pid: BTreeMap::new(),
-        pids: BTreeSet::new(),
-        threads: HashMap::new(),
-        new_pids: Vec::new(),
-        exits: Vec::new(),
-    };
+    let mut st = State::default();
     let mut uncovered = Uncovered::default();
     let (mut sampler, mut counters, mut child, root) = match &opts.target {
         Target::Command(argv) => {
@@ -715,18 +705,7 @@ mod tests {
 
     #[test]
     fn a_process_is_followed_until_its_last_thread_exits() {
-        let mut st = State {
-            spaces: AddressSpaces::default(),
-            samples: HashMap::new(),
-            total: 0,
-            lost: 0,
-            names: BTreeMap::new(),
-            thread_pid: BTreeMap::new(),
-            pids: BTreeSet::new(),
-            threads: HashMap::new(),
-            new_pids: Vec::new(),
-            exits: Vec::new(),
-        };
+        let mut st = State::default();
         // A PID no process has (above pid_max), so /proc agrees it is gone.
         let pid = 99_999_998;
         st.apply(&mut vec![
