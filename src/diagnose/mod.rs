@@ -161,6 +161,35 @@ pub struct Diagnosis {
     pub counters: CounterReport,
     /// What could not be done.
     pub notes: Vec<String>,
+    /// Distinct sampled call stacks with their sample counts, the input of the pprof and
+    /// folded-stack exports and of flame graphs. Leaf-only stacks when call chains were not
+    /// sampled; empty in files from builds without stacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks: Vec<StackCount>,
+}
+
+/// One distinct call stack and the samples that ended in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StackCount {
+    /// Frames, leaf (the sampled instruction) first, outermost caller last.
+    pub frames: Vec<StackFrame>,
+    /// Samples with exactly this stack.
+    pub samples: u64,
+}
+
+/// One frame of a sampled call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StackFrame {
+    /// Instruction address in the process (the sampled address for the leaf, a return
+    /// address for callers).
+    pub address: u64,
+    /// Function name, when a symbol, DWARF or a perf map named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// File or mapping the address lies in (`/usr/lib/.../libc.so.6`, `[anon:jit]`, ...).
+    pub module: String,
+    /// Offset of `address` from the function's start (or the module's, when unnamed).
+    pub offset: u64,
 }
 
 /// True when the hot sites include a PAUSE spin (the caller then measures PAUSE).
@@ -243,6 +272,7 @@ pub fn build(
             unavailable: rec.counters_unavailable,
         },
         notes,
+        stacks: Vec::new(),
     }
 }
 

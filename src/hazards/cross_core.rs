@@ -106,6 +106,7 @@ impl Hazard for CrossCoreLatency {
                         other socket ~200 ns (chipsandcheese, AnandTech core-to-core tests)"
                 .into(),
             explanation,
+            borderline: None,
         })
     }
 }

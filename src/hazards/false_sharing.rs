@@ -99,6 +99,7 @@ impl Hazard for FalseSharing {
                         writing the shared field, gave 3.5x throughput"
                 .into(),
             explanation,
+            borderline: None,
         })
     }
 }

@@ -118,6 +118,7 @@ impl Hazard for HugePages {
                         (AnonHugePages in /proc/self/smaps)"
                 .into(),
             explanation: format!("{lead}{cost}"),
+            borderline: None,
         })
     }
 }

@@ -111,6 +111,7 @@ impl Hazard for SlowPause {
             figure,
             reference: "~10 cycles Haswell/Broadwell (4 ns); ~140 cycles Skylake-SP (43 ns)".into(),
             explanation,
+            borderline: None,
         })
     }
 }

@@ -126,6 +126,7 @@ impl Hazard for SoftwarePrefetch {
                 EFFECT_RATIO * 100.0
             ),
             explanation: text.trim_end().to_string(),
+            borderline: None,
         })
     }
 }

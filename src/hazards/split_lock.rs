@@ -167,6 +167,7 @@ impl Hazard for SplitLock {
                         per trapped split lock (split_lock_mitigate=1)"
                 .into(),
             explanation,
+            borderline: None,
         })
     }
 }

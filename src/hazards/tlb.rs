@@ -104,6 +104,7 @@ impl Hazard for SmallPagePenalty {
                  24 references per walk, Bhargava et al. 2008)"
             ),
             explanation: text,
+            borderline: None,
         })
     }
 }

@@ -118,6 +118,21 @@ pub struct Metric {
     pub better: Better,
     /// Spread of the samples behind the figure; absent for derived figures.
     pub spread: Option<Summary>,
+    /// Confidence interval of `value` (of the median, for a measured figure), when the probe
+    /// sampled it in blocks spread over its run; absent in files from builds without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+}
+
+/// A confidence interval for a figure, in the figure's unit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Lower bound.
+    pub low: f64,
+    /// Upper bound.
+    pub high: f64,
+    /// Nominal coverage (0.95 = a 95% interval).
+    pub confidence: f64,
 }
 
 impl Metric {
@@ -129,6 +144,7 @@ impl Metric {
             unit: unit.into(),
             better,
             spread: Some(s),
+            interval: None,
         })
     }
 
@@ -140,6 +156,7 @@ impl Metric {
             unit: unit.into(),
             better,
             spread: None,
+            interval: None,
         }
     }
 }
@@ -212,6 +229,11 @@ pub struct Verdict {
     pub reference: String,
     /// What it means for software, with this machine's own numbers.
     pub explanation: String,
+    /// When the figure's interval straddles a threshold: the other level it reaches (the
+    /// verdict is then "borderline" between `level` and this one). Absent when the interval
+    /// lies on one side, or in files from builds without intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borderline: Option<Level>,
 }
 
 impl ProbeResult {

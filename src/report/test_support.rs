@@ -93,6 +93,7 @@ pub fn sample_fingerprint() -> Fingerprint {
         figure: "24.5 ns = 90 cycles".into(),
         reference: "~10 cycles Haswell; ~140 cycles Skylake-SP".into(),
         explanation: "PAUSE is several times the ~10 cycles spin counts were tuned for.".into(),
+        borderline: None,
     });
     fp
 }

@@ -745,6 +745,7 @@ mod tests {
             figure: "f".into(),
             reference: "r".into(),
             explanation: "e".into(),
+            borderline: None,
         });
         let level_of = |v: &[Verdict], id: &str| v.iter().find(|x| x.hazard == id).map(|x| x.level);
         let v = effective_verdicts(&fp);
