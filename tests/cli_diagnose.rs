@@ -27,7 +27,14 @@ fn programs() -> &'static Path {
             "late_thread",
         ] {
             let status = std::process::Command::new("cc")
-                .args(["-O2", "-g", "-pthread", "-o"])
+                .args(["-O2", "-g", "-pthread"])
+                // Frame pointers in every function, leaves included, as distributions
+                // that build for profiling do: the kernel's stack walk needs them.
+                .args([
+                    "-fno-omit-frame-pointer",
+                    "-mno-omit-leaf-frame-pointer",
+                    "-o",
+                ])
                 .arg(dir.path().join(name))
                 .arg(src.join(format!("{name}.c")))
                 .status()
@@ -123,6 +130,54 @@ fn a_pause_spin_names_the_spinning_function_and_costs_it_in_measured_pause() {
         .expect("PAUSE measured");
     assert!(pause_ns > 0.1 && pause_ns < 10_000.0);
     assert!(f["explanation"].as_str().unwrap().contains("PAUSE costs"));
+}
+
+#[test]
+fn sampled_stacks_hold_every_sample_with_the_callers_of_the_spin() {
+    // The test programs keep frame pointers, so the kernel's walk goes past the spinning
+    // function into the code that started its thread.
+    let d = run_program("pause_spin", &["1.0"]);
+    let stacks = d["stacks"].as_array().expect("stacks in the diagnosis");
+    let samples = |s: &Value| s["samples"].as_u64().unwrap();
+    let total: u64 = stacks.iter().map(samples).sum();
+    assert_eq!(total, d["sampling"]["samples"].as_u64().unwrap());
+    let leaf = |s: &Value| s["frames"][0]["function"].as_str().map(str::to_string);
+    let in_spin: Vec<&Value> = stacks
+        .iter()
+        .filter(|s| leaf(s).as_deref() == Some("spin_wait_on_flag"))
+        .collect();
+    let n: u64 = in_spin.iter().map(|s| samples(s)).sum();
+    let with_callers: u64 = in_spin
+        .iter()
+        .filter(|s| s["frames"].as_array().unwrap().len() >= 2)
+        .map(|s| samples(s))
+        .sum();
+    assert!(n > 0, "{stacks:#?}");
+    assert!(
+        with_callers * 10 >= n * 9,
+        "{with_callers} of {n} spin samples have callers: {:#?}",
+        &stacks[..stacks.len().min(3)]
+    );
+}
+
+#[test]
+fn without_stacks_each_sample_is_a_one_frame_stack() {
+    let p = program("pause_spin");
+    let d = diagnose_json(&["--no-stacks", "--", p.to_str().unwrap(), "0.5"]);
+    let stacks = d["stacks"].as_array().unwrap();
+    assert!(!stacks.is_empty());
+    assert!(
+        stacks
+            .iter()
+            .all(|s| s["frames"].as_array().unwrap().len() == 1)
+    );
+    assert!(
+        d["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("call chains were not sampled"))
+    );
 }
 
 #[test]

@@ -31,6 +31,10 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "HZ", default_value_t = diagnose::DEFAULT_FREQUENCY_HZ,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub frequency: u64,
+    /// Sample the sampled function only, without its callers (call stacks are walked by frame
+    /// pointers at each sample; this saves that walk).
+    #[arg(long)]
+    pub no_stacks: bool,
     /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -102,6 +106,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             cpus,
             counters: specs,
             child_stdout_to_stderr: args.json,
+            callchains: !args.no_stacks,
         },
         &INTERRUPTED,
     )?;

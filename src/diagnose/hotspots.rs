@@ -6,6 +6,7 @@ use super::disasm::{self, SiteKind};
 use super::record::Recording;
 use super::symbols::{Location, Symbol, Symbolizer};
 use super::threads::ThreadFigures;
+use super::{StackCount, StackFrame};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -106,6 +107,9 @@ pub struct HotSpots {
     pub threads: Vec<ThreadReport>,
     /// What could not be done (no code bytes, no symbols).
     pub notes: Vec<String>,
+    /// Distinct call stacks, named, most samples first.
+    #[serde(default)]
+    pub stacks: Vec<StackCount>,
 }
 
 /// Functions reported.
@@ -308,6 +312,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     }
     out.sites
         .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
+    out.stacks = name_stacks(&rec.stacks, &mut symz);
     let mut kinds: BTreeMap<SiteKind, u64> = BTreeMap::new();
     for ((_, k), n) in &kind_by_thread {
         *kinds.entry(*k).or_default() += n;
@@ -367,6 +372,54 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     out
 }
 
+/// Names every frame of the sampled stacks. Callers were located at their return address
+/// minus one; their frames give the return address itself, as pprof and perf do.
+fn name_stacks(stacks: &HashMap<Vec<Location>, u64>, symz: &mut Symbolizer) -> Vec<StackCount> {
+    let mut out: Vec<StackCount> = stacks
+        .iter()
+        .map(|(locs, &samples)| StackCount {
+            frames: locs
+                .iter()
+                .enumerate()
+                .map(|(i, loc)| {
+                    let named = symz.name(loc);
+                    let back = u64::from(i > 0);
+                    let offset = match (&named.symbol, named.mapping) {
+                        (Some(s), _) => named.address - s.addr,
+                        (None, Some(start)) => named.address - start,
+                        (None, None) => named.address,
+                    } + back;
+                    StackFrame {
+                        address: location_address(loc) + back,
+                        function: named.symbol.map(|s| s.name),
+                        module: named.module,
+                        offset,
+                    }
+                })
+                .collect(),
+            samples,
+        })
+        .collect();
+    // Most samples first; equal counts in a fixed order, so the same recording gives the
+    // same document.
+    out.sort_by(|a, b| {
+        b.samples.cmp(&a.samples).then_with(|| {
+            let key = |s: &StackCount| s.frames.iter().map(|f| f.address).collect::<Vec<_>>();
+            key(a).cmp(&key(b))
+        })
+    });
+    out
+}
+
+/// The absolute address of a location in its process.
+fn location_address(loc: &Location) -> u64 {
+    match loc {
+        Location::File { addr, .. }
+        | Location::Anon { addr, .. }
+        | Location::Unknown { addr, .. } => *addr,
+    }
+}
+
 /// The file name of a module path.
 pub fn short_module(module: &str) -> &str {
     if module.starts_with("//") || !module.starts_with('/') {
@@ -390,6 +443,8 @@ mod tests {
             command: None,
             ended: "exited with status 0".into(),
             samples,
+            stacks: HashMap::new(),
+            callchains: false,
             total_samples: total,
             lost: 0,
             thread_names: BTreeMap::new(),
@@ -428,5 +483,59 @@ mod tests {
         assert_eq!(hot.functions[0].symbol, "//anon mapping at 0x7f0000000000");
         assert_eq!(hot.functions[0].samples, 33);
         assert!(hot.notes[0].contains("has no symbol"), "{:?}", hot.notes);
+    }
+
+    #[test]
+    fn stacks_are_named_leaf_first_with_callers_at_their_return_address() {
+        // JIT code named by a perf map: `spin` called from `caller`, twice from one return
+        // address and once from another, plus a leaf-only stack (no chain sampled).
+        let pid = 99_999_997;
+        let at = |addr: u64| Location::Anon {
+            pid,
+            addr,
+            region: "//anon".into(),
+            map_start: 0x7f00_0000_0000,
+        };
+        let leaf = at(0x7f00_0000_1010);
+        let mut rec = recording(HashMap::from([(leaf.clone(), BTreeMap::from([(7, 4)]))]));
+        // Callers are located at return address - 1 (the recorder does that).
+        rec.stacks = HashMap::from([
+            (vec![leaf.clone(), at(0x7f00_0000_2033 - 1)], 2),
+            (vec![leaf.clone(), at(0x7f00_0000_2050 - 1)], 1),
+            (vec![leaf.clone()], 1),
+        ]);
+        rec.perf_maps.insert(
+            pid,
+            vec![
+                Symbol {
+                    addr: 0x7f00_0000_1000,
+                    size: 0x40,
+                    name: "spin".into(),
+                },
+                Symbol {
+                    addr: 0x7f00_0000_2000,
+                    size: 0x100,
+                    name: "caller".into(),
+                },
+            ],
+        );
+        let hot = analyze(&rec);
+        assert_eq!(hot.stacks.len(), 3, "{:#?}", hot.stacks);
+        let top = &hot.stacks[0];
+        assert_eq!(top.samples, 2);
+        let names: Vec<_> = top.frames.iter().map(|f| f.function.as_deref()).collect();
+        assert_eq!(names, [Some("spin"), Some("caller")]);
+        assert_eq!(
+            (top.frames[0].address, top.frames[0].offset),
+            (0x7f00_0000_1010, 0x10)
+        );
+        assert_eq!(
+            (top.frames[1].address, top.frames[1].offset),
+            (0x7f00_0000_2033, 0x33)
+        );
+        assert_eq!(top.frames[1].module, "//anon");
+        let total: u64 = hot.stacks.iter().map(|s| s.samples).sum();
+        assert_eq!(total, 4, "every sample is in exactly one stack");
+        assert!(hot.stacks.iter().any(|s| s.frames.len() == 1));
     }
 }

@@ -218,6 +218,9 @@ pub fn build(
     });
     let mut notes = rec.notes.clone();
     notes.extend(hot.notes.iter().cloned());
+    if !rec.callchains && rec.total_samples > 0 {
+        notes.push("call chains were not sampled: stacks hold the sampled function only".into());
+    }
     if rec.total_samples == 0 {
         notes.push(
             "no samples: the workload used no CPU in user space while it was followed".into(),
@@ -272,7 +275,7 @@ pub fn build(
             unavailable: rec.counters_unavailable,
         },
         notes,
-        stacks: Vec::new(),
+        stacks: hot.stacks,
     }
 }
 

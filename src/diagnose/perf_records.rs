@@ -1,10 +1,10 @@
 //! The records of a perf ring buffer, parsed: pure byte parsing, apart from the unsafe ring
 //! code in [`super::sampler`] that reads them out of shared memory. The layout follows the
-//! attributes the sampler opens with (`sample_type = IP | TID | TIME`, `sample_id_all`), as
-//! `perf_event_open(2)` documents each `PERF_RECORD_*` type.
+//! attributes the sampler opens with (`sample_type = IP | TID | TIME [| CALLCHAIN]`,
+//! `sample_id_all`), as `perf_event_open(2)` documents each `PERF_RECORD_*` type.
 
 use perf_event_open_sys::bindings::{
-    PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
+    PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
     PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
 };
 
@@ -21,6 +21,9 @@ pub enum Record {
         time_ns: u64,
         /// Instruction pointer.
         ip: u64,
+        /// Return addresses of the user call chain, innermost caller first (the leaf `ip`
+        /// is not repeated); empty when call chains are not sampled or the walk found none.
+        callers: Vec<u64>,
     },
     /// An executable mapping appeared.
     Mmap {
@@ -123,9 +126,14 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Most call-chain entries read from one sample: the kernel's own default limit
+/// (`kernel.perf_event_max_stack`), which the sampler also asks for.
+pub const MAX_STACK_FRAMES: usize = 127;
+
 /// Parses one record body (after the 8-byte header) written with this module's attributes:
-/// `sample_type = IP | TID | TIME` and `sample_id_all`. Unknown types give `None`.
-pub fn parse_record(kind: u32, misc: u16, body: &[u8]) -> Option<Record> {
+/// `sample_type = IP | TID | TIME`, plus `CALLCHAIN` when `callchain` is set, and
+/// `sample_id_all`. Unknown types give `None`.
+pub fn parse_record(kind: u32, misc: u16, body: &[u8], callchain: bool) -> Option<Record> {
     let mut c = Cursor { b: body };
     match kind {
         PERF_RECORD_SAMPLE => {
@@ -133,11 +141,31 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8]) -> Option<Record> {
             let pid = c.u32()?;
             let tid = c.u32()?;
             let time_ns = c.u64()?;
+            let mut callers = Vec::new();
+            if callchain {
+                let nr = c.u64()? as usize;
+                // Entries at or above PERF_CONTEXT_MAX mark where kernel, user or guest
+                // frames begin: markers, not addresses. The user chain starts with the
+                // sampled ip itself, which is the leaf, not a caller.
+                let mut first = true;
+                for _ in 0..nr {
+                    let a = c.u64()?;
+                    if a >= PERF_CONTEXT_MAX {
+                        continue;
+                    }
+                    let leaf = first && a == ip;
+                    first = false;
+                    if !leaf && callers.len() < MAX_STACK_FRAMES {
+                        callers.push(a);
+                    }
+                }
+            }
             Some(Record::Sample {
                 pid,
                 tid,
                 time_ns,
                 ip,
+                callers,
             })
         }
         PERF_RECORD_MMAP2 => {
@@ -201,6 +229,7 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8]) -> Option<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perf_event_open_sys::bindings::PERF_CONTEXT_USER;
 
     fn bytes(words: &[u64]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_ne_bytes()).collect()
@@ -214,13 +243,42 @@ mod tests {
     fn sample_record_gives_ip_thread_and_time() {
         let body = bytes(&[0x401136, pid_tid(100, 101), 5_000]);
         assert_eq!(
-            parse_record(PERF_RECORD_SAMPLE, 0, &body),
+            parse_record(PERF_RECORD_SAMPLE, 0, &body, false),
             Some(Record::Sample {
                 pid: 100,
                 tid: 101,
                 time_ns: 5_000,
-                ip: 0x401136
+                ip: 0x401136,
+                callers: vec![],
             })
+        );
+    }
+
+    #[test]
+    fn a_sampled_call_chain_drops_the_context_marker_and_the_repeated_leaf() {
+        // PERF_CONTEXT_USER, the leaf ip again, then two return addresses.
+        let user = PERF_CONTEXT_USER;
+        let body = bytes(&[
+            0x401136,
+            pid_tid(1, 2),
+            9,
+            4,
+            user,
+            0x401136,
+            0x401200,
+            0x401300,
+        ]);
+        let Some(Record::Sample { ip, callers, .. }) =
+            parse_record(PERF_RECORD_SAMPLE, 0, &body, true)
+        else {
+            panic!("not a sample");
+        };
+        assert_eq!(ip, 0x401136);
+        assert_eq!(callers, vec![0x401200, 0x401300]);
+        // A chain cut short by the record's end is rejected, not misread.
+        assert_eq!(
+            parse_record(PERF_RECORD_SAMPLE, 0, &body[..body.len() - 8], true),
+            None
         );
     }
 
@@ -232,7 +290,7 @@ mod tests {
         body.extend(b"/usr/bin/true\0\0\0"); // padded to 8
         body.extend(bytes(&[pid_tid(7, 7), 42]));
         assert_eq!(
-            parse_record(PERF_RECORD_MMAP2, 0, &body),
+            parse_record(PERF_RECORD_MMAP2, 0, &body, false),
             Some(Record::Mmap {
                 pid: 7,
                 start: 0x5555_0000,
@@ -249,7 +307,12 @@ mod tests {
         let mut body = bytes(&[pid_tid(9, 9)]);
         body.extend(b"spin\0\0\0\0");
         body.extend(bytes(&[pid_tid(9, 9), 77]));
-        let r = parse_record(PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC as u16, &body);
+        let r = parse_record(
+            PERF_RECORD_COMM,
+            PERF_RECORD_MISC_COMM_EXEC as u16,
+            &body,
+            true,
+        );
         assert_eq!(
             r,
             Some(Record::Comm {
@@ -264,8 +327,8 @@ mod tests {
 
     #[test]
     fn truncated_records_are_rejected_not_misread() {
-        assert_eq!(parse_record(PERF_RECORD_SAMPLE, 0, &[0u8; 12]), None);
-        assert_eq!(parse_record(PERF_RECORD_COMM, 0, &[0u8; 8]), None);
-        assert_eq!(parse_record(999, 0, &[0u8; 64]), None);
+        assert_eq!(parse_record(PERF_RECORD_SAMPLE, 0, &[0u8; 12], false), None);
+        assert_eq!(parse_record(PERF_RECORD_COMM, 0, &[0u8; 8], false), None);
+        assert_eq!(parse_record(999, 0, &[0u8; 64], false), None);
     }
 }

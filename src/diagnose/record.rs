@@ -43,6 +43,42 @@ pub struct RecordOptions {
     pub counters: Vec<CounterSpec>,
     /// Send a started command's stdout to stderr (keeps a JSON report clean).
     pub child_stdout_to_stderr: bool,
+    /// Sample user call chains (frame pointers) with each sample.
+    pub callchains: bool,
+}
+
+/// Opens the sampler, with call chains when asked and the kernel takes them; without, and a
+/// note that says so, when it refuses them (a kernel too old for `sample_max_stack`).
+fn open_sampler(
+    opts: &RecordOptions,
+    tasks: &[i32],
+    enable_on_exec: bool,
+    notes: &mut Vec<String>,
+) -> Result<Sampler, OpenError> {
+    let open = |callchain| {
+        Sampler::open(
+            tasks,
+            &opts.cpus,
+            opts.mode,
+            opts.frequency_hz,
+            enable_on_exec,
+            callchain,
+        )
+    };
+    if !opts.callchains {
+        return open(false);
+    }
+    match open(true) {
+        Err(e) if e.kind() == PerfErrno::Invalid => {
+            let s = open(false)?;
+            notes.push(format!(
+                "the kernel refused call chains ({}); stacks are the sampled function only",
+                e.io()
+            ));
+            Ok(s)
+        }
+        other => other,
+    }
 }
 
 /// Whole-process totals of a started command, from `wait4`: exact, exited threads included.
@@ -80,6 +116,12 @@ pub struct Recording {
     pub ended: String,
     /// Samples by location and thread.
     pub samples: HashMap<Location, BTreeMap<u32, u64>>,
+    /// Samples by call stack, leaf first: the leaf is the sampled address, each caller is
+    /// located at its return address minus one (inside the call instruction, so a call that
+    /// ends a function is named after that function). One frame when no chain was sampled.
+    pub stacks: HashMap<Vec<Location>, u64>,
+    /// True when samples carried user call chains.
+    pub callchains: bool,
     /// Total samples.
     pub total_samples: u64,
     /// Records the kernel dropped.
@@ -180,6 +222,7 @@ fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
 struct State {
     spaces: AddressSpaces,
     samples: HashMap<Location, BTreeMap<u32, u64>>,
+    stacks: HashMap<Vec<Location>, u64>,
     total: u64,
     lost: u64,
     names: BTreeMap<u32, String>,
@@ -201,9 +244,25 @@ impl State {
         records.sort_by_key(Record::time_ns);
         for r in records.drain(..) {
             match r {
-                Record::Sample { pid, tid, ip, .. } => {
+                Record::Sample {
+                    pid,
+                    tid,
+                    ip,
+                    callers,
+                    ..
+                } => {
                     self.total += 1;
                     let loc = self.spaces.locate(pid, ip);
+                    // Mappings change (a library unloaded, JIT code moved), so every frame is
+                    // located now, at the time of the sample.
+                    let mut stack = Vec::with_capacity(1 + callers.len());
+                    stack.push(loc.clone());
+                    stack.extend(
+                        callers
+                            .iter()
+                            .map(|&ret| self.spaces.locate(pid, ret.saturating_sub(1))),
+                    );
+                    *self.stacks.entry(stack).or_default() += 1;
                     *self.samples.entry(loc).or_default().entry(tid).or_default() += 1;
                     self.thread_pid.insert(tid, pid);
                 }
@@ -323,6 +382,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
     sampler::raise_open_file_limit();
     let mut st = State::default();
     let mut uncovered = Uncovered::default();
+    let mut notes = Vec::new();
     let (mut sampler, mut counters, mut child, root) = match &opts.target {
         Target::Command(argv) => {
             let mut child =
@@ -333,14 +393,13 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
                 pid,
                 threads: 1,
             };
-            let sampler =
-                match Sampler::open(&[pid], &opts.cpus, opts.mode, opts.frequency_hz, true) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        child.abandon();
-                        return Err(open_error(e, &scope));
-                    }
-                };
+            let sampler = match open_sampler(opts, &[pid], true, &mut notes) {
+                Ok(s) => s,
+                Err(e) => {
+                    child.abandon();
+                    return Err(open_error(e, &scope));
+                }
+            };
             let counters =
                 (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &[pid], true));
             child.release().map_err(input_error)?;
@@ -364,8 +423,8 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
                 pid,
                 threads: tids.len(),
             };
-            let sampler = Sampler::open(&tids, &opts.cpus, opts.mode, opts.frequency_hz, false)
-                .map_err(|e| open_error(e, &scope))?;
+            let sampler =
+                open_sampler(opts, &tids, false, &mut notes).map_err(|e| open_error(e, &scope))?;
             let counters =
                 (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &tids, false));
             sampler.enable();
@@ -386,7 +445,6 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
     let mut memory: BTreeMap<u32, ProcessMemory> = BTreeMap::new();
     let mut perf_maps: HashMap<u32, PerfMapFollower> = HashMap::new();
     let mut records = Vec::new();
-    let mut notes = Vec::new();
     let mut last_threads = Instant::now() - Duration::from_secs(1);
     let mut last_memory = last_threads;
     let mut terminated_at: Option<Instant> = None;
@@ -528,6 +586,8 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         },
         ended,
         samples: st.samples,
+        stacks: st.stacks,
+        callchains: sampler.callchain(),
         total_samples: st.total,
         lost: st.lost,
         thread_names: st.names,
@@ -579,6 +639,7 @@ mod tests {
             cpus: vec![0, 1],
             counters: Vec::new(),
             child_stdout_to_stderr: false,
+            callchains: true,
         }
     }
 
