@@ -21,6 +21,83 @@ pub struct HotFunction {
     pub samples: u64,
     /// Share of all samples.
     pub share: f64,
+    /// The call paths that led here, most samples first (empty without call chains).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<CallerPath>,
+}
+
+/// One way a function was reached: its callers, innermost first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallerPath {
+    /// Caller names, innermost first (`module+0x...` for unnamed code).
+    pub frames: Vec<String>,
+    /// Samples of the function reached this way.
+    pub samples: u64,
+    /// Share of the function's samples.
+    pub share: f64,
+}
+
+/// Caller paths kept per function, and frames per path.
+const CALLER_PATHS: usize = 3;
+const CALLER_DEPTH: usize = 6;
+
+/// One frame's name for a reader.
+pub fn frame_name(f: &StackFrame) -> String {
+    match &f.function {
+        Some(n) => n.clone(),
+        None => format!("{}+{:#x}", short_module(&f.module), f.offset),
+    }
+}
+
+/// The caller paths of the function named `symbol` in `module`, from the stacks whose leaf
+/// lies in it. Frames of the function itself (recursion) are skipped.
+pub fn callers_of(stacks: &[StackCount], symbol: &str, module: &str) -> Vec<CallerPath> {
+    let mut paths: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut total = 0;
+    for s in stacks {
+        let Some(leaf) = s.frames.first() else {
+            continue;
+        };
+        if leaf.module != module || leaf.function.as_deref() != Some(symbol) {
+            continue;
+        }
+        total += s.samples;
+        let path: Vec<String> = s.frames[1..]
+            .iter()
+            .filter(|f| f.function.as_deref() != Some(symbol))
+            .take(CALLER_DEPTH)
+            .map(frame_name)
+            .collect();
+        if !path.is_empty() {
+            *paths.entry(path).or_default() += s.samples;
+        }
+    }
+    let mut v: Vec<CallerPath> = paths
+        .into_iter()
+        .map(|(frames, samples)| CallerPath {
+            frames,
+            samples,
+            share: samples as f64 / total.max(1) as f64,
+        })
+        .collect();
+    v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.frames.cmp(&b.frames)));
+    v.truncate(CALLER_PATHS);
+    v
+}
+
+/// Share of samples whose stack is cut: it ends in JIT or unknown memory instead of the
+/// thread's start, because a frame there keeps no frame pointer. Only stacks that have
+/// callers at all are judged (a one-frame stack is a leaf-only sample).
+pub fn cut_share(stacks: &[StackCount]) -> f64 {
+    let (mut cut, mut all) = (0, 0);
+    for s in stacks.iter().filter(|s| s.frames.len() > 1) {
+        all += s.samples;
+        let last = s.frames.last().expect("frames");
+        if !last.module.starts_with('/') || last.module.starts_with("//") {
+            cut += s.samples;
+        }
+    }
+    cut as f64 / all.max(1) as f64
 }
 
 /// One thread's part of a hot site.
@@ -112,6 +189,8 @@ pub struct HotSpots {
     pub stacks: Vec<StackCount>,
 }
 
+/// Share of cut stacks from which a note says so.
+const CUT_NOTE_SHARE: f64 = 0.10;
 /// Functions reported.
 const TOP_FUNCTIONS: usize = 15;
 /// Functions disassembled.
@@ -197,6 +276,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
                 module: f.module.clone(),
                 samples: f.samples,
                 share: f.samples as f64 / total,
+                callers: Vec::new(),
             })
             .collect(),
         ..HotSpots::default()
@@ -313,6 +393,25 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     out.sites
         .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
     out.stacks = name_stacks(&rec.stacks, &mut symz);
+    for f in &mut out.functions {
+        f.callers = callers_of(&out.stacks, &f.symbol, &f.module);
+    }
+    if rec.callchains {
+        let cut = cut_share(&out.stacks);
+        if cut >= CUT_NOTE_SHARE {
+            out.notes.push(format!(
+                "{:.0}% of sampled stacks end in JIT or unknown code, where a frame keeps no \
+                 frame pointer, so their outer callers are missing{}",
+                100.0 * cut,
+                if rec.jvms.is_empty() {
+                    ""
+                } else {
+                    " (a JVM attached to, not started by diagnose: start it with \
+                     -XX:+PreserveFramePointer)"
+                }
+            ));
+        }
+    }
     let mut kinds: BTreeMap<SiteKind, u64> = BTreeMap::new();
     for ((_, k), n) in &kind_by_thread {
         *kinds.entry(*k).or_default() += n;
@@ -457,6 +556,7 @@ mod tests {
             perf_maps: HashMap::new(),
             jit_code: HashMap::new(),
             live_pids: Vec::new(),
+            jvms: BTreeMap::new(),
             notes: Vec::new(),
         }
     }

@@ -15,12 +15,14 @@ pub mod counters;
 pub mod disasm;
 pub mod events;
 pub mod hotspots;
+pub mod jit;
 pub mod memory;
 pub mod perf_map;
 pub mod perf_records;
 pub mod record;
 pub mod render;
 pub mod rules;
+pub mod runtimes;
 pub mod sampler;
 pub mod symbols;
 pub mod target;
@@ -192,11 +194,25 @@ pub struct StackFrame {
     pub offset: u64,
 }
 
-/// True when the hot sites include a PAUSE spin (the caller then measures PAUSE).
+/// True when the hot sites include a PAUSE spin, or a runtime's lock spin is hot (the caller
+/// then measures PAUSE).
 pub fn needs_pause_cost(hot: &HotSpots) -> bool {
-    hot.sites
+    let runtime_spin: f64 = hot
+        .functions
         .iter()
-        .any(|s| s.kind == disasm::SiteKind::PauseSpin && s.share >= rules::NOTICE_SHARE)
+        .filter(|f| {
+            matches!(
+                runtimes::classify(&f.symbol),
+                Some((_, runtimes::Role::Spin | runtimes::Role::Wait))
+            )
+        })
+        .map(|f| f.share)
+        .sum();
+    runtime_spin >= rules::NOTICE_SHARE
+        || hot
+            .sites
+            .iter()
+            .any(|s| s.kind == disasm::SiteKind::PauseSpin && s.share >= rules::NOTICE_SHARE)
 }
 
 /// Assembles the diagnosis: evidence, findings, facts.
@@ -215,6 +231,7 @@ pub fn build(
         pause,
         counters: &rec.counter_values,
         frequency_hz: rec.frequency_hz,
+        jvms: &rec.jvms,
     });
     let mut notes = rec.notes.clone();
     notes.extend(hot.notes.iter().cloned());

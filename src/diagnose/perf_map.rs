@@ -102,6 +102,17 @@ impl PerfMapFollower {
         (symbols, self.code)
     }
 
+    /// Reads the map from its start at the next refresh: a JVM asked again for its map
+    /// (`jcmd Compiler.perfmap`) rewrites the whole file, possibly in place.
+    pub fn reread(&mut self) {
+        self.file = None;
+    }
+
+    /// Number of symbols read.
+    pub fn symbol_count(&self) -> usize {
+        self.symbols.len()
+    }
+
     /// True when nothing was read.
     pub fn is_empty(&self) -> bool {
         self.symbols.is_empty() && self.code.is_empty()

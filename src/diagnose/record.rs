@@ -3,6 +3,7 @@
 //! every ~100 ms), until it exits, the duration ends, or the user interrupts.
 
 use super::counters::{CounterSpec, CounterValue, Counters};
+use super::jit::{self, HotCode, PerfMapRequest};
 use super::memory::{self, ProcessMemory};
 use super::perf_map::PerfMapFollower;
 use super::sampler::{self, OpenError, Record, Sampler, SamplingMode};
@@ -14,6 +15,7 @@ use crate::machine::pmu::PerfErrno;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -146,8 +148,21 @@ pub struct Recording {
     pub jit_code: HashMap<u32, Vec<(u64, Vec<u8>)>>,
     /// Processes still alive at the end (their memory can be read).
     pub live_pids: Vec<u32>,
+    /// HotSpot JVMs among the followed processes.
+    pub jvms: BTreeMap<u32, Jvm>,
     /// What the recording could not do or chose not to.
     pub notes: Vec<String>,
+}
+
+/// A HotSpot JVM that was followed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Jvm {
+    /// Its Java home.
+    pub home: PathBuf,
+    /// `JAVA_VERSION` of its `release` file.
+    pub version: Option<String>,
+    /// How its JIT code was named, when it was.
+    pub names_from: Option<String>,
 }
 
 fn input_error(e: TargetError) -> anyhow::Error {
@@ -237,6 +252,11 @@ struct State {
     new_pids: Vec<u32>,
     /// Processes with a thread that exited since the last look.
     exits: Vec<u32>,
+    /// Every process followed at some time.
+    seen: BTreeSet<u32>,
+    /// Samples in anonymous executable memory since the last copy of hot code, per process
+    /// and page: (samples, mapping start, mapping end).
+    anon_pages: HashMap<u32, BTreeMap<u64, (u64, u64, u64)>>,
 }
 
 impl State {
@@ -263,6 +283,18 @@ impl State {
                             .map(|&ret| self.spaces.locate(pid, ret.saturating_sub(1))),
                     );
                     *self.stacks.entry(stack).or_default() += 1;
+                    if let Location::Anon { region, .. } = &loc
+                        && &**region != "[vdso]"
+                        && let Some(m) = self.spaces.mapping(pid, ip)
+                    {
+                        let e = self
+                            .anon_pages
+                            .entry(pid)
+                            .or_default()
+                            .entry(ip & !4095)
+                            .or_insert((0, m.start, m.end));
+                        e.0 += 1;
+                    }
                     *self.samples.entry(loc).or_default().entry(tid).or_default() += 1;
                     self.thread_pid.insert(tid, pid);
                 }
@@ -297,6 +329,7 @@ impl State {
                 }
                 Record::Fork { pid, ppid, tid, .. } => {
                     self.spaces.fork(ppid, pid);
+                    self.seen.insert(pid);
                     if self.pids.insert(pid) {
                         self.new_pids.push(pid);
                     }
@@ -385,8 +418,12 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
     let mut notes = Vec::new();
     let (mut sampler, mut counters, mut child, root) = match &opts.target {
         Target::Command(argv) => {
-            let mut child =
-                target::launch(argv, opts.child_stdout_to_stderr).map_err(input_error)?;
+            let mut child = target::launch(
+                argv,
+                opts.child_stdout_to_stderr,
+                &[jit::java_tool_options()],
+            )
+            .map_err(input_error)?;
             let pid = child.pid.as_raw();
             let scope = OpenScope {
                 opts,
@@ -441,6 +478,16 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
     };
     let root = root as u32;
     st.pids.insert(root);
+    st.seen.insert(root);
+    let attached = child.is_none();
+    // The user asked for perf maps already: theirs are not diagnose's to remove.
+    let user_maps = std::env::var("JAVA_TOOL_OPTIONS").is_ok_and(|v| v.contains("PerfMap"))
+        || matches!(&opts.target, Target::Command(a) if a.iter().any(|x| x.contains("PerfMap")));
+    let mut jvms: BTreeMap<u32, Jvm> = BTreeMap::new();
+    let mut map_existed: BTreeMap<u32, bool> = BTreeMap::new();
+    let mut jcmd: HashMap<u32, PerfMapRequest> = HashMap::new();
+    let mut jcmd_ok: BTreeSet<u32> = BTreeSet::new();
+    let mut hot_code = HotCode::default();
     let mut tracker = ThreadTracker::new(child.is_some());
     let mut memory: BTreeMap<u32, ProcessMemory> = BTreeMap::new();
     let mut perf_maps: HashMap<u32, PerfMapFollower> = HashMap::new();
@@ -462,6 +509,8 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
             if let Some(c) = child.as_mut() {
                 c.forget(pid);
             }
+            // A map written at exit is complete now.
+            perf_maps.entry(pid).or_default().refresh(pid);
         }
         if child.is_none() {
             let listed = target::threads_of(root as i32);
@@ -477,11 +526,54 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         if now - last_threads >= Duration::from_millis(100) {
             for &pid in &st.pids {
                 tracker.poll(pid);
+                map_existed
+                    .entry(pid)
+                    .or_insert_with(|| jit::perf_map_path(pid).exists());
                 perf_maps.entry(pid).or_default().refresh(pid);
+                if !jvms.contains_key(&pid)
+                    && let Some(home) = jit::hotspot_home(st.spaces.maps(pid))
+                {
+                    let version = jit::java_version(&home, pid);
+                    jvms.insert(
+                        pid,
+                        Jvm {
+                            home,
+                            version,
+                            names_from: None,
+                        },
+                    );
+                }
             }
+            // An attached JVM is asked for its map once it has run a second under diagnose
+            // (code compiled before then is named even if the JVM exits first).
+            if attached && now - started >= Duration::from_secs(1) {
+                for (&pid, jvm) in &jvms {
+                    if !jcmd.contains_key(&pid)
+                        && !jcmd_ok.contains(&pid)
+                        && let Ok(r) = PerfMapRequest::start(pid, &jvm.home)
+                    {
+                        jcmd.insert(pid, r);
+                    }
+                }
+            }
+            jcmd.retain(|&pid, r| match r.poll() {
+                None => true,
+                Some(ok) => {
+                    if ok {
+                        jcmd_ok.insert(pid);
+                        perf_maps.entry(pid).or_default().reread();
+                    }
+                    false
+                }
+            });
             last_threads = now;
         }
         if now - last_memory >= Duration::from_millis(500) {
+            for (pid, pages) in std::mem::take(&mut st.anon_pages) {
+                if st.pids.contains(&pid) {
+                    hot_code.refresh(pid, &pages);
+                }
+            }
             for &pid in &st.pids {
                 if let Some(m) = memory::read_process(pid) {
                     let keep = memory.get(&pid).is_none_or(|old| m.rss_kb >= old.rss_kb);
@@ -559,9 +651,64 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         .copied()
         .filter(|&p| process_running(p))
         .collect();
-    // JIT code published since the last look, while the process can still be read.
-    for &pid in &live_pids {
+    // An attached JVM still running is asked once more, for code compiled late.
+    if attached {
+        for (&pid, jvm) in &jvms {
+            if !live_pids.contains(&pid) {
+                continue;
+            }
+            let ok = match jcmd.remove(&pid) {
+                Some(r) => r.wait(),
+                None => PerfMapRequest::start(pid, &jvm.home).is_ok_and(PerfMapRequest::wait),
+            };
+            if ok {
+                jcmd_ok.insert(pid);
+                perf_maps.entry(pid).or_default().reread();
+            }
+        }
+    }
+    // JIT code published since the last look, and maps written at exit.
+    for &pid in st.seen.iter() {
         perf_maps.entry(pid).or_default().refresh(pid);
+    }
+    for (&pid, jvm) in jvms.iter_mut() {
+        let read = perf_maps.get(&pid).is_some_and(|f| f.symbol_count() > 0);
+        let existed = map_existed.get(&pid).copied().unwrap_or(false);
+        let ours = if attached {
+            jcmd_ok.contains(&pid) && !existed
+        } else {
+            !user_maps && !existed
+        };
+        jvm.names_from = read.then(|| {
+            if attached && jcmd_ok.contains(&pid) {
+                format!("`jcmd {pid} Compiler.perfmap`, run by diagnose")
+            } else if !attached && !user_maps {
+                "the perf map HotSpot wrote at exit (diagnose added -XX:+DumpPerfMapAtExit \
+                 to JAVA_TOOL_OPTIONS)"
+                    .to_string()
+            } else {
+                format!("{}", jit::perf_map_path(pid).display())
+            }
+        });
+        let version = jvm.version.as_deref().unwrap_or("version unknown");
+        match &jvm.names_from {
+            Some(from) => notes.push(format!(
+                "process {pid} is HotSpot {version}: JIT code named from {from}{}",
+                if ours {
+                    "; diagnose removed the map file it caused"
+                } else {
+                    ""
+                }
+            )),
+            None => notes.push(format!(
+                "process {pid} is HotSpot {version} but no perf map could be had, so JIT code \
+                 is unnamed: run it under diagnose, or start it with \
+                 -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit"
+            )),
+        }
+        if ours {
+            let _ = std::fs::remove_file(jit::perf_map_path(pid));
+        }
     }
     let (mut perf_map_symbols, mut jit_code) = (HashMap::new(), HashMap::new());
     for (pid, f) in perf_maps {
@@ -570,6 +717,10 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
             perf_map_symbols.insert(pid, syms);
             jit_code.insert(pid, code);
         }
+    }
+    // Hot code copied while the processes ran: after the maps' copies, so newest last.
+    for (pid, blocks) in hot_code.blocks {
+        jit_code.entry(pid).or_insert_with(Vec::new).extend(blocks);
     }
     let (ended, totals) = exit.unwrap_or_else(|| match &opts.target {
         Target::Pid(_) => ("still running (attached)".into(), None),
@@ -600,6 +751,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         perf_maps: perf_map_symbols,
         jit_code,
         live_pids,
+        jvms,
         notes,
     })
 }

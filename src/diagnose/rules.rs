@@ -11,13 +11,17 @@
 use super::counters::{self, CounterValue};
 use super::disasm::SiteKind;
 use super::events::Signal;
-use super::hotspots::{HotSite, HotSpots, short_module};
+use super::hotspots::{self, CallerPath, HotSite, HotSpots, short_module};
+use super::jit;
 use super::memory::ProcessMemory;
+use super::record::Jvm;
+use super::runtimes::{self, Role, Runtime};
 use crate::format::human_ns;
 use crate::machine::Machine;
 use crate::report::schema::Level;
 use crate::spin::LegacySpin;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Share of samples from which a site is worth a notice.
 pub const NOTICE_SHARE: f64 = 0.05;
@@ -82,6 +86,8 @@ pub struct Context<'a> {
     pub counters: &'a [CounterValue],
     /// Sampling frequency, to turn samples into CPU time.
     pub frequency_hz: u64,
+    /// HotSpot JVMs followed (process id -> home and version).
+    pub jvms: &'a BTreeMap<u32, Jvm>,
 }
 
 fn level_for_share(share: f64) -> Option<Level> {
@@ -138,6 +144,68 @@ fn site_evidence(site: &HotSite, ctx: &Context) -> Vec<String> {
     v
 }
 
+/// The caller paths of a function, from the sampled stacks.
+fn callers(ctx: &Context, symbol: &str, module: &str) -> Vec<CallerPath> {
+    hotspots::callers_of(&ctx.hot.stacks, symbol, module)
+}
+
+/// Evidence lines for caller paths: `called from a <- b <- c (80% of its samples)`.
+fn caller_evidence(paths: &[CallerPath]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            format!(
+                "called from {} ({} of its samples)",
+                p.frames.join(" <- "),
+                pct(p.share)
+            )
+        })
+        .collect()
+}
+
+/// The runtime lock behind a function: from its own name, else from its callers' names.
+fn runtime_lock(symbol: &str, paths: &[CallerPath]) -> Option<runtimes::LockInStack> {
+    let names = |p: Option<&CallerPath>| -> Vec<String> {
+        std::iter::once(symbol.to_string())
+            .chain(p.into_iter().flat_map(|p| p.frames.iter().cloned()))
+            .collect()
+    };
+    let best = names(paths.first());
+    runtimes::lock_in_stack(best.iter().map(String::as_str))
+}
+
+/// What the runtime's spin costs here, in words, when PAUSE was measured.
+fn runtime_spin_cost(rt: Runtime, ctx: &Context) -> String {
+    let (Some(p), Some(policy)) = (ctx.pause, rt.policy()) else {
+        return String::new();
+    };
+    let Some(c) = rt.spin_cost(p.ns, ctx.machine.logical_cpus as u64) else {
+        return String::new();
+    };
+    format!(
+        " {}'s {} spins up to {:.0} PAUSEs, then {}: {} at this CPU's {:.1} ns per PAUSE \
+         ({}).",
+        rt.name(),
+        policy.primitive,
+        c.pauses,
+        c.then,
+        human_ns(c.spin_ns),
+        p.ns,
+        c.source
+    )
+}
+
+fn lock_evidence(l: &runtimes::LockInStack) -> String {
+    let mut s = format!("runtime: {} {}", l.runtime.name(), l.runtime.lock());
+    if let Some(e) = &l.enter {
+        s.push_str(&format!(", taken in {e}"));
+    }
+    if let Some(w) = &l.waiter {
+        s.push_str(&format!(", waited for by {w}"));
+    }
+    s
+}
+
 fn code_finding(id: &str, level: Level, title: String, site: &HotSite, ctx: &Context) -> Finding {
     Finding {
         id: id.into(),
@@ -162,40 +230,238 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
         site,
         ctx,
     );
+    let paths = callers(ctx, &site.symbol, &site.module);
+    f.evidence.extend(caller_evidence(&paths));
+    let lock = runtime_lock(&site.symbol, &paths);
     let cpu_ns = site.samples as f64 / ctx.frequency_hz.max(1) as f64 * 1e9;
+    let symptom = "Spinning is the symptom: a waiter spins because the holder keeps the lock \
+                   (or the producer the data) longer than the spin.";
     f.explanation = match ctx.pause {
         Some(p) => {
             let cycles = p
                 .cycles
                 .map(|c| format!(" ({c:.0} core cycles)"))
                 .unwrap_or_default();
-            let legacy = LegacySpin::new(ctx.machine.logical_cpus as u64);
-            format!(
+            let measured = format!(
                 "This loop waits on PAUSE. PAUSE costs {:.1} ns here{cycles}, measured now \
                  ({:.1}x the ~4 ns spin counts were tuned for on Haswell-era CPUs); the time \
-                 sampled here is about {} PAUSEs. A spin of 100 PAUSEs (glibc's adaptive \
-                 mutex) lasts {}, of 1,000 PAUSEs {}; .NET's legacy lock spin on {} cores \
-                 would last {}. Spinning is the symptom: a waiter spins because the holder \
-                 keeps the lock (or the producer the data) longer than the spin.",
+                 sampled here is about {} PAUSEs.",
                 p.ns,
                 p.ns / 4.0,
                 crate::format::group_thousands((cpu_ns / p.ns) as u64),
-                human_ns(100.0 * p.ns),
-                human_ns(1000.0 * p.ns),
-                ctx.machine.logical_cpus,
-                human_ns(legacy.total_ns(p.ns)),
-            )
+            );
+            match &lock {
+                // The runtime's own spin, not other runtimes' figures.
+                Some(l) => format!("{measured}{} {symptom}", runtime_spin_cost(l.runtime, ctx)),
+                None => {
+                    let legacy = LegacySpin::new(ctx.machine.logical_cpus as u64);
+                    format!(
+                        "{measured} A spin of 100 PAUSEs (glibc's adaptive mutex) lasts {}, \
+                         of 1,000 PAUSEs {}; .NET's legacy lock spin on {} cores would last \
+                         {}. {symptom}",
+                        human_ns(100.0 * p.ns),
+                        human_ns(1000.0 * p.ns),
+                        ctx.machine.logical_cpus,
+                        human_ns(legacy.total_ns(p.ns)),
+                    )
+                }
+            }
         }
         None => "This loop waits on PAUSE; the PAUSE cost could not be measured here, see \
                  `cpudoctor check`."
             .into(),
     };
-    f.advice = "Bound the spin by time, not by a count of PAUSEs (.NET measures PAUSE at \
-                start-up since Core 2.1 and spins by normalized time), then block (futex, \
+    f.advice = "Bound the spin by time, not by a count of PAUSEs, then block (futex, \
                 condition variable, parking). Find what the waiter waits for: shorten the \
                 critical section or hand work over without a lock."
         .into();
+    if let Some(l) = lock {
+        f.title = format!(
+            "{} spins on PAUSE in {}'s {}",
+            site.symbol,
+            l.runtime.name(),
+            l.runtime.lock()
+        );
+        f.evidence.push(lock_evidence(&l));
+        f.advice = l.runtime.remedy().into();
+    }
     f
+}
+
+/// A runtime's lock code (spin and wait functions of the table) taking a notable share: the
+/// HotSpot monitor case, whose spin is mostly plain loads that no PAUSE rule sees.
+fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
+    let mut by_rt: BTreeMap<Runtime, Vec<&hotspots::HotFunction>> = BTreeMap::new();
+    for f in &ctx.hot.functions {
+        if let Some((rt, Role::Spin | Role::Wait)) = runtimes::classify(&f.symbol)
+            && !covered.contains(&f.symbol)
+        {
+            by_rt.entry(rt).or_default().push(f);
+        }
+    }
+    let mut out = Vec::new();
+    for (rt, funcs) in by_rt {
+        let share: f64 = funcs.iter().map(|f| f.share).sum();
+        let Some(level) = level_for_share(share) else {
+            continue;
+        };
+        let top = funcs[0];
+        let paths = callers(ctx, &top.symbol, &top.module);
+        let lock = runtime_lock(&top.symbol, &paths);
+        let mut evidence = vec![format!(
+            "{} of all samples in {}'s lock code: {}",
+            pct(share),
+            rt.name(),
+            funcs
+                .iter()
+                .map(|f| format!("{} {}", f.symbol, pct(f.share)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        evidence.extend(caller_evidence(&paths));
+        if let Some(l) = &lock {
+            evidence.push(lock_evidence(l));
+        }
+        let waiter = lock
+            .as_ref()
+            .and_then(|l| l.waiter.clone())
+            .map(|w| format!(" waited for by {w}"))
+            .unwrap_or_default();
+        out.push(Finding {
+            id: "runtime_lock_spin".into(),
+            level,
+            title: format!("threads spin in {}'s {}{waiter}", rt.name(), rt.lock()),
+            symbol: Some(top.symbol.clone()),
+            module: Some(top.module.clone()),
+            offset: None,
+            sample_share: Some(share),
+            disassembly: ctx
+                .hot
+                .sites
+                .iter()
+                .find(|s| s.symbol == top.symbol)
+                .map(|s| s.disassembly.clone())
+                .unwrap_or_default(),
+            evidence,
+            explanation: format!(
+                "Threads that find the lock taken spin in the runtime before they sleep; this \
+                 much spinning means the lock is held long or often relative to the spin.{}",
+                runtime_spin_cost(rt, ctx)
+            ),
+            advice: rt.remedy().into(),
+        });
+    }
+    out
+}
+
+/// JDK-8180450 was fixed in JDK 23 (the one-element secondary-super cache replaced by a
+/// hashed table of secondary supers, JDK-8180450 / JDK-8331658).
+pub const SECONDARY_SUPERS_FIXED_IN: u32 = 23;
+
+/// The Netflix JVM case: HotSpot's linear scan of a class's secondary supers (`repne scas`,
+/// in JIT code or the subtype-check stub) hot in more than one thread, each failed lookup
+/// writing the class's single-element `_secondary_super_cache`.
+fn secondary_supers(ctx: &Context) -> Option<Finding> {
+    let (pid, jvm) = ctx.jvms.iter().next()?;
+    let feature = jvm.version.as_deref().and_then(jit::feature_release);
+    if feature.is_some_and(|f| f >= SECONDARY_SUPERS_FIXED_IN) {
+        return None;
+    }
+    // Functions (JIT methods or stubs) with a hot `repne scas`: in anonymous memory, or a
+    // stub named for subtype checks.
+    let scan_funcs: Vec<&str> = ctx
+        .hot
+        .sites
+        .iter()
+        .filter(|s| s.instruction.starts_with("repne scas"))
+        .filter(|s| {
+            !s.module.starts_with('/') || s.module.starts_with("//") || s.symbol.contains("subtype")
+        })
+        .map(|s| s.symbol.as_str())
+        .collect();
+    let first = *scan_funcs.first()?;
+    let sites: Vec<&HotSite> = ctx
+        .hot
+        .sites
+        .iter()
+        .filter(|s| scan_funcs.contains(&s.symbol.as_str()))
+        .collect();
+    let share: f64 = sites.iter().map(|s| s.share).sum();
+    let mut per_thread: BTreeMap<u32, (String, u64)> = BTreeMap::new();
+    let mut samples = 0;
+    for s in &sites {
+        samples += s.samples;
+        for t in &s.threads {
+            let e = per_thread.entry(t.tid).or_insert((t.name.clone(), 0));
+            e.1 += t.samples;
+        }
+    }
+    let threads: Vec<_> = per_thread
+        .iter()
+        .filter(|(_, (_, n))| n * 10 >= samples)
+        .collect();
+    let level = level_for_share(share)?;
+    if threads.len() < 2 {
+        return None;
+    }
+    let version = jvm.version.as_deref().unwrap_or("of unknown version");
+    let scan = sites
+        .iter()
+        .find(|s| s.instruction.starts_with("repne scas"))
+        .expect("a scan site");
+    let mut evidence = vec![
+        format!(
+            "{} of all samples in {} ({} JIT method{}), with the secondary-supers scan `{}` \
+             at +{:#x}",
+            pct(share),
+            first,
+            scan_funcs.len(),
+            if scan_funcs.len() == 1 { "" } else { "s" },
+            scan.instruction,
+            scan.offset
+        ),
+        format!("process {pid}: HotSpot {version} ({})", jvm.home.display()),
+        format!(
+            "{} threads in it: {}",
+            threads.len(),
+            threads
+                .iter()
+                .map(|(tid, (name, n))| format!("{tid} ({name}) {n} samples"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ];
+    evidence.extend(caller_evidence(&callers(ctx, first, &scan.module)));
+    Some(Finding {
+        id: "hotspot_secondary_supers".into(),
+        level,
+        title: format!(
+            "{first}: type checks contend on a class's secondary-super cache (JDK-8180450)"
+        ),
+        symbol: Some(first.to_string()),
+        module: Some(scan.module.clone()),
+        offset: Some(scan.offset),
+        sample_share: Some(share),
+        disassembly: scan.disassembly.clone(),
+        evidence,
+        explanation: "The Netflix JVM case. An instanceof, checkcast or interface dispatch \
+                      against an interface that is not a class's primary super scans the \
+                      class's secondary supers (`repne scas`) and stores the interface found \
+                      in the class's one-element _secondary_super_cache. When threads check \
+                      the same class against different interfaces, each overwrites what the \
+                      other just stored: every check misses, scans, and writes the line the \
+                      other cores read, so it bounces between cores (true sharing; the \
+                      adjacent _secondary_supers field pays too). This is JDK-8180450; Netflix \
+                      measured 3.5x throughput from removing it."
+            .into(),
+        advice: format!(
+            "Run on JDK {SECONDARY_SUPERS_FIXED_IN} or later, where a hashed table of secondary \
+             supers replaced the cache (a backport to 21u exists: check your vendor's 21.0.x \
+             notes). In code: do not check one class against many interfaces in a hot path \
+             (check the concrete class, or cache the result per class), and avoid alternating \
+             type checks of the same objects across threads."
+        ),
+    })
 }
 
 fn plain_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
@@ -479,7 +745,7 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
 
 /// Every finding, most severe first, then by share.
 pub fn findings(ctx: &Context) -> Vec<Finding> {
-    let mut out = Vec::new();
+    let mut out: Vec<Finding> = Vec::new();
     for site in &ctx.hot.sites {
         let Some(level) = level_for_share(site.share) else {
             continue;
@@ -506,6 +772,13 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
             SiteKind::MemoryLoad | SiteKind::Compute => {}
         }
     }
+    // One loop can give two sites with the same hot instruction (two back edges): one
+    // finding each.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|f| seen.insert((f.id.clone(), f.symbol.clone(), f.module.clone(), f.offset)));
+    let covered: Vec<String> = out.iter().filter_map(|f| f.symbol.clone()).collect();
+    out.extend(runtime_lock_spins(ctx, &covered));
+    out.extend(secondary_supers(ctx));
     out.extend(small_pages(ctx));
     out.extend(counter_findings(ctx));
     out.sort_by(|a, b| {
@@ -567,8 +840,11 @@ mod tests {
             }),
             counters: &[],
             frequency_hz: 1000,
+            jvms: &NO_JVMS,
         }
     }
+
+    static NO_JVMS: BTreeMap<u32, Jvm> = BTreeMap::new();
 
     #[test]
     fn a_pause_spin_finding_joins_the_measured_pause_cost() {

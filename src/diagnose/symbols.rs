@@ -115,6 +115,20 @@ impl AddressSpaces {
         self.by_pid.remove(&pid);
     }
 
+    /// The executable mappings of process `pid`, oldest first.
+    pub fn maps(&self, pid: u32) -> &[MapEntry] {
+        self.by_pid.get(&pid).map_or(&[], Vec::as_slice)
+    }
+
+    /// The mapping `addr` lies in, in process `pid` now.
+    pub fn mapping(&self, pid: u32, addr: u64) -> Option<&MapEntry> {
+        self.by_pid
+            .get(&pid)?
+            .iter()
+            .rev()
+            .find(|m| (m.start..m.end).contains(&addr))
+    }
+
     /// Where `addr` lies in process `pid` now.
     pub fn locate(&self, pid: u32, addr: u64) -> Location {
         let found = self

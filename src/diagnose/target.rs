@@ -154,7 +154,12 @@ impl Descendant {
 
 /// Forks a child that waits, then execs `argv`. With `stdout_to_stderr` the child's output
 /// goes to stderr, so that a JSON report on stdout stays clean.
-pub fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, TargetError> {
+/// `env` holds variables set for the child on top of diagnose's own environment.
+pub fn launch(
+    argv: &[String],
+    stdout_to_stderr: bool,
+    env: &[(String, String)],
+) -> Result<Launched, TargetError> {
     let program = argv.first().cloned().unwrap_or_default();
     let path = resolve_program(&program, std::env::var("PATH").ok().as_deref())?;
     let cannot = |reason: String| TargetError::CannotStart {
@@ -171,9 +176,18 @@ pub fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, Targe
         .map_err(|e| cannot(e.to_string()))?;
     let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
     c_argv.push(std::ptr::null());
+    let c_env: Vec<CString> = std::env::vars_os()
+        .filter(|(k, _)| !env.iter().any(|(name, _)| k.as_bytes() == name.as_bytes()))
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .chain(env.iter().map(|(k, v)| format!("{k}={v}").into_bytes()))
+        .map(CString::new)
+        .collect::<Result<_, _>>()
+        .map_err(|e| cannot(e.to_string()))?;
+    let mut c_envp: Vec<*const libc::c_char> = c_env.iter().map(|a| a.as_ptr()).collect();
+    c_envp.push(std::ptr::null());
     let (go_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| cannot(e.to_string()))?;
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| cannot(e.to_string()))?;
-    // SAFETY: the child only calls close, read, dup2, execv, write and _exit, all
+    // SAFETY: the child only calls close, read, dup2, execve, write and _exit, all
     // async-signal-safe, on memory allocated before the fork.
     match unsafe { fork() }.map_err(|e| cannot(e.to_string()))? {
         ForkResult::Child => unsafe {
@@ -189,7 +203,7 @@ pub fn launch(argv: &[String], stdout_to_stderr: bool) -> Result<Launched, Targe
             if stdout_to_stderr {
                 libc::dup2(2, 1);
             }
-            libc::execv(c_path.as_ptr(), c_argv.as_ptr());
+            libc::execve(c_path.as_ptr(), c_argv.as_ptr(), c_envp.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
             libc::_exit(127);
@@ -406,7 +420,7 @@ mod tests {
             "-c".to_string(),
             format!("touch {}", marker.display()),
         ];
-        let child = launch(&argv, false).unwrap();
+        let child = launch(&argv, false, &[]).unwrap();
         let pid = child.pid;
         child.abandon();
         assert_eq!(kill(pid, None), Err(nix::errno::Errno::ESRCH), "reaped");
@@ -421,7 +435,7 @@ mod tests {
             "-c".to_string(),
             "sleep 60 & sleep 60 & wait".to_string(),
         ];
-        let mut child = launch(&argv, false).unwrap();
+        let mut child = launch(&argv, false, &[]).unwrap();
         child.release().unwrap();
         let root = child.pid.as_raw();
         let children_file = format!("/proc/{root}/task/{root}/children");

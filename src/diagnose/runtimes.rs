@@ -1,0 +1,356 @@
+//! What runtimes' own lock code looks like in a profile: the functions in which HotSpot,
+//! glibc, Go, .NET, Rust's std and parking_lot spin or wait for a lock, as data, joined with
+//! each runtime's spin policy from [`crate::spin::runtimes`], so a finding can name the
+//! runtime, the lock (the lock-entry function and the caller above it in the stack), what the
+//! spin costs at this CPU's PAUSE, and that runtime's own remedy, never another's.
+
+use crate::spin::runtimes::{RUNTIMES, SpinCost, SpinPolicy, spin_cost};
+
+/// A runtime with lock code diagnose knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Runtime {
+    /// The HotSpot JVM's monitors (`synchronized`).
+    HotSpot,
+    /// glibc's pthread mutexes.
+    Glibc,
+    /// Go's runtime and `sync.Mutex`.
+    Go,
+    /// .NET's `Monitor` (`lock`).
+    Dotnet,
+    /// Rust std's futex mutex.
+    RustStd,
+    /// The parking_lot crate.
+    ParkingLot,
+}
+
+/// What a known function does in the lock's slow path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Spins (PAUSE or plain loads) hoping the holder lets go.
+    Spin,
+    /// Blocks or yields in the kernel.
+    Wait,
+    /// Takes the lock: the frame that says which lock is waited for.
+    Enter,
+}
+
+/// How a function name is matched.
+#[derive(Debug, Clone, Copy)]
+enum Name {
+    Exact(&'static str),
+    Prefix(&'static str),
+    Contains(&'static str),
+}
+
+impl Name {
+    fn matches(self, f: &str) -> bool {
+        match self {
+            Name::Exact(n) => f == n,
+            Name::Prefix(n) => f.starts_with(n),
+            Name::Contains(n) => f.contains(n),
+        }
+    }
+}
+
+/// A known lock function.
+struct Known {
+    runtime: Runtime,
+    name: Name,
+    role: Role,
+}
+
+use Name::{Contains, Exact, Prefix};
+use Role::{Enter, Spin, Wait};
+use Runtime::{Dotnet, Glibc, Go, HotSpot, ParkingLot, RustStd};
+
+/// The table. Names as the symbol tables spell them (C++ demangled without parameters
+/// matched by prefix; Go's as its symbol table writes them, with and without the
+/// `internal/sync` move of Go 1.24).
+const KNOWN: &[Known] = &[
+    // HotSpot: ObjectMonitor spins on plain loads with a SpinPause() every few iterations,
+    // then parks (JDK 17: TrySpin; later JDKs renamed it try_spin / spin_enter).
+    k(HotSpot, Prefix("ObjectMonitor::TrySpin"), Spin),
+    k(HotSpot, Prefix("ObjectMonitor::try_spin"), Spin),
+    k(HotSpot, Prefix("ObjectMonitor::spin_enter"), Spin),
+    k(HotSpot, Prefix("ObjectMonitor::short_fixed_spin"), Spin),
+    k(HotSpot, Exact("SpinPause"), Spin),
+    k(HotSpot, Prefix("ObjectMonitor::EnterI"), Wait),
+    k(HotSpot, Prefix("ObjectMonitor::ReenterI"), Wait),
+    k(HotSpot, Prefix("ObjectMonitor::enter"), Enter),
+    k(HotSpot, Prefix("ObjectSynchronizer::enter"), Enter),
+    k(
+        HotSpot,
+        Prefix("SharedRuntime::complete_monitor_locking"),
+        Enter,
+    ),
+    // glibc: the adaptive mutex spins inside pthread_mutex_lock, then sleeps in the futex.
+    k(Glibc, Exact("pthread_mutex_lock"), Enter),
+    k(Glibc, Exact("___pthread_mutex_lock"), Enter),
+    k(Glibc, Exact("__pthread_mutex_lock"), Enter),
+    k(Glibc, Prefix("__lll_lock_wait"), Wait),
+    k(Glibc, Prefix("__pthread_mutex_lock_full"), Enter),
+    // Go: procyield is the PAUSE loop, lockSlow the sync.Mutex slow path, lock2 the runtime's
+    // own lock.
+    k(Go, Prefix("runtime.procyield"), Spin),
+    k(Go, Contains("sync.runtime_doSpin"), Spin),
+    k(Go, Contains("sync.(*Mutex).lockSlow"), Enter),
+    k(Go, Contains("sync.(*RWMutex).Lock"), Enter),
+    k(Go, Exact("runtime.lock2"), Enter),
+    k(Go, Contains("sync.runtime_SemacquireMutex"), Wait),
+    k(Go, Exact("runtime.osyield"), Wait),
+    k(Go, Exact("runtime.futex"), Wait),
+    // .NET: the Skylake case's functions.
+    k(Dotnet, Prefix("AwareLock::Contention"), Spin),
+    k(Dotnet, Prefix("AwareLock::SpinWait"), Spin),
+    k(Dotnet, Prefix("ThreadNative::SpinWait"), Spin),
+    k(Dotnet, Prefix("YieldProcessorNormalized"), Spin),
+    k(Dotnet, Prefix("JIT_MonEnterWorker"), Enter),
+    k(Dotnet, Prefix("JIT_MonEnter"), Enter),
+    // Rust std's futex mutex (paths of std 1.62+, before and after the sys::sync move).
+    k(RustStd, Contains("mutex::futex::Mutex::spin"), Spin),
+    k(RustStd, Contains("futex_mutex::Mutex::spin"), Spin),
+    k(
+        RustStd,
+        Contains("mutex::futex::Mutex::lock_contended"),
+        Enter,
+    ),
+    k(
+        RustStd,
+        Contains("futex_mutex::Mutex::lock_contended"),
+        Enter,
+    ),
+    // parking_lot.
+    k(
+        ParkingLot,
+        Contains("parking_lot_core::spinwait::SpinWait::spin"),
+        Spin,
+    ),
+    k(
+        ParkingLot,
+        Contains("parking_lot::raw_mutex::RawMutex::lock_slow"),
+        Enter,
+    ),
+    k(
+        ParkingLot,
+        Contains("parking_lot_core::parking_lot::park"),
+        Wait,
+    ),
+];
+
+const fn k(runtime: Runtime, name: Name, role: Role) -> Known {
+    Known {
+        runtime,
+        name,
+        role,
+    }
+}
+
+/// The runtime and role of a function name, when the table knows it.
+pub fn classify(function: &str) -> Option<(Runtime, Role)> {
+    KNOWN
+        .iter()
+        .find(|k| k.name.matches(function))
+        .map(|k| (k.runtime, k.role))
+}
+
+impl Runtime {
+    /// The runtime's name for a reader.
+    pub fn name(self) -> &'static str {
+        match self {
+            HotSpot => "HotSpot",
+            Glibc => "glibc",
+            Go => "Go",
+            Dotnet => ".NET",
+            RustStd => "Rust std",
+            ParkingLot => "parking_lot",
+        }
+    }
+
+    /// The lock it spins for.
+    pub fn lock(self) -> &'static str {
+        match self {
+            HotSpot => "Java monitor (synchronized)",
+            Glibc => "pthread mutex",
+            Go => "sync.Mutex / runtime lock",
+            Dotnet => "Monitor (lock)",
+            RustStd => "std::sync::Mutex",
+            ParkingLot => "parking_lot::Mutex",
+        }
+    }
+
+    /// Its spin policy in the spin model.
+    pub fn policy(self) -> Option<&'static SpinPolicy> {
+        let key = match self {
+            HotSpot => "HotSpot",
+            Glibc => "glibc",
+            Go => "Go",
+            // The Skylake case's runtime: the legacy count is what spins for too long.
+            Dotnet => ".NET legacy",
+            RustStd => "Rust std",
+            ParkingLot => "parking_lot",
+        };
+        RUNTIMES.iter().find(|p| p.runtime == key)
+    }
+
+    /// What the spin costs at `pause_ns` per PAUSE on `cores` cores.
+    pub fn spin_cost(self, pause_ns: f64, cores: u64) -> Option<SpinCost> {
+        self.policy().map(|p| spin_cost(p, pause_ns, cores))
+    }
+
+    /// This runtime's own remedy and knobs.
+    pub fn remedy(self) -> &'static str {
+        match self {
+            HotSpot => {
+                "HotSpot's monitor spin is adaptive and has had no product flag since JDK 10 \
+                 removed -XX:PreBlockSpin: shorten the synchronized block (move work out of \
+                 it), split the monitor (one lock per shard of the data), or make the shared \
+                 state lock-free (java.util.concurrent.atomic, LongAdder for counters)."
+            }
+            Glibc => {
+                "glibc's adaptive mutex spins up to glibc.pthread.mutex_spin_count times \
+                 (default 100) before it sleeps: where PAUSE is slow lower it \
+                 (GLIBC_TUNABLES=glibc.pthread.mutex_spin_count=N) or use a plain \
+                 PTHREAD_MUTEX_NORMAL mutex; shorten the critical section or shard the data."
+            }
+            Go => {
+                "Go's sync.Mutex spins 4 rounds of procyield(30) only while other Ps run: \
+                 shard the structure (a lock per key or per P), use sync/atomic for counters, \
+                 and set GOMAXPROCS to the CPUs the process really gets (a container's quota)."
+            }
+            Dotnet => {
+                "Run on .NET Core 3.0+ or .NET Framework 4.8, whose spin is normalized to the \
+                 measured PAUSE (the Skylake case's fix); shorten the lock or use lock-free \
+                 state (Interlocked)."
+            }
+            RustStd => {
+                "std's Mutex spins 100 times before its futex wait: shorten the critical \
+                 section, shard the data behind several Mutexes, or use std::sync::atomic."
+            }
+            ParkingLot => {
+                "parking_lot spins a few exponential rounds, yields, then parks: shorten the \
+                 critical section or shard the data behind several locks."
+            }
+        }
+    }
+}
+
+/// The runtime lock seen in a call stack (function names, leaf first): the runtime, the
+/// lock-entry function, and the first caller outside the runtime's lock code (the user's
+/// function waiting for the lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInStack {
+    /// The runtime.
+    pub runtime: Runtime,
+    /// Where the lock is taken (`sync.(*Mutex).lockSlow`, `ObjectMonitor::enter`).
+    pub enter: Option<String>,
+    /// The caller that waits for it.
+    pub waiter: Option<String>,
+}
+
+/// Reads a stack (names, leaf first) for a runtime's lock code.
+pub fn lock_in_stack<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<LockInStack> {
+    let mut found: Option<LockInStack> = None;
+    for name in names {
+        match (classify(name), &mut found) {
+            (Some((rt, role)), None) => {
+                found = Some(LockInStack {
+                    runtime: rt,
+                    enter: (role == Enter).then(|| name.to_string()),
+                    waiter: None,
+                });
+            }
+            (Some((rt, role)), Some(l)) if rt == l.runtime => {
+                if role == Enter && l.enter.is_none() {
+                    l.enter = Some(name.to_string());
+                }
+            }
+            (_, Some(l)) => {
+                if !is_runtime_plumbing(l.runtime, name) {
+                    l.waiter = Some(name.to_string());
+                    break;
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    found
+}
+
+/// Frames between a lock's code and its user that are the runtime's own: the JVM's stubs
+/// and interpreter, Go's sync wrappers.
+fn is_runtime_plumbing(rt: Runtime, name: &str) -> bool {
+    match rt {
+        HotSpot => {
+            !name.contains('(')
+                || name.starts_with("Runtime1")
+                || name.contains("Stub")
+                || name.starts_with("SharedRuntime::")
+                || name.starts_with("ObjectSynchronizer::")
+                || name.starts_with("InterpreterRuntime::")
+        }
+        Go => name == "sync.(*Mutex).Lock" || name == "internal/sync.(*Mutex).Lock",
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_runtime_has_a_spin_policy_and_its_own_remedy() {
+        for rt in [HotSpot, Glibc, Go, Dotnet, RustStd, ParkingLot] {
+            assert!(rt.policy().is_some(), "{rt:?} has no spin policy");
+            let others = [
+                ("GOMAXPROCS", Go),
+                ("mutex_spin_count", Glibc),
+                ("LongAdder", HotSpot),
+                (".NET Core 3.0", Dotnet),
+            ];
+            for (word, owner) in others {
+                assert!(
+                    owner == rt || !rt.remedy().contains(word),
+                    "{rt:?}'s remedy speaks of {word}"
+                );
+            }
+        }
+        let go = Go.spin_cost(40.0, 8).unwrap();
+        assert_eq!(go.spin_ns, 120.0 * 40.0);
+    }
+
+    #[test]
+    fn a_go_stack_names_the_lock_and_the_users_function() {
+        let stack = [
+            "runtime.procyield",
+            "sync.(*Mutex).lockSlow",
+            "sync.(*Mutex).Lock",
+            "main.incrementShared",
+            "main.main.func1",
+        ];
+        let l = lock_in_stack(stack).unwrap();
+        assert_eq!(l.runtime, Go);
+        assert_eq!(l.enter.as_deref(), Some("sync.(*Mutex).lockSlow"));
+        assert_eq!(l.waiter.as_deref(), Some("main.incrementShared"));
+    }
+
+    #[test]
+    fn a_hotspot_stack_skips_stubs_to_the_java_method() {
+        let stack = [
+            "ObjectMonitor::TrySpin(JavaThread*)",
+            "ObjectMonitor::enter(JavaThread*)",
+            "ObjectSynchronizer::enter(Handle, BasicLock*, JavaThread*)",
+            "SharedRuntime::complete_monitor_locking_C(oopDesc*, BasicLock*, JavaThread*)",
+            "_complete_monitor_locking_Java",
+            "void Contended.increment()",
+        ];
+        let l = lock_in_stack(stack).unwrap();
+        assert_eq!(l.runtime, HotSpot);
+        assert_eq!(
+            l.enter.as_deref(),
+            Some("ObjectMonitor::enter(JavaThread*)")
+        );
+        assert_eq!(l.waiter.as_deref(), Some("void Contended.increment()"));
+        assert_eq!(classify("__lll_lock_wait"), Some((Glibc, Wait)));
+        assert_eq!(lock_in_stack(["main", "start"]), None);
+    }
+}

@@ -1,0 +1,316 @@
+//! `cpudoctor diagnose` on real runtimes, with programs the tests build: HotSpot (JDK 17,
+//! which has JDK-8180450, and a JDK 23+ that has its fix), Go's sync.Mutex and glibc's
+//! adaptive mutex. A missing toolchain fails the test when `CI` is set and skips it (saying
+//! so) otherwise. Assertions are on findings and names, never on times.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+mod common;
+use common::*;
+
+fn src(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(rel)
+}
+
+/// Fails under CI, else says the test skipped; returns false so the caller returns.
+fn missing(what: &str) -> bool {
+    if std::env::var_os("CI").is_some() {
+        panic!("{what} is needed for this test and CI must have it (.ci/run installs it)");
+    }
+    eprintln!("SKIPPED: {what} is not installed");
+    false
+}
+
+fn out_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+fn java_home_of(java: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(java).ok()?;
+    Some(real.parent()?.parent()?.to_path_buf())
+}
+
+fn feature_release(home: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(home.join("release")).ok()?;
+    let v = text.lines().find_map(|l| l.strip_prefix("JAVA_VERSION="))?;
+    v.trim_matches('"')
+        .split(['.', '-', '+'])
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(cmd))
+            .find(|c| c.is_file())
+    })
+}
+
+/// A JDK 17 (`javac` and `java`): has JDK-8180450.
+fn jdk17() -> Option<PathBuf> {
+    let javac = which("javac")?;
+    let home = java_home_of(&javac)?;
+    (feature_release(&home) == Some(17))
+        .then_some(home)
+        .or_else(|| {
+            let h = PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64");
+            h.join("bin/javac").is_file().then_some(h)
+        })
+}
+
+/// A JVM of release 23 or later (the fix): `CPUDOCTOR_FIXED_JAVA` (a `java` binary), else
+/// one under /usr/lib/jvm.
+fn fixed_java() -> Option<PathBuf> {
+    if let Some(j) = std::env::var_os("CPUDOCTOR_FIXED_JAVA") {
+        return Some(PathBuf::from(j));
+    }
+    let mut homes: Vec<PathBuf> = std::fs::read_dir("/usr/lib/jvm")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|h| feature_release(h).is_some_and(|r| r >= 23))
+        .collect();
+    homes.sort();
+    homes.pop().map(|h| h.join("bin/java"))
+}
+
+/// The Java programs, compiled once by JDK 17's javac (class files run on later JVMs).
+fn java_classes() -> Option<&'static Path> {
+    static DONE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let home = jdk17()?;
+        let dir = out_dir().join("java");
+        let ok = std::process::Command::new(home.join("bin/javac"))
+            .arg("-d")
+            .arg(&dir)
+            .arg(src("java/SecondarySupers.java"))
+            .arg(src("java/ContendedMonitor.java"))
+            .status()
+            .ok()?
+            .success();
+        assert!(ok, "javac failed");
+        Some(dir)
+    })
+    .as_deref()
+}
+
+fn diagnose(args: &[&str]) -> Value {
+    let out = cpudoctor()
+        .arg("diagnose")
+        .arg("--json")
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).expect("one JSON document")
+}
+
+fn ids(d: &Value) -> Vec<String> {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} finding in {:#}", d["findings"]))
+}
+
+/// Share of samples whose sampled function has a name (ELF symbol or perf map).
+fn named_share(d: &Value) -> f64 {
+    let stacks = d["stacks"].as_array().unwrap();
+    let all: u64 = stacks.iter().map(|s| s["samples"].as_u64().unwrap()).sum();
+    let named: u64 = stacks
+        .iter()
+        .filter(|s| s["frames"][0]["function"].is_string())
+        .map(|s| s["samples"].as_u64().unwrap())
+        .sum();
+    named as f64 / all.max(1) as f64
+}
+
+fn text(v: &Value) -> String {
+    v.to_string()
+}
+
+fn no_map_left(d: &Value) {
+    let pid = d["target"]["pid"].as_u64().unwrap();
+    assert!(
+        !Path::new(&format!("/tmp/perf-{pid}.map")).exists(),
+        "diagnose left the perf map it caused"
+    );
+}
+
+#[test]
+fn jdk17_secondary_supers_contention_is_the_netflix_finding_with_the_jit_method_named() {
+    let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
+        missing("JDK 17 (javac)");
+        return;
+    };
+    let java = home.join("bin/java");
+    let d = diagnose(&[
+        "--",
+        java.to_str().unwrap(),
+        "-cp",
+        classes.to_str().unwrap(),
+        "SecondarySupers",
+        "4",
+        "2",
+    ]);
+    let named = named_share(&d);
+    assert!(
+        named >= 0.9,
+        "only {named:.3} of samples named: {:#}",
+        d["notes"]
+    );
+    let f = finding(&d, "hotspot_secondary_supers");
+    assert!(
+        f["symbol"].as_str().unwrap().contains("SecondarySupers"),
+        "{f:#}"
+    );
+    assert!(text(&f["evidence"]).contains("HotSpot 17."), "{f:#}");
+    assert!(text(&f["title"]).contains("JDK-8180450"));
+    assert!(
+        text(&d["notes"]).contains("DumpPerfMapAtExit"),
+        "{:#}",
+        d["notes"]
+    );
+    no_map_left(&d);
+}
+
+#[test]
+fn a_jvm_with_the_secondary_supers_fix_is_named_and_has_no_such_finding() {
+    let (Some(classes), Some(java)) = (java_classes(), fixed_java()) else {
+        missing("a JDK 17 javac and a JVM of release 23 or later (Temurin 25)");
+        return;
+    };
+    let d = diagnose(&[
+        "--",
+        java.to_str().unwrap(),
+        "-cp",
+        classes.to_str().unwrap(),
+        "SecondarySupers",
+        "4",
+        "2",
+    ]);
+    let named = named_share(&d);
+    assert!(
+        named >= 0.9,
+        "only {named:.3} of samples named: {:#}",
+        d["notes"]
+    );
+    assert!(
+        !ids(&d).contains(&"hotspot_secondary_supers".to_string()),
+        "{:#}",
+        d["findings"]
+    );
+    no_map_left(&d);
+}
+
+#[test]
+fn a_contended_java_monitor_names_hotspots_monitor_spin_and_the_waiting_method() {
+    let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
+        missing("JDK 17 (javac)");
+        return;
+    };
+    let java = home.join("bin/java");
+    let d = diagnose(&[
+        "--",
+        java.to_str().unwrap(),
+        "-cp",
+        classes.to_str().unwrap(),
+        "ContendedMonitor",
+        "4",
+        "4",
+    ]);
+    let f = finding(&d, "runtime_lock_spin");
+    let title = f["title"].as_str().unwrap();
+    assert!(title.contains("HotSpot's Java monitor"), "{f:#}");
+    assert!(
+        title.contains("ContendedMonitor."),
+        "the Java method waiting: {f:#}"
+    );
+    assert!(text(&f["evidence"]).contains("ObjectMonitor::"), "{f:#}");
+    assert!(!text(&f["advice"]).contains("GOMAXPROCS"));
+}
+
+#[test]
+fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advice() {
+    let go = which("go").or_else(|| {
+        let p = PathBuf::from("/usr/local/go/bin/go");
+        p.is_file().then_some(p)
+    });
+    let Some(go) = go else {
+        missing("Go");
+        return;
+    };
+    let bin = out_dir().join("gomutex");
+    let ok = std::process::Command::new(go)
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(src("go/mutex.go"))
+        .env("GOCACHE", out_dir().join("gocache"))
+        .env("GOFLAGS", "-mod=mod")
+        .env("GO111MODULE", "off")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "go build failed");
+    let d = diagnose(&["--", bin.to_str().unwrap(), "4"]);
+    let f = finding(&d, "pause_spin");
+    assert!(
+        f["symbol"]
+            .as_str()
+            .unwrap()
+            .starts_with("runtime.procyield"),
+        "{f:#}"
+    );
+    let ev = text(&f["evidence"]);
+    assert!(ev.contains("sync.(*Mutex).lockSlow"), "{f:#}");
+    assert!(ev.contains("main.incrementShared"), "{f:#}");
+    assert!(
+        f["advice"].as_str().unwrap().contains("GOMAXPROCS"),
+        "{f:#}"
+    );
+    assert!(!text(&f["advice"]).contains("mutex_spin_count"));
+}
+
+#[test]
+fn a_contended_glibc_adaptive_mutex_spin_gets_glibcs_tunable() {
+    let bin = out_dir().join("adaptive_mutex");
+    let built = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(src("adaptive_mutex.c"))
+        .status();
+    match built {
+        Ok(s) => assert!(s.success(), "cc failed"),
+        Err(_) => {
+            missing("a C compiler (cc)");
+            return;
+        }
+    }
+    let d = diagnose(&["--", bin.to_str().unwrap(), "3"]);
+    let f = finding(&d, "pause_spin");
+    assert!(
+        f["symbol"].as_str().unwrap().contains("pthread_mutex_lock"),
+        "{f:#}"
+    );
+    assert!(text(&f["title"]).contains("glibc"), "{f:#}");
+    assert!(text(&f["advice"]).contains("glibc.pthread.mutex_spin_count"));
+    assert!(!text(&f["advice"]).contains("GOMAXPROCS"));
+}
