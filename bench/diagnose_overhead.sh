@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Overhead of `cpudoctor diagnose` at its default sampling frequency: a CPU-bound C program
-# (tests/programs/cpu_bound.c, fixed work, times itself) runs alone, under diagnose at its
-# default 499 Hz, under diagnose at 4990 Hz, and (the independent reference, when perf is
-# installed) under `perf record -e cpu-clock:u` at 499 Hz: alternating, pinned to the same
-# CPU, in one run.
+# Overhead of `cpudoctor diagnose` at its default sampling frequency, call stacks included: a
+# CPU-bound C program (tests/programs/cpu_bound.c, fixed work, times itself, its loop 24 calls
+# deep and built with frame pointers, so each sample's call chain walks ~30 frames) runs alone,
+# under diagnose at its default 499 Hz, under diagnose at 4990 Hz, and (the independent
+# reference, when perf is installed) under `perf record -g -e cpu-clock:u` at 499 Hz:
+# alternating, pinned to the same CPU, in one run.
 #
 # The program reports wall and CPU time of its own loop. Sampling interrupts run on the
 # program's time and count in both; other tenants' threads on the same CPU inflate only the
@@ -24,33 +25,42 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 cargo build --release --quiet
-cc -O2 -o "$work/cpu_bound" tests/programs/cpu_bound.c
+cc -O2 -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -o "$work/cpu_bound" \
+  tests/programs/cpu_bound.c
+depth=24
 
-alone() { taskset -c "$cpu" "$work/cpu_bound" "$iterations" | cut -d' ' -f1,2; }
+alone() { taskset -c "$cpu" "$work/cpu_bound" "$iterations" "$depth" | cut -d' ' -f1,2; }
 under() { # FREQ. With --json the program's own stdout goes to stderr.
   ./target/release/cpudoctor diagnose --frequency "$1" --json -- \
-    taskset -c "$cpu" "$work/cpu_bound" "$iterations" 2>&1 >/dev/null |
+    taskset -c "$cpu" "$work/cpu_bound" "$iterations" "$depth" 2>&1 >/dev/null |
     grep -E '^[0-9]+\.[0-9]+ [0-9]+\.[0-9]+ ' | cut -d' ' -f1,2
 }
 perf_rec() {
   if command -v perf >/dev/null; then
-    perf record -q -e cpu-clock:u -F 499 -o "$work/perf.data" -- \
-      taskset -c "$cpu" "$work/cpu_bound" "$iterations" 2>/dev/null | cut -d' ' -f1,2
+    perf record -q -g -e cpu-clock:u -F 499 -o "$work/perf.data" -- \
+      taskset -c "$cpu" "$work/cpu_bound" "$iterations" "$depth" 2>/dev/null | cut -d' ' -f1,2
   fi
 }
 alone >/dev/null # warm-up
+# The stacks are really walked: the deepest sampled stack of a short run.
+frames=$(./target/release/cpudoctor diagnose --json -- \
+  taskset -c "$cpu" "$work/cpu_bound" 200000000 "$depth" 2>/dev/null |
+  python3 -c 'import json,sys; print(max(len(s["frames"]) for s in json.load(sys.stdin)["stacks"]))')
+echo "deepest sampled stack: $frames frames; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 a=() d=() f=() p=()
 for i in $(seq "$rounds"); do
   a+=("$(alone)") d+=("$(under 499)") f+=("$(under 4990)") p+=("$(perf_rec)")
 done
 
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$cpu" "$(printf '%s;' "${a[@]}")" "$(printf '%s;' "${d[@]}")" "$(printf '%s;' "${f[@]}")" "$(printf '%s;' "${p[@]}")" <<'PY'
 import statistics as st, sys
 cpu = sys.argv[1]
 def parse(s): return [tuple(map(float, r.split())) for r in s.split(';') if r.strip()]
 alone, dflt, fast, perf = (parse(x) for x in sys.argv[2:6])
 def med(rows, i): return st.median(r[i] for r in rows)
-print(f"CPU {cpu}, {len(alone)} alternating rounds of fixed work (CPU time / wall time medians)")
+print(f"CPU {cpu}, {len(alone)} alternating rounds of fixed work, call stacks sampled "
+      f"(CPU time / wall time medians)")
 sides = [("alone", alone), ("under diagnose 499 Hz", dflt), ("under diagnose 4990 Hz", fast)]
 if perf:
     sides.append(("under perf record 499 Hz", perf))

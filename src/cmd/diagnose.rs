@@ -41,7 +41,11 @@ pub struct DiagnoseArgs {
     /// Also write the JSON diagnosis to FILE.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
-    /// The command to run, after `--`.
+    /// The command to run, after `--`. A JVM it starts gets JAVA_TOOL_OPTIONS with
+    /// -XX:+DumpPerfMapAtExit (JIT code named at exit) and -XX:+PreserveFramePointer (stacks
+    /// through Java frames); an attached JVM is asked with `jcmd PID Compiler.perfmap`. Node
+    /// (--perf-basic-prof) and .NET (DOTNET_PerfMapEnabled=1) name their JIT code when
+    /// started with those.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

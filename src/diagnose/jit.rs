@@ -131,42 +131,35 @@ impl PerfMapRequest {
     }
 }
 
-/// Bytes copied on each side of a hot address: a window that holds the start of most
-/// compiled methods (HotSpot's hot methods are a few hundred bytes to a few KiB).
+/// Bytes copied on each side of a hot page: a window that holds the start of most compiled
+/// methods (HotSpot's hot methods are a few hundred bytes to a few KiB).
 const WINDOW_BEFORE: u64 = 8 * 1024;
 const WINDOW_AFTER: u64 = 2 * 1024;
-/// Hot pages looked at per process each time, and the most copied per process in all.
+/// Hot pages copied per process each time, and the most distinct pages kept per process
+/// (each window ~14 KiB: 4 MiB at most).
 const HOT_PAGES: usize = 8;
-const MAX_BYTES_PER_PROCESS: usize = 4 << 20;
-/// A page copied this recently is not copied again.
-const RECOPY_AFTER: Duration = Duration::from_secs(5);
+const MAX_PAGES_PER_PROCESS: usize = 300;
 
 /// Copies of the hottest anonymous executable code of each process, taken while it runs.
+/// A page hot again is copied again, replacing its older copy: a JIT writes new code next
+/// to code it compiled a moment ago (a C2 method beside the C1 one it replaces), so an
+/// early copy of a page can lack the code sampled later.
 #[derive(Default)]
 pub struct HotCode {
-    /// Per process: (window start, bytes), newest last.
-    pub blocks: HashMap<u32, Vec<(u64, Vec<u8>)>>,
-    copied_at: HashMap<(u32, u64), Instant>,
-    bytes: HashMap<u32, usize>,
+    /// Per process and hot page: (copy number, window start, bytes).
+    pages: HashMap<u32, BTreeMap<u64, (u64, u64, Vec<u8>)>>,
+    copies: u64,
 }
 
 impl HotCode {
-    /// Copies the windows around the hottest of `samples` (address -> samples) in anonymous
-    /// memory `[map_start, map_end)` of live process `pid`.
+    /// Copies the windows around the hottest pages of `hot` (page -> samples, mapping start,
+    /// mapping end) in anonymous memory of live process `pid`.
     pub fn refresh(&mut self, pid: u32, hot: &BTreeMap<u64, (u64, u64, u64)>) {
-        // hot: page -> (samples, map_start, map_end)
         let mut pages: Vec<(&u64, &(u64, u64, u64))> = hot.iter().collect();
         pages.sort_by_key(|(_, (n, _, _))| std::cmp::Reverse(*n));
         for (&page, &(_, map_start, map_end)) in pages.into_iter().take(HOT_PAGES) {
-            if self.bytes.get(&pid).copied().unwrap_or(0) >= MAX_BYTES_PER_PROCESS {
-                return;
-            }
-            let now = Instant::now();
-            if self
-                .copied_at
-                .get(&(pid, page))
-                .is_some_and(|t| now - *t < RECOPY_AFTER)
-            {
+            let kept = self.pages.entry(pid).or_default();
+            if kept.len() >= MAX_PAGES_PER_PROCESS && !kept.contains_key(&page) {
                 continue;
             }
             let start = page.saturating_sub(WINDOW_BEFORE).max(map_start);
@@ -175,11 +168,23 @@ impl HotCode {
                 continue;
             }
             if let Some(b) = symbols::read_process_memory(pid, start, end - start) {
-                *self.bytes.entry(pid).or_default() += b.len();
-                self.blocks.entry(pid).or_default().push((start, b));
-                self.copied_at.insert((pid, page), now);
+                self.copies += 1;
+                kept.insert(page, (self.copies, start, b));
             }
         }
+    }
+
+    /// The copies of each process as (start, bytes), oldest first, so that where windows
+    /// overlap the newest copy is found first from the end.
+    pub fn into_blocks(self) -> HashMap<u32, Vec<(u64, Vec<u8>)>> {
+        self.pages
+            .into_iter()
+            .map(|(pid, pages)| {
+                let mut v: Vec<(u64, u64, Vec<u8>)> = pages.into_values().collect();
+                v.sort_by_key(|(n, _, _)| *n);
+                (pid, v.into_iter().map(|(_, s, b)| (s, b)).collect())
+            })
+            .collect()
     }
 }
 
@@ -218,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn hot_code_of_this_process_is_copied_once_and_bounded_to_its_mapping() {
+    fn hot_code_of_this_process_is_copied_bounded_to_its_mapping_newest_copy_kept() {
         let pid = std::process::id();
         let here = feature_release as *const () as u64;
         let page = here & !4095;
@@ -226,8 +231,13 @@ mod tests {
         let hot = BTreeMap::from([(page, (10, page, page + 4096))]);
         hc.refresh(pid, &hot);
         hc.refresh(pid, &hot);
-        let blocks = &hc.blocks[&pid];
-        assert_eq!(blocks.len(), 1, "copied once");
+        let all = hc.into_blocks();
+        let blocks = &all[&pid];
+        assert_eq!(
+            blocks.len(),
+            1,
+            "a page hot twice is kept once, as its newest copy"
+        );
         assert_eq!(blocks[0].0, page, "clipped to the mapping's start");
         assert_eq!(blocks[0].1.len(), 4096, "clipped to the mapping's end");
         let off = (here - page) as usize;

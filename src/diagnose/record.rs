@@ -719,7 +719,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         }
     }
     // Hot code copied while the processes ran: after the maps' copies, so newest last.
-    for (pid, blocks) in hot_code.blocks {
+    for (pid, blocks) in hot_code.into_blocks() {
         jit_code.entry(pid).or_insert_with(Vec::new).extend(blocks);
     }
     let (ended, totals) = exit.unwrap_or_else(|| match &opts.target {

@@ -115,7 +115,12 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         let _ = writeln!(o, "Findings");
     }
     for f in &d.findings {
-        let _ = writeln!(o, "\n[{}] {}", level_word(f.level), f.title);
+        o.push('\n');
+        o.push_str(&wrap(
+            &format!("[{}] {}", level_word(f.level), f.title),
+            "",
+            w,
+        ));
         for e in &f.evidence {
             o.push_str(&wrap(e, "  - ", w));
         }
@@ -170,6 +175,23 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
             ]);
         }
         let _ = writeln!(o, "{t}");
+        // Who called the hottest functions: the sampled call chains, innermost caller first.
+        let with_callers: Vec<_> = d
+            .functions
+            .iter()
+            .filter(|f| !f.callers.is_empty() && f.share >= 0.01)
+            .take(5)
+            .collect();
+        if !with_callers.is_empty() {
+            let _ = writeln!(o, "\nCallers (innermost first)");
+            for f in with_callers {
+                let _ = writeln!(o, "  {} ({})", f.symbol, pct(f.share));
+                for c in &f.callers {
+                    let line = format!("{} <- {}", pct(c.share), c.frames.join(" <- "));
+                    let _ = write!(o, "{}", wrap(&line, "    ", width as usize));
+                }
+            }
+        }
     }
     if !d.threads.is_empty() {
         let _ = writeln!(o, "\nThreads");

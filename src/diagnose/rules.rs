@@ -529,6 +529,16 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
                 hot atomics on their own 64-byte line (alignas(64) / padding) so unrelated \
                 fields do not share it; read before CAS (test-and-test-and-set)."
         .into();
+    // A runtime's own lock word (Go's lockSlow CAS, HotSpot's monitor enter): that
+    // runtime's remedy, not advice for hand-written atomics.
+    let paths = callers(ctx, &site.symbol, &site.module);
+    f.evidence.extend(caller_evidence(&paths));
+    if let Some(l) = runtime_lock(&site.symbol, &paths)
+        && runtimes::classify(&site.symbol).is_some()
+    {
+        f.evidence.push(lock_evidence(&l));
+        f.advice = l.runtime.remedy().into();
+    }
     f
 }
 
