@@ -140,14 +140,17 @@ const WINDOW_AFTER: u64 = 2 * 1024;
 const HOT_PAGES: usize = 8;
 const MAX_PAGES_PER_PROCESS: usize = 300;
 
+/// One copy of a window: (copy number, window start, bytes).
+type PageCopy = (u64, u64, Vec<u8>);
+
 /// Copies of the hottest anonymous executable code of each process, taken while it runs.
 /// A page hot again is copied again, replacing its older copy: a JIT writes new code next
 /// to code it compiled a moment ago (a C2 method beside the C1 one it replaces), so an
 /// early copy of a page can lack the code sampled later.
 #[derive(Default)]
 pub struct HotCode {
-    /// Per process and hot page: (copy number, window start, bytes).
-    pages: HashMap<u32, BTreeMap<u64, (u64, u64, Vec<u8>)>>,
+    /// Per process and hot page: its newest copy.
+    pages: HashMap<u32, BTreeMap<u64, PageCopy>>,
     copies: u64,
 }
 
@@ -180,7 +183,7 @@ impl HotCode {
         self.pages
             .into_iter()
             .map(|(pid, pages)| {
-                let mut v: Vec<(u64, u64, Vec<u8>)> = pages.into_values().collect();
+                let mut v: Vec<PageCopy> = pages.into_values().collect();
                 v.sort_by_key(|(n, _, _)| *n);
                 (pid, v.into_iter().map(|(_, s, b)| (s, b)).collect())
             })
