@@ -111,12 +111,14 @@ fn packed_counters_are_slower_than_padded_ones() {
         let padded = metric(&fp, "sharing", "padded_increment_ns");
         let shared = metric(&fp, "sharing", "shared_atomic_increment_ns");
         let private = metric(&fp, "sharing", "private_atomic_increment_ns");
-        // 3.4x to 5x on the Zen 4 guest; any line moving between two cores costs more than a
-        // store to an L1-resident line.
-        if packed <= 1.5 * padded {
+        // 3.4x to 5x on the Zen 4 guest, but only 1.41x in a CI guest whose two vCPUs the host
+        // had placed on what behaved like SMT siblings of one core (they share L1, so only the
+        // memory-ordering clears remain) while the guest's topology said two cores. A guest
+        // cannot see that placement, so the margin is the one that holds in both: 1.2x.
+        if packed <= 1.2 * padded {
             return Err(format!("packed {packed} ns vs padded {padded} ns"));
         }
-        if shared <= 1.5 * private {
+        if shared <= 1.2 * private {
             return Err(format!("shared {shared} ns vs private {private} ns"));
         }
         Ok(())
