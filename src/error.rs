@@ -78,6 +78,41 @@ pub enum InputError {
         /// Its directory.
         dir: String,
     },
+    /// An output file that cannot be written (a write test in its directory failed).
+    #[error("cannot write {path}: {reason}; pick another path")]
+    OutputNotWritable {
+        /// The path given.
+        path: String,
+        /// Why not.
+        reason: String,
+    },
+    /// `explain` with a hazard no rule has.
+    #[error("unknown hazard '{name}'; known hazards: {known}")]
+    UnknownHazard {
+        /// The name given.
+        name: String,
+        /// Comma-separated identifiers of all hazards.
+        known: String,
+    },
+    /// `explain HAZARD FILE` where the file has no verdict for the hazard.
+    #[error(
+        "{path} has no {hazard} verdict: the probes it reads ({probes}) did not run ok there; \
+         run `cpudoctor explain {hazard}` to measure them here"
+    )]
+    NoVerdict {
+        /// The fingerprint file.
+        path: String,
+        /// The hazard asked for.
+        hazard: String,
+        /// The probes that hazard reads.
+        probes: String,
+    },
+    /// `diagnose` with neither a command nor `--pid`.
+    #[error(
+        "nothing to diagnose: give a command to run (`cpudoctor diagnose -- ./server`) or a \
+         running process (`cpudoctor diagnose --pid 1234`)"
+    )]
+    NothingToDiagnose,
     /// `spin --runtimes` naming a runtime (or group) the handoff does not have.
     #[error("unknown runtime '{name}'; known: {known} (or a group: c, rust, go, java, model)")]
     UnknownRuntime {

@@ -3,7 +3,7 @@
 
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use cpudoctor::error::InputError;
 use std::process::ExitCode;
 
@@ -25,14 +25,30 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Quick battery of every probe (seconds), then a verdict table. The main job.
+    /// Quick battery of every probe (seconds), then one screen of verdicts. The main job.
     #[command(
-        long_about = "Runs every probe in its quick profile, then prints the machine summary, \
-            the probe results (median and spread; WIDE marks a noisy figure) and a verdict \
-            table: each hazard, the measured figure, the reference it is judged against, and \
-            what it means for software.\n\nExample: cpudoctor check --save this-host.json"
+        long_about = "Runs every probe in its quick profile (a few seconds), then prints one \
+            screen: the machine in two lines and, per hazard, its level (ok, notice, HAZARD; \
+            two levels such as notice/HAZARD when the figure's interval spans a threshold), \
+            the measured figure and one line on what it means for software.\n\n\
+            --verbose adds every verdict in full (the reference it is judged against, the \
+            explanation in this machine's figures), the machine facts and every probe's \
+            figures with their spread. `cpudoctor explain HAZARD` prints one verdict in \
+            full.\n\nExamples: cpudoctor check\n          \
+            cpudoctor check --save this-host.json\n          \
+            cpudoctor check --json | jq '.verdicts[] | select(.level == \"hazard\")'"
     )]
     Check(cmd::OutputArgs),
+    /// One hazard in full: its figure, reference, meaning and remedies.
+    #[command(
+        long_about = "Prints one hazard in full: the measured figure, the reference it is \
+            judged against and its sources, what it means for software in this machine's \
+            figures, and the patterns it hurts. Measures only the probes that hazard reads, \
+            or reads a saved fingerprint. Without a hazard, lists them.\n\n\
+            Examples: cpudoctor explain slow_pause\n          \
+            cpudoctor explain false_sharing old-host.json"
+    )]
+    Explain(cmd::explain::ExplainArgs),
     /// Run the full microbenchmarks, with their knobs.
     #[command(
         long_about = "Runs the named probes (all when none is named) in their full profile: \
@@ -47,12 +63,12 @@ enum Command {
             PAUSE cost, or at --pause-ns to model another CPU. Includes the .NET legacy \
             schedule of the Skylake case in full: its rounds, total spin, and the last round, \
             which is the worst extra delay a waiter adds after a lock is freed.\n\n\
-            With --handoff, runs the seed's producer/consumer handoff (a worker holding a lock \
+            With --handoff, runs the Skylake PAUSE case's producer/consumer handoff (a worker holding a lock \
             10 ms per item, a sender waiting 1-9 ms) on C pthread, Rust std, Go and Java locks \
             and on a model lock with .NET's legacy and normalized spin, and saves it as probe \
             `handoff`. A full run takes minutes (so `check` does not run it); --quick is \
             shorter.\n\n\
-            Example (the seed's Skylake-SP): cpudoctor spin --pause-ns 43 --cores 24\n\
+            Example (the Skylake PAUSE case's Xeon Gold 6126): cpudoctor spin --pause-ns 43 --cores 24\n\
             Handoff on the same model: cpudoctor spin --handoff --pause-ns 43 --cores 24"
     )]
     Spin(cmd::spin::SpinArgs),
@@ -92,6 +108,20 @@ enum Command {
             cpudoctor diagnose --pid 1234 --duration 5 --json"
     )]
     Diagnose(cmd::diagnose::DiagnoseArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        long_about = "Prints a completion script for SHELL on stdout.\n\n\
+            Examples: cpudoctor completions bash > ~/.local/share/bash-completion/completions/cpudoctor\n          \
+            cpudoctor completions zsh > \"${fpath[1]}/_cpudoctor\""
+    )]
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout.
+    #[command(long_about = "Prints the manual page in roff on stdout.\n\n\
+            Example: cpudoctor man > /usr/local/share/man/man1/cpudoctor.1")]
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -103,9 +133,22 @@ fn main() -> ExitCode {
         Command::Diff(a) => cmd::diff::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Diagnose(a) => cmd::diagnose::run(a),
+        Command::Explain(a) => cmd::explain::run(a),
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "cpudoctor", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout().lock())
+                .map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped reading (`| head`) is not an error: end quietly, as ripgrep
+        // does.
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<InputError>().is_some() {
@@ -115,4 +158,15 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Whether `e` is a write to a pipe whose reader has gone (directly, or inside a JSON writer's
+/// error).
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .map(|io| io.kind())
+            .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind())
+            == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -16,12 +16,7 @@ use std::time::Duration;
 #[derive(Args)]
 pub struct DiagnoseArgs {
     /// Attach to this running process instead of starting a command.
-    #[arg(
-        long,
-        value_name = "PID",
-        conflicts_with = "command",
-        required_unless_present = "command"
-    )]
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<i32>,
     /// Stop after S seconds (default: when the command exits; 10 s with --pid). A started
     /// command and every process it started are then sent SIGTERM (SIGKILL 2 s later).
@@ -57,6 +52,9 @@ extern "C" fn on_interrupt(_: libc::c_int) {
 }
 
 pub fn run(args: DiagnoseArgs) -> Result<()> {
+    if args.pid.is_none() && args.command.is_empty() {
+        return Err(cpudoctor::error::InputError::NothingToDiagnose.into());
+    }
     let duration = match args.duration {
         Some(s) => Some(Duration::from_secs_f64(super::positive("--duration", s)?)),
         None if args.pid.is_some() => Some(Duration::from_secs(10)),
@@ -65,6 +63,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     check_save_target(&OutputArgs {
         json: args.json,
         save: args.save.clone(),
+        verbose: false,
     })?;
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod diagnose;
 pub mod diff;
+pub mod explain;
 pub mod handoff;
 pub mod probe;
 pub mod report;
@@ -24,9 +25,14 @@ pub struct OutputArgs {
     /// Print the fingerprint as JSON on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Also write the fingerprint to FILE (written whole or not at all).
+    /// Also write the fingerprint to FILE (written whole or not at all; the directory is
+    /// checked before measuring).
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// After the summary, print every verdict in full, the machine facts and every probe's
+    /// figures.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// Progress on stderr through indicatif; drawn only between timed sections, hidden when
@@ -77,8 +83,25 @@ pub fn positive(what: &'static str, v: f64) -> Result<f64, InputError> {
     }
 }
 
+/// Columns to wrap at: the terminal's width, else `COLUMNS` (as a shell exports it for a
+/// pipe), else 100; never below 60.
 pub fn terminal_width() -> u16 {
-    comfy_table::Table::new().width().unwrap_or(120).max(60)
+    comfy_table::Table::new()
+        .width()
+        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
+        .unwrap_or(100)
+        .max(60)
+}
+
+/// How text goes to stdout: the width, and colour only on a terminal without `NO_COLOR`
+/// (<https://no-color.org>: any non-empty value turns colour off).
+pub fn stdout_style() -> terminal::Style {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    terminal::Style {
+        width: terminal_width(),
+        color: std::io::stdout().is_terminal() && !no_color,
+    }
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
@@ -105,18 +128,28 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     result
 }
 
+/// Prints the fingerprint (summary or JSON) and saves it. The results are printed first, so a
+/// save that fails after minutes of measuring loses nothing: the error then says so.
 pub fn emit(fp: &Fingerprint, output: &OutputArgs) -> Result<()> {
     let bytes = json::to_json_bytes(fp);
-    if let Some(path) = &output.save {
-        write_atomically(path, &bytes)?;
-    }
     let mut out = std::io::stdout().lock();
     if output.json {
         out.write_all(&bytes)?;
     } else {
-        write!(out, "{}", terminal::render_check(fp, terminal_width()))?;
-        if let Some(path) = &output.save {
-            writeln!(out, "Fingerprint saved to {}", path.display())?;
+        write!(
+            out,
+            "{}",
+            terminal::render_check(fp, stdout_style(), output.verbose)
+        )?;
+    }
+    out.flush()?;
+    if let Some(path) = &output.save {
+        write_atomically(path, &bytes).context(
+            "the results above were not saved; fix the path and run again, or keep them \
+             with --json > FILE",
+        )?;
+        if !output.json {
+            writeln!(out, "Saved to {}.", path.display())?;
         }
     }
     Ok(())
@@ -158,17 +191,43 @@ pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {
     })
 }
 
-/// Fails with an [`InputError`] when the directory `path` would be written into is missing,
-/// before any work is done.
+/// Fails with an [`InputError`] when `path` cannot be written (its directory missing, or not
+/// writable by this user: tried by creating and removing a file there), before any work is
+/// done.
 pub fn check_output_dir(path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty())
-        && !dir.is_dir()
-    {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
         return Err(InputError::OutputDirMissing {
             path: path.display().to_string(),
             dir: dir.display().to_string(),
         }
         .into());
     }
-    Ok(())
+    if path.is_dir() {
+        return Err(InputError::OutputNotWritable {
+            path: path.display().to_string(),
+            reason: "it is a directory".into(),
+        }
+        .into());
+    }
+    let probe = dir.join(format!(".cpudoctor-write-test-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(InputError::OutputNotWritable {
+            path: path.display().to_string(),
+            reason: match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    format!("no permission to write in {}", dir.display())
+                }
+                _ => format!("{} refuses new files ({e})", dir.display()),
+            },
+        }
+        .into()),
+    }
 }

@@ -700,7 +700,7 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
             Level::Notice,
             format!("CPI {cpi:.2}"),
             format!("{cpi:.2} cycles per instruction"),
-            "The core waits more than it executes. The Netflix seed's slow nodes ran at 3x the \
+            "The core waits more than it executes. The Netflix JVM case's slow nodes ran at 3x the \
              CPI of the fast ones, with 4x the machine clears: cache lines bouncing between \
              cores.",
             "Look at the memory-ordering clears and HITM counts below, and at the hot \
@@ -723,7 +723,7 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
             "Another core wrote a line this core had read ahead, and the pipeline was flushed: \
              the signature of true or false sharing.",
             "Find fields written by one thread and read by others on the same 64-byte line; \
-             pad them apart or stop writing shared state (the seed's fix).",
+             pad them apart or stop writing shared state (the Netflix JVM case's fix).",
         ));
     }
     if let Some((n, k)) = per_k(Signal::CrossCoreHitm)

@@ -97,9 +97,14 @@ impl Hazard for CrossCoreLatency {
                 human_ns(f)
             ));
         }
+        let summary = format!(
+            "a lock passed between two cores costs {} a round trip",
+            human_ns(2.0 * ns)
+        );
         Some(Verdict {
             hazard: self.id().into(),
             title: "Cross-core latency".into(),
+            summary,
             level,
             figure,
             reference: "Zen 4 EPYC: SMT sibling ~9 ns, same CCX ~22 ns, other CCD ~100 ns, \

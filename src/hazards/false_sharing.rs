@@ -58,9 +58,9 @@ impl Hazard for FalseSharing {
         } else {
             Level::Ok
         };
-        let mut figure = format!("packed {ratio:.1}x slower than padded");
+        let mut figure = format!("packed {ratio:.1}x padded");
         if let Some(t) = true_ratio {
-            figure.push_str(&format!("; one shared atomic {t:.1}x"));
+            figure.push_str(&format!("; one shared atomic {t:.1}x private"));
         }
         let mut explanation = format!(
             "{threads} threads each updating its own counter run {ratio:.1}x slower when the \
@@ -74,7 +74,7 @@ impl Hazard for FalseSharing {
             ));
         }
         explanation.push_str(
-            ". This is the seed's JVM case: two fields written from every thread shared a \
+            ". This is the Netflix JVM case: two fields written from every thread shared a \
              line 7 times in 8, those nodes ran at 3x the CPI, and a 48-vCPU instance gave \
              25% more throughput instead of 3x. Pad fields written by different threads to \
              128 bytes (the adjacent-line prefetcher pairs lines): @Contended, alignas(128), \
@@ -85,17 +85,21 @@ impl Hazard for FalseSharing {
                 " True sharing: all threads incrementing one atomic take {} per increment \
                  against {} on per-thread counters ({t:.1}x); padding cannot fix that, only \
                  not writing the shared value can (per-thread counters summed on read; the \
-                 seed's second fix stopped writing the shared cache for 3.5x).",
+                 Netflix case's second fix stopped writing the shared cache for 3.5x).",
                 human_ns(s),
                 human_ns(p)
             ));
         }
+        let summary = format!(
+            "per-thread counters on one line run {ratio:.1}x slower; pad to 128 bytes"
+        );
         Some(Verdict {
             hazard: self.id().into(),
             title: "False sharing".into(),
+            summary,
             level,
             figure,
-            reference: "Netflix JVM case (seed): false sharing tripled CPI; padding, then not \
+            reference: "the Netflix JVM case: false sharing tripled CPI; padding, then not \
                         writing the shared field, gave 3.5x throughput"
                 .into(),
             explanation,
@@ -135,7 +139,7 @@ mod tests {
         assert_eq!(v.level, Level::Hazard);
         assert_eq!(
             v.figure,
-            "packed 3.4x slower than padded; one shared atomic 4.5x"
+            "packed 3.4x padded; one shared atomic 4.5x private"
         );
         assert!(v.explanation.starts_with("2 threads"), "{}", v.explanation);
         assert!(

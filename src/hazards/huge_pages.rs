@@ -43,6 +43,10 @@ impl Hazard for HugePages {
         &[]
     }
 
+    fn probes(&self) -> Vec<&'static str> {
+        vec!["mem-latency"]
+    }
+
     fn hurts(&self) -> &'static [&'static str] {
         &[
             "programs that ask for transparent huge pages (JVM -XX:+UseTransparentHugePages, \
@@ -109,9 +113,19 @@ impl Hazard for HugePages {
             ),
             None => String::new(),
         };
+        let summary = match (&outcome, mode.as_deref()) {
+            (_, Some("never")) => "THP is off: even programs that ask get 4 KiB pages".into(),
+            (Some((false, ..)), _) => "programs that ask for huge pages get 4 KiB pages".into(),
+            (Some((true, ..)), Some("madvise")) => {
+                "programs that ask for huge pages (madvise) get them".into()
+            }
+            (Some((true, ..)), _) => "huge pages are handed out when asked for".into(),
+            (None, _) => format!("THP {mode_text}; not tested here"),
+        };
         Some(Verdict {
             hazard: self.id().into(),
             title: "Huge pages".into(),
+            summary,
             level,
             figure,
             reference: "THP madvise or always, and an madvised region backed by 2 MiB pages \

@@ -25,6 +25,13 @@ pub trait Hazard: Sync {
     /// of verdict between two runs as real only when one of them moved beyond both runs'
     /// spread; otherwise the figure merely crossed a threshold within noise.
     fn reads(&self) -> &'static [(&'static str, &'static str)];
+    /// The probes whose results the verdict needs (`cpudoctor explain` runs these): by
+    /// default those of [`Hazard::reads`].
+    fn probes(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.reads().iter().map(|(p, _)| *p).collect();
+        names.dedup();
+        names
+    }
     /// Judges the fingerprint; `None` when the metrics it needs are absent (probe skipped or
     /// not run), so no verdict is invented.
     fn judge(&self, fp: &Fingerprint) -> Option<Verdict>;
@@ -46,6 +53,11 @@ pub fn all() -> &'static [&'static dyn Hazard] {
 /// The rule with identifier `id`.
 pub fn by_id(id: &str) -> Option<&'static dyn Hazard> {
     all().iter().copied().find(|h| h.id() == id)
+}
+
+/// The identifiers of every rule, comma-separated, for error messages.
+pub fn known_ids() -> String {
+    all().iter().map(|h| h.id()).collect::<Vec<_>>().join(", ")
 }
 
 /// Every verdict the fingerprint supports, in rule order.

@@ -104,9 +104,17 @@ impl Hazard for SlowPause {
             human_ns(dotnet.last_round_ns(long_ns)),
             times_haswell,
         );
+        let summary = match level {
+            Level::Ok => "spin loops that count PAUSEs spin as long as they were tuned to".into(),
+            _ => format!(
+                "spin counts last {times_haswell:.1}x Haswell's; .NET's legacy lock spins {}",
+                human_ns(dotnet.total_ns(long_ns))
+            ),
+        };
         Some(Verdict {
             hazard: self.id().into(),
             title: "PAUSE latency".into(),
+            summary,
             level,
             figure,
             reference: "~10 cycles Haswell/Broadwell (4 ns); ~140 cycles Skylake-SP (43 ns)".into(),

@@ -102,7 +102,7 @@ impl Hazard for SoftwarePrefetch {
             if g >= 1.0 + EFFECT_RATIO {
                 text.push_str(&format!(
                     "Huge pages read {:.0}% faster than 4 KiB pages: streaming stalls at page \
-                     boundaries, as Northwood's did in the seed (+19%).",
+                     boundaries, as Northwood's did in the P4 large-pages case (+19%).",
                     pct(g)
                 ));
             } else if g <= 1.0 - EFFECT_RATIO {
@@ -112,17 +112,30 @@ impl Hazard for SoftwarePrefetch {
                 ));
             } else {
                 text.push_str(
-                    "Page size hardly changes streaming reads, as on Prescott in the seed.",
+                    "Page size hardly changes streaming reads, as on Prescott in the P4 large-pages case.",
                 );
             }
         }
+        let summary = match (hurts, helps) {
+            (true, _) => format!(
+                "a prefetch tuned elsewhere can cost {:.0}% of streaming bandwidth",
+                pct(worst)
+            ),
+            (false, true) => format!(
+                "software prefetch adds {:.0}% to streaming reads",
+                pct(best)
+            ),
+            (false, false) => "the hardware prefetchers do the job; software prefetch adds little"
+                .into(),
+        };
         Some(Verdict {
             hazard: self.id().into(),
             title: "Software prefetch".into(),
+            summary,
             level,
             figure: format!("best {best:.2}x, worst {worst:.2}x"),
             reference: format!(
-                "effect beyond +-{:.0}% (seed: huge pages +19% on Northwood, 0% on Prescott)",
+                "effect beyond +-{:.0}% (the P4 large-pages case: huge pages +19% on Northwood, 0% on Prescott)",
                 EFFECT_RATIO * 100.0
             ),
             explanation: text.trim_end().to_string(),

@@ -157,9 +157,23 @@ impl Hazard for SplitLock {
             " Fix: align atomics to their size (alignas, #[repr(align)]) and never update \
              fields of packed structs atomically.",
         );
+        let summary = match (split, measured_in_child) {
+            (Some(s), false) => format!(
+                "an atomic across two cache lines costs {}{}",
+                human_ns(s),
+                if n_lat.is_some() {
+                    " and slows the other cores"
+                } else {
+                    ""
+                }
+            ),
+            (Some(s), true) => format!("the kernel traps split locks: {} each", human_ns(s)),
+            (None, _) => format!("the kernel traps split locks ({mode})"),
+        };
         Some(Verdict {
             hazard: self.id().into(),
             title: "Split locks".into(),
+            summary,
             level,
             figure,
             reference: "Zen 5 ~500 ns, Arrow Lake/Alder Lake P ~7 us core to core; up to 10x \

@@ -94,9 +94,14 @@ impl Hazard for SmallPagePenalty {
                  huge pages (THP madvise, hugetlbfs) remove most of it."
             }
         });
+        let summary = format!(
+            "a random DRAM load takes {:.0} ns longer on 4 KiB pages than on huge",
+            small - huge
+        );
         Some(Verdict {
             hazard: self.id().into(),
             title: "4 KiB page penalty".into(),
+            summary,
             level,
             figure: format!("{ratio:.2}x ({small:.0} vs {huge:.0} ns)"),
             reference: format!(

@@ -223,6 +223,12 @@ pub struct Verdict {
     pub title: String,
     /// Severity.
     pub level: Level,
+    /// What it means for software in one short line with this machine's figure, for the
+    /// one-screen summary (`a lock passed between two cores costs 71 ns a round trip`).
+    /// Empty in files from builds before 0.1 wrote it; renderers then use the explanation's
+    /// first sentence.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
     /// The measured figure as shown to a reader (`24.6 ns = 90 cycles`).
     pub figure: String,
     /// What it is judged against, with sources (`~10 cycles Haswell; ~140 Skylake-SP`).

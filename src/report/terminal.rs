@@ -2,8 +2,8 @@
 //! table. Each function returns a `String` for a given width, so output is snapshot-testable
 //! and the binary decides where it goes.
 
-use super::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
-use crate::format::{group_thousands, human_bytes};
+use super::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
+use crate::format::{group_thousands, human_bytes, human_value};
 use crate::machine::Machine;
 use crate::machine::topology::Topology;
 use crate::measure::ClockInfo;
@@ -102,7 +102,11 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
     let _ = writeln!(
         s,
         "Split locks {}: {}",
-        m.split_lock.effective, m.split_lock.summary
+        match m.split_lock.effective.as_str() {
+            "not_detected" => "not detected",
+            other => other,
+        },
+        m.split_lock.summary
     );
     s
 }
@@ -164,7 +168,9 @@ pub fn level_word(l: Level) -> &'static str {
     }
 }
 
-/// The verdict table: hazard, measured figure, reference, verdict, what it means.
+/// The verdict table: hazard, measured figure, reference, verdict, what it means. Kept for
+/// wide terminals and the handoff views; `check` prints [`render_summary`] and, verbose,
+/// [`render_verdict_detail`] instead.
 pub fn render_verdicts(verdicts: &[Verdict], width: u16) -> String {
     if verdicts.is_empty() {
         return "No verdicts: no probe that a hazard rule reads ran successfully.\n".into();
@@ -184,21 +190,346 @@ pub fn render_verdicts(verdicts: &[Verdict], width: u16) -> String {
             v.title.clone(),
             v.figure.clone(),
             v.reference.clone(),
-            level_word(v.level).to_string(),
+            level_cell(v),
             v.explanation.clone(),
         ]);
     }
     t.to_string()
 }
 
-/// The full `check` report.
-pub fn render_check(fp: &Fingerprint, width: u16) -> String {
-    format!(
-        "{}\n{}\n\n{}\n",
-        render_machine(&fp.machine, &fp.clock),
-        render_probes(&fp.probes, width),
-        render_verdicts(&fp.verdicts, width)
-    )
+/// How the text views are drawn: the terminal's width and whether levels may be coloured.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    /// Columns to wrap at.
+    pub width: u16,
+    /// Colour the level words (ANSI); off for pipes, files and `NO_COLOR`.
+    pub color: bool,
+}
+
+impl Style {
+    /// Plain text at `width` columns, as snapshot tests and files want it.
+    pub fn plain(width: u16) -> Style {
+        Style {
+            width,
+            color: false,
+        }
+    }
+
+    /// `text` in the colour of level `l` when colour is on.
+    pub fn paint_level(&self, l: Level, text: &str) -> String {
+        if !self.color {
+            return text.to_string();
+        }
+        let code = match l {
+            Level::Hazard => "1;31",
+            Level::Notice => "33",
+            Level::Ok => "32",
+        };
+        format!("\x1b[{code}m{text}\x1b[0m")
+    }
+}
+
+/// Wraps `text` at word boundaries to `width` columns, every line starting with `indent`
+/// spaces; a word longer than a line is left whole, never broken.
+pub fn wrap(text: &str, width: u16, indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    let opts = textwrap::Options::new((width as usize).max(indent + 20))
+        .initial_indent(&pad)
+        .subsequent_indent(&pad)
+        .break_words(false);
+    let mut out = textwrap::fill(text, opts);
+    out.push('\n');
+    out
+}
+
+/// A verdict's level with its borderline neighbour: `notice`, or `notice/HAZARD` when the
+/// figure's interval spans the threshold between the two.
+pub fn level_cell(v: &Verdict) -> String {
+    match v.borderline {
+        Some(other) => {
+            let (lo, hi) = if other < v.level {
+                (other, v.level)
+            } else {
+                (v.level, other)
+            };
+            format!("{}/{}", level_word(lo), level_word(hi))
+        }
+        None => level_word(v.level).to_string(),
+    }
+}
+
+/// The verdict's one line of meaning; for files written before verdicts carried one, the
+/// explanation's first sentence.
+pub fn summary_of(v: &Verdict) -> String {
+    if !v.summary.is_empty() {
+        return v.summary.clone();
+    }
+    let first = v
+        .explanation
+        .split_inclusive(". ")
+        .next()
+        .unwrap_or(&v.explanation);
+    first.trim_end().trim_end_matches('.').to_string()
+}
+
+/// A figure's confidence interval in its unit, when the fingerprint has one:
+/// `95% CI 24.2 ns to 24.7 ns`.
+pub fn interval_words(m: &Metric) -> Option<String> {
+    let i = m.interval.as_ref()?;
+    let lo = human_value(i.low, &m.unit);
+    let hi = human_value(i.high, &m.unit);
+    Some(format!("{:.0}% CI {lo} to {hi}", i.confidence * 100.0))
+}
+
+/// The interval of the first figure the verdict's hazard reads that has one.
+pub fn verdict_interval(fp: &Fingerprint, v: &Verdict) -> Option<String> {
+    let rule = crate::hazards::by_id(&v.hazard)?;
+    rule.reads()
+        .iter()
+        .filter_map(|(p, m)| fp.metric(p, m))
+        .find_map(interval_words)
+}
+
+/// The split-lock state in a few words: `split locks invisible to the kernel`.
+pub fn split_lock_words(effective: &str) -> String {
+    match effective {
+        "not_detected" => "split locks invisible to the kernel".into(),
+        "off" => "split-lock detection off".into(),
+        other => format!("split locks trapped ({other})"),
+    }
+}
+
+/// The machine in two lines: what it is, then the facts that change the verdicts.
+pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
+    let place = match &m.hypervisor {
+        Some(h) => format!("{} guest", h.vendor),
+        None => "bare metal".into(),
+    };
+    let kernel = m
+        .kernel_release
+        .as_deref()
+        .map(|k| format!(", kernel {}", k.split('-').next().unwrap_or(k)))
+        .unwrap_or_default();
+    let clock_words = match clock.tsc_hz {
+        Some(hz) => format!("TSC {:.0} MHz", hz / 1e6),
+        None => "no usable TSC".into(),
+    };
+    let pmu = if m.pmu.usable {
+        "hardware counters"
+    } else {
+        "no PMU"
+    };
+    let thp = m
+        .thp
+        .as_ref()
+        .map_or("THP unknown".to_string(), |t| format!("THP {}", t.enabled));
+    let c = &m.cpu;
+    let name = if c.model_name.is_empty() {
+        &c.vendor
+    } else {
+        &c.model_name
+    };
+    let what = format!(
+        "{name} ({}, family {} model {}), {} CPUs, {place}{kernel}",
+        c.microarchitecture, c.family, c.model, m.logical_cpus
+    );
+    let facts = format!(
+        "{clock_words}, {pmu}, {thp}, {}",
+        split_lock_words(&m.split_lock.effective)
+    );
+    format!("{}{}", wrap(&what, width, 0), wrap(&facts, width, 0))
+}
+
+/// Counts of verdicts by level: `2 hazards, 1 notice, 4 ok, 1 borderline`.
+pub fn verdict_counts(verdicts: &[Verdict]) -> String {
+    let n = |l: Level| verdicts.iter().filter(|v| v.level == l).count();
+    let plural = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+    let mut s = format!(
+        "{}, {}, {} ok",
+        plural(n(Level::Hazard), "hazard", "hazards"),
+        plural(n(Level::Notice), "notice", "notices"),
+        n(Level::Ok)
+    );
+    let borderline = verdicts.iter().filter(|v| v.borderline.is_some()).count();
+    if borderline > 0 {
+        s.push_str(&format!(", {borderline} borderline"));
+    }
+    s
+}
+
+/// Width of the level column in the summary (`notice/HAZARD` overflows it by design: the
+/// title then moves right on that line only).
+const LEVEL_W: usize = 8;
+
+/// The one-screen summary of a `check`: the machine in two lines, one entry per hazard
+/// (level, title, headline figure with its interval, one line of meaning), the counts, and
+/// where to read more. Seven hazards fit an 80x24 terminal.
+pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
+    let mut s = machine_lines(&fp.machine, &fp.clock, style.width);
+    s.push('\n');
+    if fp.verdicts.is_empty() {
+        s.push_str("No verdicts: no probe that a hazard rule reads ran successfully.\n");
+    }
+    let title_w = fp
+        .verdicts
+        .iter()
+        .map(|v| v.title.chars().count())
+        .max()
+        .unwrap_or(0);
+    for v in &fp.verdicts {
+        let level = level_cell(v);
+        let pad = (LEVEL_W + 1).saturating_sub(level.chars().count()).max(1);
+        let mut figure = v.figure.clone();
+        if let Some(i) = verdict_interval(fp, v) {
+            figure.push_str(&format!(" ({i})"));
+        }
+        let head_indent = LEVEL_W + 1 + title_w + 2;
+        s.push_str(&style.paint_level(v.level, &level));
+        s.push_str(&" ".repeat(pad));
+        s.push_str(&format!("{:<title_w$}  ", v.title));
+        s.push_str(wrap(&figure, style.width, head_indent).trim_start());
+        if let Some(other) = v.borderline {
+            s.push_str(&wrap(
+                &format!(
+                    "borderline: the interval reaches the {} threshold",
+                    level_word(other)
+                ),
+                style.width,
+                LEVEL_W + 1,
+            ));
+        }
+        s.push_str(&wrap(&summary_of(v), style.width, LEVEL_W + 1));
+    }
+    let probes_ok = fp.probes.iter().filter(|p| p.status == Status::Ok).count();
+    let not_ok: Vec<&str> = fp
+        .probes
+        .iter()
+        .filter(|p| p.status != Status::Ok)
+        .map(|p| p.name.as_str())
+        .collect();
+    let seconds: f64 = fp.probes.iter().map(|p| p.duration_s).sum();
+    let mut count = format!(
+        "{}. {probes_ok} probes ok in {seconds:.1} s",
+        verdict_counts(&fp.verdicts)
+    );
+    if !not_ok.is_empty() {
+        count.push_str(&format!("; not measured: {}", not_ok.join(", ")));
+    }
+    count.push('.');
+    s.push('\n');
+    s.push_str(&wrap(&count, style.width, 0));
+    let mut worst: Vec<&Verdict> = fp.verdicts.iter().filter(|v| v.level > Level::Ok).collect();
+    worst.sort_by(|a, b| b.level.cmp(&a.level));
+    let ids: Vec<&str> = match worst.as_slice() {
+        [] => fp.verdicts.iter().map(|v| v.hazard.as_str()).take(1).collect(),
+        w => w.iter().map(|v| v.hazard.as_str()).collect(),
+    };
+    if let Some((first, rest)) = ids.split_first() {
+        let others = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(" (or {})", rest.join(", "))
+        };
+        s.push_str(&wrap(
+            &format!("Why, and what to do: cpudoctor explain {first}{others}."),
+            style.width,
+            0,
+        ));
+    }
+    s.push_str("Every verdict and figure: cpudoctor check --verbose.\n");
+    s
+}
+
+/// One verdict in full, as paragraphs: level and figure, the reference it is judged
+/// against, what it means for software, and the patterns it hurts.
+pub fn render_verdict_detail(fp: &Fingerprint, v: &Verdict, style: Style) -> String {
+    let mut s = String::new();
+    let head = format!("{} ({}): {}, {}", v.title, v.hazard, level_cell(v), v.figure);
+    let head = wrap(&head, style.width, 0);
+    // Colour the level word in place, after wrapping counted only visible characters.
+    s.push_str(&head.replacen(
+        &format!(": {},", level_cell(v)),
+        &format!(": {},", style.paint_level(v.level, &level_cell(v))),
+        1,
+    ));
+    if let Some(i) = verdict_interval(fp, v) {
+        s.push_str(&wrap(&format!("Interval: {i}."), style.width, 2));
+    }
+    s.push_str(&wrap(
+        &format!("Judged against: {}.", v.reference.trim_end_matches('.')),
+        style.width,
+        2,
+    ));
+    s.push_str(&wrap(&v.explanation, style.width, 2));
+    if let Some(rule) = crate::hazards::by_id(&v.hazard) {
+        s.push_str(&wrap(
+            &format!("Hurts: {}.", rule.hurts().join("; ")),
+            style.width,
+            2,
+        ));
+    }
+    s
+}
+
+/// The probes as an aligned list (no table borders, so nothing breaks mid-word at 80
+/// columns): status and time per probe, then each figure with its spread and interval.
+pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
+    let name_w = probes
+        .iter()
+        .flat_map(|p| p.metrics.iter().map(|m| m.name.len()))
+        .max()
+        .unwrap_or(10);
+    let mut s = String::new();
+    for p in probes {
+        let status = match p.status {
+            Status::Ok => "ok",
+            Status::Skipped => "skipped",
+            Status::Failed => "FAILED",
+        };
+        let _ = writeln!(s, "{} ({status}, {:.2} s)", p.name, p.duration_s);
+        if let Some(r) = &p.reason {
+            s.push_str(&wrap(r, style.width, 2));
+        }
+        for m in &p.metrics {
+            let mut line = format!("  {:<name_w$}  {:>11}", m.name, human_value(m.value, &m.unit));
+            if let Some(sp) = &m.spread {
+                line.push_str(&format!(
+                    "  ±{:.1}%{}",
+                    sp.relative_spread * 100.0,
+                    if sp.wide { " WIDE" } else { "" }
+                ));
+            }
+            if let Some(i) = interval_words(m) {
+                line.push_str(&format!("  {i}"));
+            }
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    s
+}
+
+/// The `check` report: the summary; with `verbose` also every verdict in full, the machine
+/// facts one per line and every probe's figures.
+pub fn render_check(fp: &Fingerprint, style: Style, verbose: bool) -> String {
+    let mut s = render_summary(fp, style);
+    if verbose {
+        s.push_str("\nVerdicts in full\n\n");
+        for v in &fp.verdicts {
+            s.push_str(&render_verdict_detail(fp, v, style));
+            s.push('\n');
+        }
+        s.push_str("Machine\n\n");
+        for line in render_machine(&fp.machine, &fp.clock).lines() {
+            // Continuation lines hang under the value column (`Split locks ` is 12 wide).
+            let opts = textwrap::Options::new(style.width as usize)
+                .subsequent_indent("            ")
+                .break_words(false);
+            let _ = writeln!(s, "{}", textwrap::fill(line, opts));
+        }
+        s.push_str("\nProbes (median, ±relative spread of repetitions, WIDE when noisy)\n\n");
+        s.push_str(&render_probe_list(&fp.probes, style));
+    }
+    s
 }
 
 /// The spin-before-block table.
@@ -239,15 +570,14 @@ mod tests {
 
     #[test]
     fn check_report_shows_machine_probes_and_verdicts() {
-        let out = render_check(&sample_fingerprint(), 120);
+        let out = render_check(&sample_fingerprint(), Style::plain(120), true);
         for needle in [
-            "AMD EPYC (Zen 4, family 25 model 17 stepping 1)",
-            "guest of KVM",
-            "TSC at 2596.0 MHz (calibrated)",
+            "AMD EPYC (Zen 4, family 25 model 17), 2 CPUs, KVM guest",
+            "TSC 2596 MHz, no PMU, THP madvise, split locks invisible to the kernel",
             "PMU         none: no hardware PMU",
-            "THP madvise",
-            "Split locks not_detected",
-            "pause_ns 24.5 ns ±0.6%",
+            "Split locks not detected",
+            "pause_ns",
+            "24.5 ns  ±0.6%",
             "needs two CPUs",
             "PAUSE latency",
             "24.5 ns = 90 cycles",
@@ -258,10 +588,38 @@ mod tests {
     }
 
     #[test]
+    fn a_borderline_verdict_shows_both_levels_and_is_counted() {
+        let mut fp = sample_fingerprint();
+        fp.verdicts[0].borderline = Some(Level::Hazard);
+        let out = render_summary(&fp, Style::plain(80));
+        assert!(out.contains("notice/HAZARD"), "{out}");
+        assert!(out.contains("1 borderline"), "{out}");
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let fp = sample_fingerprint();
+        assert!(!render_summary(&fp, Style::plain(80)).contains('\x1b'));
+        let coloured = Style {
+            width: 80,
+            color: true,
+        };
+        assert!(render_summary(&fp, coloured).contains("\x1b[33mnotice\x1b[0m"));
+    }
+
+    #[test]
+    fn wrapping_never_breaks_a_word() {
+        let long = "a".repeat(30);
+        let out = wrap(&format!("short {long} words"), 20, 2);
+        assert!(out.lines().any(|l| l.trim() == long), "{out}");
+    }
+
+    #[test]
     fn wide_spread_is_flagged() {
         let mut fp = sample_fingerprint();
         fp.probes[0].metrics[0].spread = crate::measure::summarize(&[10.0, 20.0, 30.0]);
         assert!(render_probes(&fp.probes, 120).contains("WIDE"));
+        assert!(render_probe_list(&fp.probes, Style::plain(80)).contains("WIDE"));
     }
 
     #[test]

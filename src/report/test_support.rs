@@ -90,6 +90,7 @@ pub fn sample_fingerprint() -> Fingerprint {
         hazard: "slow_pause".into(),
         title: "PAUSE latency".into(),
         level: Level::Notice,
+        summary: "spin counts last 6.1x Haswell's".into(),
         figure: "24.5 ns = 90 cycles".into(),
         reference: "~10 cycles Haswell; ~140 cycles Skylake-SP".into(),
         explanation: "PAUSE is several times the ~10 cycles spin counts were tuned for.".into(),

@@ -258,7 +258,7 @@ impl Probe for HandoffProbe {
     }
 
     fn about(&self) -> &'static str {
-        "producer/consumer lock handoff per runtime (the seed's 10 ms worker, 1-9 ms sender)"
+        "producer/consumer lock handoff per runtime (the Skylake PAUSE case's 10 ms worker, 1-9 ms sender)"
     }
 
     fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {

@@ -42,7 +42,7 @@ pub(crate) fn assemble(cfg: &HandoffConfig, outcomes: Vec<(Runtime, Outcome)>) -
     r.params.insert("model_cores".into(), json!(cfg.cores));
     r.params.insert(
         "sender_wait".into(),
-        json!("busy (as the seed's SimulateWork)"),
+        json!("busy (as the Skylake PAUSE case's SimulateWork)"),
     );
     r.effects.insert("threads_pinned".into(), json!(false));
 

@@ -742,6 +742,7 @@ mod tests {
             hazard: "from_the_future".into(),
             title: "t".into(),
             level: Level::Hazard,
+            summary: String::new(),
             figure: "f".into(),
             reference: "r".into(),
             explanation: "e".into(),

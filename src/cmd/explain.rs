@@ -1,0 +1,100 @@
+//! `cpudoctor explain [HAZARD [FILE]]`: one hazard in full (the figure, the reference it is
+//! judged against, what it means for software in this machine's figures, what it hurts),
+//! measured now with only the probes it reads, or read from a saved fingerprint. Without a
+//! hazard, the list of hazards.
+
+use super::{BarProgress, load_fingerprint, stdout_style};
+use anyhow::Result;
+use clap::Args;
+use cpudoctor::error::InputError;
+use cpudoctor::hazards;
+use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::report::terminal;
+use cpudoctor::session::{self, Host};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    /// The hazard, as `check` names it in its JSON (`slow_pause`, `false_sharing`, ...).
+    /// Without it, the hazards are listed.
+    #[arg(value_name = "HAZARD")]
+    pub hazard: Option<String>,
+    /// A fingerprint saved with `--save` to read instead of measuring this machine.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+pub fn run(args: ExplainArgs) -> Result<()> {
+    let style = stdout_style();
+    let mut out = std::io::stdout().lock();
+    let Some(id) = args.hazard else {
+        writeln!(out, "Hazards (cpudoctor explain HAZARD):")?;
+        for h in hazards::all() {
+            write!(
+                out,
+                "{}",
+                terminal::wrap(
+                    &format!("{:<18} hurts {}", h.id(), h.hurts().join("; ")),
+                    style.width,
+                    2
+                )
+            )?;
+        }
+        return Ok(());
+    };
+    let rule = hazards::by_id(&id).ok_or_else(|| InputError::UnknownHazard {
+        name: id.clone(),
+        known: hazards::known_ids(),
+    })?;
+    let fp = match &args.file {
+        Some(path) => load_fingerprint(path)?,
+        None => {
+            let selected: Vec<&dyn probes::Probe> = rule
+                .probes()
+                .iter()
+                .filter_map(|name| probes::by_name(name))
+                .collect();
+            let host = Host::detect();
+            eprintln!(
+                "cpudoctor explain {id}: measuring {} on {}",
+                rule.probes().join(", "),
+                host.machine.cpu_line()
+            );
+            session::run(
+                &host,
+                "explain",
+                &selected,
+                &ProbeOptions::new(Profile::Quick),
+                &BarProgress::new(),
+            )
+        }
+    };
+    let Some(verdict) = rule.judge(&fp) else {
+        return match &args.file {
+            Some(path) => Err(InputError::NoVerdict {
+                path: path.display().to_string(),
+                hazard: id,
+                probes: rule.probes().join(", "),
+            }
+            .into()),
+            None => {
+                for p in &fp.probes {
+                    writeln!(
+                        out,
+                        "{}: {}",
+                        p.name,
+                        p.reason.as_deref().unwrap_or("no result")
+                    )?;
+                }
+                anyhow::bail!("no {id} verdict: the probes it reads did not run ok here")
+            }
+        };
+    };
+    write!(
+        out,
+        "{}",
+        terminal::render_verdict_detail(&fp, &verdict, style)
+    )?;
+    Ok(())
+}
