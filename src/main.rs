@@ -72,15 +72,19 @@ enum Command {
             Handoff on the same model: cpudoctor spin --handoff --pause-ns 43 --cores 24"
     )]
     Spin(cmd::spin::SpinArgs),
-    /// Compare two saved fingerprints: machine facts, every metric, changed verdicts.
+    /// Compare two saved fingerprints: what got worse first, with its cost to software.
     #[command(
         long_about = "Compares two fingerprints saved with --save, without access to either \
-            machine: the machine facts that differ, every metric side by side with the ratio \
-            NEW/OLD (a change counts only beyond both runs' spread; direction-aware, so \
-            higher latency is worse and higher bandwidth better), metrics measured in one run \
-            only (shown as not measured, never as a regression), then the hazards whose \
-            verdict changed and the software patterns each hurts.\n\n\
-            Example: cpudoctor diff old-host.json new-host.json"
+            machine, in the order a reader needs: the machine facts that differ; the figures \
+            worse in NEW (a change counts only beyond both runs' noise; direction-aware, so \
+            higher latency is worse and higher bandwidth better), better, or changed; for \
+            each hazard that reads a moved figure, what it costs software on both machines \
+            in their own figures; the verdicts that changed; then one line counting what did \
+            not change (--all lists it). Figures measured in one run only are never called a \
+            regression.\n\n\
+            Exit status: 0, or 3 with --fail-on worse when NEW is worse.\n\n\
+            Examples: cpudoctor diff old-host.json new-host.json\n          \
+            cpudoctor diff baseline.json today.json --fail-on worse"
     )]
     Diff(cmd::diff::DiffArgs),
     /// Write one self-contained HTML page with tables and charts for one or more fingerprints.
@@ -151,7 +155,9 @@ fn main() -> ExitCode {
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<InputError>().is_some() {
+            if e.downcast_ref::<cmd::diff::Regressed>().is_some() {
+                ExitCode::from(3)
+            } else if e.downcast_ref::<InputError>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

@@ -1,6 +1,6 @@
 //! Snapshot tests of the exporters of `diff` (table and JSON) on the fixture fingerprints:
-//! two real runs of one Zen 4 guest, and a copy edited to model the seed's slow-PAUSE
-//! Skylake-SP. Review changes with `cargo insta review` (or compare the `.snap.new` files).
+//! two real runs of one Zen 4 guest, and a copy edited to model the Skylake PAUSE case's
+//! Xeon Gold 6126. Review changes with `cargo insta review` (or compare the `.snap.new` files).
 
 use cpudoctor::report::diff::{Change, VerdictMove, diff, diff_to_json, render_diff};
 use cpudoctor::report::json::from_json_bytes;
@@ -26,7 +26,10 @@ fn same_machine_check_against_full_probe_shows_no_regression() {
     );
     assert!(d.metrics.iter().all(|m| m.change == Change::Same), "{d:#?}");
     assert!(d.hazards.is_empty());
-    insta::assert_snapshot!("diff_same_machine", render_diff(&d, 120));
+    let text = render_diff(&d, 80);
+    // Two runs of one unchanged machine read in one screen.
+    assert!(text.lines().count() <= 25, "{text}");
+    insta::assert_snapshot!("diff_same_machine", text);
 }
 
 #[test]
@@ -48,9 +51,19 @@ fn slow_pause_cpu_flags_the_pause_hazard_and_names_spin_waits() {
         wide.contains("now hurts more: spin-waits that count PAUSEs"),
         "{wide}"
     );
-    let table = render_diff(&d, 120);
-    // Machine facts come before the metrics.
-    assert!(table.find("Skylake-SP").unwrap() < table.find("pause_ns").unwrap());
+    let table = render_diff(&d, 80);
+    // Machine facts come first, then the worse figures, then what they cost software on
+    // both machines: .NET's legacy lock on the 2-vCPU guest and on the 24-thread Gold 6126.
+    let at = |needle: &str| {
+        table
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} missing in\n{table}"))
+    };
+    assert!(at("Skylake-SP") < at("Worse in new"));
+    assert!(at("Worse in new") < at("pause_ns"));
+    assert!(at("pause_ns") < at("what they cost software"));
+    assert!(table.contains(".NET's legacy lock spins 211.6 ms"), "{table}");
+    assert!(at("what they cost software") < at("Verdicts that changed"));
     insta::assert_snapshot!("diff_slow_pause", table);
     insta::assert_snapshot!("diff_slow_pause_json", diff_to_json(&d));
 }
@@ -66,7 +79,7 @@ fn probes_present_in_one_file_only_are_not_measured() {
     assert_eq!(d.counts.worse + d.counts.better, 0);
     let missing: Vec<&str> = d.not_measured.iter().map(|n| n.probe.as_str()).collect();
     assert_eq!(missing, ["mem_latency", "c2c", "bandwidth"]);
-    insta::assert_snapshot!("diff_not_measured", render_diff(&d, 120));
+    insta::assert_snapshot!("diff_not_measured", render_diff(&d, 80));
 }
 
 #[test]
@@ -82,7 +95,7 @@ fn a_verdict_crossing_its_threshold_within_noise_is_not_a_regression() {
     assert!(d.metrics.iter().all(|m| m.change == Change::Same), "{d:#?}");
     assert_eq!(d.hazards.len(), 1);
     assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
-    insta::assert_snapshot!("diff_threshold_within_noise", render_diff(&d, 120));
+    insta::assert_snapshot!("diff_threshold_within_noise", render_diff(&d, 80));
 }
 
 #[test]

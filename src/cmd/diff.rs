@@ -1,9 +1,9 @@
-//! `cpudoctor diff OLD.json NEW.json`: two saved fingerprints side by side.
+//! `cpudoctor diff OLD.json NEW.json`: two saved fingerprints, what changed first.
 
 use super::{load_fingerprint, terminal_width};
 use anyhow::Result;
-use clap::Args;
-use cpudoctor::report::diff;
+use clap::{Args, ValueEnum};
+use cpudoctor::report::diff::{self, Change, VerdictMove};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -15,10 +15,29 @@ pub struct DiffArgs {
     /// The fingerprint to compare with it.
     #[arg(value_name = "NEW.json")]
     pub new: PathBuf,
-    /// Print the comparison as JSON on stdout instead of tables.
+    /// Print the comparison as JSON on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also list every figure that did not change (within noise, or measured on one side).
+    #[arg(long)]
+    pub all: bool,
+    /// Exit with status 3 when NEW is worse than OLD (a figure worse beyond noise, or a
+    /// verdict that got worse), so a CI job can gate on it.
+    #[arg(long, value_name = "WHAT")]
+    pub fail_on: Option<FailOn>,
 }
+
+/// What `--fail-on` gates on.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum FailOn {
+    /// Any figure worse beyond noise, or any verdict that got worse.
+    Worse,
+}
+
+/// NEW is worse than OLD and `--fail-on worse` was given: `main` exits with status 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} (--fail-on worse)")]
+pub struct Regressed(pub String);
 
 pub fn run(args: DiffArgs) -> Result<()> {
     let old = load_fingerprint(&args.old)?;
@@ -32,8 +51,26 @@ pub fn run(args: DiffArgs) -> Result<()> {
     let text = if args.json {
         diff::diff_to_json(&d)
     } else {
-        diff::render_diff(&d, terminal_width())
+        diff::render_diff_with(&d, terminal_width(), args.all)
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    if let Some(FailOn::Worse) = args.fail_on {
+        let worse = d.metrics.iter().filter(|m| m.change == Change::Worse).count();
+        let verdicts = d
+            .hazards
+            .iter()
+            .filter(|h| h.direction == VerdictMove::Worse)
+            .count();
+        if worse + verdicts > 0 {
+            return Err(Regressed(format!(
+                "{} is worse than {}: {worse} figure(s) and {verdicts} verdict(s)",
+                args.new.display(),
+                args.old.display()
+            ))
+            .into());
+        }
+    }
     Ok(())
 }

@@ -127,7 +127,10 @@ pub fn machine_facts(fp: &Fingerprint) -> Vec<MachineFact> {
                 "none".to_string()
             },
         ),
-        exact("Split-lock handling", m.split_lock.effective.clone()),
+        exact(
+            "Split-lock handling",
+            crate::report::terminal::split_lock_words(&m.split_lock.effective),
+        ),
         MachineFact {
             name: "TSC frequency",
             shown: fp

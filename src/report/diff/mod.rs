@@ -11,8 +11,8 @@ pub mod text;
 
 pub use facts::{MachineFact, machine_facts};
 pub use text::{
-    change_words, diff_to_json, format_value, judged_cell, ratio_cell, render_diff, side_cell,
-    summary_line, verdict_move_words,
+    change_words, diff_to_json, format_value, judged_cell, ratio_cell, render_diff,
+    render_diff_with, side_cell, summary_line, verdict_move_words,
 };
 
 use super::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
@@ -225,6 +225,28 @@ pub struct Diff {
     pub rule: String,
     /// Probes a file lists more than once (the first entry is the one compared).
     pub duplicate_probes: Vec<DuplicateProbe>,
+    /// For each hazard that reads a figure which moved beyond noise: what it costs software
+    /// on each machine, in that machine's figures.
+    pub costs: Vec<HazardCost>,
+}
+
+/// What one hazard costs software on each side, for the figures of it that moved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HazardCost {
+    /// Hazard id (`slow_pause`).
+    pub hazard: String,
+    /// Its title (`PAUSE latency`).
+    pub title: String,
+    /// The figures it reads that moved beyond noise (`pause_ns`).
+    pub moved: Vec<String>,
+    /// The old run's verdict in one line (`notice: spin counts last 6.1x Haswell's; ...`).
+    pub old: Option<Judged>,
+    /// The new run's.
+    pub new: Option<Judged>,
+    /// The old run's one line of meaning, with its costs.
+    pub old_cost: Option<String>,
+    /// The new run's.
+    pub new_cost: Option<String>,
 }
 
 /// The rule that decides whether a metric changed, in words.
@@ -491,6 +513,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         });
     }
 
+    let costs = hazard_costs(&ov, &nv, &metrics);
     let mut counts = DiffCounts::default();
     for m in &metrics {
         match m.change {
@@ -512,7 +535,38 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         counts,
         rule: rule_text(),
         duplicate_probes,
+        costs,
     }
+}
+
+/// For every hazard whose figures moved beyond noise, its verdict and cost on both sides.
+fn hazard_costs(ov: &[Verdict], nv: &[Verdict], metrics: &[MetricDiff]) -> Vec<HazardCost> {
+    let mut out = Vec::new();
+    for rule in hazards::all() {
+        let reads = rule.reads();
+        let moved: Vec<String> = metrics
+            .iter()
+            .filter(|m| matches!(m.change, Change::Worse | Change::Better | Change::Changed))
+            .filter(|m| reads.contains(&(m.probe.as_str(), m.metric.as_str())))
+            .map(|m| m.metric.clone())
+            .collect();
+        if moved.is_empty() {
+            continue;
+        }
+        let o = ov.iter().find(|v| v.hazard == rule.id());
+        let n = nv.iter().find(|v| v.hazard == rule.id());
+        let Some(any) = n.or(o) else { continue };
+        out.push(HazardCost {
+            hazard: rule.id().to_string(),
+            title: any.title.clone(),
+            moved,
+            old: o.map(judged),
+            new: n.map(judged),
+            old_cost: o.map(crate::report::terminal::summary_of),
+            new_cost: n.map(crate::report::terminal::summary_of),
+        });
+    }
+    out
 }
 
 /// Which way a verdict judged in both runs moved. Worse or better only when a metric the

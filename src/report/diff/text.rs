@@ -1,12 +1,13 @@
-//! The diff as text: a table for the terminal, pretty JSON for scripts, and the cell wording
-//! (figures, changes, verdicts) that the HTML report shares.
+//! The diff as text: sections for the terminal (what changed first), pretty JSON for scripts,
+//! and the cell wording (figures, changes, verdicts) that the HTML report shares.
 
 use super::{
-    Change, Diff, DuplicateProbe, FactDiff, HazardChange, Judged, MetricDiff, MetricSide,
+    Change, Diff, DuplicateProbe, FactDiff, HazardChange, Judged, MetricDiff, MetricSide, RunInfo,
     VerdictMove,
 };
+use crate::format::human_value;
 use crate::report::schema::Better;
-use crate::report::terminal::{level_word, table};
+use crate::report::terminal::{level_word, wrap};
 use std::fmt::Write;
 
 /// A figure with about four significant digits, for tables.
@@ -108,116 +109,197 @@ pub fn summary_line(d: &Diff) -> String {
     )
 }
 
-/// The diff for a terminal of `width` columns.
+/// The diff for a terminal of `width` columns: what changed first, the rest counted in one
+/// line. Same as [`render_diff_with`] without `--all`.
 pub fn render_diff(d: &Diff, width: u16) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "old: {} ({}, cpudoctor {})",
-        d.old.label, d.old.command, d.old.tool_version
+    render_diff_with(d, width, false)
+}
+
+/// A figure as every view shows it (`24.4 ns`, `64 MiB`, `2.29x`) with its spread.
+fn figure_cell(s: Option<&MetricSide>, unit: &str) -> String {
+    match s {
+        None => "not measured".to_string(),
+        Some(s) => format!(
+            "{}{}",
+            human_value(s.value, unit),
+            s.relative_spread
+                .filter(|r| *r > 0.0)
+                .map_or(String::new(), |r| format!(" ±{:.1}%", r * 100.0))
+        ),
+    }
+}
+
+/// One figure on one line (`  pause_ns   24.4 ns ±0.6% -> 43.0 ns   1.76x`), or on two when
+/// the width does not hold it.
+fn metric_line(m: &MetricDiff, name_w: usize, width: u16) -> String {
+    let values = format!(
+        "{} -> {}   {}",
+        figure_cell(m.old.as_ref(), &m.unit),
+        figure_cell(m.new.as_ref(), &m.unit),
+        ratio_cell(m)
     );
-    let _ = writeln!(
-        s,
-        "new: {} ({}, cpudoctor {})\n",
-        d.new.label, d.new.command, d.new.tool_version
-    );
+    let one = format!("  {:<name_w$}  {values}", m.metric);
+    if one.chars().count() <= width as usize {
+        format!("{one}\n")
+    } else {
+        format!("  {}\n      {values}\n", m.metric)
+    }
+}
+
+/// `old: a.json (check, cpudoctor 0.1.0)`.
+fn run_line(which: &str, r: &RunInfo) -> String {
+    format!(
+        "{which}: {} ({}, cpudoctor {})\n",
+        r.label, r.command, r.tool_version
+    )
+}
+
+/// The diff for a terminal of `width` columns, in the order a reader needs it: the machine
+/// facts that differ, the figures that got worse (each with the hazard that reads it and what
+/// it costs software on both machines), those that got better or changed, the verdicts that
+/// changed, then one line counting what did not change (`all` lists those figures too).
+pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
+    let mut s = run_line("old", &d.old);
+    s.push_str(&run_line("new", &d.new));
+    s.push('\n');
 
     let differing: Vec<&FactDiff> = d.machine.iter().filter(|f| f.differs).collect();
     if differing.is_empty() {
-        let _ = writeln!(s, "Machine facts: identical.\n");
+        s.push_str("Machine facts: identical.\n");
     } else {
-        let _ = writeln!(s, "Machine facts that differ:");
-        let mut t = table(width, &["Fact", "Old", "New"]);
+        s.push_str("Machine facts that differ\n");
+        let w = differing.iter().map(|f| f.fact.len()).max().unwrap_or(0);
         for f in differing {
-            t.add_row(vec![f.fact.clone(), f.old.clone(), f.new.clone()]);
-        }
-        let _ = writeln!(s, "{t}\n");
-    }
-
-    if d.metrics.is_empty() {
-        let _ = writeln!(s, "Metrics: neither file has a probe that ran ok.\n");
-    } else {
-        let _ = writeln!(s, "Metrics (new/old):");
-        let mut t = table(
-            width,
-            &["Probe", "Metric", "Old", "New", "New/Old", "Change"],
-        );
-        for m in &d.metrics {
-            t.add_row(vec![
-                m.probe.clone(),
-                m.metric.clone(),
-                side_cell(m.old.as_ref(), &m.unit),
-                side_cell(m.new.as_ref(), &m.unit),
-                ratio_cell(m),
-                change_words(m).to_string(),
-            ]);
-        }
-        let _ = writeln!(s, "{t}");
-        let _ = writeln!(s, "{}.", summary_line(d));
-        let _ = writeln!(s, "Rule: {}.\n", d.rule);
-    }
-
-    for n in &d.not_measured {
-        let _ = writeln!(
-            s,
-            "Not measured in {} ({}): probe {} ({}); its metrics are not compared.",
-            n.missing_in,
-            if n.missing_in == "old" {
-                &d.old.label
+            let line = format!("  {:<w$}  {} -> {}", f.fact, f.old, f.new);
+            if line.chars().count() <= width as usize {
+                let _ = writeln!(s, "{line}");
             } else {
-                &d.new.label
-            },
-            n.probe,
-            n.reason
-        );
+                let _ = writeln!(s, "  {:<w$}  {}", f.fact, f.old);
+                let _ = writeln!(s, "  {:<w$}  -> {}", "", f.new);
+            }
+        }
     }
-    for dup in &d.duplicate_probes {
-        let _ = writeln!(s, "{}.", duplicate_words(d, dup));
+
+    let name_w = d.metrics.iter().map(|m| m.metric.len()).max().unwrap_or(0);
+    let section = |s: &mut String, title: &str, change: Change| {
+        let ms: Vec<&MetricDiff> = d.metrics.iter().filter(|m| m.change == change).collect();
+        if ms.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "\n{title} ({})", ms.len());
+        for m in ms {
+            s.push_str(&metric_line(m, name_w, width));
+        }
+    };
+    let c = &d.counts;
+    if d.metrics.is_empty() {
+        s.push_str("\nMetrics: neither file has a probe that ran ok.\n");
+    } else if c.worse + c.better + c.changed == 0 {
+        s.push_str("\nNo figure moved beyond noise.\n");
     }
+    section(&mut s, "Worse in new", Change::Worse);
+    section(&mut s, "Better in new", Change::Better);
+    section(&mut s, "Changed (no better direction)", Change::Changed);
+
+    if !d.costs.is_empty() {
+        s.push_str("\nHazards that read them, and what they cost software\n");
+        for c in &d.costs {
+            let _ = writeln!(
+                s,
+                "  {} ({}): {} -> {}",
+                c.title,
+                c.moved.join(", "),
+                c.old.as_ref().map_or("not judged", |j| level_word(j.level)),
+                c.new.as_ref().map_or("not judged", |j| level_word(j.level)),
+            );
+            for (side, cost) in [("old", &c.old_cost), ("new", &c.new_cost)] {
+                if let Some(cost) = cost {
+                    s.push_str(&wrap(&format!("{side}: {cost}"), width, 4));
+                }
+            }
+        }
+    }
+
+    let moved_verdicts: Vec<&HazardChange> = d.hazards.iter().collect();
+    if !moved_verdicts.is_empty() {
+        s.push_str("\nVerdicts that changed\n");
+        for h in moved_verdicts {
+            s.push_str(&wrap(
+                &format!(
+                    "{} ({}): {} -> {}; {}",
+                    h.title,
+                    h.hazard,
+                    judged_cell(h.old.as_ref()),
+                    judged_cell(h.new.as_ref()),
+                    verdict_move_words(h)
+                ),
+                width,
+                2,
+            ));
+        }
+    }
+
     if !d.not_measured.is_empty() || !d.duplicate_probes.is_empty() {
         s.push('\n');
     }
-
-    if d.hazards.is_empty() {
-        let _ = writeln!(
-            s,
-            "Hazards: no verdict changed ({} judged the same).",
-            d.hazards_unchanged.len()
-        );
-    } else {
-        let _ = writeln!(s, "Hazards whose verdict changed:");
-        let mut t = table(
+    for n in &d.not_measured {
+        s.push_str(&wrap(
+            &format!(
+                "Not measured in {} ({}): probe {} ({}); its metrics are not compared.",
+                n.missing_in,
+                if n.missing_in == "old" {
+                    &d.old.label
+                } else {
+                    &d.new.label
+                },
+                n.probe,
+                n.reason
+            ),
             width,
-            &["Hazard", "Old", "New", "Software that pays for it"],
-        );
-        for h in &d.hazards {
-            let hurts = verdict_move_words(h);
-            t.add_row(vec![
-                format!("{} ({})", h.title, h.hazard),
-                judged_cell(h.old.as_ref()),
-                judged_cell(h.new.as_ref()),
-                hurts,
-            ]);
-        }
-        let _ = writeln!(s, "{t}");
-        // What the change means, from the run that judged it worse; nothing for a threshold
-        // crossed within noise, which means nothing new.
-        for h in d
-            .hazards
+            0,
+        ));
+    }
+    for dup in &d.duplicate_probes {
+        s.push_str(&wrap(&format!("{}.", duplicate_words(d, dup)), width, 0));
+    }
+
+    if all {
+        section(&mut s, "Within noise", Change::Same);
+        let others: Vec<&MetricDiff> = d
+            .metrics
             .iter()
-            .filter(|h| !h.explanation.is_empty() && h.direction != VerdictMove::WithinNoise)
-        {
-            let run = match (&h.old, &h.new) {
-                (Some(o), Some(n)) if o.level > n.level => "old",
-                (_, Some(_)) => "new",
-                _ => "old",
-            };
-            let _ = writeln!(s, "{} in the {run} run: {}", h.title, h.explanation);
-        }
-        if !d.hazards_unchanged.is_empty() {
-            let _ = writeln!(s, "Unchanged: {}.", d.hazards_unchanged.join(", "));
+            .filter(|m| {
+                matches!(
+                    m.change,
+                    Change::NotMeasuredOld | Change::NotMeasuredNew | Change::UnitsDiffer
+                )
+            })
+            .collect();
+        if !others.is_empty() {
+            let _ = writeln!(s, "\nNot compared ({})", others.len());
+            for m in others {
+                s.push_str(&metric_line(m, name_w, width));
+            }
         }
     }
+
+    s.push('\n');
+    let mut unchanged = format!("Unchanged: {} figures within noise", c.same);
+    if c.not_compared > 0 {
+        unchanged.push_str(&format!(", {} not compared", c.not_compared));
+    }
+    if !d.hazards_unchanged.is_empty() {
+        unchanged.push_str(&format!(
+            "; verdicts of {}",
+            d.hazards_unchanged.join(", ")
+        ));
+    }
+    unchanged.push('.');
+    if !all && c.same + c.not_compared > 0 {
+        unchanged.push_str(" `--all` lists the figures.");
+    }
+    s.push_str(&wrap(&unchanged, width, 0));
+    s.push_str(&wrap(&format!("Rule: {}.", d.rule), width, 0));
     s
 }
 
