@@ -4,8 +4,10 @@
 //! out at a real size with its data drawn.
 //!
 //! Chromium comes from the Debian package `chromium` (`.ci/run` installs it). Without it the
-//! test prints that it skipped, unless CPUDOCTOR_REQUIRE_BROWSER=1 (set by `.ci/run`), where
-//! it fails. CPUDOCTOR_CHROMIUM overrides the binary.
+//! test fails, or prints SKIPPED with CPUDOCTOR_ALLOW_SKIP=1. CPUDOCTOR_CHROMIUM overrides the
+//! binary.
+
+mod common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -26,12 +28,10 @@ fn chromium() -> Option<PathBuf> {
 fn browser_or_skip() -> Option<PathBuf> {
     let found = chromium();
     if found.is_none() {
-        assert!(
-            std::env::var("CPUDOCTOR_REQUIRE_BROWSER").as_deref() != Ok("1"),
-            "CPUDOCTOR_REQUIRE_BROWSER=1 but no Chromium at /usr/bin/chromium or \
-             $CPUDOCTOR_CHROMIUM (apt-get install chromium)"
+        common::missing_tool(
+            "Chromium (/usr/bin/chromium or $CPUDOCTOR_CHROMIUM)",
+            "apt-get install chromium",
         );
-        eprintln!("skipped: no Chromium (apt-get install chromium to run this test)");
     }
     found
 }

@@ -40,14 +40,137 @@ fn check_measures_pause_in_a_sane_range_and_judges_it() {
 }
 
 #[test]
-fn check_prints_the_machine_summary_and_the_verdict_table() {
-    cpudoctor()
+fn check_fits_an_80_by_50_terminal_and_verbose_shows_everything() {
+    let out = cpudoctor()
         .arg("check")
+        .env("COLUMNS", "80")
         .assert()
         .success()
-        .stdout(predicate::str::contains("CPU "))
-        .stdout(predicate::str::contains("Split locks"))
-        .stdout(predicate::str::contains("What it means for software"));
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.lines().count() <= 60, "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(text.contains("hazard"), "no count line in\n{text}");
+    assert!(text.contains("split locks"), "{text}");
+    assert!(!text.contains('\x1b'), "colour in a pipe:\n{text}");
+    let verbose = cpudoctor()
+        .args(["check", "--verbose"])
+        .env("COLUMNS", "80")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let verbose = String::from_utf8(verbose).unwrap();
+    for needle in ["Judged against:", "Hurts:", "pause_ns", "Split locks not detected"] {
+        assert!(verbose.contains(needle), "missing {needle:?} in\n{verbose}");
+    }
+}
+
+#[test]
+fn explain_prints_one_hazard_from_a_saved_file_and_rejects_unknown_ones() {
+    let fixture = format!(
+        "{}/tests/fixtures/fingerprints/zen4-kvm-check.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    cpudoctor()
+        .args(["explain", "slow_pause", &fixture])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("PAUSE latency (slow_pause)"))
+        .stdout(predicate::str::contains("Judged against:"));
+    cpudoctor()
+        .args(["explain", "no_such_hazard", &fixture])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("unknown hazard 'no_such_hazard'; known hazards: slow_pause"));
+    // The file has no sharing probe: no verdict, and the message says how to get one.
+    cpudoctor()
+        .args(["explain", "false_sharing", &fixture])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("has no false_sharing verdict"));
+    cpudoctor()
+        .arg("explain")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("small_page_penalty"));
+}
+
+#[test]
+fn save_into_an_unwritable_directory_fails_before_measuring() {
+    // A write test, not a permission guess: root may write anywhere, so use a path no one can
+    // create files in.
+    let path = "/proc/cpudoctor-test.json";
+    cpudoctor()
+        .args(["check", "--save", path])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("cannot write /proc/cpudoctor-test.json"));
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_with_status_0() {
+    // As `cpudoctor diff --json A B | head -c 1`: the reader is gone before the writer is done.
+    let dir = format!("{}/tests/fixtures/fingerprints", env!("CARGO_MANIFEST_DIR"));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+        .args(["diff", "--json"])
+        .arg(format!("{dir}/zen4-kvm-check-all.json"))
+        .arg(format!("{dir}/zen4-kvm-probe-all.json"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn diagnose_without_a_target_says_what_to_give() {
+    cpudoctor()
+        .arg("diagnose")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("nothing to diagnose: give a command"));
+}
+
+#[test]
+fn completions_and_man_page_are_generated() {
+    cpudoctor()
+        .args(["completions", "bash"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("cpudoctor"));
+    cpudoctor()
+        .arg("man")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(".TH cpudoctor"));
+}
+
+#[test]
+fn diff_fail_on_worse_exits_3_only_when_worse() {
+    let dir = format!("{}/tests/fixtures/fingerprints", env!("CARGO_MANIFEST_DIR"));
+    cpudoctor()
+        .args(["diff", "--fail-on", "worse"])
+        .arg(format!("{dir}/zen4-kvm-probe-full.json"))
+        .arg(format!("{dir}/slow-pause-skylake-sp.json"))
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("Worse in new"))
+        .stderr(predicate::str::contains("(--fail-on worse)"));
+    cpudoctor()
+        .args(["diff", "--fail-on", "worse"])
+        .arg(format!("{dir}/zen4-kvm-check.json"))
+        .arg(format!("{dir}/zen4-kvm-probe-full.json"))
+        .assert()
+        .success();
 }
 
 #[test]

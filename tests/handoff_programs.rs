@@ -1,6 +1,9 @@
 //! Each runtime's handoff program (`runtimes/handoff/`) is built with the local toolchain, run
 //! briefly (4 items of 2 ms, two delays, two repetitions), and its output checked against
-//! format 1. A missing toolchain skips its tests with the reason printed; CI installs them.
+//! format 1. A missing toolchain fails its tests (or, with CPUDOCTOR_ALLOW_SKIP=1, skips them
+//! with the reason printed); CI installs them.
+
+mod common;
 
 use cpudoctor::probes::handoff::external::{self, BuildError, RunArgs, Toolchain};
 use cpudoctor::probes::handoff::format::WaitCpu;
@@ -17,7 +20,10 @@ fn build(tc: Toolchain) -> Option<external::Built> {
     match external::build(tc, &cache_dir()) {
         Ok(b) => Some(b),
         Err(BuildError::Missing(why)) => {
-            eprintln!("SKIPPED: the {} toolchain is missing: {why}", tc.name());
+            common::missing_tool(
+                &format!("the {} toolchain", tc.name()),
+                &format!("{why}; apt-get install gcc golang-go default-jdk-headless"),
+            );
             None
         }
         Err(BuildError::Failed(why)) => panic!("{} build failed: {why}", tc.name()),
