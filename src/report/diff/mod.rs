@@ -868,7 +868,7 @@ mod tests {
         assert_eq!(d.hazards.len(), 1);
         assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
         let text = render_diff(&d, 400);
-        assert!(text.contains("crossed a threshold within noise"), "{text}");
+        assert!(text.contains("Crossed a threshold within noise"), "{text}");
         assert!(!text.contains("now hurts more"), "{text}");
         // A real move across the same line is still a regression.
         let d = diff(&pause_at(90.0), &pause_at(140.0), "a", "b");

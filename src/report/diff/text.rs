@@ -149,7 +149,7 @@ fn metric_line(m: &MetricDiff, name_w: usize, width: u16) -> String {
 /// `old: a.json (check, cpudoctor 0.1.0)`.
 fn run_line(which: &str, r: &RunInfo) -> String {
     format!(
-        "{which}: {} ({}, cpudoctor {})\n",
+        "{which}: {} ({}, cpudoctor {})",
         r.label, r.command, r.tool_version
     )
 }
@@ -159,8 +159,8 @@ fn run_line(which: &str, r: &RunInfo) -> String {
 /// it costs software on both machines), those that got better or changed, the verdicts that
 /// changed, then one line counting what did not change (`all` lists those figures too).
 pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
-    let mut s = run_line("old", &d.old);
-    s.push_str(&run_line("new", &d.new));
+    let mut s = wrap(&run_line("old", &d.old), width, 0);
+    s.push_str(&wrap(&run_line("new", &d.new), width, 0));
     s.push('\n');
 
     let differing: Vec<&FactDiff> = d.machine.iter().filter(|f| f.differs).collect();
@@ -220,7 +220,10 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         }
     }
 
-    let moved_verdicts: Vec<&HazardChange> = d.hazards.iter().collect();
+    let (noise, moved_verdicts): (Vec<&HazardChange>, Vec<&HazardChange>) = d
+        .hazards
+        .iter()
+        .partition(|h| h.direction == VerdictMove::WithinNoise);
     if !moved_verdicts.is_empty() {
         s.push_str("\nVerdicts that changed\n");
         for h in moved_verdicts {
@@ -239,6 +242,29 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         }
     }
 
+    if !noise.is_empty() {
+        let moves: Vec<String> = noise
+            .iter()
+            .map(|h| {
+                format!(
+                    "{} {} -> {}",
+                    h.hazard,
+                    h.old.as_ref().map_or("not judged", |j| level_word(j.level)),
+                    h.new.as_ref().map_or("not judged", |j| level_word(j.level)),
+                )
+            })
+            .collect();
+        s.push('\n');
+        s.push_str(&wrap(
+            &format!(
+                "Crossed a threshold within noise, not a change: {} (no figure they read \
+                 moved beyond both runs' noise).",
+                moves.join(", ")
+            ),
+            width,
+            0,
+        ));
+    }
     if !d.not_measured.is_empty() || !d.duplicate_probes.is_empty() {
         s.push('\n');
     }
