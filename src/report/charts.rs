@@ -500,8 +500,8 @@ pub fn heatmap(
             .y_labels(nr + 1)
             .x_label_formatter(&col_of)
             .y_label_formatter(&row_of)
-            .x_desc("column")
-            .y_desc("row")
+            .x_desc("to CPU")
+            .y_desc("from CPU")
             .draw()?;
         let show_values = nc <= 16 && nr <= 16;
         for (r, row) in values.iter().enumerate().take(nr) {

@@ -15,12 +15,24 @@ use std::fmt::Write;
 /// The charts part of the page.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Figures {
-    /// The markup: drawn figures and notes for the ones left out.
+    /// The markup: drawn figures and notes for the ones left out, in page order.
     pub html: String,
+    /// The same markup one chart at a time, with the probe whose data it draws, so the page
+    /// can set each chart beside the verdict that reads that probe.
+    pub parts: Vec<FigurePart>,
     /// How many charts were drawn.
     pub drawn: usize,
     /// One line per chart left out: which, and why.
     pub skipped: Vec<String>,
+}
+
+/// One chart (or the note for one left out) and the probe it draws.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigurePart {
+    /// The probe whose data the chart draws (`pause` for spin-before-block).
+    pub probe: String,
+    /// Its markup.
+    pub html: String,
 }
 
 /// A chart that is left out, and why.
@@ -64,6 +76,32 @@ enum ChartKey<'a> {
     },
 }
 
+/// A chart's title in words: the known series by what they show, any other by its name.
+fn series_words(probe: &str, name: &str) -> String {
+    match (probe, name) {
+        ("pause", "pause_ns_per_cpu") => "PAUSE latency on each CPU".into(),
+        ("c2c", "c2c_latency_ns") => "Core-to-core latency (lock cmpxchg ping-pong), one way".into(),
+        ("c2c", "c2c_load_store_latency_ns") => "Core-to-core latency of a plain flag, one way".into(),
+        ("c2c", "c2c_latency_ns_by_group") => "Core-to-core latency by topology".into(),
+        ("bandwidth", "read_bw_gbs") => "Streaming read bandwidth".into(),
+        _ => {
+            let words = name.replace('_', " ");
+            let mut c = words.chars();
+            c.next()
+                .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
+        }
+    }
+}
+
+/// A probe in words, for chart titles.
+fn probe_words(probe: &str) -> &str {
+    match probe {
+        "mem-latency" => "Memory latency",
+        "handoff" => "Handoff",
+        other => other,
+    }
+}
+
 fn series_of<'a>(run: &'a Run, probe: &str) -> &'a [Series] {
     run.fp
         .probe(probe)
@@ -94,26 +132,32 @@ fn close_figure(h: &mut String, caption: &str, missing: &[&str]) {
 /// Every chart the runs' series call for, spin-before-block first.
 pub fn figures(runs: &[Run]) -> Figures {
     let mut out = Figures::default();
-    let mut add = |drawn: Drawn| match drawn {
-        Ok(Some(html)) => {
-            out.html.push_str(&html);
-            out.drawn += 1;
-        }
-        Ok(None) => {}
-        Err(skip) => {
-            let _ = writeln!(
-                out.html,
-                "<figure class=\"chart-skipped\" id=\"chart-{}\" data-kind=\"{}\">\
-                 <figcaption>Chart {} not drawn: {}.</figcaption></figure>",
-                slug(&skip.id),
-                skip.kind,
-                escape(&skip.title),
-                escape(&skip.why)
-            );
-            out.skipped.push(format!("{}: {}", skip.title, skip.why));
-        }
+    let mut add = |probe: &str, drawn: Drawn| {
+        let html = match drawn {
+            Ok(Some(html)) => {
+                out.drawn += 1;
+                html
+            }
+            Ok(None) => return,
+            Err(skip) => {
+                out.skipped.push(format!("{}: {}", skip.title, skip.why));
+                format!(
+                    "<figure class=\"chart-skipped\" id=\"chart-{}\" data-kind=\"{}\">\
+                     <figcaption>Chart {} not drawn: {}.</figcaption></figure>\n",
+                    slug(&skip.id),
+                    skip.kind,
+                    escape(&skip.title),
+                    escape(&skip.why)
+                )
+            }
+        };
+        out.html.push_str(&html);
+        out.parts.push(FigurePart {
+            probe: probe.to_string(),
+            html,
+        });
     };
-    add(spin_chart(runs));
+    add("pause", spin_chart(runs));
     let mut keys: Vec<ChartKey> = Vec::new();
     for run in runs {
         for p in first_probes(&run.fp).filter(|p| p.status == Status::Ok) {
@@ -141,16 +185,35 @@ pub fn figures(runs: &[Run]) -> Figures {
             }
         }
     }
-    for key in keys {
-        add(match key {
+    // A curve in cycles beside the same curve in ns shows the same shape twice.
+    let twin_in_ns = |probe: &str, x: &str| {
+        keys.iter().any(|k| {
+            matches!(k, ChartKey::Xy { probe: p, x_label, y_label }
+                if *p == probe && *x_label == x && y_label.ends_with("_ns"))
+        })
+    };
+    let keys: Vec<ChartKey> = keys
+        .iter()
+        .copied()
+        .filter(|k| match k {
             ChartKey::Xy {
                 probe,
                 x_label,
                 y_label,
-            } => xy_figure(runs, probe, x_label, y_label),
-            ChartKey::Bars { probe, name } => bars_figure(runs, probe, name),
-            ChartKey::Matrix { probe, name } => matrix_figure(runs, probe, name),
-        });
+            } => !(y_label.ends_with("_cycles") && twin_in_ns(probe, x_label)),
+            _ => true,
+        })
+        .collect();
+    for key in keys {
+        match key {
+            ChartKey::Xy {
+                probe,
+                x_label,
+                y_label,
+            } => add(probe, xy_figure(runs, probe, x_label, y_label)),
+            ChartKey::Bars { probe, name } => add(probe, bars_figure(runs, probe, name)),
+            ChartKey::Matrix { probe, name } => add(probe, matrix_figure(runs, probe, name)),
+        }
     }
     if out.drawn == 0 && out.skipped.is_empty() {
         out.html
@@ -162,6 +225,7 @@ pub fn figures(runs: &[Run]) -> Figures {
 /// The title of an xy chart, short enough for its width: the axes with units and notes, or
 /// without units, or by name alone (the axis titles always carry the rest).
 fn xy_title(probe: &str, x_label: &str, y_label: &str) -> String {
+    let probe = probe_words(probe);
     let full = format!(
         "{probe}: {} by {}",
         axis_title(y_label),
@@ -322,10 +386,19 @@ fn bars_figure(runs: &[Run], probe: &str, name: &str) -> Drawn {
     if sets.iter().all(|s| s.values.iter().all(Option::is_none)) {
         return Ok(None);
     }
+    // One bar of one run says no more than the figure beside it.
+    if categories.len() < 2 && sets.len() < 2 {
+        return Ok(None);
+    }
     let id = format!("{probe}-{name}");
-    let title = format!("{probe}: {name}");
+    let title = series_words(probe, name);
     let unit = found.first().map_or("", |f| f.1);
-    let desc = format!("{} ({unit})", name.replace('_', " "));
+    // Time ticks carry their own unit (ns, us, ms); other axes say it once.
+    let desc = if unit == "ns" {
+        "time".to_string()
+    } else {
+        unit.to_string()
+    };
     let svg = charts::bar_chart(&title, &desc, unit, &categories, &sets)
         .map_err(|e| Skip::new(id.clone(), "bars", &title, e))?;
     let mut h = String::new();
@@ -335,8 +408,12 @@ fn bars_figure(runs: &[Run], probe: &str, name: &str) -> Drawn {
     close_figure(
         &mut h,
         &format!(
-            "{name} of probe {probe}, in {unit}: {} bar(s) per run.",
-            categories.len()
+            "{title}, in {unit} (`{name}` of probe {probe}){}.",
+            if runs.len() > 1 {
+                "; one colour per fingerprint"
+            } else {
+                ""
+            }
         ),
         &missing,
     );
@@ -385,13 +462,23 @@ fn matrix_figure(runs: &[Run], probe: &str, name: &str) -> Drawn {
     }) else {
         return Ok(None);
     };
+    // A matrix of one pair (two CPUs) holds one figure twice: the figure says it all.
+    let cells = found
+        .iter()
+        .map(|f| f.values.iter().flatten().flatten().count())
+        .max()
+        .unwrap_or(0);
+    if cells <= 2 {
+        return Ok(None);
+    }
     let id = format!("{probe}-{name}");
+    let words = series_words(probe, name);
     let mut svgs = String::new();
     for f in &found {
         let title = if runs.len() == 1 {
-            format!("{probe}: {name}")
+            words.clone()
         } else {
-            format!("{}: {name}", runs[f.run].label)
+            format!("{}: {words}", runs[f.run].label)
         };
         let svg = charts::heatmap(&title, f.unit, f.rows, f.cols, f.values, scale)
             .map_err(|e| Skip::new(id.clone(), "matrix", &title, e))?;
@@ -403,8 +490,9 @@ fn matrix_figure(runs: &[Run], probe: &str, name: &str) -> Drawn {
     close_figure(
         &mut h,
         &format!(
-            "{name} of probe {probe}, in {}: one heatmap per run on a shared colour scale; \
-             grey cells were not measured.",
+            "{words}, in {} (`{name}` of probe {probe}): from the CPU of the row to the CPU \
+             of the column; one heatmap per fingerprint on a shared colour scale; grey cells \
+             were not measured.",
             found.first().map_or("", |f| f.unit)
         ),
         &missing,
@@ -458,7 +546,7 @@ fn spin_chart(runs: &[Run]) -> Drawn {
     }
     let title = "Spin before blocking, by runtime";
     let categories: Vec<String> = RUNTIMES.iter().map(|p| p.runtime.to_string()).collect();
-    let svg = charts::bar_chart(title, "spin before blocking (ns)", "ns", &categories, &sets)
+    let svg = charts::bar_chart(title, "time spinning before blocking", "ns", &categories, &sets)
         .map_err(|e: ChartError| Skip::new("spin-before-block".into(), "spin", title, e))?;
     let mut h = String::new();
     open_figure(&mut h, "spin-before-block", "spin");
@@ -514,13 +602,14 @@ mod tests {
             xy("broken", "latency_ns", vec![[0.0, 1.0], [f64::NAN, 2.0]]),
             xy(
                 "ok",
-                "latency_cycles",
+                "bandwidth_gbs",
                 vec![[0.0, 1.0], [4096.0, 4.0], [8192.0, 5.0]],
             ),
         ]);
         let f = figures(&[run("a", fp)]);
-        // Spin, PAUSE bars and the placeable curve are drawn; the other is a note.
-        assert_eq!(f.drawn, 3, "{}", f.html);
+        // Spin and the placeable curve are drawn (one CPU's PAUSE bar adds nothing to the
+        // figure); the other curve is a note.
+        assert_eq!(f.drawn, 2, "{}", f.html);
         assert_eq!(f.skipped.len(), 1, "{:?}", f.skipped);
         assert!(
             f.skipped[0].contains("logarithmic size axis"),
@@ -550,18 +639,18 @@ mod tests {
             "size_bytes spanned (one line per 4 KiB page)",
             "extra_latency_cycles (4 KiB over huge pages)",
         );
-        assert_eq!(t, "mem-latency: extra latency by size");
+        assert_eq!(t, "Memory latency: extra latency by size");
         assert_eq!(
             xy_title(
                 "mem-latency",
                 "size_bytes spanned (one line per 4 KiB page)",
                 "latency_ns"
             ),
-            "mem-latency: latency by size, spanned (one line per 4 KiB page)"
+            "Memory latency: latency by size, spanned (one line per 4 KiB page)"
         );
         assert_eq!(
             xy_title("mem-latency", "size_bytes", "latency_ns"),
-            "mem-latency: latency (ns) by size (bytes)"
+            "Memory latency: latency (ns) by size (bytes)"
         );
     }
 }

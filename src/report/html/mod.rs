@@ -12,8 +12,7 @@ pub mod figures;
 
 use super::charts::run_color;
 use super::diff::{self, Change, Diff, VerdictMove};
-use super::schema::{Fingerprint, Level, ProbeResult, Status};
-use super::terminal::level_word;
+use super::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
 use std::fmt::Write;
 
 /// One fingerprint and the name it goes by on the page (usually its file name).
@@ -113,8 +112,19 @@ pub fn utc_time(secs: u64) -> String {
 }
 
 const STYLE: &str = r#"
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; color: #1b1b1b; }
-h1 { font-size: 1.6em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; } h3 { margin-top: 1.2em; }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1180px; padding: 0 1em; color: #1b1b1b; line-height: 1.4; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; } h3 { margin: 0 0 0.4em; }
+.machine { color: #333; margin: 0.2em 0 1em; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); gap: 0.7em; }
+.card { display: block; border: 1px solid #d6d6d6; border-left: 6px solid #1a7f37; border-radius: 6px; padding: 0.55em 0.7em; color: inherit; text-decoration: none; }
+.card.level-hazard { border-left-color: #cf222e; } .card.level-notice { border-left-color: #bf8700; }
+.card .lvl { font-weight: 700; font-size: 0.85em; letter-spacing: 0.03em; }
+.card .ttl { font-weight: 600; } .card .fig { font-variant-numeric: tabular-nums; } .card .sum { font-size: 0.9em; color: #444; }
+.counts { font-weight: 600; margin: 0.8em 0; }
+section.hazard { border-top: 1px solid #e4e4e4; padding: 1em 0; }
+.pair { display: grid; grid-template-columns: minmax(0, 2fr) minmax(0, 3fr); gap: 1.2em; align-items: start; }
+.verdict p { margin: 0.3em 0; }
+details { margin: 0.5em 0; } summary { cursor: pointer; color: #0550ae; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
 th, td { border: 1px solid #d6d6d6; padding: 0.3em 0.55em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
@@ -122,14 +132,27 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 tr.differs td { background: #fff6dc; }
 .level-ok { color: #1a7f37; font-weight: 600; } .level-notice { color: #9a6700; font-weight: 600; }
 .level-hazard { color: #cf222e; font-weight: 700; }
+.card.level-ok, .card.level-notice, .card.level-hazard { font-weight: normal; color: inherit; }
 .worse { color: #cf222e; font-weight: 700; } .better { color: #1a7f37; font-weight: 600; }
 .muted { color: #6e6e6e; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 2px; margin-right: 0.4em; vertical-align: -0.1em; }
-figure.chart { margin: 1.4em 0; padding: 0.6em; border: 1px solid #e2e2e2; border-radius: 6px; }
+figure.chart { margin: 0 0 1em; padding: 0.5em; border: 1px solid #e2e2e2; border-radius: 6px; }
 figure.chart svg { max-width: 100%; height: auto; display: block; }
-figcaption { font-size: 0.9em; color: #444; margin-top: 0.4em; }
-.explanation { font-size: 0.9em; max-width: 46em; }
+figcaption { font-size: 0.88em; color: #444; margin-top: 0.4em; }
+.explanation { font-size: 0.92em; max-width: 46em; }
 .legend { font-size: 0.9em; margin-bottom: 0.3em; } .legend span { margin-right: 1.2em; }
+.wide { overflow-x: auto; }
+@media (max-width: 760px) {
+  body { margin: 0.8em auto; padding: 0 0.6em; }
+  .pair { grid-template-columns: 1fr; }
+  .cards { grid-template-columns: 1fr; }
+  table { font-size: 0.82em; }
+}
+@media print {
+  details { display: block; } details > summary { display: none; }
+  section.hazard, figure.chart, .card { break-inside: avoid; }
+  a { color: inherit; text-decoration: none; }
+}
 "#;
 
 fn level_class(l: Level) -> &'static str {
@@ -167,9 +190,27 @@ pub fn render_report(runs: &Runs) -> Report {
         escape(&title),
         escape(&title)
     );
-    runs_section(&mut h, runs);
+    header_section(&mut h, runs);
+    let figures = figures::figures(runs);
+    let placed = hazard_sections(&mut h, runs, &figures);
+    let others: Vec<&figures::FigurePart> = figures
+        .parts
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !placed.contains(i))
+        .map(|(_, f)| f)
+        .collect();
+    h.push_str("<h2 id=\"charts\">Other charts</h2>\n");
+    if others.is_empty() && figures.parts.is_empty() {
+        h.push_str("<p>No charts: no probe with chart data ran successfully.</p>\n");
+    } else if others.is_empty() {
+        h.push_str("<p class=\"muted\">Every chart is shown with its hazard above.</p>\n");
+    }
+    for f in others {
+        h.push_str(&f.html);
+    }
     machine_section(&mut h, runs);
-    verdict_section(&mut h, runs);
+    runs_section(&mut h, runs);
     if let [one] = runs {
         metrics_section(&mut h, one);
     } else {
@@ -178,9 +219,6 @@ pub fn render_report(runs: &Runs) -> Report {
             diff_section(&mut h, &d);
         }
     }
-    h.push_str("<h2 id=\"charts\">Charts</h2>\n");
-    let figures = figures::figures(runs);
-    h.push_str(&figures.html);
     let _ = write!(
         h,
         "<p class=\"muted\">Written by cpudoctor {}. Self-contained: no script, no \
@@ -196,7 +234,7 @@ pub fn render_report(runs: &Runs) -> Report {
 
 fn runs_section(h: &mut String, runs: &[Run]) {
     h.push_str(
-        "<table id=\"runs\"><tr><th>Fingerprint</th><th>Command</th><th>Taken</th>\
+        "<h2 id=\"fingerprints\">Fingerprints</h2>\n<div class=\"wide\"><table id=\"runs\"><tr><th>Fingerprint</th><th>Command</th><th>Taken</th>\
          <th>cpudoctor</th><th>CPU</th></tr>\n",
     );
     for (i, r) in runs.iter().enumerate() {
@@ -211,11 +249,11 @@ fn runs_section(h: &mut String, runs: &[Run]) {
             escape(&r.fp.machine.cpu_line())
         );
     }
-    h.push_str("</table>\n");
+    h.push_str("</table></div>\n");
 }
 
 fn machine_section(h: &mut String, runs: &[Run]) {
-    h.push_str("<h2 id=\"machine\">Machine</h2>\n<table><tr><th>Fact</th>");
+    h.push_str("<h2 id=\"machine\">Machine</h2>\n<div class=\"wide\"><table><tr><th>Fact</th>");
     for r in runs {
         let _ = write!(h, "<th>{}</th>", escape(&r.label));
     }
@@ -236,68 +274,185 @@ fn machine_section(h: &mut String, runs: &[Run]) {
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</table>\n");
+    h.push_str("</table></div>\n");
     if runs.len() > 1 {
         h.push_str("<p class=\"muted\">Highlighted rows differ between fingerprints.</p>\n");
     }
 }
 
-fn verdict_section(h: &mut String, runs: &[Run]) {
-    h.push_str("<h2 id=\"verdicts\">Verdicts</h2>\n");
-    let verdicts: Vec<_> = runs
+/// The hazards in the order the page shows them: every one any run judges, worst first (by the
+/// worst level any run gives it), then in rule order.
+fn hazard_order(verdicts: &[Vec<Verdict>]) -> Vec<String> {
+    let mut ids: Vec<(Level, usize, String)> = Vec::new();
+    for vs in verdicts {
+        for (i, v) in vs.iter().enumerate() {
+            match ids.iter_mut().find(|(_, _, id)| *id == v.hazard) {
+                Some(e) => e.0 = e.0.max(v.level),
+                None => ids.push((v.level, i, v.hazard.clone())),
+            }
+        }
+    }
+    ids.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ids.into_iter().map(|(_, _, id)| id).collect()
+}
+
+/// The hazard whose section shows the charts of `probe`: the first (in page order) whose
+/// figures come from it, else the first that needs it otherwise.
+fn chart_owner(order: &[String], probe: &str) -> Option<String> {
+    let rules = || order.iter().filter_map(|id| crate::hazards::by_id(id));
+    rules()
+        .find(|r| r.reads().iter().any(|(p, _)| *p == probe))
+        .or_else(|| rules().find(|r| r.probes().contains(&probe)))
+        .map(|r| r.id().to_string())
+}
+
+/// The top of the page: what was measured, then one card per hazard (level, title, headline
+/// figure, one line of meaning) linking to its section, and the counts.
+fn header_section(h: &mut String, runs: &[Run]) {
+    for (i, r) in runs.iter().enumerate() {
+        let lines = crate::report::terminal::machine_lines(&r.fp.machine, &r.fp.clock, u16::MAX);
+        let _ = writeln!(
+            h,
+            "<p class=\"machine\">{}<strong>{}</strong>, {}: {}</p>",
+            if runs.len() > 1 { swatch(i) } else { String::new() },
+            escape(&r.label),
+            utc_time(r.fp.created_unix_s),
+            lines
+                .lines()
+                .map(escape)
+                .collect::<Vec<_>>()
+                .join("<br>")
+        );
+    }
+    let verdicts: Vec<Vec<Verdict>> = runs
         .iter()
         .map(|r| diff::effective_verdicts(&r.fp))
         .collect();
-    let mut ids: Vec<&str> = Vec::new();
-    for v in verdicts.iter().flatten() {
-        if !ids.contains(&v.hazard.as_str()) {
-            ids.push(&v.hazard);
-        }
-    }
-    if ids.is_empty() {
+    let order = hazard_order(&verdicts);
+    if order.is_empty() {
         h.push_str("<p>No verdicts: no probe that a hazard rule reads ran successfully.</p>\n");
         return;
     }
-    h.push_str("<table id=\"verdict-table\"><tr><th>Hazard</th><th>Reference</th>");
-    for r in runs {
-        let _ = write!(h, "<th>{}</th>", escape(&r.label));
+    h.push_str("<div class=\"cards\" id=\"verdicts\">\n");
+    for id in &order {
+        for (i, vs) in verdicts.iter().enumerate() {
+            let Some(v) = vs.iter().find(|v| &v.hazard == id) else {
+                continue;
+            };
+            let _ = writeln!(
+                h,
+                "<a class=\"card {}\" href=\"#hazard-{}\" data-hazard=\"{}\"><div class=\"lvl {}\">{}{}</div>\
+                 <div class=\"ttl\">{}</div><div class=\"fig\">{}</div><div class=\"sum\">{}</div></a>",
+                level_class(v.level),
+                slug(id),
+                escape(id),
+                level_class(v.level),
+                if runs.len() > 1 { swatch(i) } else { String::new() },
+                escape(&crate::report::terminal::level_cell(v)),
+                escape(&v.title),
+                escape(&v.figure),
+                escape(&crate::report::terminal::summary_of(v))
+            );
+        }
     }
-    h.push_str("</tr>\n");
-    for id in ids {
+    h.push_str("</div>\n");
+    for (i, vs) in verdicts.iter().enumerate() {
+        let _ = writeln!(
+            h,
+            "<p class=\"counts\">{}{}{}</p>",
+            if runs.len() > 1 { swatch(i) } else { String::new() },
+            if runs.len() > 1 {
+                format!("{}: ", escape(&runs[i].label))
+            } else {
+                String::new()
+            },
+            escape(&crate::report::terminal::verdict_counts(vs))
+        );
+    }
+}
+
+/// One section per hazard, worst first: each run's verdict with the explanation folded, and
+/// beside it the charts of the probes the hazard reads. Returns the indices of the charts
+/// placed, so the rest go under "Other charts".
+fn hazard_sections(h: &mut String, runs: &[Run], figures: &figures::Figures) -> Vec<usize> {
+    let verdicts: Vec<Vec<Verdict>> = runs
+        .iter()
+        .map(|r| diff::effective_verdicts(&r.fp))
+        .collect();
+    let mut placed = Vec::new();
+    let order = hazard_order(&verdicts);
+    if order.is_empty() {
+        return placed;
+    }
+    h.push_str("<h2 id=\"hazards\">Hazards</h2>\n");
+    for id in &order {
+        let rule = crate::hazards::by_id(id);
         let any = verdicts
             .iter()
             .flatten()
-            .find(|v| v.hazard == id)
-            .expect("id from the list");
-        let _ = write!(
+            .find(|v| &v.hazard == id)
+            .expect("id from the verdicts");
+        let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td>",
-            escape(&any.title),
-            escape(&any.reference)
+            "<section class=\"hazard\" id=\"hazard-{}\">\n<h3>{}</h3>\n<div class=\"pair\">\
+             <div class=\"verdict\">",
+            slug(id),
+            escape(&any.title)
         );
-        for vs in &verdicts {
-            match vs.iter().find(|v| v.hazard == id) {
+        for (i, vs) in verdicts.iter().enumerate() {
+            match vs.iter().find(|v| &v.hazard == id) {
                 Some(v) => {
-                    let _ = write!(
+                    let _ = writeln!(
                         h,
-                        "<td><span class=\"{}\">{}</span> {}<div class=\"explanation\">{}</div></td>",
+                        "<p>{}<span class=\"{}\">{}</span> {}</p><p>{}</p>",
+                        if runs.len() > 1 { swatch(i) } else { String::new() },
                         level_class(v.level),
-                        level_word(v.level),
+                        escape(&crate::report::terminal::level_cell(v)),
                         escape(&v.figure),
-                        escape(&v.explanation)
+                        escape(&crate::report::terminal::summary_of(v))
+                    );
+                    let _ = writeln!(
+                        h,
+                        "<details><summary>Why, and what to do{}</summary>\
+                         <div class=\"explanation\"><p>{}</p><p class=\"muted\">Judged against: {}</p>{}</div></details>",
+                        if runs.len() > 1 {
+                            format!(" ({})", escape(&runs[i].label))
+                        } else {
+                            String::new()
+                        },
+                        escape(&v.explanation),
+                        escape(&v.reference),
+                        rule.map_or(String::new(), |r| format!(
+                            "<p class=\"muted\">Hurts: {}.</p>",
+                            escape(&r.hurts().join("; "))
+                        ))
                     );
                 }
-                None => h.push_str("<td class=\"muted\">not judged (probe not measured)</td>"),
+                None => {
+                    let _ = writeln!(
+                        h,
+                        "<p class=\"muted\">{}{}: not judged (probe not measured)</p>",
+                        swatch(i),
+                        escape(&runs[i].label)
+                    );
+                }
             }
         }
-        h.push_str("</tr>\n");
+        h.push_str("</div>\n<div class=\"charts\">\n");
+        for (i, f) in figures.parts.iter().enumerate() {
+            if chart_owner(&order, &f.probe).as_deref() == Some(id.as_str()) {
+                h.push_str(&f.html);
+                placed.push(i);
+            }
+        }
+        h.push_str("</div></div>\n</section>\n");
     }
-    h.push_str("</table>\n");
+    placed
 }
 
 fn metrics_section(h: &mut String, run: &Run) {
     h.push_str(
-        "<h2 id=\"metrics\">Metrics</h2>\n<table id=\"metric-table\"><tr><th>Probe</th>\
+        "<h2 id=\"metrics\">All figures</h2>\n<div class=\"wide\"><table id=\"metric-table\"><tr><th>Probe</th>\
          <th>Metric</th><th>Median</th><th>Spread (MAD/median)</th><th>Samples</th>\
          <th>Better</th></tr>\n",
     );
@@ -339,7 +494,7 @@ fn metrics_section(h: &mut String, run: &Run) {
             );
         }
     }
-    h.push_str("</table>\n");
+    h.push_str("</table></div>\n");
     for p in first_probes(&run.fp) {
         let times = run.fp.probes.iter().filter(|q| q.name == p.name).count();
         if times > 1 {
@@ -502,7 +657,8 @@ mod tests {
     fn single_run_page_is_self_contained_with_pause_and_spin_charts() {
         let page = page(vec![run("a.json", sample_fingerprint())]);
         assert!(page.starts_with("<!DOCTYPE html>"));
-        assert!(page.contains("id=\"chart-pause-pause-ns-per-cpu\""));
+        // One CPU's PAUSE bar would repeat the figure: left out.
+        assert!(!page.contains("id=\"chart-pause-pause-ns-per-cpu\""));
         assert!(page.contains("id=\"chart-spin-before-block\""));
         assert!(page.contains("not measured: needs two CPUs"));
         assert!(!page.contains("<script"));
@@ -511,7 +667,9 @@ mod tests {
         let urls = page.matches("http:").count();
         let ns = page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count();
         assert_eq!(urls, ns);
-        assert!(!page.contains("src=") && !page.contains("href="));
+        // Links only within the page (the verdict cards to their sections).
+        assert!(!page.contains("src="));
+        assert_eq!(page.matches("href=").count(), page.matches("href=\"#").count());
     }
 
     #[test]
@@ -551,9 +709,13 @@ mod tests {
         p.series.push(crate::report::schema::Series::Matrix {
             name: "c2c_latency_ns".into(),
             unit: "ns".into(),
-            rows: vec!["cpu0".into(), "cpu1".into()],
-            cols: vec!["cpu0".into(), "cpu1".into()],
-            values: vec![vec![None, Some(50.0)], vec![Some(52.0), None]],
+            rows: vec!["cpu0".into(), "cpu1".into(), "cpu2".into()],
+            cols: vec!["cpu0".into(), "cpu1".into(), "cpu2".into()],
+            values: vec![
+                vec![None, Some(50.0), Some(90.0)],
+                vec![Some(52.0), None, Some(91.0)],
+                vec![Some(88.0), Some(89.0), None],
+            ],
         });
         fp.probes.push(p);
         let page = page(vec![run("a", fp.clone()), run("b", fp)]);
