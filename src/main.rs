@@ -113,11 +113,9 @@ enum Command {
     )]
     Diagnose(cmd::diagnose::DiagnoseArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    #[command(
-        long_about = "Prints a completion script for SHELL on stdout.\n\n\
+    #[command(long_about = "Prints a completion script for SHELL on stdout.\n\n\
             Examples: cpudoctor completions bash > ~/.local/share/bash-completion/completions/cpudoctor\n          \
-            cpudoctor completions zsh > \"${fpath[1]}/_cpudoctor\""
-    )]
+            cpudoctor completions zsh > \"${fpath[1]}/_cpudoctor\"")]
     Completions {
         /// The shell to complete for.
         shell: clap_complete::Shell,
@@ -143,10 +141,9 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut command, "cpudoctor", &mut std::io::stdout());
             Ok(())
         }
-        Command::Man => {
-            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout().lock())
-                .map_err(anyhow::Error::from)
-        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout().lock())
+            .map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -23,7 +23,10 @@ fn words_survive(text: &str, rendered: &str) {
     let trim = |w: &str| w.trim_end_matches(['.', ',', ';', ':']).to_string();
     let words: std::collections::HashSet<String> = rendered.split_whitespace().map(trim).collect();
     for w in text.split_whitespace().map(trim) {
-        assert!(words.contains(&w), "word {w:?} broken or lost in\n{rendered}");
+        assert!(
+            words.contains(&w),
+            "word {w:?} broken or lost in\n{rendered}"
+        );
     }
 }
 
@@ -32,7 +35,11 @@ fn summary_fits_one_80_column_screen() {
     for name in ["zen2-kvm-check.json", "zen4-kvm-check-all.json"] {
         let fp = fixture(name);
         let out = render_check(&fp, Style::plain(80), false);
-        assert!(out.lines().count() <= 24, "{name}: {} lines\n{out}", out.lines().count());
+        assert!(
+            out.lines().count() <= 24,
+            "{name}: {} lines\n{out}",
+            out.lines().count()
+        );
         for line in out.lines() {
             assert!(line.chars().count() <= 80, "{name}: too wide: {line:?}");
         }
@@ -57,7 +64,10 @@ fn verbose_keeps_every_figure_of_the_old_tables() {
     let fp = fixture("zen2-kvm-check.json");
     let out = render_check(&fp, Style::plain(80), true);
     for line in out.lines() {
-        assert!(line.chars().count() <= 80 || !line.contains(' '), "too wide: {line:?}");
+        assert!(
+            line.chars().count() <= 80 || !line.contains(' '),
+            "too wide: {line:?}"
+        );
     }
     for v in &fp.verdicts {
         words_survive(&v.explanation, &out);

@@ -64,7 +64,12 @@ fn check_fits_an_80_by_50_terminal_and_verbose_shows_everything() {
         .stdout
         .clone();
     let verbose = String::from_utf8(verbose).unwrap();
-    for needle in ["Judged against:", "Hurts:", "pause_ns", "Split locks not detected"] {
+    for needle in [
+        "Judged against:",
+        "Hurts:",
+        "pause_ns",
+        "Split locks not detected",
+    ] {
         assert!(verbose.contains(needle), "missing {needle:?} in\n{verbose}");
     }
 }
@@ -86,7 +91,9 @@ fn explain_prints_one_hazard_from_a_saved_file_and_rejects_unknown_ones() {
         .assert()
         .code(2)
         .stdout(predicate::str::is_empty())
-        .stderr(predicate::str::contains("unknown hazard 'no_such_hazard'; known hazards: slow_pause"));
+        .stderr(predicate::str::contains(
+            "unknown hazard 'no_such_hazard'; known hazards: slow_pause",
+        ));
     // The file has no sharing probe: no verdict, and the message says how to get one.
     cpudoctor()
         .args(["explain", "false_sharing", &fixture])
@@ -110,7 +117,9 @@ fn save_into_an_unwritable_directory_fails_before_measuring() {
         .assert()
         .code(2)
         .stdout(predicate::str::is_empty())
-        .stderr(predicate::str::contains("cannot write /proc/cpudoctor-test.json"));
+        .stderr(predicate::str::contains(
+            "cannot write /proc/cpudoctor-test.json",
+        ));
 }
 
 #[test]
@@ -128,7 +137,11 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{:?}", out.status);
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -137,7 +150,9 @@ fn diagnose_without_a_target_says_what_to_give() {
         .arg("diagnose")
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("nothing to diagnose: give a command"));
+        .stderr(predicate::str::contains(
+            "nothing to diagnose: give a command",
+        ));
 }
 
 #[test]

@@ -62,7 +62,10 @@ fn slow_pause_cpu_flags_the_pause_hazard_and_names_spin_waits() {
     assert!(at("Skylake-SP") < at("Worse in new"));
     assert!(at("Worse in new") < at("pause_ns"));
     assert!(at("pause_ns") < at("what they cost software"));
-    assert!(table.contains(".NET's legacy lock spins 211.6 ms"), "{table}");
+    assert!(
+        table.contains(".NET's legacy lock spins 211.6 ms"),
+        "{table}"
+    );
     assert!(at("what they cost software") < at("Verdicts that changed"));
     insta::assert_snapshot!("diff_slow_pause", table);
     insta::assert_snapshot!("diff_slow_pause_json", diff_to_json(&d));

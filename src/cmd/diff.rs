@@ -57,7 +57,11 @@ pub fn run(args: DiffArgs) -> Result<()> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     if let Some(FailOn::Worse) = args.fail_on {
-        let worse = d.metrics.iter().filter(|m| m.change == Change::Worse).count();
+        let worse = d
+            .metrics
+            .iter()
+            .filter(|m| m.change == Change::Worse)
+            .count();
         let verdicts = d
             .hazards
             .iter()

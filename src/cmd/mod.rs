@@ -131,16 +131,26 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Prints the fingerprint (summary or JSON) and saves it. The results are printed first, so a
 /// save that fails after minutes of measuring loses nothing: the error then says so.
 pub fn emit(fp: &Fingerprint, output: &OutputArgs) -> Result<()> {
+    emit_with(fp, output, false)
+}
+
+/// [`emit`], and with `figures` every probe's figures even without `--verbose` (what
+/// `probe` is run for).
+pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result<()> {
     let bytes = json::to_json_bytes(fp);
     let mut out = std::io::stdout().lock();
     if output.json {
         out.write_all(&bytes)?;
     } else {
-        write!(
-            out,
-            "{}",
-            terminal::render_check(fp, stdout_style(), output.verbose)
-        )?;
+        let style = stdout_style();
+        write!(out, "{}", terminal::render_check(fp, style, output.verbose))?;
+        if figures && !output.verbose {
+            write!(
+                out,
+                "\nFigures (median, ±relative spread of repetitions, WIDE when noisy)\n\n{}",
+                terminal::render_probe_list(&fp.probes, style)
+            )?;
+        }
     }
     out.flush()?;
     if let Some(path) = &output.save {

@@ -1,6 +1,6 @@
 //! `cpudoctor probe`: the full microbenchmarks, with their knobs.
 
-use super::{BarProgress, OutputArgs, check_save_target, emit, terminal_width};
+use super::{BarProgress, OutputArgs, check_save_target, emit_with, terminal_width};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
@@ -192,7 +192,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
             .join(" ")
     );
     let fp = session::run(&host, &command, &selected, &options, &BarProgress::new());
-    emit(&fp, &args.output)?;
+    emit_with(&fp, &args.output, true)?;
     if !args.output.json {
         for p in &fp.probes {
             if let Some(map) = heatmap::render_c2c(p, terminal_width()) {

@@ -90,9 +90,8 @@ impl Hazard for FalseSharing {
                 human_ns(p)
             ));
         }
-        let summary = format!(
-            "per-thread counters on one line run {ratio:.1}x slower; pad to 128 bytes"
-        );
+        let summary =
+            format!("per-thread counters on one line run {ratio:.1}x slower; pad to 128 bytes");
         Some(Verdict {
             hazard: self.id().into(),
             title: "False sharing".into(),

@@ -120,7 +120,7 @@ impl Hazard for HugePages {
                 "programs that ask for huge pages (madvise) get them".into()
             }
             (Some((true, ..)), _) => "huge pages are handed out when asked for".into(),
-            (None, _) => format!("THP {mode_text}; not tested here"),
+            (None, _) => "whether programs get huge pages was not tried in this run".into(),
         };
         Some(Verdict {
             hazard: self.id().into(),

@@ -125,8 +125,9 @@ impl Hazard for SoftwarePrefetch {
                 "software prefetch adds {:.0}% to streaming reads",
                 pct(best)
             ),
-            (false, false) => "the hardware prefetchers do the job; software prefetch adds little"
-                .into(),
+            (false, false) => {
+                "the hardware prefetchers do the job; software prefetch adds little".into()
+            }
         };
         Some(Verdict {
             hazard: self.id().into(),

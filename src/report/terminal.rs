@@ -343,7 +343,8 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
 /// Counts of verdicts by level: `2 hazards, 1 notice, 4 ok, 1 borderline`.
 pub fn verdict_counts(verdicts: &[Verdict]) -> String {
     let n = |l: Level| verdicts.iter().filter(|v| v.level == l).count();
-    let plural = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+    let plural =
+        |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
     let mut s = format!(
         "{}, {}, {} ok",
         plural(n(Level::Hazard), "hazard", "hazards"),
@@ -409,8 +410,9 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
         .collect();
     let seconds: f64 = fp.probes.iter().map(|p| p.duration_s).sum();
     let mut count = format!(
-        "{}. {probes_ok} probes ok in {seconds:.1} s",
-        verdict_counts(&fp.verdicts)
+        "{}. {probes_ok} probe{} ok in {seconds:.1} s",
+        verdict_counts(&fp.verdicts),
+        if probes_ok == 1 { "" } else { "s" }
     );
     if !not_ok.is_empty() {
         count.push_str(&format!("; not measured: {}", not_ok.join(", ")));
@@ -419,9 +421,14 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     s.push('\n');
     s.push_str(&wrap(&count, style.width, 0));
     let mut worst: Vec<&Verdict> = fp.verdicts.iter().filter(|v| v.level > Level::Ok).collect();
-    worst.sort_by(|a, b| b.level.cmp(&a.level));
+    worst.sort_by_key(|v| std::cmp::Reverse(v.level));
     let ids: Vec<&str> = match worst.as_slice() {
-        [] => fp.verdicts.iter().map(|v| v.hazard.as_str()).take(1).collect(),
+        [] => fp
+            .verdicts
+            .iter()
+            .map(|v| v.hazard.as_str())
+            .take(1)
+            .collect(),
         w => w.iter().map(|v| v.hazard.as_str()).collect(),
     };
     if let Some((first, rest)) = ids.split_first() {
@@ -436,7 +443,7 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
             0,
         ));
     }
-    s.push_str("Every verdict and figure: cpudoctor check --verbose.\n");
+    s.push_str("Every verdict in full, and every figure: add --verbose.\n");
     s
 }
 
@@ -444,7 +451,13 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
 /// against, what it means for software, and the patterns it hurts.
 pub fn render_verdict_detail(fp: &Fingerprint, v: &Verdict, style: Style) -> String {
     let mut s = String::new();
-    let head = format!("{} ({}): {}, {}", v.title, v.hazard, level_cell(v), v.figure);
+    let head = format!(
+        "{} ({}): {}, {}",
+        v.title,
+        v.hazard,
+        level_cell(v),
+        v.figure
+    );
     let head = wrap(&head, style.width, 0);
     // Colour the level word in place, after wrapping counted only visible characters.
     s.push_str(&head.replacen(
@@ -491,7 +504,11 @@ pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
             s.push_str(&wrap(r, style.width, 2));
         }
         for m in &p.metrics {
-            let mut line = format!("  {:<name_w$}  {:>11}", m.name, human_value(m.value, &m.unit));
+            let mut line = format!(
+                "  {:<name_w$}  {:>11}",
+                m.name,
+                human_value(m.value, &m.unit)
+            );
             if let Some(sp) = &m.spread {
                 line.push_str(&format!(
                     "  ±{:.1}%{}",

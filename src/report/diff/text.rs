@@ -315,10 +315,7 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         unchanged.push_str(&format!(", {} not compared", c.not_compared));
     }
     if !d.hazards_unchanged.is_empty() {
-        unchanged.push_str(&format!(
-            "; verdicts of {}",
-            d.hazards_unchanged.join(", ")
-        ));
+        unchanged.push_str(&format!("; verdicts of {}", d.hazards_unchanged.join(", ")));
     }
     unchanged.push('.');
     if !all && c.same + c.not_compared > 0 {

@@ -80,8 +80,12 @@ enum ChartKey<'a> {
 fn series_words(probe: &str, name: &str) -> String {
     match (probe, name) {
         ("pause", "pause_ns_per_cpu") => "PAUSE latency on each CPU".into(),
-        ("c2c", "c2c_latency_ns") => "Core-to-core latency (lock cmpxchg ping-pong), one way".into(),
-        ("c2c", "c2c_load_store_latency_ns") => "Core-to-core latency of a plain flag, one way".into(),
+        ("c2c", "c2c_latency_ns") => {
+            "Core-to-core latency (lock cmpxchg ping-pong), one way".into()
+        }
+        ("c2c", "c2c_load_store_latency_ns") => {
+            "Core-to-core latency of a plain flag, one way".into()
+        }
         ("c2c", "c2c_latency_ns_by_group") => "Core-to-core latency by topology".into(),
         ("bandwidth", "read_bw_gbs") => "Streaming read bandwidth".into(),
         _ => {
@@ -546,8 +550,14 @@ fn spin_chart(runs: &[Run]) -> Drawn {
     }
     let title = "Spin before blocking, by runtime";
     let categories: Vec<String> = RUNTIMES.iter().map(|p| p.runtime.to_string()).collect();
-    let svg = charts::bar_chart(title, "time spinning before blocking", "ns", &categories, &sets)
-        .map_err(|e: ChartError| Skip::new("spin-before-block".into(), "spin", title, e))?;
+    let svg = charts::bar_chart(
+        title,
+        "time spinning before blocking",
+        "ns",
+        &categories,
+        &sets,
+    )
+    .map_err(|e: ChartError| Skip::new("spin-before-block".into(), "spin", title, e))?;
     let mut h = String::new();
     open_figure(&mut h, "spin-before-block", "spin");
     legend(&mut h, runs, &sets);

@@ -314,14 +314,14 @@ fn header_section(h: &mut String, runs: &[Run]) {
         let _ = writeln!(
             h,
             "<p class=\"machine\">{}<strong>{}</strong>, {}: {}</p>",
-            if runs.len() > 1 { swatch(i) } else { String::new() },
+            if runs.len() > 1 {
+                swatch(i)
+            } else {
+                String::new()
+            },
             escape(&r.label),
             utc_time(r.fp.created_unix_s),
-            lines
-                .lines()
-                .map(escape)
-                .collect::<Vec<_>>()
-                .join("<br>")
+            lines.lines().map(escape).collect::<Vec<_>>().join("<br>")
         );
     }
     let verdicts: Vec<Vec<Verdict>> = runs
@@ -347,7 +347,11 @@ fn header_section(h: &mut String, runs: &[Run]) {
                 slug(id),
                 escape(id),
                 level_class(v.level),
-                if runs.len() > 1 { swatch(i) } else { String::new() },
+                if runs.len() > 1 {
+                    swatch(i)
+                } else {
+                    String::new()
+                },
                 escape(&crate::report::terminal::level_cell(v)),
                 escape(&v.title),
                 escape(&v.figure),
@@ -360,7 +364,11 @@ fn header_section(h: &mut String, runs: &[Run]) {
         let _ = writeln!(
             h,
             "<p class=\"counts\">{}{}{}</p>",
-            if runs.len() > 1 { swatch(i) } else { String::new() },
+            if runs.len() > 1 {
+                swatch(i)
+            } else {
+                String::new()
+            },
             if runs.len() > 1 {
                 format!("{}: ", escape(&runs[i].label))
             } else {
@@ -405,7 +413,11 @@ fn hazard_sections(h: &mut String, runs: &[Run], figures: &figures::Figures) -> 
                     let _ = writeln!(
                         h,
                         "<p>{}<span class=\"{}\">{}</span> {}</p><p>{}</p>",
-                        if runs.len() > 1 { swatch(i) } else { String::new() },
+                        if runs.len() > 1 {
+                            swatch(i)
+                        } else {
+                            String::new()
+                        },
                         level_class(v.level),
                         escape(&crate::report::terminal::level_cell(v)),
                         escape(&v.figure),
@@ -669,7 +681,10 @@ mod tests {
         assert_eq!(urls, ns);
         // Links only within the page (the verdict cards to their sections).
         assert!(!page.contains("src="));
-        assert_eq!(page.matches("href=").count(), page.matches("href=\"#").count());
+        assert_eq!(
+            page.matches("href=").count(),
+            page.matches("href=\"#").count()
+        );
     }
 
     #[test]
