@@ -11,9 +11,8 @@ pub fn run(args: OutputArgs) -> Result<()> {
     let progress = BarProgress::new();
     let selected = probes::all();
     eprintln!(
-        "cpudoctor check: {} probe(s), quick profile, on {}",
-        selected.len(),
-        host.machine.cpu_line()
+        "cpudoctor check: {} probes, quick profile (a few seconds)",
+        selected.len()
     );
     let fp = session::run(
         &host,
