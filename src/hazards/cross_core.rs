@@ -41,13 +41,13 @@ impl Hazard for CrossCoreLatency {
         let flag = fp
             .metric("c2c", "c2c_load_store_latency_ns")
             .map(|m| m.value);
-        let level = if ns >= HAZARD_NS {
-            Level::Hazard
-        } else if ns >= NOTICE_NS {
-            Level::Notice
-        } else {
-            Level::Ok
-        };
+        let (level, borderline) = super::level_with_interval(
+            ns,
+            fp.metric("c2c", "c2c_latency_ns")
+                .and_then(|m| m.interval.as_ref()),
+            Level::Ok,
+            &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
+        );
         let figure = match cycles {
             Some(c) => format!("{ns:.0} ns one way = {c:.0} cycles"),
             None => format!("{ns:.0} ns one way"),
@@ -111,7 +111,7 @@ impl Hazard for CrossCoreLatency {
                         other socket ~200 ns (chipsandcheese, AnandTech core-to-core tests)"
                 .into(),
             explanation,
-            borderline: None,
+            borderline,
         })
     }
 }

@@ -51,13 +51,13 @@ impl Hazard for FalseSharing {
             .and_then(|p| p.params.get("threads"))
             .and_then(|t| t.as_u64())
             .unwrap_or(2);
-        let level = if ratio >= HAZARD_RATIO {
-            Level::Hazard
-        } else if ratio >= NOTICE_RATIO {
-            Level::Notice
-        } else {
-            Level::Ok
-        };
+        let (level, borderline) = super::level_with_interval(
+            ratio,
+            fp.metric("sharing", "false_sharing_ratio")
+                .and_then(|m| m.interval.as_ref()),
+            Level::Ok,
+            &[(NOTICE_RATIO, Level::Notice), (HAZARD_RATIO, Level::Hazard)],
+        );
         let mut figure = format!("packed {ratio:.1}x padded");
         if let Some(t) = true_ratio {
             figure.push_str(&format!("; one shared atomic {t:.1}x private"));
@@ -102,7 +102,7 @@ impl Hazard for FalseSharing {
                         writing the shared field, gave 3.5x throughput"
                 .into(),
             explanation,
-            borderline: None,
+            borderline,
         })
     }
 }

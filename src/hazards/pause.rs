@@ -49,14 +49,20 @@ impl Hazard for SlowPause {
         let ns = fp.metric("pause", "pause_ns")?.value;
         let cycles = fp.metric("pause", "pause_cycles").map(|m| m.value);
         let cores = fp.machine.logical_cpus as u64;
-        let level = match cycles {
-            Some(c) if c >= HAZARD_CYCLES => Level::Hazard,
-            Some(c) if c >= NOTICE_CYCLES => Level::Notice,
-            Some(_) => Level::Ok,
-            // Without a core-clock estimate, judge by time against the seed's 4 ns / 43 ns.
-            None if ns >= HAZARD_NS => Level::Hazard,
-            None if ns >= NOTICE_NS => Level::Notice,
-            None => Level::Ok,
+        let (level, borderline) = match fp.metric("pause", "pause_cycles") {
+            Some(c) => super::level_with_interval(
+                c.value,
+                c.interval.as_ref(),
+                Level::Ok,
+                &[(NOTICE_CYCLES, Level::Notice), (HAZARD_CYCLES, Level::Hazard)],
+            ),
+            // Without a core-clock estimate, judge by time against the case's 4 ns / 43 ns.
+            None => super::level_with_interval(
+                ns,
+                fp.metric("pause", "pause_ns").and_then(|m| m.interval.as_ref()),
+                Level::Ok,
+                &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
+            ),
         };
         let figure = match cycles {
             Some(c) => format!("{ns:.1} ns = {c:.0} cycles"),
@@ -119,7 +125,7 @@ impl Hazard for SlowPause {
             figure,
             reference: "~10 cycles Haswell/Broadwell (4 ns); ~140 cycles Skylake-SP (43 ns)".into(),
             explanation,
-            borderline: None,
+            borderline,
         })
     }
 }

@@ -8,7 +8,7 @@
 //! Prescott's do not, and it read 4.2 GB/s either way.
 
 use super::Hazard;
-use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::report::schema::{Fingerprint, Interval, Level, Verdict};
 
 /// A prefetch distance that changes streaming bandwidth by this much (either way) is worth
 /// knowing: half the seed's +19% Northwood effect, and twice the 5% spread that marks a noisy
@@ -65,11 +65,29 @@ impl Hazard for SoftwarePrefetch {
             .map(|(d, _)| d);
         let hurts = worst <= 1.0 - EFFECT_RATIO;
         let helps = best >= 1.0 + EFFECT_RATIO;
-        let level = if hurts || helps {
-            Level::Notice
-        } else {
-            Level::Ok
-        };
+        // With intervals: an effect counts only when its whole interval is past the bar;
+        // one that reaches the bar is borderline.
+        let interval = |name: &str| fp.metric("bandwidth", name).and_then(|m| m.interval);
+        let (help_level, help_border) = super::level_with_interval(
+            best,
+            interval("prefetch_read_gain_ratio").as_ref(),
+            Level::Ok,
+            &[(1.0 + EFFECT_RATIO, Level::Notice)],
+        );
+        // The worst ratio falls as the harm grows: judge its negation.
+        let negated = interval("prefetch_read_worst_ratio").map(|i| Interval {
+            low: -i.high,
+            high: -i.low,
+            confidence: i.confidence,
+        });
+        let (hurt_level, hurt_border) = super::level_with_interval(
+            -worst,
+            negated.as_ref(),
+            Level::Ok,
+            &[(-(1.0 - EFFECT_RATIO), Level::Notice)],
+        );
+        let level = help_level.max(hurt_level);
+        let borderline = help_border.max(hurt_border).filter(|b| *b > level);
         let pct = |r: f64| (r - 1.0).abs() * 100.0;
         let mut text = String::new();
         if hurts {
@@ -140,7 +158,7 @@ impl Hazard for SoftwarePrefetch {
                 EFFECT_RATIO * 100.0
             ),
             explanation: text.trim_end().to_string(),
-            borderline: None,
+            borderline,
         })
     }
 }

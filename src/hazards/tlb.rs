@@ -58,13 +58,13 @@ impl Hazard for SmallPagePenalty {
             .and_then(|k| k.as_str())
             .unwrap_or("huge pages")
             .to_string();
-        let level = if ratio >= HAZARD_RATIO {
-            Level::Hazard
-        } else if ratio >= NOTICE_RATIO {
-            Level::Notice
-        } else {
-            Level::Ok
-        };
+        let (level, borderline) = super::level_with_interval(
+            ratio,
+            fp.metric("mem-latency", "tlb_penalty_ratio")
+                .and_then(|m| m.interval.as_ref()),
+            Level::Ok,
+            &[(NOTICE_RATIO, Level::Notice), (HAZARD_RATIO, Level::Hazard)],
+        );
         let mut text = format!(
             "Random loads over {} take {small:.0} ns on 4 KiB pages against {huge:.0} ns on \
              {huge_kind} ({ratio:.2}x): page walks add {:.0} ns to each.",
@@ -109,7 +109,7 @@ impl Hazard for SmallPagePenalty {
                  24 references per walk, Bhargava et al. 2008)"
             ),
             explanation: text,
-            borderline: None,
+            borderline,
         })
     }
 }

@@ -337,7 +337,11 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
         .into_iter()
         .flatten(),
     );
-    let ratio = |a: Option<&Config>, b: Option<&Config>| Some(a?.median()? / b?.median()?);
+    // Every configuration is read once per round, so sample i of two configurations comes
+    // from the same moment: ratios pair them, and a neighbour's burst cancels out.
+    let ratio = |name: &str, better: Better, a: Option<&Config>, b: Option<&Config>| {
+        Metric::paired_ratio(name, better, &a?.gbs, &b?.gbs)
+    };
     if let Some(h) = huge {
         r.effects.insert("huge_page_kind".into(), json!(h.name()));
         r.metrics.extend(
@@ -348,55 +352,55 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
             .into_iter()
             .flatten(),
         );
-        if let Some(g) = ratio(find(h, 1, None), find(base, 1, None)) {
-            r.metrics.push(Metric::derived(
-                "huge_page_read_gain_ratio",
-                g,
-                "ratio",
-                Better::Neither,
-            ));
-        }
+        r.metrics.extend(ratio(
+            "huge_page_read_gain_ratio",
+            Better::Neither,
+            find(h, 1, None),
+            find(base, 1, None),
+        ));
     }
     // Prefetch: the best distance against none, per page kind; every distance in effects.
     let mut by_distance = serde_json::Map::new();
     for kind in [Some(base), huge].into_iter().flatten() {
-        let gains: Vec<(usize, f64)> = PREFETCH_DISTANCES
+        let suffix = if kind == base { "" } else { "_huge" };
+        let gains: Vec<(usize, Metric)> = PREFETCH_DISTANCES
             .iter()
-            .filter_map(|&d| Some((d, ratio(find(kind, 1, Some(d)), find(kind, 1, None))?)))
+            .filter_map(|&d| {
+                let m = ratio(
+                    &format!("prefetch_read_gain{suffix}_ratio"),
+                    Better::Neither,
+                    find(kind, 1, Some(d)),
+                    find(kind, 1, None),
+                )?;
+                Some((d, m))
+            })
             .collect();
         by_distance.insert(
             kind.name().into(),
             json!(
                 gains
                     .iter()
-                    .map(|(d, g)| (d.to_string(), *g))
+                    .map(|(d, g)| (d.to_string(), g.value))
                     .collect::<std::collections::BTreeMap<_, _>>()
             ),
         );
-        let best = gains.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
-        let worst = gains.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1));
-        let suffix = if kind == base { "" } else { "_huge" };
+        let best = gains.iter().max_by(|a, b| a.1.value.total_cmp(&b.1.value));
+        let worst = gains.iter().min_by(|a, b| a.1.value.total_cmp(&b.1.value));
         if let (Some((d, best)), Some((_, worst))) = (best, worst) {
-            r.metrics.extend([
-                Metric::derived(
-                    &format!("prefetch_read_gain{suffix}_ratio"),
-                    best,
-                    "ratio",
-                    Better::Neither,
-                ),
-                Metric::derived(
-                    &format!("prefetch_read_worst{suffix}_ratio"),
-                    worst,
-                    "ratio",
-                    Better::Neither,
-                ),
-                Metric::derived(
+            let mut worst = worst.clone();
+            worst.name = format!("prefetch_read_worst{suffix}_ratio");
+            r.metrics.push(best.clone());
+            r.metrics.push(worst);
+            // A best distance means something only when its gain beats the noise: its
+            // interval lies wholly above 1 (no gain).
+            if best.interval.is_none_or(|i| i.low > 1.0) {
+                r.metrics.push(Metric::derived(
                     &format!("prefetch_best_distance{suffix}_bytes"),
-                    d as f64,
+                    *d as f64,
                     "bytes",
                     Better::Neither,
-                ),
-            ]);
+                ));
+            }
         }
     }
     r.effects

@@ -241,23 +241,21 @@ impl Probe for SharingProbe {
                 }),
             );
         }
-        let med = |v: &[f64]| measure::stats::median(v).filter(|m| *m > 0.0);
-        if let (Some(a), Some(b)) = (med(&t.packed), med(&t.padded)) {
-            r.metrics.push(Metric::derived(
-                "false_sharing_ratio",
-                a / b,
-                "ratio",
-                Better::Lower,
-            ));
-        }
-        if let (Some(a), Some(b)) = (med(&t.shared_atomic), med(&t.private_atomic)) {
-            r.metrics.push(Metric::derived(
-                "true_sharing_ratio",
-                a / b,
-                "ratio",
-                Better::Lower,
-            ));
-        }
+        // The four variants run back to back in every sample, so sample i of each is from
+        // the same moment: paired ratios cancel what the host did during that sample.
+        r.metrics.extend(
+            [
+                Metric::paired_ratio("false_sharing_ratio", Better::Lower, &t.packed, &t.padded),
+                Metric::paired_ratio(
+                    "true_sharing_ratio",
+                    Better::Lower,
+                    &t.shared_atomic,
+                    &t.private_atomic,
+                ),
+            ]
+            .into_iter()
+            .flatten(),
+        );
         r.samples.insert("packed_increment_ns".into(), t.packed);
         r.samples.insert("padded_increment_ns".into(), t.padded);
         r.samples

@@ -135,17 +135,45 @@ pub struct Interval {
     pub confidence: f64,
 }
 
+impl Interval {
+    /// The 95% interval of the median of `samples` (see
+    /// [`crate::measure::stats::median_interval`]); `None` without samples.
+    pub fn of_median(samples: &[f64]) -> Option<Interval> {
+        crate::measure::stats::median_interval(samples, crate::measure::stats::CONFIDENCE).map(
+            |(low, high, confidence)| Interval {
+                low,
+                high,
+                confidence,
+            },
+        )
+    }
+
+    /// Whether the two intervals share no value.
+    pub fn disjoint(&self, other: &Interval) -> bool {
+        self.high < other.low || other.high < self.low
+    }
+}
+
 impl Metric {
     /// A metric summarising `samples` (median value, spread attached); `None` without samples.
+    /// Its `interval` is the 95% confidence interval of the median (order statistics).
     pub fn from_samples(name: &str, unit: &str, better: Better, samples: &[f64]) -> Option<Metric> {
+        let interval = Interval::of_median(samples);
         crate::measure::summarize(samples).map(|s| Metric {
             name: name.into(),
             value: s.median,
             unit: unit.into(),
             better,
             spread: Some(s),
-            interval: None,
+            interval,
         })
+    }
+
+    /// A ratio of two figures sampled in pairs (`num[i]` and `den[i]` in the same block of
+    /// time): the median of the paired ratios, with its interval.
+    pub fn paired_ratio(name: &str, better: Better, num: &[f64], den: &[f64]) -> Option<Metric> {
+        let ratios = crate::measure::stats::paired_ratios(num, den);
+        Metric::from_samples(name, "ratio", better, &ratios)
     }
 
     /// A derived metric (a ratio of medians, say) with no spread of its own.

@@ -456,11 +456,14 @@ fn summarise(r: &mut ProbeResult, runs: &[KindRun], caches: &[CacheSize], core: 
         let ns = samples_at(small, d.at_size_bytes);
         if let Some(m) = Metric::from_samples("dram_latency_4k_ns", "ns", Better::Lower, &ns) {
             if main.kind.is_huge() {
-                r.metrics.push(Metric::derived(
+                // The kinds take turns (ABBA, see `time_chases`): sample i of each comes from
+                // the same half of the run, so their ratios pair.
+                let huge_ns = samples_at(main, d.at_size_bytes);
+                r.metrics.extend(Metric::paired_ratio(
                     "tlb_penalty_ratio",
-                    m.value / d.latency_ns,
-                    "ratio",
                     Better::Lower,
+                    &ns,
+                    &huge_ns,
                 ));
             }
             r.metrics.push(m);

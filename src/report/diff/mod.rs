@@ -252,14 +252,13 @@ pub struct HazardCost {
 /// The rule that decides whether a metric changed, in words.
 pub fn rule_text() -> String {
     format!(
-        "a metric counts as changed when its median moved by more than {SPREAD_FACTOR} x the \
-         larger scaled MAD of the two runs and by at least {:.0}% of the smaller figure; a \
-         figure without samples (derived) must move by {:.0}%, and by more than {SPREAD_FACTOR} \
-         x {:.2} x the widest relative spread of its probe's sampled figures (from 0, any move \
-         counts)",
+        "a figure counts as changed when the 95% intervals of its median in the two runs do \
+         not overlap and it moved by at least {:.0}%; a figure without an interval (older \
+         files) must move by more than {SPREAD_FACTOR} x the larger scaled MAD and {:.0}%, or \
+         {:.0}% and its probe's noise when it has no samples",
+        MIN_RELATIVE_CHANGE * 100.0,
         MIN_RELATIVE_CHANGE * 100.0,
         DERIVED_RELATIVE_CHANGE * 100.0,
-        DERIVED_SPREAD_GROWTH
     )
 }
 
@@ -342,6 +341,24 @@ pub fn compare_metric_in_probe(
         d.change = Change::UnitsDiffer;
         return d;
     }
+    if let (Some(oi), Some(ni)) = (&old.interval, &new.interval) {
+        // Both runs give a confidence interval of the median: a move counts only when the
+        // two intervals do not overlap (a conservative test at about the intervals' level,
+        // Schenker and Gentleman, "On judging the significance of differences by examining
+        // the overlap between confidence intervals", The American Statistician 55, 2001)
+        // and is at least the practical floor.
+        let base = old.value.abs().min(new.value.abs());
+        let floor = MIN_RELATIVE_CHANGE * base;
+        d.threshold = Some(floor);
+        d.rule = Some("interval".to_string());
+        let delta = new.value - old.value;
+        d.change = if !oi.disjoint(ni) || delta.abs() < floor || !delta.is_finite() {
+            Change::Same
+        } else {
+            direction(new.better, delta)
+        };
+        return d;
+    }
     let spread = o.mad.into_iter().chain(n.mad).fold(0.0_f64, f64::max).abs() * SPREAD_FACTOR;
     let both_have_spread = o.mad.is_some() && n.mad.is_some();
     let inherited = SPREAD_FACTOR * DERIVED_SPREAD_GROWTH * probe_relative_spread;
@@ -370,13 +387,18 @@ pub fn compare_metric_in_probe(
     d.change = if delta.abs() <= threshold || !delta.is_finite() {
         Change::Same
     } else {
-        match (new.better, delta > 0.0) {
-            (Better::Neither, _) => Change::Changed,
-            (Better::Lower, true) | (Better::Higher, false) => Change::Worse,
-            (Better::Lower, false) | (Better::Higher, true) => Change::Better,
-        }
+        direction(new.better, delta)
     };
     d
+}
+
+/// Which way a move beyond noise went, by the figure's better direction.
+fn direction(better: Better, delta: f64) -> Change {
+    match (better, delta > 0.0) {
+        (Better::Neither, _) => Change::Changed,
+        (Better::Lower, true) | (Better::Higher, false) => Change::Worse,
+        (Better::Lower, false) | (Better::Higher, true) => Change::Better,
+    }
 }
 
 fn not_measured_reason(fp: &Fingerprint, probe: &str) -> String {

@@ -692,8 +692,11 @@ mod tests {
         let mut slow = sample_fingerprint();
         slow.machine.cpu.microarchitecture = "Skylake-SP".into();
         let m = &mut slow.probes[0].metrics[0];
+        let shift = 43.0 - m.value;
         m.value = 43.0;
         m.spread.as_mut().unwrap().median = 43.0;
+        let i = m.interval.as_mut().unwrap();
+        (i.low, i.high) = (i.low + shift, i.high + shift);
         let page = page(vec![
             run("zen4.json", sample_fingerprint()),
             run("skx.json", slow),
