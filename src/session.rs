@@ -105,9 +105,95 @@ pub fn run(
     fp
 }
 
+/// Runs the battery `runs` times (at least once) and keeps every run in one fingerprint: see
+/// [`combine_runs`]. Run-to-run spread is the noise a shared machine really has (vCPU moves,
+/// a neighbour's load), which the repetitions inside one run understate.
+pub fn run_repeated(
+    host: &Host,
+    command: &str,
+    selected: &[&dyn Probe],
+    options: &ProbeOptions,
+    progress: &dyn Progress,
+    runs: usize,
+) -> Fingerprint {
+    let fps: Vec<Fingerprint> = (0..runs.max(1))
+        .map(|_| run(host, command, selected, options, progress))
+        .collect();
+    combine_runs(fps)
+}
+
+/// One fingerprint from several runs of the same battery on one machine: each probe is the
+/// first run's, with every figure that every run measured replaced by the median over the
+/// runs, its spread and 95% interval taken across the runs, and each run's value kept in
+/// `samples["<metric>.runs"]`; `params.runs` says how many. A probe that did not run ok in
+/// every run keeps the first run's result. Verdicts are judged again on the combined figures.
+pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
+    let n = fps.len();
+    let mut first = fps.remove(0);
+    if n == 1 {
+        return first;
+    }
+    for p in first.probes.iter_mut() {
+        let others: Vec<&crate::report::schema::ProbeResult> = fps
+            .iter()
+            .filter_map(|f| f.probe(&p.name))
+            .filter(|q| q.status == p.status)
+            .collect();
+        if p.status != crate::report::schema::Status::Ok || others.len() + 1 != n {
+            continue;
+        }
+        p.params.insert("runs".into(), serde_json::json!(n));
+        p.duration_s += others.iter().map(|q| q.duration_s).sum::<f64>();
+        for m in p.metrics.iter_mut() {
+            let values: Vec<f64> = std::iter::once(m.value)
+                .chain(
+                    others
+                        .iter()
+                        .filter_map(|q| q.metric(&m.name).map(|x| x.value)),
+                )
+                .collect();
+            if values.len() != n {
+                continue;
+            }
+            if let Some(summary) = crate::measure::summarize(&values) {
+                m.value = summary.median;
+                m.spread = Some(summary);
+                m.interval = crate::report::schema::Interval::of_median(&values);
+            }
+            p.samples.insert(format!("{}.runs", m.name), values);
+        }
+    }
+    first.verdicts = hazards::judge_all(&first);
+    first
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn combined_runs_take_the_median_across_runs_and_keep_each_value() {
+        use crate::report::schema::{Better, Metric, ProbeResult, Status};
+        let with_pause = |ns: f64| {
+            let mut fp = crate::report::test_support::empty_fingerprint();
+            let mut p = ProbeResult::new("pause", Status::Ok);
+            p.metrics
+                .push(Metric::from_samples("pause_ns", "ns", Better::Lower, &[ns, ns]).unwrap());
+            fp.probes.push(p);
+            fp
+        };
+        let fp = combine_runs([24.0, 40.0, 25.0, 26.0, 24.5].map(with_pause).to_vec());
+        let m = fp.metric("pause", "pause_ns").unwrap();
+        assert_eq!(m.value, 25.0);
+        // Five values: the interval is their range (93.75% coverage).
+        let i = m.interval.unwrap();
+        assert_eq!((i.low, i.high), (24.0, 40.0));
+        assert_eq!(fp.probe("pause").unwrap().samples["pause_ns.runs"].len(), 5);
+        assert_eq!(fp.probe("pause").unwrap().params["runs"], 5);
+        // One run is returned as it is.
+        let one = combine_runs(vec![with_pause(24.0)]);
+        assert_eq!(one.metric("pause", "pause_ns").unwrap().value, 24.0);
+    }
 
     #[test]
     fn a_probe_named_twice_runs_once() {

@@ -406,3 +406,31 @@ fn check_under_taskset_on_one_cpu_measures_that_cpu_only() {
         );
     }
 }
+
+#[test]
+fn runs_keep_every_run_and_give_each_figure_an_interval_across_them() {
+    let fp = json_of(cpudoctor().args([
+        "probe", "pause", "--quick", "--cpus", "0", "--runs", "2", "--json",
+    ]));
+    assert!(schema_errors(&fp).is_empty(), "{:?}", schema_errors(&fp));
+    let p = probe(&fp, "pause");
+    assert_eq!(p["params"]["runs"], 2);
+    assert_eq!(p["samples"]["pause_ns.runs"].as_array().unwrap().len(), 2);
+    let m = p["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "pause_ns")
+        .unwrap();
+    let (lo, hi, v) = (
+        m["interval"]["low"].as_f64().unwrap(),
+        m["interval"]["high"].as_f64().unwrap(),
+        m["value"].as_f64().unwrap(),
+    );
+    assert!(lo <= v && v <= hi, "{m}");
+    cpudoctor()
+        .args(["check", "--runs", "0"])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty());
+}

@@ -11,15 +11,17 @@ pub fn run(args: OutputArgs) -> Result<()> {
     let progress = BarProgress::new();
     let selected = probes::all();
     eprintln!(
-        "cpudoctor check: {} probes, quick profile (a few seconds)",
-        selected.len()
+        "cpudoctor check: {} probes, quick profile, {} run(s) (a few seconds each)",
+        selected.len(),
+        args.runs
     );
-    let fp = session::run(
+    let fp = session::run_repeated(
         &host,
         "check",
         selected,
         &ProbeOptions::new(Profile::Quick),
         &progress,
+        args.runs as usize,
     );
     emit(&fp, &args)
 }

@@ -64,6 +64,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         json: args.json,
         save: args.save.clone(),
         verbose: false,
+        runs: 1,
     })?;
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),

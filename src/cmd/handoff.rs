@@ -111,6 +111,7 @@ pub fn run(args: &super::spin::SpinArgs) -> Result<()> {
         json: args.json,
         save: h.save.clone(),
         verbose: false,
+        runs: 1,
     };
     check_save_target(&output)?;
 

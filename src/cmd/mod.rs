@@ -33,6 +33,11 @@ pub struct OutputArgs {
     /// figures.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Run the battery N times and keep every run: each figure is the median over the runs,
+    /// with its spread and interval across them (the run-to-run noise of a shared machine).
+    /// Use it for a baseline `diff` will compare against.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub runs: u32,
 }
 
 /// Progress on stderr through indicatif; drawn only between timed sections, hidden when

@@ -191,7 +191,14 @@ pub fn run(args: ProbeArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let fp = session::run(&host, &command, &selected, &options, &BarProgress::new());
+    let fp = session::run_repeated(
+        &host,
+        &command,
+        &selected,
+        &options,
+        &BarProgress::new(),
+        args.output.runs as usize,
+    );
     emit_with(&fp, &args.output, true)?;
     if !args.output.json {
         for p in &fp.probes {

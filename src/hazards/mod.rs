@@ -19,10 +19,9 @@ use crate::report::schema::{Fingerprint, Interval, Level, Verdict};
 pub fn level_at(x: f64, base: Level, steps: &[(f64, Level)]) -> Level {
     steps
         .iter()
-        .filter(|(t, _)| x >= *t)
-        .map(|(_, l)| *l)
-        .last()
-        .unwrap_or(base)
+        .rev()
+        .find(|(t, _)| x >= *t)
+        .map_or(base, |(_, l)| *l)
 }
 
 /// A verdict level with confidence: when the figure's interval lies between two steps the
@@ -40,11 +39,7 @@ pub fn level_with_interval(
         return (level_at(value, base, steps), None);
     };
     let (lo, hi) = (level_at(i.low, base, steps), level_at(i.high, base, steps));
-    if lo == hi {
-        (lo, None)
-    } else {
-        (lo, Some(hi))
-    }
+    if lo == hi { (lo, None) } else { (lo, Some(hi)) }
 }
 
 /// One hazard rule.

@@ -54,12 +54,16 @@ impl Hazard for SlowPause {
                 c.value,
                 c.interval.as_ref(),
                 Level::Ok,
-                &[(NOTICE_CYCLES, Level::Notice), (HAZARD_CYCLES, Level::Hazard)],
+                &[
+                    (NOTICE_CYCLES, Level::Notice),
+                    (HAZARD_CYCLES, Level::Hazard),
+                ],
             ),
             // Without a core-clock estimate, judge by time against the case's 4 ns / 43 ns.
             None => super::level_with_interval(
                 ns,
-                fp.metric("pause", "pause_ns").and_then(|m| m.interval.as_ref()),
+                fp.metric("pause", "pause_ns")
+                    .and_then(|m| m.interval.as_ref()),
                 Level::Ok,
                 &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
             ),

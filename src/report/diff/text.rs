@@ -148,8 +148,13 @@ fn metric_line(m: &MetricDiff, name_w: usize, width: u16) -> String {
 
 /// `old: a.json (check, cpudoctor 0.1.0)`.
 fn run_line(which: &str, r: &RunInfo) -> String {
+    let runs = if r.runs > 1 {
+        format!(", {} runs", r.runs)
+    } else {
+        String::new()
+    };
     format!(
-        "{which}: {} ({}, cpudoctor {})",
+        "{which}: {} ({}{runs}, cpudoctor {})",
         r.label, r.command, r.tool_version
     )
 }
@@ -323,6 +328,15 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     }
     s.push_str(&wrap(&unchanged, width, 0));
     s.push_str(&wrap(&format!("Rule: {}.", d.rule), width, 0));
+    if d.old.runs == 1 && d.new.runs == 1 {
+        s.push_str(&wrap(
+            "How sure: both files are single runs, whose intervals cover the repetitions \
+             inside a run, not how a shared machine moves between runs (vCPU placement, a \
+             neighbour's load); a baseline saved with `check --runs 5` carries that noise.",
+            width,
+            0,
+        ));
+    }
     s
 }
 
