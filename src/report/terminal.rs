@@ -278,7 +278,12 @@ pub fn interval_words(m: &Metric) -> Option<String> {
     let i = m.interval.as_ref()?;
     let lo = human_value(i.low, &m.unit);
     let hi = human_value(i.high, &m.unit);
-    Some(format!("{:.0}% CI {lo} to {hi}", i.confidence * 100.0))
+    // `121-131 cycles` rather than `121 cycles to 131 cycles` when both ends share a unit.
+    let range = match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
+        (Some((a, ua)), Some((b, ub))) if ua == ub => format!("{a}-{b} {ub}"),
+        _ => format!("{lo} to {hi}"),
+    };
+    Some(format!("{:.0}% CI {range}", i.confidence * 100.0))
 }
 
 /// The interval of the first figure the verdict's hazard reads that has one.
@@ -358,8 +363,7 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> String {
     s
 }
 
-/// Width of the level column in the summary (`notice/HAZARD` overflows it by design: the
-/// title then moves right on that line only).
+/// Narrowest level column of the summary (`HAZARD` and a space or two).
 const LEVEL_W: usize = 8;
 
 /// The one-screen summary of a `check`: the machine in two lines, one entry per hazard
@@ -377,14 +381,22 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
         .map(|v| v.title.chars().count())
         .max()
         .unwrap_or(0);
+    // The level column is as wide as its widest cell (`notice/HAZARD` when borderline).
+    let level_w = fp
+        .verdicts
+        .iter()
+        .map(|v| level_cell(v).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(LEVEL_W);
     for v in &fp.verdicts {
         let level = level_cell(v);
-        let pad = (LEVEL_W + 1).saturating_sub(level.chars().count()).max(1);
+        let pad = (level_w + 1).saturating_sub(level.chars().count()).max(1);
         let mut figure = v.figure.clone();
         if let Some(i) = verdict_interval(fp, v) {
             figure.push_str(&format!(" ({i})"));
         }
-        let head_indent = LEVEL_W + 1 + title_w + 2;
+        let head_indent = level_w + 1 + title_w + 2;
         s.push_str(&style.paint_level(v.level, &level));
         s.push_str(&" ".repeat(pad));
         s.push_str(&format!("{:<title_w$}  ", v.title));
@@ -396,10 +408,10 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
                     level_word(other)
                 ),
                 style.width,
-                LEVEL_W + 1,
+                level_w + 1,
             ));
         }
-        s.push_str(&wrap(&summary_of(v), style.width, LEVEL_W + 1));
+        s.push_str(&wrap(&summary_of(v), style.width, level_w + 1));
     }
     let probes_ok = fp.probes.iter().filter(|p| p.status == Status::Ok).count();
     let not_ok: Vec<&str> = fp

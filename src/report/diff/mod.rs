@@ -731,11 +731,52 @@ mod tests {
     }
 
     #[test]
+    fn with_intervals_a_change_needs_separate_intervals_and_ten_percent() {
+        // Known distributions: 11 samples each. Shifted by 30% with no overlap: worse.
+        let base: Vec<f64> = (0..11).map(|i| 100.0 + i as f64).collect();
+        let far: Vec<f64> = base.iter().map(|x| x * 1.3).collect();
+        let d = compare_metric(
+            "p",
+            &metric("c", Better::Lower, &base),
+            &metric("c", Better::Lower, &far),
+        );
+        assert_eq!(
+            (d.change, d.rule.as_deref()),
+            (Change::Worse, Some("interval"))
+        );
+        // Medians 15% apart but one run spread so wide its interval reaches the other: the
+        // same, however far the medians.
+        let wide: Vec<f64> = (0..11).map(|i| 60.0 + 12.0 * i as f64).collect();
+        let d = compare_metric(
+            "p",
+            &metric("c", Better::Lower, &base),
+            &metric("c", Better::Lower, &wide),
+        );
+        assert_eq!(d.change, Change::Same, "{d:?}");
+        // Separate but closer than 10%: not a change a hazard would notice.
+        let near: Vec<f64> = base.iter().map(|x| x + 9.0).collect();
+        assert_eq!(
+            compare_metric(
+                "p",
+                &metric("c", Better::Lower, &base),
+                &metric("c", Better::Lower, &near)
+            )
+            .change,
+            Change::Same
+        );
+    }
+
+    #[test]
     fn zero_spread_still_needs_five_percent() {
-        // Quantised timings: MAD 0 in both runs, a 3% move is noise, a 7% move is not.
-        let a = metric("c", Better::Lower, &[90.0, 90.0, 90.0]);
-        let b = metric("c", Better::Lower, &[92.7, 92.7, 92.7]);
-        let c = metric("c", Better::Lower, &[96.3, 96.3, 96.3]);
+        // Files from builds without intervals. Quantised timings: MAD 0 in both runs, a 3%
+        // move is noise, a 7% move is not.
+        let old_file = |samples: &[f64]| Metric {
+            interval: None,
+            ..metric("c", Better::Lower, samples)
+        };
+        let a = old_file(&[90.0, 90.0, 90.0]);
+        let b = old_file(&[92.7, 92.7, 92.7]);
+        let c = old_file(&[96.3, 96.3, 96.3]);
         assert_eq!(compare_metric("p", &a, &b).change, Change::Same);
         assert_eq!(compare_metric("p", &a, &c).change, Change::Worse);
     }
@@ -862,13 +903,13 @@ mod tests {
 
     #[test]
     fn the_change_rule_reads_the_same_old_to_new_and_new_to_old() {
-        // Regression guard: the 5% was taken of the old figure, so 100 -> 105.2 counted and
-        // 105.2 -> 100 did not.
+        // Regression guard: the floor was taken of the old figure, so 100 -> 105.2 counted and
+        // 105.2 -> 100 did not. With intervals the floor is 10% of the smaller figure.
         let a = metric("c", Better::Lower, &[100.0, 100.0, 100.0]);
-        let b = metric("c", Better::Lower, &[105.2, 105.2, 105.2]);
+        let b = metric("c", Better::Lower, &[110.2, 110.2, 110.2]);
         assert_eq!(compare_metric("p", &a, &b).change, Change::Worse);
         assert_eq!(compare_metric("p", &b, &a).change, Change::Better);
-        let c = metric("c", Better::Lower, &[104.8, 104.8, 104.8]);
+        let c = metric("c", Better::Lower, &[109.8, 109.8, 109.8]);
         assert_eq!(compare_metric("p", &a, &c).change, Change::Same);
         assert_eq!(compare_metric("p", &c, &a).change, Change::Same);
     }
