@@ -315,16 +315,16 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     }
 
     s.push('\n');
-    let mut unchanged = format!("Unchanged: {} figures within noise", c.same);
-    if c.not_compared > 0 {
-        unchanged.push_str(&format!(", {} not compared", c.not_compared));
-    }
+    let mut unchanged = format!("In all: {}", summary_line(d));
     if !d.hazards_unchanged.is_empty() {
-        unchanged.push_str(&format!("; verdicts of {}", d.hazards_unchanged.join(", ")));
+        unchanged.push_str(&format!(
+            "; verdicts unchanged: {}",
+            d.hazards_unchanged.join(", ")
+        ));
     }
     unchanged.push('.');
     if !all && c.same + c.not_compared > 0 {
-        unchanged.push_str(" `--all` lists the figures.");
+        unchanged.push_str(" `--all` lists every figure.");
     }
     s.push_str(&wrap(&unchanged, width, 0));
     s.push_str(&wrap(&format!("Rule: {}.", d.rule), width, 0));
