@@ -281,6 +281,10 @@ pub fn interval_words(m: &Metric) -> Option<String> {
     // `121-131 cycles` rather than `121 cycles to 131 cycles` when both ends share a unit.
     let range = match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
         (Some((a, ua)), Some((b, ub))) if ua == ub => format!("{a}-{b} {ub}"),
+        // Ratios read `3.21x`: `3.21-3.31x`.
+        (None, None) if lo.ends_with('x') && hi.ends_with('x') => {
+            format!("{}-{hi}", lo.trim_end_matches('x'))
+        }
         _ => format!("{lo} to {hi}"),
     };
     Some(format!("{:.0}% CI {range}", i.confidence * 100.0))
@@ -358,7 +362,9 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> String {
     );
     let borderline = verdicts.iter().filter(|v| v.borderline.is_some()).count();
     if borderline > 0 {
-        s.push_str(&format!(", {borderline} borderline"));
+        s.push_str(&format!(
+            ", {borderline} borderline (x/y: the figure's interval spans the threshold)"
+        ));
     }
     s
 }
@@ -401,16 +407,6 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
         s.push_str(&" ".repeat(pad));
         s.push_str(&format!("{:<title_w$}  ", v.title));
         s.push_str(wrap(&figure, style.width, head_indent).trim_start());
-        if let Some(other) = v.borderline {
-            s.push_str(&wrap(
-                &format!(
-                    "borderline: the interval reaches the {} threshold",
-                    level_word(other)
-                ),
-                style.width,
-                level_w + 1,
-            ));
-        }
         s.push_str(&wrap(&summary_of(v), style.width, level_w + 1));
     }
     let probes_ok = fp.probes.iter().filter(|p| p.status == Status::Ok).count();
