@@ -190,9 +190,14 @@ pub fn render_report(runs: &Runs) -> Report {
         escape(&title),
         escape(&title)
     );
-    header_section(&mut h, runs);
+    // Each run judged once with today's rules; the cards and the sections read the same.
+    let verdicts: Vec<Vec<Verdict>> = runs
+        .iter()
+        .map(|r| diff::effective_verdicts(&r.fp))
+        .collect();
+    header_section(&mut h, runs, &verdicts);
     let figures = figures::figures(runs);
-    let placed = hazard_sections(&mut h, runs, &figures);
+    let placed = hazard_sections(&mut h, runs, &verdicts, &figures);
     let others: Vec<&figures::FigurePart> = figures
         .parts
         .iter()
@@ -308,7 +313,7 @@ fn chart_owner(order: &[String], probe: &str) -> Option<String> {
 
 /// The top of the page: what was measured, then one card per hazard (level, title, headline
 /// figure, one line of meaning) linking to its section, and the counts.
-fn header_section(h: &mut String, runs: &[Run]) {
+fn header_section(h: &mut String, runs: &[Run], verdicts: &[Vec<Verdict>]) {
     for (i, r) in runs.iter().enumerate() {
         let lines = crate::report::terminal::machine_lines(&r.fp.machine, &r.fp.clock, u16::MAX);
         let _ = writeln!(
@@ -324,11 +329,7 @@ fn header_section(h: &mut String, runs: &[Run]) {
             lines.lines().map(escape).collect::<Vec<_>>().join("<br>")
         );
     }
-    let verdicts: Vec<Vec<Verdict>> = runs
-        .iter()
-        .map(|r| diff::effective_verdicts(&r.fp))
-        .collect();
-    let order = hazard_order(&verdicts);
+    let order = hazard_order(verdicts);
     if order.is_empty() {
         h.push_str("<p>No verdicts: no probe that a hazard rule reads ran successfully.</p>\n");
         return;
@@ -382,13 +383,14 @@ fn header_section(h: &mut String, runs: &[Run]) {
 /// One section per hazard, worst first: each run's verdict with the explanation folded, and
 /// beside it the charts of the probes the hazard reads. Returns the indices of the charts
 /// placed, so the rest go under "Other charts".
-fn hazard_sections(h: &mut String, runs: &[Run], figures: &figures::Figures) -> Vec<usize> {
-    let verdicts: Vec<Vec<Verdict>> = runs
-        .iter()
-        .map(|r| diff::effective_verdicts(&r.fp))
-        .collect();
+fn hazard_sections(
+    h: &mut String,
+    runs: &[Run],
+    verdicts: &[Vec<Verdict>],
+    figures: &figures::Figures,
+) -> Vec<usize> {
     let mut placed = Vec::new();
-    let order = hazard_order(&verdicts);
+    let order = hazard_order(verdicts);
     if order.is_empty() {
         return placed;
     }
