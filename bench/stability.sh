@@ -5,7 +5,8 @@
 # headline figure's run-to-run coefficient of variation beside the width of the interval the
 # runs reported. Then a positive control: the same check while a memory-hogging neighbour
 # (stress-ng --vm, else a Python loop over 1 GiB) runs on another CPU, which `diff` must report
-# as worse. The independent reference for "unchanged" is the run-to-run spread itself.
+# as worse, and (as root) transparent huge pages switched to `never`. The independent
+# reference for "unchanged" is the run-to-run spread itself.
 # Usage: bench/stability.sh [RUNS] [K]   (defaults: 5 checks of --runs 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,18 @@ for i in $(seq 2 "$runs"); do
   "$bin" diff --json "$work/run1.json" "$work/run$i.json" >"$work/diff$i.json"
 done
 
-# Positive control: a neighbour that loads memory on the last allowed CPU.
+# Positive controls, real changes `diff` must report: transparent huge pages switched from
+# their current mode to `never` (root only; restored after), and a neighbour that loads memory
+# on the last allowed CPU.
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+if [ -w "$thp" ]; then
+  thp_was=$(sed 's/.*\[\(.*\)\].*/\1/' "$thp")
+  trap '[ -n "$hog_pid" ] && kill "$hog_pid" 2>/dev/null; echo "$thp_was" >'"$thp"'; [ -n "${STABILITY_DIR:-}" ] || rm -rf "$work"' EXIT
+  echo never >"$thp"
+  "$bin" check --runs "$k" --save "$work/thp.json" >/dev/null 2>&1 || true
+  echo "$thp_was" >"$thp"
+  "$bin" diff --json "$work/run1.json" "$work/thp.json" >"$work/diff_thp.json"
+fi
 cpus=$(python3 -c 'import os; print(sorted(os.sched_getaffinity(0))[-1])')
 if command -v stress-ng >/dev/null; then
   taskset -c "$cpus" stress-ng --vm 1 --vm-bytes 1G --vm-keep --quiet --timeout 600s &
@@ -77,9 +89,11 @@ for i in range(2, runs + 1):
     d = json.load(open(f"{work}/diff{i}.json"))
     moved = [m["metric"] for m in d["metrics"] if m["change"] in ("worse", "better", "changed")]
     verdicts = [h["hazard"] for h in d["hazards"] if h["direction"] in ("worse", "better")]
+    drift = d["counts"].get("host_drift", 0)
     total += len(moved) + len(verdicts)
     print(f"  run {i}: {d['counts']['worse']} worse, {d['counts']['better']} better, "
-          f"{d['counts']['changed']} changed, {len(verdicts)} verdicts changed"
+          f"{d['counts']['changed']} changed, {len(verdicts)} verdicts changed, "
+          f"{drift} within the host's drift"
           + (f"  ({', '.join(moved[:6])}{'...' if len(moved) > 6 else ''})" if moved else ""))
 print(f"changes reported on an unchanged machine: {total}")
 
@@ -102,8 +116,20 @@ for probe, name in heads:
         w = f"{statistics.median(widths):.2f}" if widths else "none"
         print(f"  {name:28s} CV {cv:.3f}   interval width / value {w}")
 
-d = json.load(open(f"{work}/diff_hog.json"))
-worse = [m["metric"] for m in d["metrics"] if m["change"] == "worse"]
-print(f"\npositive control (memory hog on another CPU): {len(worse)} worse: {', '.join(worse[:8])}")
-print("control " + ("CAUGHT" if worse else "MISSED"))
+import os
+for name, what in [("thp", "transparent huge pages switched to never"),
+                   ("hog", "a memory-hogging neighbour on another CPU")]:
+    path = f"{work}/diff_{name}.json"
+    if not os.path.exists(path):
+        print(f"\npositive control ({what}): not run (needs root)")
+        continue
+    d = json.load(open(path))
+    moved = [m["metric"] for m in d["metrics"] if m["change"] in ("worse", "better", "changed")]
+    drift = [m["metric"] for m in d["metrics"] if m["change"] == "host_drift"]
+    verdicts = [f'{h["hazard"]} ({h["direction"]})' for h in d["hazards"]
+                if h["direction"] in ("worse", "better")]
+    print(f"\npositive control ({what}): {len(moved)} figures moved: {', '.join(moved[:8])}; "
+          f"verdicts changed: {', '.join(verdicts) or 'none'}; "
+          f"within the host's drift: {len(drift)}")
+    print("control " + ("CAUGHT" if moved or verdicts else "MISSED"))
 PY

@@ -41,7 +41,8 @@ impl Hazard for CrossCoreLatency {
         let flag = fp
             .metric("c2c", "c2c_load_store_latency_ns")
             .map(|m| m.value);
-        let (level, borderline) = super::level_with_interval(
+        let (level, borderline) = super::level_near_thresholds(
+            fp,
             ns,
             fp.metric("c2c", "c2c_latency_ns")
                 .and_then(|m| m.interval.as_ref()),
@@ -88,6 +89,30 @@ impl Hazard for CrossCoreLatency {
                  between L3s costs (~100 ns between Zen 4 CCDs, ~22 ns inside one): the \
                  hypervisor placed them on cores the guest cannot see apart.",
                 human_ns(ns)
+            ));
+        }
+        let moves: Vec<String> = fp
+            .probe("c2c")
+            .and_then(|p| p.effects.get("placements"))
+            .and_then(|m| m.as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(pair, v)| {
+                        Some(format!(
+                            "{pair} read {} in {:.0}% of its samples",
+                            human_ns(v.get("other_ns")?.as_f64()?),
+                            v.get("other_share")?.as_f64()? * 100.0
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !moves.is_empty() {
+            explanation.push_str(&format!(
+                " The host moved the vCPUs during the run ({}): the figure is the placement \
+                 most samples saw. On a VM, which cores the vCPUs share changes at the host's \
+                 will; `check --runs 5` shows how often.",
+                moves.join("; ")
             ));
         }
         if let Some(f) = flag {
@@ -194,5 +219,22 @@ mod tests {
     fn no_c2c_result_means_no_verdict() {
         let fp = crate::report::test_support::empty_fingerprint();
         assert_eq!(CrossCoreLatency.judge(&fp), None);
+    }
+
+    #[test]
+    fn a_vcpu_move_during_the_run_is_said_with_both_placements() {
+        let mut fp = fp_with(&[("c2c_latency_ns", 26.0)]);
+        fp.probes[0].effects.insert(
+            "placements".into(),
+            serde_json::json!({"cpu0-cpu1": {"main_ns": 26.0, "other_ns": 92.0, "other_share": 0.33}}),
+        );
+        let v = CrossCoreLatency.judge(&fp).unwrap();
+        assert_eq!(v.level, Level::Ok);
+        assert!(
+            v.explanation
+                .contains("The host moved the vCPUs during the run (cpu0-cpu1 read 92.0 ns in 33%"),
+            "{}",
+            v.explanation
+        );
     }
 }

@@ -68,7 +68,8 @@ impl Hazard for SoftwarePrefetch {
         // With intervals: an effect counts only when its whole interval is past the bar;
         // one that reaches the bar is borderline.
         let interval = |name: &str| fp.metric("bandwidth", name).and_then(|m| m.interval);
-        let (help_level, help_border) = super::level_with_interval(
+        let (help_level, help_border) = super::level_near_thresholds(
+            fp,
             best,
             interval("prefetch_read_gain_ratio").as_ref(),
             Level::Ok,
@@ -80,7 +81,8 @@ impl Hazard for SoftwarePrefetch {
             high: -i.low,
             confidence: i.confidence,
         });
-        let (hurt_level, hurt_border) = super::level_with_interval(
+        let (hurt_level, hurt_border) = super::level_near_thresholds(
+            fp,
             -worst,
             negated.as_ref(),
             Level::Ok,
@@ -200,7 +202,7 @@ mod tests {
     #[test]
     fn prefetch_that_hurts_is_a_notice_with_its_distance() {
         let v = SoftwarePrefetch
-            .judge(&fingerprint(1.02, 0.75, 1.0))
+            .judge(&fingerprint(1.02, 0.7, 1.0))
             .unwrap();
         assert_eq!(v.level, Level::Notice);
         assert!(
@@ -208,9 +210,9 @@ mod tests {
             "{}",
             v.explanation
         );
-        assert!(v.explanation.contains("25% slower"), "{}", v.explanation);
+        assert!(v.explanation.contains("30% slower"), "{}", v.explanation);
         assert!(
-            v.explanation.contains("15.0 instead of 20.0"),
+            v.explanation.contains("14.0 instead of 20.0"),
             "{}",
             v.explanation
         );
@@ -239,10 +241,10 @@ mod tests {
     #[test]
     fn prefetch_that_helps_is_a_notice() {
         let v = SoftwarePrefetch
-            .judge(&fingerprint(1.2, 0.98, 1.19))
+            .judge(&fingerprint(1.4, 0.98, 1.19))
             .unwrap();
         assert_eq!(v.level, Level::Notice);
-        assert!(v.explanation.contains("20% faster"), "{}", v.explanation);
+        assert!(v.explanation.contains("40% faster"), "{}", v.explanation);
         assert!(v.explanation.contains("Northwood"), "{}", v.explanation);
     }
 

@@ -58,7 +58,8 @@ impl Hazard for SmallPagePenalty {
             .and_then(|k| k.as_str())
             .unwrap_or("huge pages")
             .to_string();
-        let (level, borderline) = super::level_with_interval(
+        let (level, borderline) = super::level_near_thresholds(
+            fp,
             ratio,
             fp.metric("mem-latency", "tlb_penalty_ratio")
                 .and_then(|m| m.interval.as_ref()),
@@ -144,11 +145,11 @@ mod tests {
     #[test]
     fn a_large_penalty_in_a_vm_is_a_hazard_that_names_nested_paging() {
         let v = SmallPagePenalty
-            .judge(&fingerprint(180.0, 110.0, true))
+            .judge(&fingerprint(220.0, 110.0, true))
             .unwrap();
         assert_eq!(v.level, Level::Hazard);
         assert!(v.explanation.contains("1 GiB"), "{}", v.explanation);
-        assert!(v.explanation.contains("add 70 ns"), "{}", v.explanation);
+        assert!(v.explanation.contains("add 110 ns"), "{}", v.explanation);
         assert!(v.explanation.contains("8 MiB"), "{}", v.explanation);
         assert!(v.explanation.contains("KVM guest"), "{}", v.explanation);
         assert!(v.explanation.contains("nested paging"));
@@ -157,7 +158,7 @@ mod tests {
     #[test]
     fn bare_metal_does_not_mention_nested_paging() {
         let v = SmallPagePenalty
-            .judge(&fingerprint(100.0, 80.0, false))
+            .judge(&fingerprint(108.0, 80.0, false))
             .unwrap();
         assert_eq!(v.level, Level::Notice);
         assert!(!v.explanation.contains("nested"), "{}", v.explanation);

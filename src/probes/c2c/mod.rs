@@ -209,12 +209,27 @@ fn result(
 ) -> ProbeResult {
     let topology = ctx.machine.topology.as_ref();
     let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+    // A pair whose samples split between two placements (the host moved a vCPU) is figured
+    // on the placement most samples saw; the other is kept and said, not averaged in.
+    let splits: Vec<Option<matrix::PlacementSplit>> = runs
+        .iter()
+        .map(|r| matrix::placement_split(&r.cas_ns))
+        .collect();
+    let cas_main: Vec<&[f64]> = runs
+        .iter()
+        .zip(&splits)
+        .map(|(r, s)| {
+            s.as_ref()
+                .map_or(r.cas_ns.as_slice(), |s| s.main.as_slice())
+        })
+        .collect();
     let cas: Vec<PairLatency> = runs
         .iter()
-        .map(|r| PairLatency {
+        .zip(&cas_main)
+        .map(|(r, main)| PairLatency {
             a: r.a,
             b: r.b,
-            ns: med(&r.cas_ns),
+            ns: med(main),
         })
         .collect();
     let load_store: Vec<PairLatency> = runs
@@ -226,6 +241,7 @@ fn result(
         })
         .collect();
     let cas_medians: Vec<f64> = cas.iter().map(|p| p.ns).collect();
+    let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
     let ls_medians: Vec<f64> = load_store.iter().map(|p| p.ns).collect();
 
     let mut r = ProbeResult::new("c2c", Status::Ok);
@@ -240,7 +256,7 @@ fn result(
     r.params.insert("budget_s".into(), json!(budget_s));
 
     r.metrics
-        .extend(over_pairs("c2c_latency_ns", &cas_medians, &runs[0].cas_ns));
+        .extend(over_pairs("c2c_latency_ns", &cas_medians, cas_main[0]));
     let (min, max) = cas_medians
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
@@ -285,7 +301,6 @@ fn result(
         }
     }
 
-    let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
     for run in runs {
         r.samples.insert(
             format!("c2c_cas_ns.{}", pair_key(run.a, run.b)),
@@ -297,6 +312,26 @@ fn result(
         );
     }
 
+    let moved: BTreeMap<String, serde_json::Value> = runs
+        .iter()
+        .zip(&splits)
+        .filter_map(|(r, s)| {
+            let s = s.as_ref()?;
+            Some((
+                pair_key(r.a, r.b),
+                json!({
+                    "main_ns": med(&s.main),
+                    "other_ns": med(&s.other),
+                    "other_share": s.other.len() as f64 / r.cas_ns.len() as f64,
+                }),
+            ))
+        })
+        .collect();
+    r.effects
+        .insert("vcpu_placement_changed".into(), json!(!moved.is_empty()));
+    if !moved.is_empty() {
+        r.effects.insert("placements".into(), json!(moved));
+    }
     r.effects.insert("pinned_cpus".into(), json!(cpus));
     r.effects.insert("pairs_total".into(), json!(pairs_total));
     r.effects.insert("pairs_measured".into(), json!(runs.len()));

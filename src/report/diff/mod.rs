@@ -33,9 +33,41 @@ pub const MIN_RELATIVE_CHANGE: f64 = crate::measure::stats::WIDE_RELATIVE_SPREAD
 /// The practical-effect floor of the interval rule: a move smaller than this is not reported
 /// even when the intervals separate. 10% is the smallest effect any hazard threshold here
 /// distinguishes (software prefetch's +-10%; the other thresholds are 20% apart or more), and
-/// on a shared 2-vCPU guest DRAM latency and bandwidth drift by 8-9% (coefficient of variation)
-/// between runs a minute apart with nothing changed (`bench/stability.sh`).
-pub const INTERVAL_PRACTICAL_CHANGE: f64 = 0.10;
+/// the guard band the verdicts keep around their thresholds, so the two agree.
+pub const INTERVAL_PRACTICAL_CHANGE: f64 = crate::hazards::THRESHOLD_GUARD;
+
+/// On two VM guests, the factor by which a figure measured on one core or in memory moves
+/// between runs minutes apart with nothing changed but what the host's other tenants do:
+/// on the 2-vCPU Zen 3 guest (`bench/stability.sh 5 3`, 2026-11-24) DRAM latency read 153 to
+/// 227 ns (1.41x between runs), a locked add on a private line 2.15 to 3.05 ns (1.42x, its
+/// host core's other hardware thread busy), PAUSE 24.1 to 27.4 ns. A move within this
+/// factor is shown, but not counted as worse or better.
+pub const GUEST_HOST_DRIFT: f64 = 1.5;
+
+/// On two VM guests, the factor for figures that move a cache line between two vCPUs (core to
+/// core, sharing, split locks): the host decides whether the two vCPUs share a core (~10 ns
+/// per handoff on that guest), a CCX (~25 ns) or neither (~110 ns), and moves them at will.
+/// 25 to 110 ns is 4.4x; beyond 5x a move is counted.
+pub const GUEST_PLACEMENT_DRIFT: f64 = 5.0;
+
+/// Probes whose figures move a line between two vCPUs, so on a VM they depend on where the
+/// host placed the vCPUs ([`GUEST_PLACEMENT_DRIFT`]).
+const PLACEMENT_PROBES: &[&str] = &[
+    "c2c",
+    "sharing",
+    "split-lock",
+    "split-lock-neighbour",
+    "handoff",
+];
+
+/// The factor within which a figure of `probe` moves on two VM guests with nothing changed.
+pub fn guest_drift_factor(probe: &str) -> f64 {
+    if PLACEMENT_PROBES.contains(&probe) {
+        GUEST_PLACEMENT_DRIFT
+    } else {
+        GUEST_HOST_DRIFT
+    }
+}
 
 /// Relative move that counts when one side has no spread (a derived figure, such as a ratio
 /// of two medians): with no samples to judge the noise by, only a 10% move is reported.
@@ -98,6 +130,10 @@ pub enum Change {
     Changed,
     /// Within the noise of both runs.
     Same,
+    /// Moved beyond both runs' intervals, but both runs are VM guests and the move is within
+    /// what the host moves this figure with nothing changed ([`guest_drift_factor`]): shown,
+    /// not counted as worse or better.
+    HostDrift,
     /// Absent (or its probe skipped/failed) in the old run.
     NotMeasuredOld,
     /// Absent (or its probe skipped/failed) in the new run.
@@ -207,6 +243,8 @@ pub struct DiffCounts {
     pub changed: usize,
     /// Metrics within noise.
     pub same: usize,
+    /// Metrics that moved within a VM host's drift (both runs on guests).
+    pub host_drift: usize,
     /// Metrics measured in one run only (or not comparable).
     pub not_compared: usize,
 }
@@ -264,7 +302,9 @@ pub fn rule_text() -> String {
         "a figure counts as changed when the 95% intervals of its median in the two runs do \
          not overlap and it moved by at least {:.0}%; a figure without an interval (older \
          files) must move by more than {SPREAD_FACTOR} x the larger scaled MAD and {:.0}%, or \
-         {:.0}% and its probe's noise when it has no samples",
+         {:.0}% and its probe's noise when it has no samples; when both runs are VM guests, a \
+         move within {GUEST_HOST_DRIFT}x ({GUEST_PLACEMENT_DRIFT}x for figures that move a \
+         line between vCPUs) is what the host moves with nothing changed, and is not counted",
         INTERVAL_PRACTICAL_CHANGE * 100.0,
         MIN_RELATIVE_CHANGE * 100.0,
         DERIVED_RELATIVE_CHANGE * 100.0,
@@ -407,6 +447,23 @@ pub fn compare_metric_in_probe(
     d
 }
 
+/// On two VM guests: a move beyond noise that stays within the host's drift for its kind of
+/// figure becomes [`Change::HostDrift`].
+fn within_host_drift(mut d: MetricDiff) -> MetricDiff {
+    let (Some(o), Some(n)) = (&d.old, &d.new) else {
+        return d;
+    };
+    let (lo, hi) = (
+        o.value.abs().min(n.value.abs()),
+        o.value.abs().max(n.value.abs()),
+    );
+    let moved = matches!(d.change, Change::Worse | Change::Better | Change::Changed);
+    if moved && lo > 0.0 && hi / lo < guest_drift_factor(&d.probe) {
+        d.change = Change::HostDrift;
+    }
+    d
+}
+
 /// Which way a move beyond noise went, by the figure's better direction.
 fn direction(better: Better, delta: f64) -> Change {
     match (better, delta > 0.0) {
@@ -479,6 +536,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
             }
         }
     }
+    let guests = old.machine.hypervisor.is_some() && new.machine.hypervisor.is_some();
     let mut metrics = Vec::new();
     let mut not_measured = Vec::new();
     for probe in probes {
@@ -500,7 +558,10 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         let inherited = probe_relative_spread(om, nm);
         for o in om {
             metrics.push(match nm.iter().find(|n| n.name == o.name) {
-                Some(n) => compare_metric_in_probe(probe, o, n, inherited),
+                Some(n) => {
+                    let d = compare_metric_in_probe(probe, o, n, inherited);
+                    if guests { within_host_drift(d) } else { d }
+                }
                 None => one_sided(probe, o, Change::NotMeasuredNew),
             });
         }
@@ -558,6 +619,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
             Change::Better => counts.better += 1,
             Change::Changed => counts.changed += 1,
             Change::Same => counts.same += 1,
+            Change::HostDrift => counts.host_drift += 1,
             _ => counts.not_compared += 1,
         }
     }
@@ -640,7 +702,10 @@ fn verdict_move(
     }
     let mut with_old_figures = new_fp.clone();
     let mut replaced = false;
-    for m in read.iter().filter(|m| m.change == Change::Same) {
+    for m in read
+        .iter()
+        .filter(|m| matches!(m.change, Change::Same | Change::HostDrift))
+    {
         let target = with_old_figures
             .probes
             .iter_mut()
@@ -938,18 +1003,43 @@ mod tests {
     }
 
     #[test]
-    fn a_verdict_crossing_its_threshold_within_noise_is_not_a_regression() {
+    fn a_figure_near_its_threshold_reads_the_same_verdict_on_both_runs() {
         // Regression guard: 118 -> 121 cycles (2.5%, within noise) crosses the 120-cycle
-        // hazard line; diff said "notice -> HAZARD, now hurts more".
+        // hazard line; diff said "notice -> HAZARD, now hurts more". Both are now borderline.
         let d = diff(&pause_at(118.0), &pause_at(121.0), "a", "b");
         assert_eq!(d.counts.worse, 0);
-        assert_eq!(d.hazards.len(), 1);
-        assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
-        let text = render_diff(&d, 400);
-        assert!(text.contains("Crossed a threshold within noise"), "{text}");
-        assert!(!text.contains("now hurts more"), "{text}");
+        assert!(d.hazards.is_empty(), "{:?}", d.hazards);
         // A real move across the same line is still a regression.
         let d = diff(&pause_at(90.0), &pause_at(140.0), "a", "b");
+        assert_eq!(d.hazards[0].direction, VerdictMove::Worse);
+    }
+
+    #[test]
+    fn on_two_guests_a_move_within_the_hosts_drift_is_shown_not_counted() {
+        // The Zen 3 guest's PAUSE moved 24.1 -> 27.4 ns when a host sibling got busy; here a
+        // wider move, 100 -> 140 cycles (1.4x), that also crosses the hazard line.
+        let d = diff(&pause_at(100.0), &pause_at(140.0), "a", "b");
+        let cycles = d
+            .metrics
+            .iter()
+            .find(|m| m.metric == "pause_cycles")
+            .unwrap();
+        assert_eq!(cycles.change, Change::HostDrift);
+        assert_eq!((d.counts.worse, d.counts.host_drift), (0, 2));
+        assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
+        let text = render_diff(&d, 400);
+        assert!(text.contains("what a VM's host moves them"), "{text}");
+        assert!(text.contains("2 within the VM host's drift"), "{text}");
+        assert!(!text.contains("now hurts more"), "{text}");
+        // The same move on bare metal is a regression.
+        let (mut old, mut new) = (pause_at(100.0), pause_at(140.0));
+        old.machine.hypervisor = None;
+        new.machine.hypervisor = None;
+        let d = diff(&old, &new, "a", "b");
+        assert_eq!(d.counts.host_drift, 0);
+        assert_eq!(d.hazards[0].direction, VerdictMove::Worse);
+        // Beyond the host's drift, a guest's move counts.
+        let d = diff(&pause_at(60.0), &pause_at(140.0), "a", "b");
         assert_eq!(d.hazards[0].direction, VerdictMove::Worse);
     }
 

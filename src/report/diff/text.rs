@@ -50,6 +50,7 @@ pub fn change_words(d: &MetricDiff) -> &'static str {
         },
         Change::Changed => "changed",
         Change::Same => "same (within noise)",
+        Change::HostDrift => "moved within the VM host's drift",
         Change::NotMeasuredOld => "not measured in old",
         Change::NotMeasuredNew => "not measured in new",
         Change::UnitsDiffer => "units differ",
@@ -104,8 +105,17 @@ pub fn duplicate_words(d: &Diff, dup: &DuplicateProbe) -> String {
 pub fn summary_line(d: &Diff) -> String {
     let c = &d.counts;
     format!(
-        "{} worse, {} better, {} changed (no direction), {} within noise, {} not compared",
-        c.worse, c.better, c.changed, c.same, c.not_compared
+        "{} worse, {} better, {} changed (no direction), {} within noise, {}{} not compared",
+        c.worse,
+        c.better,
+        c.changed,
+        c.same,
+        if c.host_drift > 0 {
+            format!("{} within the VM host's drift, ", c.host_drift)
+        } else {
+            String::new()
+        },
+        c.not_compared
     )
 }
 
@@ -200,11 +210,20 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     if d.metrics.is_empty() {
         s.push_str("\nMetrics: neither file has a probe that ran ok.\n");
     } else if c.worse + c.better + c.changed == 0 {
-        s.push_str("\nNo figure moved beyond noise.\n");
+        s.push_str(if c.host_drift > 0 {
+            "\nNo figure moved beyond noise and the VM host's drift.\n"
+        } else {
+            "\nNo figure moved beyond noise.\n"
+        });
     }
     section(&mut s, "Worse in new", Change::Worse);
     section(&mut s, "Better in new", Change::Better);
     section(&mut s, "Changed (no better direction)", Change::Changed);
+    section(
+        &mut s,
+        "Moved within what a VM's host moves them, nothing changed (not counted)",
+        Change::HostDrift,
+    );
 
     if !d.costs.is_empty() {
         s.push_str("\nHazards that read them, and what they cost software\n");
@@ -263,8 +282,13 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         s.push_str(&wrap(
             &format!(
                 "Crossed a threshold within noise, not a change: {} (no figure they read \
-                 moved beyond both runs' noise).",
-                moves.join(", ")
+                 moved beyond both runs' noise{}).",
+                moves.join(", "),
+                if c.host_drift > 0 {
+                    " and the VM host's drift"
+                } else {
+                    ""
+                }
             ),
             width,
             0,
