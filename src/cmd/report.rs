@@ -1,6 +1,6 @@
 //! `cpudoctor report FILE.json [MORE.json...] -o report.html`: one self-contained HTML page.
 
-use super::{check_output_dir, load_fingerprint, write_atomically};
+use super::{check_output_dir, labels, load_fingerprint, write_atomically};
 use anyhow::{Context, Result};
 use clap::Args;
 use cpudoctor::report::html::{self, Run, Runs};
@@ -17,30 +17,11 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
-/// The file name alone, unless two inputs share it (then the paths as given).
-fn labels(files: &[PathBuf]) -> Vec<String> {
-    let names: Vec<String> = files
-        .iter()
-        .map(|f| {
-            f.file_name()
-                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
-        })
-        .collect();
-    let unique = names
-        .iter()
-        .enumerate()
-        .all(|(i, n)| !names[..i].contains(n));
-    if unique {
-        names
-    } else {
-        files.iter().map(|f| f.display().to_string()).collect()
-    }
-}
-
 pub fn run(args: ReportArgs) -> Result<()> {
     check_output_dir(&args.output)?;
     let mut runs = Vec::new();
-    for (file, label) in args.files.iter().zip(labels(&args.files)) {
+    let paths: Vec<&std::path::Path> = args.files.iter().map(PathBuf::as_path).collect();
+    for (file, label) in args.files.iter().zip(labels(&paths)) {
         runs.push(Run {
             label,
             fp: load_fingerprint(file)?,
