@@ -194,20 +194,24 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
             .functions
             .iter()
             .find(|c| c.name == g.name && c.module == g.module);
-        let _ = writeln!(
-            o,
-            "\nGrown: {} ({}){}",
-            g.name,
-            g.module,
-            c.map(|c| format!(
-                ", {} -> {} of samples, {:.2} -> {:.2} CPU s/s",
-                pct(c.old.share),
-                pct(c.new.share),
-                c.old.cpu_per_wall,
-                c.new.cpu_per_wall
-            ))
-            .unwrap_or_default()
-        );
+        o.push('\n');
+        o.push_str(&wrap(
+            &format!(
+                "Grown: {} ({}){}",
+                g.name,
+                g.module,
+                c.map(|c| format!(
+                    ": {} -> {}, {:.2} -> {:.2} CPU s/s",
+                    pct(c.old.share),
+                    pct(c.new.share),
+                    c.old.cpu_per_wall,
+                    c.new.cpu_per_wall
+                ))
+                .unwrap_or_default()
+            ),
+            "",
+            w,
+        ));
         let mut t = table(width, &["", "old", "new"]);
         let (a, b) = (code_cells(&g.old, &d.old), code_cells(&g.new, &d.new));
         for (i, label) in ["kind", "hot", "next", "machine", "callers"]
@@ -258,4 +262,93 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
         o.push_str(&wrap(&format!("Note: {n}"), "", w));
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::compare::compare;
+    use crate::diagnose::{Diagnosis, from_json_bytes};
+
+    fn fixture(name: &str) -> Diagnosis {
+        let path = format!(
+            "{}/tests/fixtures/diagnose/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    fn spin_phases() -> DiagnosisDiff {
+        compare(
+            &fixture("spin-phases-140-zen3-kvm.json"),
+            &fixture("spin-phases-4000-zen3-kvm.json"),
+            "old.json",
+            "new.json",
+        )
+    }
+
+    #[test]
+    fn the_spin_wait_grows_first_with_pause_on_both_sides_and_the_work_shrinks() {
+        let d = spin_phases();
+        let first = &d.functions[0];
+        assert_eq!(
+            (first.name.as_str(), first.direction),
+            ("wait_for_item", Direction::Grown)
+        );
+        let work = d.functions.iter().find(|c| c.name == "do_work").unwrap();
+        assert_eq!(work.direction, Direction::Shrunk);
+        let g = &d.grown[0];
+        for side in [&g.old, &g.new] {
+            let site = side.site.as_ref().expect("a hot site on both sides");
+            assert_eq!(site.instruction, "pause");
+            assert!(site.next.is_some());
+            assert_eq!(side.callers[0].frames[..2], ["serve", "main"]);
+        }
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn the_diff_of_two_diagnoses_matches_its_snapshot_in_80_columns() {
+        let text = render(&spin_phases(), 80, false);
+        for l in text.lines() {
+            assert!(l.chars().count() <= 80, "{l}");
+        }
+        insta::assert_snapshot!("diagnosis_diff_spin_phases_80", text);
+    }
+
+    #[test]
+    fn the_json_diff_round_trips() {
+        let d = spin_phases();
+        let json = serde_json::to_string(&d).unwrap();
+        let back: DiagnosisDiff = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, d);
+        assert!(json.contains("\"direction\":\"grown\""));
+    }
+
+    #[test]
+    fn an_old_file_without_stacks_compares_by_its_functions_and_says_so() {
+        let d = compare(
+            &fixture("pause-spin-zen4-kvm.json"),
+            &fixture("spin-phases-4000-zen3-kvm.json"),
+            "zen4.json",
+            "new.json",
+        );
+        assert!(d.old.from_functions);
+        assert!(d.notes[0].contains("zen4.json was saved without call stacks"));
+        // Findings on one side only are listed as such.
+        assert!(
+            d.findings
+                .only_new
+                .iter()
+                .any(|f| f.symbol.as_deref() == Some("wait_for_item")),
+            "{:?}",
+            d.findings
+        );
+        let text = render(&d, 80, false);
+        assert!(
+            text.contains("only in new: [HAZARD] wait_for_item spins on PAUSE"),
+            "{text}"
+        );
+        assert!(text.contains("only in old:"), "{text}");
+    }
 }

@@ -285,3 +285,121 @@ pub fn read_pprof(bytes: &[u8]) -> Result<pb::Profile, std::io::Error> {
     prost::Message::decode(raw.as_slice())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Diagnosis {
+        let path = format!(
+            "{}/tests/fixtures/diagnose/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        crate::diagnose::from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    /// A readable account of a decoded profile: what `go tool pprof -raw` would show.
+    fn describe(p: &pb::Profile) -> String {
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        let mut o = String::new();
+        let vt = |v: &pb::ValueType| format!("{}/{}", s(v.r#type), s(v.unit));
+        o.push_str(&format!(
+            "sample types: {}; default {}; period {} {}; duration {} ns\n",
+            p.sample_type.iter().map(vt).collect::<Vec<_>>().join(", "),
+            s(p.default_sample_type),
+            p.period,
+            p.period_type.as_ref().map(vt).unwrap_or_default(),
+            p.duration_nanos
+        ));
+        for c in &p.comment {
+            o.push_str(&format!("comment: {}\n", s(*c)));
+        }
+        for m in &p.mapping {
+            o.push_str(&format!(
+                "mapping {}: {} span {:#x} file offset {:#x}, functions {}\n",
+                m.id,
+                s(m.filename),
+                m.memory_limit - m.memory_start,
+                m.file_offset,
+                m.has_functions
+            ));
+        }
+        for smp in &p.sample {
+            let names: Vec<String> = smp
+                .location_id
+                .iter()
+                .map(|id| {
+                    let loc = &p.location[*id as usize - 1];
+                    assert_eq!(loc.id, *id);
+                    let f = &p.function[loc.line[0].function_id as usize - 1];
+                    format!("{}@m{}", s(f.name), loc.mapping_id)
+                })
+                .collect();
+            o.push_str(&format!("{:?} {}\n", smp.value, names.join(" <- ")));
+        }
+        o
+    }
+
+    #[test]
+    fn folded_stacks_put_each_function_under_its_callers() {
+        let d = fixture("spin-phases-4000-zen3-kvm.json");
+        let text = folded(&d, LeafOffsets::Keep);
+        insta::assert_snapshot!("folded_spin_phases_4000", text);
+        let total: u64 = text
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(total, d.sampling.samples, "every sample in one line");
+        // Without offsets, one line per call path.
+        let plain = folded(&d, LeafOffsets::Drop);
+        assert!(
+            plain
+                .lines()
+                .any(|l| l.contains(";main;serve;wait_for_item ")),
+            "{plain}"
+        );
+        assert!(plain.lines().count() <= text.lines().count());
+    }
+
+    #[test]
+    fn the_pprof_profile_carries_samples_cpu_time_addresses_and_modules() {
+        let d = fixture("spin-phases-4000-zen3-kvm.json");
+        let bytes = pprof(&d);
+        assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip");
+        assert_eq!(bytes, pprof(&d), "the same diagnosis gives the same bytes");
+        let p = read_pprof(&bytes).unwrap();
+        assert_eq!(p, pprof_profile(&d));
+        assert_eq!(p.string_table[0], "");
+        let samples: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(samples as u64, d.sampling.samples);
+        // 499 Hz: each sample stands for 2,004,008 ns of CPU.
+        assert_eq!(p.period, 2_004_008);
+        assert!(p.sample.iter().all(|s| s.value[1] == s.value[0] * p.period));
+        // Every location has its address and a mapping that covers it.
+        for l in &p.location {
+            let m = &p.mapping[l.mapping_id as usize - 1];
+            assert!(
+                (m.memory_start..m.memory_limit).contains(&l.address),
+                "{l:?}"
+            );
+        }
+        insta::assert_snapshot!("pprof_spin_phases_4000", describe(&p));
+    }
+
+    #[test]
+    fn a_file_saved_without_stacks_exports_its_hottest_functions_as_leaves() {
+        let d = fixture("pause-spin-zen4-kvm.json");
+        assert!(d.stacks.is_empty());
+        let st = stacks_of(&d);
+        assert!(st.from_functions);
+        let text = folded(&d, LeafOffsets::Keep);
+        assert!(!text.contains("+0x"), "no address, no offset: {text}");
+        let p = read_pprof(&pprof(&d)).unwrap();
+        assert!(
+            p.comment
+                .iter()
+                .any(|c| p.string_table[*c as usize].contains("without call stacks"))
+        );
+        assert_eq!(p.sample.len(), d.functions.len());
+    }
+}
