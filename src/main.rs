@@ -72,7 +72,7 @@ enum Command {
             Handoff on the same model: cpudoctor spin --handoff --pause-ns 43 --cores 24"
     )]
     Spin(cmd::spin::SpinArgs),
-    /// Compare two saved fingerprints: what got worse first, with its cost to software.
+    /// Compare two saved fingerprints (what got worse first) or two saved diagnoses (which functions grew).
     #[command(
         long_about = "Compares two fingerprints saved with --save, without access to either \
             machine, in the order a reader needs: the machine facts that differ; the figures \
@@ -82,6 +82,11 @@ enum Command {
             in their own figures; the verdicts that changed; then one line counting what did \
             not change (--all lists it). Figures measured in one run only are never called a \
             regression.\n\n\
+            Two diagnoses saved with `diagnose --save` (told from the files' content) compare \
+            the other way: CPU time and share per function and module on each side, ranked by \
+            growth (by share and by CPU time per second of wall time, so runs of different \
+            length compare; the rule is printed), each grown function's hot instruction, \
+            machine and callers side by side, and the findings present on one side only.\n\n\
             Exit status: 0, or 3 with --fail-on worse when NEW is worse.\n\n\
             Examples: cpudoctor diff old-host.json new-host.json\n          \
             cpudoctor diff baseline.json today.json --fail-on worse"
@@ -108,8 +113,13 @@ enum Command {
             CPU time, context switches and faults; hardware counters when a PMU exists.\n\n\
             Needs perf_event_open: root, CAP_PERFMON, or kernel.perf_event_paranoid <= 2 for \
             your own processes.\n\n\
+            --pprof FILE and --folded FILE export the samples (pprof's profile.proto, \
+            gzipped; folded stacks for flame graphs); --from SAVED.json converts a saved \
+            diagnosis instead of recording.\n\n\
             Examples: cpudoctor diagnose -- ./server --port 8080\n          \
-            cpudoctor diagnose --pid 1234 --duration 5 --json"
+            cpudoctor diagnose --pid 1234 --duration 5 --json\n          \
+            cpudoctor diagnose --save new.json --pprof new.pb.gz -- ./test\n          \
+            cpudoctor diagnose --from old.json --folded old.folded"
     )]
     Diagnose(cmd::diagnose::DiagnoseArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
