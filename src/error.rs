@@ -257,16 +257,18 @@ pub enum InputError {
         /// The newest version this build reads.
         known: u32,
     },
-    /// `diff` given a saved diagnosis and a saved fingerprint.
+    /// `diff` or `report` given a saved diagnosis and a saved fingerprint.
     #[error(
-        "{diagnosis} is a saved diagnosis and {fingerprint} a saved fingerprint: diff compares \
-         two fingerprints (`check --save`) or two diagnoses (`diagnose --save`), not one of each"
+        "{diagnosis} is a saved diagnosis and {fingerprint} a saved fingerprint: {command} \
+         fingerprints (`check --save`) or diagnoses (`diagnose --save`), not both"
     )]
     MixedKinds {
-        /// The diagnosis file.
+        /// A diagnosis file.
         diagnosis: String,
-        /// The fingerprint file.
+        /// A fingerprint file.
         fingerprint: String,
+        /// What the command takes: `diff compares two`, `report shows`.
+        command: &'static str,
     },
     /// `diff --fail-on` on two diagnoses, which have no figures or verdicts to gate on.
     #[error(

@@ -92,14 +92,18 @@ enum Command {
             cpudoctor diff baseline.json today.json --fail-on worse"
     )]
     Diff(cmd::diff::DiffArgs),
-    /// Write one self-contained HTML page with tables and charts for one or more fingerprints.
+    /// Write one self-contained HTML page with tables and charts for fingerprints or diagnoses.
     #[command(
         long_about = "Writes one HTML file (inline SVG and CSS, no script, nothing fetched) with \
             the machine facts, the verdict table, the metrics and a chart for every series: \
             latency curves (log size axis), core-to-core heatmaps, bandwidth bars, PAUSE per \
             CPU, spin-before-block per runtime. With two or more files the charts overlay \
             them and the page adds the diff of the first against each other one.\n\n\
-            Example: cpudoctor report old-host.json new-host.json -o report.html"
+            Saved diagnoses (`diagnose --save`) give a page with their findings first, a flame \
+            graph each (inferno), and for each after the first the function diff beside a \
+            differential flame graph (red grew, blue shrank).\n\n\
+            Examples: cpudoctor report old-host.json new-host.json -o report.html\n          \
+            cpudoctor report old-diagnosis.json new-diagnosis.json -o profile.html"
     )]
     Report(cmd::report::ReportArgs),
     /// Where a workload spends its time: spin-waits, contended atomics, page size; with or without a PMU.

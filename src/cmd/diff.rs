@@ -76,6 +76,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
             return Err(InputError::MixedKinds {
                 diagnosis: shown(&args.old),
                 fingerprint: shown(&args.new),
+                command: "diff compares two",
             }
             .into());
         }
@@ -83,6 +84,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
             return Err(InputError::MixedKinds {
                 diagnosis: shown(&args.new),
                 fingerprint: shown(&args.old),
+                command: "diff compares two",
             }
             .into());
         }

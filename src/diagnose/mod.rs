@@ -17,6 +17,7 @@ pub mod counters;
 pub mod disasm;
 pub mod events;
 pub mod export;
+pub mod flame;
 pub mod hotspots;
 pub mod jit;
 pub mod memory;
