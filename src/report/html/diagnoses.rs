@@ -196,7 +196,9 @@ fn finding_item(f: &FindingBrief) -> String {
     )
 }
 
-fn diff_tables(h: &mut String, d: &DiagnosisDiff) {
+/// The function diff, then (`beside`) the differential flame graph, then each grown
+/// function's code side by side and the findings on one side only.
+fn diff_tables(h: &mut String, d: &DiagnosisDiff, beside: impl FnOnce(&mut String)) {
     let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(&d.rule));
     h.push_str(
         "<div class=\"wide\"><table class=\"functions\"><tr><th>Function</th><th>Module</th>\
@@ -241,6 +243,7 @@ fn diff_tables(h: &mut String, d: &DiagnosisDiff) {
             "<p class=\"muted\">{still} more function(s) did not move beyond noise.</p>"
         );
     }
+    beside(h);
     for g in &d.grown {
         let _ = writeln!(
             h,
@@ -375,13 +378,11 @@ pub fn render_diagnoses(runs: &[DiagnosisRun]) -> DiagnosisReport {
             );
             let _ = writeln!(
                 h,
-                "<h2 id=\"diff-{}\">What changed: {} &rarr; {}</h2>\n<div class=\"pair\"><div>",
+                "<h2 id=\"diff-{}\">What changed: {} &rarr; {}</h2>",
                 i + 1,
                 escape(&first.label),
                 escape(&other.label)
             );
-            diff_tables(&mut h, &d);
-            h.push_str("</div><div>\n");
             let caption = format!(
                 "Differential flame graph, {} to {}: the frames of {}, red where their share \
                  grew, blue where it shrank",
@@ -394,8 +395,9 @@ pub fn render_diagnoses(runs: &[DiagnosisRun]) -> DiagnosisReport {
                 &format!("{} \u{2192} {}", first.label, other.label),
                 &id,
             );
-            figure(&mut h, &id, "flame-diff", drawn, &caption, &mut out);
-            h.push_str("</div></div>\n");
+            diff_tables(&mut h, &d, |h: &mut String| {
+                figure(h, &id, "flame-diff", drawn, &caption, &mut out)
+            });
         }
     }
     h.push_str("<h2 id=\"flame-graphs\">Flame graphs</h2>\n");
