@@ -395,3 +395,50 @@ fn an_old_diagnosis_without_stacks_still_converts() {
         "{text}"
     );
 }
+
+#[test]
+fn report_refuses_mixed_kinds_and_a_cut_diagnosis_leaving_the_old_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, "previous report").unwrap();
+    let err = one_line_error(
+        cpudoctor()
+            .arg("report")
+            .arg(fixture(OLD))
+            .arg(fixture(FINGERPRINT))
+            .arg("-o")
+            .arg(&page),
+    );
+    assert!(err.contains("a report shows fingerprints"), "{err}");
+    let cut = dir.path().join("cut.json");
+    let whole = std::fs::read(fixture(OLD)).unwrap();
+    std::fs::write(&cut, &whole[..100]).unwrap();
+    let err = one_line_error(
+        cpudoctor()
+            .arg("report")
+            .arg(fixture(OLD))
+            .arg(&cut)
+            .arg("-o")
+            .arg(&page),
+    );
+    assert!(
+        err.contains("cut.json is not a cpudoctor diagnosis"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), "previous report");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary file"
+    );
+    // Two good ones: the page, with both flame graphs and the differential one.
+    cpudoctor()
+        .arg("report")
+        .arg(fixture(OLD))
+        .arg(fixture("diagnose/spin-phases-4000-zen3-kvm.json"))
+        .arg("-o")
+        .arg(&page)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("2 diagnoses, 3 flame graph(s)"));
+}
