@@ -172,10 +172,17 @@ fn go() -> Option<PathBuf> {
     })
 }
 
+/// `go tool pprof -top ARGS` (or, given `-disasm`, that view instead).
 fn pprof_top(go: &Path, args: &[&Path]) -> String {
     let tmp = tempfile::tempdir().unwrap();
+    let view = if args.first().is_some_and(|a| a.as_os_str() == "-disasm") {
+        None
+    } else {
+        Some("-top")
+    };
     let out = std::process::Command::new(go)
-        .args(["tool", "pprof", "-top"])
+        .args(["tool", "pprof"])
+        .args(view)
         .args(args)
         // Where pprof would keep profiles it saves; never the user's ~/pprof.
         .env("PPROF_TMPDIR", tmp.path())
@@ -231,6 +238,20 @@ fn go_tool_pprof_reads_the_exports_alone_and_as_a_diff() {
     assert!(rows[..2].contains(spin), "{text}");
     let work = rows.iter().find(|r| r.1 == "do_work").expect(&text);
     assert!(work.0.starts_with('-'), "do_work shrank: {text}");
+
+    // The mappings lead pprof to the binary: -disasm lists the spin-wait's code with its
+    // samples on the instruction right after PAUSE (objdump comes with the C compiler).
+    let text = pprof_top(
+        &go,
+        &[Path::new("-disasm"), Path::new("wait_for_item"), &new],
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let pause = lines
+        .iter()
+        .position(|l| l.contains("PAUSE"))
+        .unwrap_or_else(|| panic!("no PAUSE in the listing: {text}"));
+    let after = lines[pause + 1].split_whitespace().next().unwrap();
+    assert_ne!(after, ".", "samples after PAUSE: {text}");
 }
 
 #[test]

@@ -88,6 +88,9 @@ pub fn folded(d: &Diagnosis, leaf: LeafOffsets) -> String {
     out
 }
 
+/// Page size mappings are widened to.
+const PAGE: u64 = 4096;
+
 /// The sampling period in ns: each sample stands for this much CPU time.
 pub fn period_ns(d: &Diagnosis) -> i64 {
     (1e9 / d.sampling.frequency_hz.max(1) as f64).round() as i64
@@ -119,10 +122,10 @@ impl Strings {
 
 /// The pprof profile of `d`, before encoding: sample types `samples/count` and
 /// `cpu/nanoseconds` (samples times the sampling period, the default), one location per
-/// sampled address with the function it lies in, one mapping per module covering the
-/// addresses sampled in it (with the file offset, for file-backed code, that lets pprof find
-/// the instruction in the binary). Functions are named already (`has_functions`), so pprof
-/// never looks the binaries up.
+/// sampled address with the function it lies in, one mapping per module covering the pages
+/// sampled in it (with, for file-backed code, the file offset that lets `pprof -disasm` find
+/// the instructions in the binary). Functions are named already (`has_functions`), so `-top`
+/// and `-diff_base` never look a binary up.
 pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
     let mut st = Strings::new();
     let period = period_ns(d);
@@ -154,12 +157,21 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
     for (module, (start, limit, file_offset)) in &modules {
         let id = mapping.len() as u64 + 1;
         mapping_id.insert(module, id);
-        let start = if *start == u64::MAX { 0 } else { *start };
+        // Widened to whole pages, as the kernel maps files: pprof's tools find the ELF
+        // segment of a mapping from its page-aligned start and file offset.
+        let (start, limit, file_offset) = match (*start, file_offset) {
+            (u64::MAX, _) => (0, 0, 0),
+            (s, Some(off)) if s & (PAGE - 1) <= *off => {
+                let back = s & (PAGE - 1);
+                (s - back, limit.next_multiple_of(PAGE), off - back)
+            }
+            (s, _) => (s, (*limit).max(s), 0),
+        };
         mapping.push(pb::Mapping {
             id,
             memory_start: start,
-            memory_limit: (*limit).max(start),
-            file_offset: file_offset.unwrap_or(0),
+            memory_limit: limit,
+            file_offset,
             filename: st.get(module),
             has_functions: true,
             ..Default::default()
