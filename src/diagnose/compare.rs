@@ -567,6 +567,23 @@ mod tests {
         assert_eq!(next.samples, 7);
     }
 
+    #[test]
+    fn runs_of_different_length_compare_by_share_and_cpu_per_wall_second() {
+        // 499 samples at 499 Hz is 1 s of CPU: over 2 s of wall time, 0.5 CPU s per s.
+        let mut short = side_of(998);
+        short.wall_s = 2.0;
+        let a = amount(499, &short);
+        assert_eq!((a.cpu_s, a.cpu_per_wall, a.share), (1.0, 0.5, 0.5));
+        // The same mix over a run five times as long: the same share, the same rate.
+        let mut long = side_of(4990);
+        long.wall_s = 10.0;
+        let b = amount(2495, &long);
+        assert_eq!((b.cpu_per_wall, b.share), (0.5, 0.5));
+        let c = change("f".into(), "m".into(), a, b, &short, &long);
+        assert_eq!(c.direction, Direction::Within);
+        assert!(rule(&short, &long).contains("old 2.00 s at 499 Hz, new 10.00 s at 499 Hz"));
+    }
+
     fn amount_of(samples: u64, total: u64) -> Amount {
         Amount {
             samples,

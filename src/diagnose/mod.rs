@@ -9,7 +9,10 @@
 //! HITM where a PMU exists.
 //!
 //! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
-//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by [`render`].
+//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by [`render`]. A
+//! saved diagnosis ([`from_json_bytes`]) is exported by [`export`] (pprof, folded stacks) and
+//! [`flame`] (flame graphs), and two are compared by [`compare`], printed by
+//! [`compare_render`].
 
 pub mod compare;
 pub mod compare_render;
