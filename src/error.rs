@@ -222,6 +222,60 @@ pub enum InputError {
         /// Why there is a limit.
         why: &'static str,
     },
+    /// A saved diagnosis that is missing or cannot be read.
+    #[error(
+        "cannot read diagnosis {path}: {reason}; give a file saved with \
+         `cpudoctor diagnose --save FILE`"
+    )]
+    UnreadableDiagnosis {
+        /// The path given.
+        path: String,
+        /// What went wrong (`no such file`, `permission denied`, ...).
+        reason: String,
+    },
+    /// A file that is not JSON (a truncated or binary file), or JSON that is not a diagnosis.
+    #[error(
+        "{path} is not a cpudoctor diagnosis ({reason}); give a file saved with \
+         `cpudoctor diagnose --save FILE`"
+    )]
+    NotADiagnosis {
+        /// The path given.
+        path: String,
+        /// What it is instead, or the parser's complaint.
+        reason: String,
+    },
+    /// A diagnosis written by a newer cpudoctor.
+    #[error(
+        "{path} has diagnosis_version {found}, newer than this cpudoctor reads ({known}); \
+         upgrade cpudoctor to read it"
+    )]
+    NewerDiagnosis {
+        /// The path given.
+        path: String,
+        /// The version in the file.
+        found: u64,
+        /// The newest version this build reads.
+        known: u32,
+    },
+    /// `diff` or `report` given a saved diagnosis and a saved fingerprint.
+    #[error(
+        "{diagnosis} is a saved diagnosis and {fingerprint} a saved fingerprint: {command} \
+         fingerprints (`check --save`) or diagnoses (`diagnose --save`), not both"
+    )]
+    MixedKinds {
+        /// A diagnosis file.
+        diagnosis: String,
+        /// A fingerprint file.
+        fingerprint: String,
+        /// What the command takes: `diff compares two`, `report shows`.
+        command: &'static str,
+    },
+    /// `diff --fail-on` on two diagnoses, which have no figures or verdicts to gate on.
+    #[error(
+        "--fail-on gates on the figures and verdicts of two fingerprints; two diagnoses have \
+         none: drop --fail-on"
+    )]
+    FailOnDiagnoses,
 }
 
 fn perf_not_permitted(paranoid: Option<i32>) -> String {

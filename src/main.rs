@@ -72,7 +72,7 @@ enum Command {
             Handoff on the same model: cpudoctor spin --handoff --pause-ns 43 --cores 24"
     )]
     Spin(cmd::spin::SpinArgs),
-    /// Compare two saved fingerprints: what got worse first, with its cost to software.
+    /// Compare two saved fingerprints (what got worse first) or two saved diagnoses (which functions grew).
     #[command(
         long_about = "Compares two fingerprints saved with --save, without access to either \
             machine, in the order a reader needs: the machine facts that differ; the figures \
@@ -82,19 +82,28 @@ enum Command {
             in their own figures; the verdicts that changed; then one line counting what did \
             not change (--all lists it). Figures measured in one run only are never called a \
             regression.\n\n\
+            Two diagnoses saved with `diagnose --save` (told from the files' content) compare \
+            the other way: CPU time and share per function and module on each side, ranked by \
+            growth (by share and by CPU time per second of wall time, so runs of different \
+            length compare; the rule is printed), each grown function's hot instruction, \
+            machine and callers side by side, and the findings present on one side only.\n\n\
             Exit status: 0, or 3 with --fail-on worse when NEW is worse.\n\n\
             Examples: cpudoctor diff old-host.json new-host.json\n          \
             cpudoctor diff baseline.json today.json --fail-on worse"
     )]
     Diff(cmd::diff::DiffArgs),
-    /// Write one self-contained HTML page with tables and charts for one or more fingerprints.
+    /// Write one self-contained HTML page with tables and charts for fingerprints or diagnoses.
     #[command(
         long_about = "Writes one HTML file (inline SVG and CSS, no script, nothing fetched) with \
             the machine facts, the verdict table, the metrics and a chart for every series: \
             latency curves (log size axis), core-to-core heatmaps, bandwidth bars, PAUSE per \
             CPU, spin-before-block per runtime. With two or more files the charts overlay \
             them and the page adds the diff of the first against each other one.\n\n\
-            Example: cpudoctor report old-host.json new-host.json -o report.html"
+            Saved diagnoses (`diagnose --save`) give a page with their findings first, a flame \
+            graph each (inferno), and for each after the first the function diff beside a \
+            differential flame graph (red grew, blue shrank).\n\n\
+            Examples: cpudoctor report old-host.json new-host.json -o report.html\n          \
+            cpudoctor report old-diagnosis.json new-diagnosis.json -o profile.html"
     )]
     Report(cmd::report::ReportArgs),
     /// Where a workload spends its time: spin-waits, contended atomics, page size; with or without a PMU.
@@ -108,8 +117,13 @@ enum Command {
             CPU time, context switches and faults; hardware counters when a PMU exists.\n\n\
             Needs perf_event_open: root, CAP_PERFMON, or kernel.perf_event_paranoid <= 2 for \
             your own processes.\n\n\
+            --pprof FILE and --folded FILE export the samples (pprof's profile.proto, \
+            gzipped; folded stacks for flame graphs); --from SAVED.json converts a saved \
+            diagnosis instead of recording.\n\n\
             Examples: cpudoctor diagnose -- ./server --port 8080\n          \
-            cpudoctor diagnose --pid 1234 --duration 5 --json"
+            cpudoctor diagnose --pid 1234 --duration 5 --json\n          \
+            cpudoctor diagnose --save new.json --pprof new.pb.gz -- ./test\n          \
+            cpudoctor diagnose --from old.json --folded old.folded"
     )]
     Diagnose(cmd::diagnose::DiagnoseArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).

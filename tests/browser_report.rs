@@ -303,3 +303,49 @@ fn overlaid_report_draws_curves_heatmap_and_bars() {
     assert_drawn(&result, "chart-c2c-c2c-latency-ns", 12 + 64);
     assert_drawn(&result, "chart-bandwidth-read-bandwidth-gbps", 4);
 }
+
+/// The flame graphs of a diagnoses report: every figure of `kind`, each laid out at a real
+/// size with its frames' names and at least `min_marks` coloured frames.
+fn assert_flames(result: &Value, kind: &str, count: usize, min_marks: u64) {
+    let figures: Vec<&Value> = result["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect();
+    assert_eq!(figures.len(), count, "{kind}: {result}");
+    for f in figures {
+        // The graph, and inside it the frames' own svg.
+        let outer = &f["svgs"][0];
+        assert!(outer["width"].as_f64().unwrap() > 300.0, "{f}");
+        assert!(outer["height"].as_f64().unwrap() > 60.0, "{f}");
+        assert!(outer["texts"].as_u64().unwrap() >= 5, "{f}");
+        assert!(outer["marks"].as_u64().unwrap() >= min_marks, "{f}");
+    }
+}
+
+#[test]
+fn report_of_two_diagnoses_draws_both_flame_graphs_and_the_differential_one() {
+    let Some(chromium) = browser_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diagnose");
+    let status = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+        .arg("report")
+        .arg(fixtures.join("spin-phases-140-zen3-kvm.json"))
+        .arg(fixtures.join("spin-phases-4000-zen3-kvm.json"))
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let result = render_in_browser(&chromium, dir.path(), &out);
+    assert_eq!(result["figures"].as_array().unwrap().len(), 3, "{result}");
+    // Five frames each (libc's thread start, main, serve, do_work, wait_for_item), coloured
+    // by name; in the differential one only the two that changed are coloured.
+    assert_flames(&result, "flame", 2, 5);
+    assert_flames(&result, "flame-diff", 1, 2);
+}

@@ -1,11 +1,14 @@
 //! `cpudoctor diagnose`: run or attach to a workload, sample it, and print findings.
 
-use super::{BarProgress, OutputArgs, check_save_target, terminal_width, write_atomically};
+use super::{
+    BarProgress, OutputArgs, check_output_dir, check_save_target, load_diagnosis, terminal_width,
+    write_atomically, write_output,
+};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::diagnose::record::{RecordOptions, Target};
 use cpudoctor::diagnose::rules::PauseCost;
-use cpudoctor::diagnose::{self, counters, hotspots, render};
+use cpudoctor::diagnose::{self, Diagnosis, counters, export, hotspots, render};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::session::{self, Host};
 use std::io::Write;
@@ -36,6 +39,20 @@ pub struct DiagnoseArgs {
     /// Also write the JSON diagnosis to FILE.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// Also write the samples as a pprof profile (profile.proto, gzipped) to FILE: functions,
+    /// addresses, modules, CPU time from the sampling period. Read it with
+    /// `go tool pprof -top FILE`, or compare two with `-diff_base OLD.pb.gz`.
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+    /// Also write the call stacks folded to FILE, one `main;caller;function+0xOFFSET COUNT`
+    /// line per stack, for flamegraph.pl, inferno or speedscope.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Record nothing: read a diagnosis saved with --save and convert it (--pprof, --folded),
+    /// or print it again when no export is asked for.
+    #[arg(long, value_name = "SAVED.json",
+          conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "save"])]
+    pub from: Option<PathBuf>,
     /// The command to run, after `--`. A JVM it starts gets JAVA_TOOL_OPTIONS with
     /// -XX:+DumpPerfMapAtExit (JIT code named at exit) and -XX:+PreserveFramePointer (stacks
     /// through Java frames); an attached JVM is asked with `jcmd PID Compiler.perfmap`. Node
@@ -51,7 +68,71 @@ extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
+/// Writes the exports asked for; one line per file written, for the reader.
+fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    let stacks = export::stacks_of(d);
+    let what = if stacks.from_functions {
+        "leaf-only, from its hottest functions: the file has no call stacks"
+    } else {
+        "call stacks"
+    };
+    if let Some(path) = &args.pprof {
+        write_output(path, &export::pprof(d))?;
+        done.push(format!(
+            "Wrote {} (pprof, {} samples in {} {what}): go tool pprof -top {}",
+            path.display(),
+            d.sampling.samples,
+            stacks.stacks.len(),
+            path.display()
+        ));
+    }
+    if let Some(path) = &args.folded {
+        let text = export::folded(d, export::LeafOffsets::Keep);
+        write_output(path, text.as_bytes())?;
+        done.push(format!(
+            "Wrote {} (folded stacks, {} lines of {what})",
+            path.display(),
+            text.lines().count()
+        ));
+    }
+    Ok(done)
+}
+
+/// Fails before any work when an export path cannot be written.
+fn check_exports(args: &DiagnoseArgs) -> Result<()> {
+    for path in [&args.pprof, &args.folded].into_iter().flatten() {
+        check_output_dir(path)?;
+    }
+    Ok(())
+}
+
+/// `--from SAVED.json`: converts a saved diagnosis, or prints it again.
+fn from_saved(path: &std::path::Path, args: &DiagnoseArgs) -> Result<()> {
+    let d = load_diagnosis(path)?;
+    check_exports(args)?;
+    let done = write_exports(&d, args)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &d)?;
+        writeln!(out)?;
+        for line in &done {
+            eprintln!("{line}");
+        }
+    } else if done.is_empty() {
+        write!(out, "{}", render::render(&d, terminal_width()))?;
+    } else {
+        for line in &done {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: DiagnoseArgs) -> Result<()> {
+    if let Some(path) = &args.from {
+        return from_saved(path, &args);
+    }
     if args.pid.is_none() && args.command.is_empty() {
         return Err(cpudoctor::error::InputError::NothingToDiagnose.into());
     }
@@ -66,6 +147,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         verbose: false,
         runs: 1,
     })?;
+    check_exports(&args)?;
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),
         None => Target::Command(args.command.clone()),
@@ -135,6 +217,9 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     let json = serde_json::to_vec_pretty(&d)?;
     if let Some(path) = &args.save {
         write_atomically(path, &json)?;
+    }
+    for line in write_exports(&d, &args)? {
+        eprintln!("{line}");
     }
     let mut out = std::io::stdout().lock();
     if args.json {

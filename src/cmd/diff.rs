@@ -1,24 +1,29 @@
-//! `cpudoctor diff OLD.json NEW.json`: two saved fingerprints, what changed first.
+//! `cpudoctor diff OLD.json NEW.json`: two saved fingerprints, what changed first; or two saved
+//! diagnoses, which functions grew and what their hot code does on each side. The kind is told
+//! from the files' content.
 
-use super::{load_fingerprint, terminal_width};
+use super::{labels, load_diagnosis, load_fingerprint, saved_kind, terminal_width};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+use cpudoctor::diagnose::{SavedKind, compare, compare_render};
+use cpudoctor::error::InputError;
 use cpudoctor::report::diff::{self, Change, VerdictMove};
 use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct DiffArgs {
-    /// The baseline fingerprint (the machine where the software ran as expected).
+    /// The baseline fingerprint or diagnosis (the machine where the software ran as expected).
     #[arg(value_name = "OLD.json")]
     pub old: PathBuf,
-    /// The fingerprint to compare with it.
+    /// The fingerprint or diagnosis to compare with it (the same kind as OLD).
     #[arg(value_name = "NEW.json")]
     pub new: PathBuf,
     /// Print the comparison as JSON on stdout instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Also list every figure that did not change (within noise, or measured on one side).
+    /// Also list every figure that did not change (within noise, or measured on one side); for
+    /// diagnoses, every function.
     #[arg(long)]
     pub all: bool,
     /// Exit with status 3 when NEW is worse than OLD (a figure worse beyond noise, or a
@@ -39,7 +44,55 @@ pub enum FailOn {
 #[error("{0} (--fail-on worse)")]
 pub struct Regressed(pub String);
 
+/// Two saved diagnoses: functions ranked by growth, hot code side by side.
+fn diff_diagnoses(args: &DiffArgs) -> Result<()> {
+    if args.fail_on.is_some() {
+        return Err(InputError::FailOnDiagnoses.into());
+    }
+    let old = load_diagnosis(&args.old)?;
+    let new = load_diagnosis(&args.new)?;
+    let names = labels(&[args.old.as_path(), args.new.as_path()]);
+    let d = compare::compare(&old, &new, &names[0], &names[1]);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &d)?;
+        writeln!(out)?;
+    } else {
+        write!(
+            out,
+            "{}",
+            compare_render::render(&d, terminal_width(), args.all)
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 pub fn run(args: DiffArgs) -> Result<()> {
+    let kinds = (saved_kind(&args.old), saved_kind(&args.new));
+    let shown = |p: &PathBuf| p.display().to_string();
+    match kinds {
+        (Some(SavedKind::Diagnosis), Some(SavedKind::Fingerprint)) => {
+            return Err(InputError::MixedKinds {
+                diagnosis: shown(&args.old),
+                fingerprint: shown(&args.new),
+                command: "diff compares two",
+            }
+            .into());
+        }
+        (Some(SavedKind::Fingerprint), Some(SavedKind::Diagnosis)) => {
+            return Err(InputError::MixedKinds {
+                diagnosis: shown(&args.new),
+                fingerprint: shown(&args.old),
+                command: "diff compares two",
+            }
+            .into());
+        }
+        (Some(SavedKind::Diagnosis), _) | (_, Some(SavedKind::Diagnosis)) => {
+            return diff_diagnoses(&args);
+        }
+        _ => {}
+    }
     let old = load_fingerprint(&args.old)?;
     let new = load_fingerprint(&args.new)?;
     let d = diff::diff(

@@ -12,6 +12,9 @@ pub mod spin;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use cpudoctor::diagnose::{
+    DIAGNOSIS_VERSION, Diagnosis, DiagnosisError, SavedKind, from_json_bytes,
+};
 use cpudoctor::error::InputError;
 use cpudoctor::measure::Progress;
 use cpudoctor::report::{json, schema::Fingerprint, terminal};
@@ -133,6 +136,80 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     result
 }
 
+/// [`write_atomically`] for a file the user named: the directory is checked first, and a write
+/// that fails anyway is an [`InputError`] naming the path (exit 2), nothing left behind.
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
+    check_output_dir(path)?;
+    write_atomically(path, bytes).map_err(|e| {
+        InputError::OutputNotWritable {
+            path: path.display().to_string(),
+            reason: e.root_cause().to_string(),
+        }
+        .into()
+    })
+}
+
+/// How files are named to a reader: the file name alone, unless two share it (then the paths
+/// as given).
+pub fn labels(files: &[&Path]) -> Vec<String> {
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.file_name()
+                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
+        })
+        .collect();
+    let unique = names
+        .iter()
+        .enumerate()
+        .all(|(i, n)| !names[..i].contains(n));
+    if unique {
+        names
+    } else {
+        files.iter().map(|f| f.display().to_string()).collect()
+    }
+}
+
+/// Why a file cannot be read, in a few words.
+fn read_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// What a saved file is, from its content; `None` when it cannot be read or is not JSON.
+pub fn saved_kind(path: &Path) -> Option<SavedKind> {
+    let bytes = std::fs::read(path).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    Some(SavedKind::of(&v))
+}
+
+/// Reads a saved diagnosis; every way the file can be wrong is an [`InputError`] that names
+/// the file.
+pub fn load_diagnosis(path: &Path) -> Result<Diagnosis> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| InputError::UnreadableDiagnosis {
+        path: shown.clone(),
+        reason: read_reason(&e),
+    })?;
+    from_json_bytes(&bytes).map_err(|e| {
+        anyhow::Error::from(match e {
+            DiagnosisError::Newer { found } => InputError::NewerDiagnosis {
+                path: shown,
+                found,
+                known: DIAGNOSIS_VERSION,
+            },
+            other => InputError::NotADiagnosis {
+                path: shown,
+                reason: other.to_string(),
+            },
+        })
+    })
+}
+
 /// Prints the fingerprint (summary or JSON) and saves it. The results are printed first, so a
 /// save that fails after minutes of measuring loses nothing: the error then says so.
 pub fn emit(fp: &Fingerprint, output: &OutputArgs) -> Result<()> {
@@ -181,12 +258,7 @@ pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| InputError::UnreadableFingerprint {
         path: shown.clone(),
-        reason: match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file".to_string(),
-            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-            std::io::ErrorKind::IsADirectory => "it is a directory".to_string(),
-            _ => e.to_string(),
-        },
+        reason: read_reason(&e),
     })?;
     json::from_json_bytes(&bytes).map_err(|e| {
         anyhow::Error::from(match e {

@@ -1,15 +1,22 @@
-//! `cpudoctor report FILE.json [MORE.json...] -o report.html`: one self-contained HTML page.
+//! `cpudoctor report FILE.json [MORE.json...] -o report.html`: one self-contained HTML page, of
+//! saved fingerprints or of saved diagnoses (told from the files' content).
 
-use super::{check_output_dir, load_fingerprint, write_atomically};
+use super::{
+    check_output_dir, labels, load_diagnosis, load_fingerprint, saved_kind, write_atomically,
+};
 use anyhow::{Context, Result};
 use clap::Args;
+use cpudoctor::diagnose::SavedKind;
+use cpudoctor::error::InputError;
+use cpudoctor::report::html::diagnoses::{self, DiagnosisRun};
 use cpudoctor::report::html::{self, Run, Runs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// Fingerprints to show. With two or more, charts overlay them and the first is compared
-    /// with each other one.
+    /// Fingerprints, or diagnoses, to show. With two or more, the first is compared with each
+    /// other one (fingerprints: charts overlaid; diagnoses: function diff and differential
+    /// flame graph).
     #[arg(value_name = "FILE.json", required = true)]
     pub files: Vec<PathBuf>,
     /// The HTML file to write (written whole or not at all).
@@ -17,30 +24,50 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
-/// The file name alone, unless two inputs share it (then the paths as given).
-fn labels(files: &[PathBuf]) -> Vec<String> {
-    let names: Vec<String> = files
-        .iter()
-        .map(|f| {
-            f.file_name()
-                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
-        })
-        .collect();
-    let unique = names
-        .iter()
-        .enumerate()
-        .all(|(i, n)| !names[..i].contains(n));
-    if unique {
-        names
-    } else {
-        files.iter().map(|f| f.display().to_string()).collect()
+/// Saved diagnoses: findings, the function diff beside the differential flame graph, a flame
+/// graph each.
+fn report_diagnoses(args: &ReportArgs, paths: &[&Path]) -> Result<()> {
+    let mut runs = Vec::new();
+    for (file, label) in paths.iter().zip(labels(paths)) {
+        runs.push(DiagnosisRun {
+            label,
+            diagnosis: load_diagnosis(file)?,
+        });
     }
+    let report = diagnoses::render_diagnoses(&runs);
+    write_atomically(&args.output, report.html.as_bytes())?;
+    println!(
+        "Report written to {} ({} diagnos{}, {} flame graph(s))",
+        args.output.display(),
+        runs.len(),
+        if runs.len() == 1 { "is" } else { "es" },
+        report.charts
+    );
+    for skipped in &report.charts_skipped {
+        println!("Not drawn: {skipped}");
+    }
+    Ok(())
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
     check_output_dir(&args.output)?;
+    let paths: Vec<&Path> = args.files.iter().map(PathBuf::as_path).collect();
+    let kinds: Vec<Option<SavedKind>> = paths.iter().map(|p| saved_kind(p)).collect();
+    let find = |k: SavedKind| kinds.iter().position(|x| *x == Some(k));
+    match (find(SavedKind::Diagnosis), find(SavedKind::Fingerprint)) {
+        (Some(d), Some(f)) => {
+            return Err(InputError::MixedKinds {
+                diagnosis: paths[d].display().to_string(),
+                fingerprint: paths[f].display().to_string(),
+                command: "a report shows",
+            }
+            .into());
+        }
+        (Some(_), None) => return report_diagnoses(&args, &paths),
+        _ => {}
+    }
     let mut runs = Vec::new();
-    for (file, label) in args.files.iter().zip(labels(&args.files)) {
+    for (file, label) in args.files.iter().zip(labels(&paths)) {
         runs.push(Run {
             label,
             fp: load_fingerprint(file)?,

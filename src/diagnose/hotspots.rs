@@ -493,6 +493,10 @@ fn name_stacks(stacks: &HashMap<Vec<Location>, u64>, symz: &mut Symbolizer) -> V
                         function: named.symbol.map(|s| s.name),
                         module: named.module,
                         offset,
+                        file_offset: match loc {
+                            Location::File { file_offset, .. } => Some(file_offset + back),
+                            _ => None,
+                        },
                     }
                 })
                 .collect(),

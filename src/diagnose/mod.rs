@@ -9,16 +9,24 @@
 //! HITM where a PMU exists.
 //!
 //! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
-//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by [`render`].
+//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by [`render`]. A
+//! saved diagnosis ([`from_json_bytes`]) is exported by [`export`] (pprof, folded stacks) and
+//! [`flame`] (flame graphs), and two are compared by [`compare`], printed by
+//! [`compare_render`].
 
+pub mod compare;
+pub mod compare_render;
 pub mod counters;
 pub mod disasm;
 pub mod events;
+pub mod export;
+pub mod flame;
 pub mod hotspots;
 pub mod jit;
 pub mod memory;
 pub mod perf_map;
 pub mod perf_records;
+pub mod profile_proto;
 pub mod record;
 pub mod render;
 pub mod rules;
@@ -192,6 +200,84 @@ pub struct StackFrame {
     pub module: String,
     /// Offset of `address` from the function's start (or the module's, when unnamed).
     pub offset: u64,
+    /// Offset of `address` in the module's file, for file-backed code (what pprof's mappings
+    /// need to find the instruction in the binary); absent for anonymous memory and in files
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_offset: Option<u64>,
+}
+
+/// What a saved JSON file is, told from its content: the version field each kind has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SavedKind {
+    /// A diagnosis (`diagnose --save`): has `diagnosis_version`.
+    Diagnosis,
+    /// A fingerprint (`check --save`): has `schema_version`.
+    Fingerprint,
+    /// JSON of neither kind.
+    Other,
+}
+
+impl SavedKind {
+    /// Tells the kind of a parsed JSON document.
+    pub fn of(v: &serde_json::Value) -> SavedKind {
+        if v.get("diagnosis_version").is_some() {
+            SavedKind::Diagnosis
+        } else if v.get("schema_version").is_some() {
+            SavedKind::Fingerprint
+        } else {
+            SavedKind::Other
+        }
+    }
+
+    /// Words for a message: `a saved diagnosis (diagnose --save)`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SavedKind::Diagnosis => "a saved diagnosis (`cpudoctor diagnose --save`)",
+            SavedKind::Fingerprint => "a saved fingerprint (`cpudoctor check --save`)",
+            SavedKind::Other => "JSON of another kind",
+        }
+    }
+}
+
+/// Why bytes are not a diagnosis this build reads.
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnosisError {
+    /// Not JSON at all (a truncated file, a binary one).
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// JSON of another kind (a fingerprint, something else).
+    #[error("it is {}", .0.describe())]
+    OtherKind(SavedKind),
+    /// A diagnosis whose fields do not fit this build's types.
+    #[error("wrong shape: {0}")]
+    Shape(serde_json::Error),
+    /// Written by a newer cpudoctor.
+    #[error("diagnosis_version {found} is newer than this cpudoctor reads ({DIAGNOSIS_VERSION})")]
+    Newer {
+        /// The version in the file.
+        found: u64,
+    },
+}
+
+/// Parses a saved diagnosis, refusing a newer layout before looking at its fields.
+pub fn from_json_bytes(bytes: &[u8]) -> Result<Diagnosis, DiagnosisError> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(DiagnosisError::NotJson)?;
+    from_json_value(v)
+}
+
+/// [`from_json_bytes`] on a document already parsed.
+pub fn from_json_value(v: serde_json::Value) -> Result<Diagnosis, DiagnosisError> {
+    match SavedKind::of(&v) {
+        SavedKind::Diagnosis => {}
+        other => return Err(DiagnosisError::OtherKind(other)),
+    }
+    if let Some(found) = v.get("diagnosis_version").and_then(|x| x.as_u64())
+        && found > u64::from(DIAGNOSIS_VERSION)
+    {
+        return Err(DiagnosisError::Newer { found });
+    }
+    serde_json::from_value(v).map_err(DiagnosisError::Shape)
 }
 
 /// True when the hot sites include a PAUSE spin, or a runtime's lock spin is hot (the caller

@@ -20,7 +20,7 @@ fn table(width: u16, header: &[&str]) -> Table {
 
 /// Word-wraps `text` to `width` columns; the first line starts with `indent`, the others
 /// with as many spaces.
-fn wrap(text: &str, indent: &str, width: usize) -> String {
+pub(crate) fn wrap(text: &str, indent: &str, width: usize) -> String {
     let room = width.saturating_sub(indent.len()).max(20);
     let rest = " ".repeat(indent.len());
     let mut out = String::new();

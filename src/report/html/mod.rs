@@ -8,6 +8,7 @@
 //! This module lays out the page and its tables; [`figures`] draws the charts, which come from
 //! the schema alone, so charts for probes added later appear without changes here.
 
+pub mod diagnoses;
 pub mod figures;
 
 use super::charts::run_color;
@@ -111,7 +112,7 @@ pub fn utc_time(secs: u64) -> String {
     )
 }
 
-const STYLE: &str = r#"
+pub(crate) const STYLE: &str = r#"
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1180px; padding: 0 1em; color: #1b1b1b; line-height: 1.4; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; } h3 { margin: 0 0 0.4em; }
 .machine { color: #333; margin: 0.2em 0 1em; }
@@ -155,7 +156,7 @@ figcaption { font-size: 0.88em; color: #444; margin-top: 0.4em; }
 }
 "#;
 
-fn level_class(l: Level) -> &'static str {
+pub(crate) fn level_class(l: Level) -> &'static str {
     match l {
         Level::Ok => "level-ok",
         Level::Notice => "level-notice",

@@ -1,0 +1,655 @@
+//! Two saved diagnoses compared, the Skylake PAUSE case's method: profile the same workload on
+//! the old and the new machine, diff the CPU time per function, and for each function that
+//! grew look at its hot instruction on both sides (there, the one right after `pause`).
+//!
+//! Samples are counted per function from the leaf of every sampled stack, so every sample
+//! counts, not only the 15 hottest functions a diagnosis lists. Runs of different length,
+//! sampling rate or thread count compare by *share* of samples (independent of length) and by
+//! *CPU time per second of wall time* (samples / rate / wall time). A change counts when the
+//! share moved by [`MIN_CHANGE`] or more and by more than [`NOISE_SE`] standard errors of the
+//! two shares (binomial sampling noise); functions are ranked by the change in share. The
+//! result is a typed, serde-serialisable [`DiagnosisDiff`]; [`super::compare_render`] prints
+//! it.
+
+use super::disasm::SiteKind;
+use super::export::stacks_of;
+use super::hotspots::{self, CallerPath, short_module};
+use super::rules::PauseCost;
+use super::sampler::SamplingMode;
+use super::{Diagnosis, StackCount};
+use crate::report::schema::Level;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Smallest change in share that counts (1 percentage point).
+pub const MIN_CHANGE: f64 = 0.01;
+/// A change counts only beyond this many standard errors of the difference of two shares.
+pub const NOISE_SE: f64 = 2.0;
+/// Grown functions given in detail (hot code, callers).
+pub const GROWN_DETAILED: usize = 8;
+
+/// One side of the comparison: the run and its machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    /// How the reader named the file (its name, or path when the names clash).
+    pub label: String,
+    /// The command diagnosed, or `process PID (attached)`.
+    pub workload: String,
+    /// CPU line.
+    pub cpu: String,
+    /// Logical CPUs.
+    pub logical_cpus: usize,
+    /// PAUSE measured during that diagnosis (only when it found a PAUSE spin).
+    pub pause: Option<PauseCost>,
+    /// Sampling event.
+    pub event: SamplingMode,
+    /// Samples per second per running thread.
+    pub frequency_hz: u64,
+    /// Wall time recorded, s.
+    pub wall_s: f64,
+    /// Samples taken.
+    pub samples: u64,
+    /// CPU time the samples stand for, s (samples / rate).
+    pub cpu_s: f64,
+    /// True when the file has no call stacks: counted from its 15 hottest functions only.
+    pub from_functions: bool,
+}
+
+/// What one side spent in a function or module.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Amount {
+    /// Samples.
+    pub samples: u64,
+    /// Share of the side's samples.
+    pub share: f64,
+    /// CPU time, s (samples / rate).
+    pub cpu_s: f64,
+    /// CPU seconds per second of wall time.
+    pub cpu_per_wall: f64,
+}
+
+/// Which way a function or module moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Its share grew beyond noise.
+    Grown,
+    /// Its share shrank beyond noise.
+    Shrunk,
+    /// Moved less than noise, or less than [`MIN_CHANGE`].
+    Within,
+}
+
+/// One function (or module) on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// Function name (`module (unnamed code)` for code without a name), or the module's file
+    /// name in the module table.
+    pub name: String,
+    /// The module's file name (for a module, itself).
+    pub module: String,
+    /// On the old side.
+    pub old: Amount,
+    /// On the new side.
+    pub new: Amount,
+    /// New share minus old share (0.685 = +68.5 points).
+    pub share_change: f64,
+    /// New minus old CPU seconds per second of wall time.
+    pub cpu_per_wall_change: f64,
+    /// [`NOISE_SE`] standard errors of the difference of the two shares.
+    pub noise: f64,
+    /// Which way it moved.
+    pub direction: Direction,
+}
+
+/// One line of a site's listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListingLine {
+    /// Address.
+    pub address: u64,
+    /// Intel syntax.
+    pub instruction: String,
+    /// Samples at this address.
+    pub samples: u64,
+}
+
+/// A function's hottest classified site on one side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SiteSummary {
+    /// What it is (`pause_spin`, `locked_rmw`...).
+    pub kind: SiteKind,
+    /// The hot instruction, skid undone (`pause`, `lock cmpxchg ...`).
+    pub instruction: String,
+    /// Its offset in the function.
+    pub offset: u64,
+    /// The instruction right after it, where timer samples land (skid): the seed's `jmp`
+    /// and `sub` after `pause`.
+    pub next: Option<ListingLine>,
+    /// Samples in the site.
+    pub samples: u64,
+    /// Share of the side's samples.
+    pub share: f64,
+    /// The site's code, `=>` on the hot instruction.
+    pub disassembly: Vec<String>,
+}
+
+/// A grown function's code and callers on one side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CodeSide {
+    /// Its hottest classified site.
+    pub site: Option<SiteSummary>,
+    /// Why there is none (not sampled, under 1% of samples, not disassembled).
+    pub no_site: Option<String>,
+    /// Its callers from the sampled stacks, most samples first.
+    pub callers: Vec<CallerPath>,
+}
+
+/// A function that grew, side by side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrownFunction {
+    /// Function name.
+    pub name: String,
+    /// Module file name.
+    pub module: String,
+    /// Old side.
+    pub old: CodeSide,
+    /// New side.
+    pub new: CodeSide,
+}
+
+/// A finding as the diff lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingBrief {
+    /// Finding id (`pause_spin`...).
+    pub id: String,
+    /// Its level.
+    pub level: Level,
+    /// Its title.
+    pub title: String,
+    /// Function, when about code.
+    pub symbol: Option<String>,
+    /// Share of samples.
+    pub sample_share: Option<f64>,
+}
+
+/// A finding present on both sides (same id, same function).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingPair {
+    /// Old side.
+    pub old: FindingBrief,
+    /// New side.
+    pub new: FindingBrief,
+}
+
+/// Findings on one side only, and on both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FindingChanges {
+    /// Only in the old diagnosis.
+    pub only_old: Vec<FindingBrief>,
+    /// Only in the new diagnosis.
+    pub only_new: Vec<FindingBrief>,
+    /// In both.
+    pub both: Vec<FindingPair>,
+}
+
+/// Two diagnoses compared: the `diff --json` document for diagnoses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiagnosisDiff {
+    /// `diagnosis_diff`: tells this document from a fingerprint diff.
+    pub kind: String,
+    /// The baseline.
+    pub old: Side,
+    /// The run compared with it.
+    pub new: Side,
+    /// How the runs are compared, in words.
+    pub rule: String,
+    /// Every function sampled on either side, most grown first, most shrunk last.
+    pub functions: Vec<Change>,
+    /// Modules, the same way.
+    pub modules: Vec<Change>,
+    /// The grown functions (at most [`GROWN_DETAILED`]), most grown first: hot code and callers
+    /// on both sides.
+    pub grown: Vec<GrownFunction>,
+    /// Findings on one side only, and on both.
+    pub findings: FindingChanges,
+    /// What limits the comparison.
+    pub notes: Vec<String>,
+}
+
+/// Samples per function (or module) of one side, from the leaves of its stacks.
+struct Tally {
+    /// (name, module file name) -> samples.
+    by_function: BTreeMap<(String, String), u64>,
+    /// Module file name -> samples.
+    by_module: BTreeMap<String, u64>,
+    /// (name, module file name) -> the module's path, for callers.
+    paths: BTreeMap<(String, String), String>,
+}
+
+/// The name a function is compared under: its symbol, or `module (unnamed code)`: unnamed
+/// code is told apart by address, and addresses differ between machines.
+fn leaf_name(s: &StackCount) -> Option<(String, String)> {
+    let f = s.frames.first()?;
+    let module = short_module(&f.module).to_string();
+    let name = f
+        .function
+        .clone()
+        .unwrap_or_else(|| format!("{module} (unnamed code)"));
+    Some((name, module))
+}
+
+fn tally(stacks: &[StackCount]) -> Tally {
+    let mut t = Tally {
+        by_function: BTreeMap::new(),
+        by_module: BTreeMap::new(),
+        paths: BTreeMap::new(),
+    };
+    for s in stacks {
+        let Some(key) = leaf_name(s) else { continue };
+        *t.by_module.entry(key.1.clone()).or_default() += s.samples;
+        t.paths
+            .entry(key.clone())
+            .or_insert_with(|| s.frames[0].module.clone());
+        *t.by_function.entry(key).or_default() += s.samples;
+    }
+    t
+}
+
+fn side(d: &Diagnosis, label: &str, from_functions: bool) -> Side {
+    Side {
+        label: label.to_string(),
+        workload: match &d.target.command {
+            Some(c) => c.join(" "),
+            None => format!("process {} (attached)", d.target.pid),
+        },
+        cpu: d.machine.cpu.clone(),
+        logical_cpus: d.machine.logical_cpus,
+        pause: d.machine.pause,
+        event: d.sampling.event,
+        frequency_hz: d.sampling.frequency_hz,
+        wall_s: d.sampling.wall_s,
+        samples: d.sampling.samples,
+        cpu_s: d.sampling.samples as f64 / d.sampling.frequency_hz.max(1) as f64,
+        from_functions,
+    }
+}
+
+fn amount(samples: u64, s: &Side) -> Amount {
+    let cpu_s = samples as f64 / s.frequency_hz.max(1) as f64;
+    Amount {
+        samples,
+        share: samples as f64 / s.samples.max(1) as f64,
+        cpu_s,
+        cpu_per_wall: if s.wall_s > 0.0 {
+            cpu_s / s.wall_s
+        } else {
+            0.0
+        },
+    }
+}
+
+fn change(name: String, module: String, old: Amount, new: Amount, o: &Side, n: &Side) -> Change {
+    let var = |p: f64, total: u64| p * (1.0 - p) / total.max(1) as f64;
+    let noise = NOISE_SE * (var(old.share, o.samples) + var(new.share, n.samples)).sqrt();
+    let d = new.share - old.share;
+    let direction = if d.abs() < MIN_CHANGE || d.abs() <= noise {
+        Direction::Within
+    } else if d > 0.0 {
+        Direction::Grown
+    } else {
+        Direction::Shrunk
+    };
+    Change {
+        name,
+        module,
+        old,
+        new,
+        share_change: d,
+        cpu_per_wall_change: new.cpu_per_wall - old.cpu_per_wall,
+        noise,
+        direction,
+    }
+}
+
+/// Most grown first, most shrunk last; equal changes by name.
+fn rank(v: &mut [Change]) {
+    v.sort_by(|a, b| {
+        b.share_change
+            .total_cmp(&a.share_change)
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.module.cmp(&b.module))
+    });
+}
+
+/// Parses one line of a site listing (`=> 0x1208: f3 90   pause  [733 samples]`).
+fn listing_line(line: &str) -> Option<(bool, ListingLine)> {
+    let hot = line.starts_with("=>");
+    let rest = line.get(2..)?.trim_start();
+    let (addr, rest) = rest.split_once(": ")?;
+    let address = u64::from_str_radix(addr.trim_start_matches("0x"), 16).ok()?;
+    let mut words = rest.split_whitespace().peekable();
+    // The encoded bytes: two hex digits each.
+    while words
+        .peek()
+        .is_some_and(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_hexdigit()))
+    {
+        words.next();
+    }
+    let text: Vec<&str> = words.collect();
+    let text = text.join(" ");
+    let (instruction, samples) = match text.rsplit_once("  [") {
+        Some((i, n)) if n.ends_with(" samples]") || n.ends_with(" sample]") => (
+            i.trim().to_string(),
+            n.split_whitespace().next()?.parse().ok()?,
+        ),
+        _ => match text.rsplit_once(" [") {
+            Some((i, n)) if n.ends_with(" samples]") || n.ends_with(" sample]") => (
+                i.trim().to_string(),
+                n.split_whitespace().next()?.parse().ok()?,
+            ),
+            _ => (text.trim().to_string(), 0),
+        },
+    };
+    Some((
+        hot,
+        ListingLine {
+            address,
+            instruction,
+            samples,
+        },
+    ))
+}
+
+/// The instruction after the hot one in a listing.
+fn next_after_hot(listing: &[String]) -> Option<ListingLine> {
+    let lines: Vec<(bool, ListingLine)> = listing.iter().filter_map(|l| listing_line(l)).collect();
+    let i = lines.iter().position(|(hot, _)| *hot)?;
+    lines.get(i + 1).map(|(_, l)| l.clone())
+}
+
+fn code_side(
+    d: &Diagnosis,
+    stacks: &[StackCount],
+    t: &Tally,
+    key: &(String, String),
+    share: f64,
+) -> CodeSide {
+    let site = d
+        .hot_sites
+        .iter()
+        .filter(|s| s.symbol == key.0 && short_module(&s.module) == key.1)
+        .max_by_key(|s| s.samples)
+        .map(|s| SiteSummary {
+            kind: s.kind,
+            instruction: s.instruction.clone(),
+            offset: s.offset,
+            next: next_after_hot(&s.disassembly),
+            samples: s.samples,
+            share: s.share,
+            disassembly: s.disassembly.clone(),
+        });
+    let no_site = match (&site, t.by_function.get(key)) {
+        (Some(_), _) => None,
+        (None, None) => Some("not sampled".to_string()),
+        (None, Some(_)) if share < 0.01 => Some(format!(
+            "{:.1}% of samples: under the 1% from which code is disassembled",
+            100.0 * share
+        )),
+        (None, Some(_)) => Some("not disassembled (its notes say why)".to_string()),
+    };
+    let callers = t
+        .paths
+        .get(key)
+        .map(|path| hotspots::callers_of(stacks, &key.0, path))
+        .unwrap_or_default();
+    CodeSide {
+        site,
+        no_site,
+        callers,
+    }
+}
+
+fn brief(f: &super::rules::Finding) -> FindingBrief {
+    FindingBrief {
+        id: f.id.clone(),
+        level: f.level,
+        title: f.title.clone(),
+        symbol: f.symbol.clone(),
+        sample_share: f.sample_share,
+    }
+}
+
+fn findings(old: &Diagnosis, new: &Diagnosis) -> FindingChanges {
+    let key = |f: &super::rules::Finding| (f.id.clone(), f.symbol.clone());
+    let old_keys: BTreeSet<_> = old.findings.iter().map(key).collect();
+    let mut out = FindingChanges::default();
+    for f in &old.findings {
+        match new.findings.iter().find(|n| key(n) == key(f)) {
+            Some(n) => out.both.push(FindingPair {
+                old: brief(f),
+                new: brief(n),
+            }),
+            None => out.only_old.push(brief(f)),
+        }
+    }
+    out.only_new = new
+        .findings
+        .iter()
+        .filter(|f| !old_keys.contains(&key(f)))
+        .map(brief)
+        .collect();
+    out
+}
+
+/// The rule the comparison follows, in words, with both runs' lengths.
+fn rule(o: &Side, n: &Side) -> String {
+    format!(
+        "Compared by share of samples, which does not depend on run length, and by CPU time \
+         per second of wall time (samples / sampling rate / wall time; old {:.2} s at {} Hz, \
+         new {:.2} s at {} Hz). A function grew or shrank when its share moved by {:.0} point \
+         or more and by more than {:.0} standard errors of the two shares (sampling noise); \
+         ranked by the change in share.",
+        o.wall_s,
+        o.frequency_hz,
+        n.wall_s,
+        n.frequency_hz,
+        100.0 * MIN_CHANGE,
+        NOISE_SE
+    )
+}
+
+/// Compares two diagnoses. `old_label` and `new_label` name the files for a reader.
+pub fn compare(
+    old: &Diagnosis,
+    new: &Diagnosis,
+    old_label: &str,
+    new_label: &str,
+) -> DiagnosisDiff {
+    let (os, ns) = (stacks_of(old), stacks_of(new));
+    let o = side(old, old_label, os.from_functions);
+    let n = side(new, new_label, ns.from_functions);
+    let (ot, nt) = (tally(&os.stacks), tally(&ns.stacks));
+    let keys: BTreeSet<&(String, String)> =
+        ot.by_function.keys().chain(nt.by_function.keys()).collect();
+    let mut functions: Vec<Change> = keys
+        .into_iter()
+        .map(|k| {
+            let a = amount(ot.by_function.get(k).copied().unwrap_or(0), &o);
+            let b = amount(nt.by_function.get(k).copied().unwrap_or(0), &n);
+            change(k.0.clone(), k.1.clone(), a, b, &o, &n)
+        })
+        .collect();
+    rank(&mut functions);
+    let modules: BTreeSet<&String> = ot.by_module.keys().chain(nt.by_module.keys()).collect();
+    let mut modules: Vec<Change> = modules
+        .into_iter()
+        .map(|m| {
+            let a = amount(ot.by_module.get(m).copied().unwrap_or(0), &o);
+            let b = amount(nt.by_module.get(m).copied().unwrap_or(0), &n);
+            change(m.clone(), m.clone(), a, b, &o, &n)
+        })
+        .collect();
+    rank(&mut modules);
+    let grown = functions
+        .iter()
+        .filter(|c| c.direction == Direction::Grown)
+        .take(GROWN_DETAILED)
+        .map(|c| {
+            let key = (c.name.clone(), c.module.clone());
+            GrownFunction {
+                name: c.name.clone(),
+                module: c.module.clone(),
+                old: code_side(old, &os.stacks, &ot, &key, c.old.share),
+                new: code_side(new, &ns.stacks, &nt, &key, c.new.share),
+            }
+        })
+        .collect();
+    let mut notes = Vec::new();
+    for s in [&o, &n] {
+        if s.from_functions {
+            notes.push(format!(
+                "{} was saved without call stacks: only its 15 hottest functions are counted, \
+                 and no callers are known",
+                s.label
+            ));
+        }
+        if s.samples == 0 {
+            notes.push(format!("{} has no samples: nothing to compare", s.label));
+        }
+    }
+    if o.event != n.event {
+        notes.push(format!(
+            "the runs sampled different events ({} and {}): shares compare; CPU time is \
+             estimated from each sampling rate",
+            o.event.event_name(),
+            n.event.event_name()
+        ));
+    }
+    DiagnosisDiff {
+        kind: "diagnosis_diff".into(),
+        rule: rule(&o, &n),
+        old: o,
+        new: n,
+        functions,
+        modules,
+        grown,
+        findings: findings(old, new),
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listing_lines_parse_address_instruction_and_samples() {
+        let (hot, l) = listing_line("=> 0x1398: f3 90                    pause").unwrap();
+        assert!(hot);
+        assert_eq!(
+            (l.address, l.instruction.as_str(), l.samples),
+            (0x1398, "pause", 0)
+        );
+        let (hot, l) =
+            listing_line("   0x139a: 48 83 c2 01              add rdx,1  [1046 samples]").unwrap();
+        assert!(!hot);
+        assert_eq!(
+            (l.address, l.instruction.as_str(), l.samples),
+            (0x139a, "add rdx,1", 1046)
+        );
+        let next = next_after_hot(&[
+            "   0x1396: 90                       nop".into(),
+            "=> 0x1398: f3 90                    pause".into(),
+            "   0x139a: eb f7                    jmp short 0000000000001393h  [7 samples]".into(),
+        ])
+        .unwrap();
+        assert_eq!(next.instruction, "jmp short 0000000000001393h");
+        assert_eq!(next.samples, 7);
+    }
+
+    #[test]
+    fn runs_of_different_length_compare_by_share_and_cpu_per_wall_second() {
+        // 499 samples at 499 Hz is 1 s of CPU: over 2 s of wall time, 0.5 CPU s per s.
+        let mut short = side_of(998);
+        short.wall_s = 2.0;
+        let a = amount(499, &short);
+        assert_eq!((a.cpu_s, a.cpu_per_wall, a.share), (1.0, 0.5, 0.5));
+        // The same mix over a run five times as long: the same share, the same rate.
+        let mut long = side_of(4990);
+        long.wall_s = 10.0;
+        let b = amount(2495, &long);
+        assert_eq!((b.cpu_per_wall, b.share), (0.5, 0.5));
+        let c = change("f".into(), "m".into(), a, b, &short, &long);
+        assert_eq!(c.direction, Direction::Within);
+        assert!(rule(&short, &long).contains("old 2.00 s at 499 Hz, new 10.00 s at 499 Hz"));
+    }
+
+    fn amount_of(samples: u64, total: u64) -> Amount {
+        Amount {
+            samples,
+            share: samples as f64 / total as f64,
+            ..Amount::default()
+        }
+    }
+
+    fn side_of(samples: u64) -> Side {
+        Side {
+            label: "x".into(),
+            workload: "w".into(),
+            cpu: "c".into(),
+            logical_cpus: 2,
+            pause: None,
+            event: SamplingMode::CpuClock,
+            frequency_hz: 499,
+            wall_s: 1.0,
+            samples,
+            cpu_s: samples as f64 / 499.0,
+            from_functions: false,
+        }
+    }
+
+    #[test]
+    fn a_change_counts_beyond_both_the_minimum_and_the_noise() {
+        let (o, n) = (side_of(1000), side_of(1000));
+        // 10.0% -> 10.5%: half a point, within.
+        let c = change(
+            "f".into(),
+            "m".into(),
+            amount_of(100, 1000),
+            amount_of(105, 1000),
+            &o,
+            &n,
+        );
+        assert_eq!(c.direction, Direction::Within);
+        // 10% -> 12% on 1000 samples each: 2 points, but noise (2 SE) is ~2.8 points.
+        let c = change(
+            "f".into(),
+            "m".into(),
+            amount_of(100, 1000),
+            amount_of(120, 1000),
+            &o,
+            &n,
+        );
+        assert_eq!(c.direction, Direction::Within, "{c:?}");
+        // 10% -> 20%: beyond both.
+        let c = change(
+            "f".into(),
+            "m".into(),
+            amount_of(100, 1000),
+            amount_of(200, 1000),
+            &o,
+            &n,
+        );
+        assert_eq!(c.direction, Direction::Grown);
+        let c = change(
+            "f".into(),
+            "m".into(),
+            amount_of(200, 1000),
+            amount_of(100, 1000),
+            &o,
+            &n,
+        );
+        assert_eq!(c.direction, Direction::Shrunk);
+        assert!((c.share_change + 0.1).abs() < 1e-12);
+    }
+}

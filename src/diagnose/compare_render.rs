@@ -1,0 +1,354 @@
+//! The terminal form of a [`DiagnosisDiff`]: both runs and machines, the rule, functions and
+//! modules ranked by growth, each grown function's hot code and callers side by side, and the
+//! findings present on one side only. Returns a `String` that fits `width` columns.
+
+use super::compare::{Change, CodeSide, DiagnosisDiff, Direction, FindingBrief, Side};
+use super::render::wrap;
+use crate::format::{group_thousands, human_ns};
+use crate::report::terminal::level_word;
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use std::fmt::Write;
+
+/// Rows of the function table shown without `--all` (every grown and shrunk one up to this).
+const ROWS: usize = 15;
+
+fn table(width: u16, header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width)
+        .set_header(header.to_vec());
+    t
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+fn points(x: f64) -> String {
+    format!("{:+.1} pt", 100.0 * x)
+}
+
+fn pause(s: &Side) -> String {
+    match s.pause {
+        Some(p) => format!(
+            "PAUSE {:.1} ns{}",
+            p.ns,
+            p.cycles
+                .map(|c| format!(" = {c:.0} cycles"))
+                .unwrap_or_default()
+        ),
+        None => "PAUSE not measured".into(),
+    }
+}
+
+fn side_lines(o: &mut String, word: &str, s: &Side, other: Option<&Side>, w: usize) {
+    o.push_str(&wrap(
+        &format!(
+            "{}: {}, {:.2} s, {} samples ({} at {} Hz), {} of CPU",
+            s.label,
+            s.workload,
+            s.wall_s,
+            group_thousands(s.samples),
+            s.event.event_name(),
+            s.frequency_hz,
+            human_ns(s.cpu_s * 1e9)
+        ),
+        &format!("{word:<5}"),
+        w,
+    ));
+    let machine = match other {
+        Some(x) if x.cpu == s.cpu && x.logical_cpus == s.logical_cpus => "same machine".into(),
+        _ => format!("{}, {} CPUs", s.cpu, s.logical_cpus),
+    };
+    o.push_str(&wrap(&format!("{machine}; {}", pause(s)), "     ", w));
+}
+
+fn change_cell(c: &Change) -> String {
+    match c.direction {
+        Direction::Grown => format!("{} grown", points(c.share_change)),
+        Direction::Shrunk => format!("{} shrunk", points(c.share_change)),
+        Direction::Within => points(c.share_change),
+    }
+}
+
+fn amount_cell(share: f64, samples: u64) -> String {
+    if samples == 0 {
+        "-".into()
+    } else {
+        format!("{} ({samples})", pct(share))
+    }
+}
+
+fn changes_table(rows: &[&Change], width: u16, first: &str) -> Table {
+    let mut t = table(
+        width,
+        &[first, "Old (samples)", "New (samples)", "Change", "CPU s/s"],
+    );
+    for c in rows {
+        let name = if c.name == c.module {
+            c.name.clone()
+        } else {
+            format!("{} ({})", c.name, c.module)
+        };
+        t.add_row(vec![
+            name,
+            amount_cell(c.old.share, c.old.samples),
+            amount_cell(c.new.share, c.new.samples),
+            change_cell(c),
+            format!("{:.2} -> {:.2}", c.old.cpu_per_wall, c.new.cpu_per_wall),
+        ]);
+    }
+    t
+}
+
+/// The rows shown: every grown and shrunk one (up to [`ROWS`]), or all with `all`; and how
+/// many are left out.
+fn shown(v: &[Change], all: bool) -> (Vec<&Change>, usize) {
+    let rows: Vec<&Change> = v
+        .iter()
+        .filter(|c| all || c.direction != Direction::Within)
+        .take(if all { usize::MAX } else { ROWS })
+        .collect();
+    let hidden = v.len() - rows.len();
+    (rows, hidden)
+}
+
+fn code_cells(c: &CodeSide, s: &Side) -> [String; 5] {
+    let (kind, hot, next) = match &c.site {
+        Some(site) => (
+            site.kind.describe().to_string(),
+            format!(
+                "`{}` at +{:#x}, {} of samples",
+                site.instruction,
+                site.offset,
+                pct(site.share)
+            ),
+            site.next
+                .as_ref()
+                .map(|n| format!("`{}` ({} samples)", n.instruction, n.samples))
+                .unwrap_or_else(|| "-".into()),
+        ),
+        None => (
+            c.no_site.clone().unwrap_or_default(),
+            "-".into(),
+            "-".into(),
+        ),
+    };
+    let callers = if c.callers.is_empty() {
+        "-".into()
+    } else {
+        c.callers
+            .iter()
+            .map(|p| format!("{} <- {}", pct(p.share), p.frames.join(" <- ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let machine = format!("{}; {}", s.cpu, pause(s));
+    [kind, hot, next, machine, callers]
+}
+
+fn finding_line(f: &FindingBrief) -> String {
+    format!(
+        "[{}] {}{}",
+        level_word(f.level),
+        f.title,
+        f.sample_share
+            .map(|s| format!(" ({})", pct(s)))
+            .unwrap_or_default()
+    )
+}
+
+/// Renders the comparison for a terminal `width` columns wide; `all` lists the functions that
+/// did not move too.
+pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
+    let w = width as usize;
+    let mut o = String::new();
+    let _ = writeln!(o, "Diagnosis diff: {} -> {}\n", d.old.label, d.new.label);
+    side_lines(&mut o, "old", &d.old, None, w);
+    side_lines(&mut o, "new", &d.new, Some(&d.old), w);
+    o.push('\n');
+    o.push_str(&wrap(&d.rule, "", w));
+
+    let (rows, hidden) = shown(&d.functions, all);
+    let _ = writeln!(o, "\nFunctions, most grown first");
+    if rows.is_empty() {
+        let _ = writeln!(o, "No function moved beyond noise.");
+    } else {
+        let _ = writeln!(o, "{}", changes_table(&rows, width, "Function (module)"));
+    }
+    if hidden > 0 {
+        let _ = writeln!(
+            o,
+            "{hidden} more function(s) did not move beyond noise (--all lists them)"
+        );
+    }
+    let (rows, _) = shown(&d.modules, true);
+    if rows.len() > 1 {
+        let _ = writeln!(o, "\nModules, most grown first");
+        let _ = writeln!(o, "{}", changes_table(&rows, width, "Module"));
+    }
+
+    for g in &d.grown {
+        let c = d
+            .functions
+            .iter()
+            .find(|c| c.name == g.name && c.module == g.module);
+        o.push('\n');
+        o.push_str(&wrap(
+            &format!(
+                "Grown: {} ({}){}",
+                g.name,
+                g.module,
+                c.map(|c| format!(
+                    ": {} -> {}, {:.2} -> {:.2} CPU s/s",
+                    pct(c.old.share),
+                    pct(c.new.share),
+                    c.old.cpu_per_wall,
+                    c.new.cpu_per_wall
+                ))
+                .unwrap_or_default()
+            ),
+            "",
+            w,
+        ));
+        let mut t = table(width, &["", "old", "new"]);
+        let (a, b) = (code_cells(&g.old, &d.old), code_cells(&g.new, &d.new));
+        for (i, label) in ["kind", "hot", "next", "machine", "callers"]
+            .iter()
+            .enumerate()
+        {
+            t.add_row(vec![label.to_string(), a[i].clone(), b[i].clone()]);
+        }
+        let _ = writeln!(o, "{t}");
+    }
+    if d.functions.iter().any(|c| c.direction == Direction::Grown) && !d.grown.is_empty() {
+        o.push_str(&wrap(
+            "hot: the instruction the samples blame (skid undone); next: the one right \
+             after it, where timer samples land.",
+            "",
+            w,
+        ));
+    }
+
+    let f = &d.findings;
+    let _ = writeln!(o, "\nFindings");
+    if f.only_old.is_empty() && f.only_new.is_empty() && f.both.is_empty() {
+        let _ = writeln!(o, "None on either side.");
+    }
+    for x in &f.only_new {
+        o.push_str(&wrap(&finding_line(x), "  only in new: ", w));
+    }
+    for x in &f.only_old {
+        o.push_str(&wrap(&finding_line(x), "  only in old: ", w));
+    }
+    for p in &f.both {
+        let level = if p.old.level == p.new.level {
+            level_word(p.new.level).to_string()
+        } else {
+            format!("{} -> {}", level_word(p.old.level), level_word(p.new.level))
+        };
+        let shares = match (p.old.sample_share, p.new.sample_share) {
+            (Some(a), Some(b)) => format!(" ({} -> {})", pct(a), pct(b)),
+            _ => String::new(),
+        };
+        o.push_str(&wrap(
+            &format!("[{level}] {}{shares}", p.new.title),
+            "  in both:     ",
+            w,
+        ));
+    }
+    for n in &d.notes {
+        o.push_str(&wrap(&format!("Note: {n}"), "", w));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::compare::compare;
+    use crate::diagnose::{Diagnosis, from_json_bytes};
+
+    fn fixture(name: &str) -> Diagnosis {
+        let path = format!(
+            "{}/tests/fixtures/diagnose/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    fn spin_phases() -> DiagnosisDiff {
+        compare(
+            &fixture("spin-phases-140-zen3-kvm.json"),
+            &fixture("spin-phases-4000-zen3-kvm.json"),
+            "old.json",
+            "new.json",
+        )
+    }
+
+    #[test]
+    fn the_spin_wait_grows_first_with_pause_on_both_sides_and_the_work_shrinks() {
+        let d = spin_phases();
+        let first = &d.functions[0];
+        assert_eq!(
+            (first.name.as_str(), first.direction),
+            ("wait_for_item", Direction::Grown)
+        );
+        let work = d.functions.iter().find(|c| c.name == "do_work").unwrap();
+        assert_eq!(work.direction, Direction::Shrunk);
+        let g = &d.grown[0];
+        for side in [&g.old, &g.new] {
+            let site = side.site.as_ref().expect("a hot site on both sides");
+            assert_eq!(site.instruction, "pause");
+            assert!(site.next.is_some());
+            assert_eq!(side.callers[0].frames[..2], ["serve", "main"]);
+        }
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn the_diff_of_two_diagnoses_matches_its_snapshot_in_80_columns() {
+        let text = render(&spin_phases(), 80, false);
+        for l in text.lines() {
+            assert!(l.chars().count() <= 80, "{l}");
+        }
+        insta::assert_snapshot!("diagnosis_diff_spin_phases_80", text);
+    }
+
+    #[test]
+    fn the_json_diff_round_trips() {
+        let d = spin_phases();
+        let json = serde_json::to_string(&d).unwrap();
+        let back: DiagnosisDiff = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, d);
+        assert!(json.contains("\"direction\":\"grown\""));
+    }
+
+    #[test]
+    fn an_old_file_without_stacks_compares_by_its_functions_and_says_so() {
+        let d = compare(
+            &fixture("pause-spin-zen4-kvm.json"),
+            &fixture("spin-phases-4000-zen3-kvm.json"),
+            "zen4.json",
+            "new.json",
+        );
+        assert!(d.old.from_functions);
+        assert!(d.notes[0].contains("zen4.json was saved without call stacks"));
+        // Findings on one side only are listed as such.
+        assert!(
+            d.findings
+                .only_new
+                .iter()
+                .any(|f| f.symbol.as_deref() == Some("wait_for_item")),
+            "{:?}",
+            d.findings
+        );
+        let text = render(&d, 80, false);
+        assert!(
+            text.contains("only in new: [HAZARD] wait_for_item spins on PAUSE"),
+            "{text}"
+        );
+        assert!(text.contains("only in old:"), "{text}");
+    }
+}

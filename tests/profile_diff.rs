@@ -1,0 +1,465 @@
+//! The Skylake PAUSE case's method end to end: a C program alternates work with a spin-wait of
+//! N PAUSEs (tests/programs/spin_phases.c), diagnosed at a small N (the old CPU: the wait is
+//! short) and a large N (the new CPU: the same spin count lasts far longer). `diff` on the two
+//! saved diagnoses must rank the spin-wait first as grown with its `pause` on both sides and
+//! the work as shrunk; `go tool pprof` must read the pprof exports, alone and with
+//! `-diff_base`; the folded file must put the spin-wait under its caller. Then bad input: one
+//! line each, exit 2, nothing half-written.
+//!
+//! N is chosen from this machine's own PAUSE and work costs (`spin_phases --calibrate`), so
+//! the shares are about 15% and 80% whatever the CPU. Assertions are on ranks and
+//! directions, never on times.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+mod common;
+use common::*;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The two recordings, made once per test binary.
+struct Runs {
+    dir: tempfile::TempDir,
+    small: u64,
+    large: u64,
+}
+
+impl Runs {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+/// Builds spin_phases, calibrates N, and diagnoses it at a small and a large N (2.5 s each),
+/// saving each diagnosis with its pprof and folded exports.
+fn runs() -> &'static Runs {
+    static RUNS: OnceLock<Runs> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("spin_phases");
+        let status = std::process::Command::new("cc")
+            .args([
+                "-O2",
+                "-g",
+                "-fno-omit-frame-pointer",
+                "-mno-omit-leaf-frame-pointer",
+            ])
+            .arg("-o")
+            .arg(&exe)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/spin_phases.c"))
+            .status()
+            .expect("a C compiler (cc) is needed: apt-get install gcc");
+        assert!(status.success(), "cc failed on spin_phases.c");
+        let out = std::process::Command::new(&exe)
+            .arg("--calibrate")
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let v: Vec<f64> = text
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let (pause_ns, work_ns) = (v[0].max(0.1), v[1]);
+        // Wait / work of ~0.18 (the wait ~15% of the time) and ~4 (~80%).
+        let small = ((0.18 * work_ns / pause_ns).round() as u64).max(1);
+        let large = ((4.0 * work_ns / pause_ns).round() as u64).max(small * 8);
+        for (name, n) in [("old", small), ("new", large)] {
+            cpudoctor()
+                .arg("diagnose")
+                .arg("--save")
+                .arg(dir.path().join(format!("{name}.json")))
+                .arg("--pprof")
+                .arg(dir.path().join(format!("{name}.pb.gz")))
+                .arg("--folded")
+                .arg(dir.path().join(format!("{name}.folded")))
+                .arg("--")
+                .arg(&exe)
+                .args(["2.5", &n.to_string()])
+                .assert()
+                .success();
+        }
+        Runs { dir, small, large }
+    })
+}
+
+fn diff_json(old: &Path, new: &Path) -> Value {
+    let out = cpudoctor()
+        .args(["diff", "--json"])
+        .arg(old)
+        .arg(new)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).expect("stdout is JSON")
+}
+
+#[test]
+fn diff_ranks_the_spin_wait_first_with_pause_on_both_sides_and_the_work_shrunk() {
+    let r = runs();
+    let d = diff_json(&r.path("old.json"), &r.path("new.json"));
+    let ctx = format!("N {} -> {}: {:#}", r.small, r.large, d["functions"]);
+    assert_eq!(d["kind"], "diagnosis_diff");
+    let first = &d["functions"][0];
+    assert_eq!(first["name"], "wait_for_item", "{ctx}");
+    assert_eq!(first["direction"], "grown", "{ctx}");
+    let work = d["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "do_work")
+        .expect("do_work sampled");
+    assert_eq!(work["direction"], "shrunk", "{ctx}");
+    assert!(work["share_change"].as_f64().unwrap() < 0.0);
+    let g = &d["grown"][0];
+    assert_eq!(g["name"], "wait_for_item");
+    for side in ["old", "new"] {
+        assert_eq!(g[side]["site"]["instruction"], "pause", "{side}: {g:#}");
+        assert_eq!(g[side]["site"]["kind"], "pause_spin", "{side}");
+        assert!(g[side]["site"]["next"]["instruction"].is_string(), "{side}");
+        assert_eq!(g[side]["callers"][0]["frames"][0], "serve", "{side}: {g:#}");
+        assert!(d[side]["cpu"].is_string());
+    }
+
+    // The text says the same in 80 columns, and prints its rule.
+    let out = cpudoctor()
+        .arg("diff")
+        .arg(r.path("old.json"))
+        .arg(r.path("new.json"))
+        .env("COLUMNS", "80")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    for l in text.lines() {
+        assert!(l.chars().count() <= 80, "wider than 80: {l}");
+    }
+    assert!(text.contains("Compared by share of samples"), "{text}");
+    assert!(
+        text.contains("Grown: wait_for_item (spin_phases)"),
+        "{text}"
+    );
+    let hot = text.lines().find(|l| l.contains("│ hot")).expect(&text);
+    assert_eq!(
+        hot.matches("`pause`").count(),
+        2,
+        "pause on both sides: {hot}"
+    );
+    let table = text.split("Functions, most grown first").nth(1).unwrap();
+    let spin = table.find("wait_for_item").unwrap();
+    let work = table.find("do_work").unwrap();
+    assert!(spin < work, "the spin-wait ranks first: {table}");
+}
+
+/// `go`, from PATH or Go's default install directory.
+fn go() -> Option<PathBuf> {
+    let candidates = [PathBuf::from("go"), PathBuf::from("/usr/local/go/bin/go")];
+    candidates.into_iter().find(|g| {
+        std::process::Command::new(g)
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// `go tool pprof -top ARGS` (or, given `-disasm`, that view instead).
+fn pprof_top(go: &Path, args: &[&Path]) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let view = if args.first().is_some_and(|a| a.as_os_str() == "-disasm") {
+        None
+    } else {
+        Some("-top")
+    };
+    let out = std::process::Command::new(go)
+        .args(["tool", "pprof"])
+        .args(view)
+        .args(args)
+        // Where pprof would keep profiles it saves; never the user's ~/pprof.
+        .env("PPROF_TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "go tool pprof failed: {text}");
+    text
+}
+
+/// The function rows of `pprof -top`, in order: (flat, name).
+fn top_rows(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() >= 6).then(|| (w[0].to_string(), w[5..].join(" ")))
+        })
+        .collect()
+}
+
+#[test]
+fn go_tool_pprof_reads_the_exports_alone_and_as_a_diff() {
+    let r = runs();
+    let Some(go) = go() else {
+        missing_tool(
+            "Go (go tool pprof reads the pprof exports)",
+            "apt-get install golang-go, or Go from go.dev/dl in /usr/local/go",
+        );
+        return;
+    };
+    let (old, new) = (r.path("old.pb.gz"), r.path("new.pb.gz"));
+    let text = pprof_top(&go, &[&new]);
+    assert!(text.contains("Type: cpu"), "{text}");
+    let rows = top_rows(&text);
+    assert_eq!(rows[0].1, "wait_for_item", "{text}");
+    assert!(rows.iter().any(|r| r.1 == "do_work"), "{text}");
+    assert!(
+        rows.iter().any(|r| r.1 == "serve"),
+        "callers are there: {text}"
+    );
+
+    let text = pprof_top(&go, &[Path::new("-diff_base"), &old, &new]);
+    // pprof orders a diff by the size of the change, either way.
+    let rows = top_rows(&text);
+    let spin = rows.iter().find(|r| r.1 == "wait_for_item").expect(&text);
+    assert!(!spin.0.starts_with('-'), "wait_for_item grew: {text}");
+    assert!(rows[..2].contains(spin), "{text}");
+    let work = rows.iter().find(|r| r.1 == "do_work").expect(&text);
+    assert!(work.0.starts_with('-'), "do_work shrank: {text}");
+
+    // The mappings lead pprof to the binary: -disasm lists the spin-wait's code with its
+    // samples on the instruction right after PAUSE (objdump comes with the C compiler).
+    let text = pprof_top(
+        &go,
+        &[Path::new("-disasm"), Path::new("wait_for_item"), &new],
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let pause = lines
+        .iter()
+        .position(|l| l.contains("PAUSE"))
+        .unwrap_or_else(|| panic!("no PAUSE in the listing: {text}"));
+    let after = lines[pause + 1].split_whitespace().next().unwrap();
+    assert_ne!(after, ".", "samples after PAUSE: {text}");
+}
+
+#[test]
+fn the_folded_file_has_the_spin_wait_under_its_caller_with_its_offset() {
+    let r = runs();
+    let text = std::fs::read_to_string(r.path("new.folded")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains(";serve;wait_for_item+0x"))
+        .unwrap_or_else(|| panic!("no serve;wait_for_item line: {text}"));
+    assert!(line.contains("main;serve;wait_for_item+0x"), "{line}");
+    let (_, count) = line.rsplit_once(' ').unwrap();
+    assert!(count.parse::<u64>().unwrap() > 0);
+    // Converting the saved diagnosis gives the same file.
+    let again = r.path("again.folded");
+    cpudoctor()
+        .args(["diagnose", "--from"])
+        .arg(r.path("new.json"))
+        .arg("--folded")
+        .arg(&again)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), text);
+}
+
+/// Runs `cmd`, which must fail with exit 2 and one line on stderr; returns the line.
+fn one_line_error(cmd: &mut Command) -> String {
+    let out = cmd.assert().code(2).get_output().clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    err
+}
+
+const OLD: &str = "diagnose/spin-phases-140-zen3-kvm.json";
+const FINGERPRINT: &str = "fingerprints/pause-near-hazard-above.json";
+
+#[test]
+fn a_diagnosis_and_a_fingerprint_are_refused_in_either_order() {
+    for (a, b) in [(OLD, FINGERPRINT), (FINGERPRINT, OLD)] {
+        let err = one_line_error(cpudoctor().arg("diff").arg(fixture(a)).arg(fixture(b)));
+        assert!(
+            err.contains("spin-phases-140-zen3-kvm.json is a saved diagnosis and")
+                && err.contains("pause-near-hazard-above.json a saved fingerprint"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_truncated_or_foreign_diagnosis_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(fixture(OLD)).unwrap();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let err = one_line_error(cpudoctor().arg("diff").arg(fixture(OLD)).arg(&cut));
+    assert!(
+        err.contains("cut.json is not a cpudoctor diagnosis (not JSON"),
+        "{err}"
+    );
+    let foreign = dir.path().join("foreign.json");
+    std::fs::write(&foreign, r#"{"traceEvents": []}"#).unwrap();
+    let err = one_line_error(cpudoctor().arg("diff").arg(&foreign).arg(fixture(OLD)));
+    assert!(
+        err.contains("foreign.json is not a cpudoctor diagnosis"),
+        "{err}"
+    );
+    // A pprof file is no saved diagnosis either.
+    let pb = dir.path().join("x.pb.gz");
+    std::fs::write(&pb, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0]).unwrap();
+    let err = one_line_error(cpudoctor().args(["diagnose", "--from"]).arg(&pb));
+    assert!(
+        err.contains("x.pb.gz is not a cpudoctor diagnosis (not JSON"),
+        "{err}"
+    );
+    let err = one_line_error(
+        cpudoctor()
+            .args(["diagnose", "--from"])
+            .arg(fixture(FINGERPRINT)),
+    );
+    assert!(err.contains("it is a saved fingerprint"), "{err}");
+    // A diagnosis from a newer cpudoctor asks for an upgrade.
+    let mut v: Value = serde_json::from_slice(&whole).unwrap();
+    v["diagnosis_version"] = 99.into();
+    let newer = dir.path().join("newer.json");
+    std::fs::write(&newer, v.to_string()).unwrap();
+    let err = one_line_error(cpudoctor().arg("diff").arg(fixture(OLD)).arg(&newer));
+    assert!(err.contains("diagnosis_version 99"), "{err}");
+}
+
+#[test]
+fn fail_on_is_refused_for_diagnoses() {
+    let err = one_line_error(
+        cpudoctor()
+            .args(["diff", "--fail-on", "worse"])
+            .arg(fixture(OLD))
+            .arg(fixture(OLD)),
+    );
+    assert!(err.contains("--fail-on gates on"), "{err}");
+}
+
+#[test]
+fn an_unwritable_export_path_is_one_line_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the file should go, and a directory that does not exist.
+    let taken = dir.path().join("taken.pb.gz");
+    std::fs::create_dir(&taken).unwrap();
+    let err = one_line_error(
+        cpudoctor()
+            .args(["diagnose", "--from"])
+            .arg(fixture(OLD))
+            .arg("--pprof")
+            .arg(&taken),
+    );
+    assert!(err.contains("taken.pb.gz: it is a directory"), "{err}");
+    let missing = dir.path().join("no/such/dir/x.folded");
+    let good = dir.path().join("good.pb.gz");
+    let err = one_line_error(
+        cpudoctor()
+            .args(["diagnose", "--from"])
+            .arg(fixture(OLD))
+            .arg("--pprof")
+            .arg(&good)
+            .arg("--folded")
+            .arg(&missing),
+    );
+    assert!(err.contains("does not exist"), "{err}");
+    // Checked before anything is written: not even the good path, no temporary file.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("taken.pb.gz")]);
+    // A run checks before it starts the command.
+    let marker = dir.path().join("ran");
+    one_line_error(
+        cpudoctor()
+            .arg("diagnose")
+            .arg("--folded")
+            .arg(&missing)
+            .args(["--", "touch"])
+            .arg(&marker),
+    );
+    assert!(!marker.exists(), "the command was not started");
+}
+
+#[test]
+fn an_old_diagnosis_without_stacks_still_converts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("old.folded");
+    cpudoctor()
+        .args(["diagnose", "--from"])
+        .arg(fixture("diagnose/pause-spin-zen4-kvm.json"))
+        .arg("--folded")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("leaf-only"));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.lines().next().unwrap().starts_with("spin_wait"),
+        "{text}"
+    );
+}
+
+#[test]
+fn report_refuses_mixed_kinds_and_a_cut_diagnosis_leaving_the_old_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, "previous report").unwrap();
+    let err = one_line_error(
+        cpudoctor()
+            .arg("report")
+            .arg(fixture(OLD))
+            .arg(fixture(FINGERPRINT))
+            .arg("-o")
+            .arg(&page),
+    );
+    assert!(err.contains("a report shows fingerprints"), "{err}");
+    let cut = dir.path().join("cut.json");
+    let whole = std::fs::read(fixture(OLD)).unwrap();
+    std::fs::write(&cut, &whole[..100]).unwrap();
+    let err = one_line_error(
+        cpudoctor()
+            .arg("report")
+            .arg(fixture(OLD))
+            .arg(&cut)
+            .arg("-o")
+            .arg(&page),
+    );
+    assert!(
+        err.contains("cut.json is not a cpudoctor diagnosis"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), "previous report");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary file"
+    );
+    // Two good ones: the page, with both flame graphs and the differential one.
+    cpudoctor()
+        .arg("report")
+        .arg(fixture(OLD))
+        .arg(fixture("diagnose/spin-phases-4000-zen3-kvm.json"))
+        .arg("-o")
+        .arg(&page)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("2 diagnoses, 3 flame graph(s)"));
+}
