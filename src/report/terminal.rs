@@ -278,6 +278,16 @@ pub fn interval_words(m: &Metric) -> Option<String> {
     let i = m.interval.as_ref()?;
     let lo = human_value(i.low, &m.unit);
     let hi = human_value(i.high, &m.unit);
+    // Narrower than the digits shown: `77.5-77.5 cycles` beside a figure rounded to `77`
+    // reads like an error, so say its half-width instead.
+    if lo == hi && m.value != 0.0 {
+        let half = (i.high - i.low) / 2.0 / m.value.abs() * 100.0;
+        return Some(format!(
+            "{:.0}% CI ±{:.1}%",
+            i.confidence * 100.0,
+            half.max(0.1)
+        ));
+    }
     // `121-131 cycles` rather than `121 cycles to 131 cycles` when both ends share a unit.
     let range = match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
         (Some((a, ua)), Some((b, ub))) if ua == ub => format!("{a}-{b} {ub}"),
