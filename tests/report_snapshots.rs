@@ -96,8 +96,9 @@ fn a_verdict_crossing_its_threshold_within_noise_is_not_a_regression() {
         "pause-near-hazard-above.json",
     );
     assert!(d.metrics.iter().all(|m| m.change == Change::Same), "{d:#?}");
-    assert_eq!(d.hazards.len(), 1);
-    assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
+    // Both within the guard band of the 120-cycle line: notice/HAZARD on both sides.
+    assert!(d.hazards.is_empty(), "{:?}", d.hazards);
+    assert!(d.hazards_unchanged.iter().any(|h| h == "slow_pause"));
     insta::assert_snapshot!("diff_threshold_within_noise", render_diff(&d, 80));
 }
 

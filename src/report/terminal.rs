@@ -373,7 +373,7 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> String {
     let borderline = verdicts.iter().filter(|v| v.borderline.is_some()).count();
     if borderline > 0 {
         s.push_str(&format!(
-            ", {borderline} borderline (x/y: the figure's interval spans the threshold)"
+            ", {borderline} borderline (x/y: near the line between the two)"
         ));
     }
     s

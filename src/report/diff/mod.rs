@@ -297,18 +297,24 @@ pub struct HazardCost {
 }
 
 /// The rule that decides whether a metric changed, in words.
-pub fn rule_text() -> String {
-    format!(
+pub fn rule_text(guests: bool) -> String {
+    let mut rule = format!(
         "a figure counts as changed when the 95% intervals of its median in the two runs do \
          not overlap and it moved by at least {:.0}%; a figure without an interval (older \
          files) must move by more than {SPREAD_FACTOR} x the larger scaled MAD and {:.0}%, or \
-         {:.0}% and its probe's noise when it has no samples; when both runs are VM guests, a \
-         move within {GUEST_HOST_DRIFT}x ({GUEST_PLACEMENT_DRIFT}x for figures that move a \
-         line between vCPUs) is what the host moves with nothing changed, and is not counted",
+         {:.0}% and its probe's noise when it has no samples",
         INTERVAL_PRACTICAL_CHANGE * 100.0,
         MIN_RELATIVE_CHANGE * 100.0,
         DERIVED_RELATIVE_CHANGE * 100.0,
-    )
+    );
+    if guests {
+        rule.push_str(&format!(
+            "; both runs are VM guests, so a move within {GUEST_HOST_DRIFT}x \
+             ({GUEST_PLACEMENT_DRIFT}x for figures that move a line between vCPUs) is what the \
+             host moves with nothing changed, and is not counted"
+        ));
+    }
+    rule
 }
 
 /// The verdicts to compare for one run: each hazard this build knows is judged again with
@@ -632,7 +638,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         hazards: hazard_changes,
         hazards_unchanged,
         counts,
-        rule: rule_text(),
+        rule: rule_text(guests),
         duplicate_probes,
         costs,
     }
