@@ -130,3 +130,57 @@ fn same_machine_check_against_full_probe_with_every_probe_shows_no_regression() 
         d.hazards
     );
 }
+
+#[test]
+fn two_checks_of_one_unchanged_guest_minutes_apart_diff_to_no_change() {
+    // The trust issue's target: `check --runs 3` twice on the Zen 3 guest, four minutes
+    // apart (bench/stability.sh runs 1 and 5). The host moved DRAM latency, bandwidth and a
+    // vCPU's PAUSE in between; none of that may read as worse, better or a new verdict.
+    let (a, b) = (
+        fixture("zen3-kvm-runs3-a.json"),
+        fixture("zen3-kvm-runs3-b.json"),
+    );
+    let d = diff(&a, &b, "a", "b");
+    assert_eq!(
+        (d.counts.worse, d.counts.better, d.counts.changed),
+        (0, 0, 0),
+        "{}",
+        render_diff(&d, 100)
+    );
+    assert!(
+        d.hazards
+            .iter()
+            .all(|h| h.direction == VerdictMove::WithinNoise),
+        "{:?}",
+        d.hazards
+    );
+    assert!(
+        d.counts.host_drift > 0,
+        "the fixture pair should carry drift"
+    );
+}
+
+#[test]
+fn transparent_huge_pages_switched_off_is_caught_between_two_guests() {
+    // The positive control of the same bench: THP `madvise` -> `never` as root, the machine
+    // otherwise unchanged.
+    let d = diff(
+        &fixture("zen3-kvm-runs3-a.json"),
+        &fixture("zen3-kvm-runs3-thp-never.json"),
+        "a",
+        "thp-never",
+    );
+    let h = d
+        .hazards
+        .iter()
+        .find(|h| h.hazard == "huge_pages")
+        .expect("the huge-page verdict must change");
+    assert_eq!(h.direction, VerdictMove::Worse);
+    assert!(
+        d.machine
+            .iter()
+            .any(|f| f.differs && f.new.contains("never")),
+        "{:?}",
+        d.machine
+    );
+}
