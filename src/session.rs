@@ -144,6 +144,36 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
         }
         p.params.insert("runs".into(), serde_json::json!(n));
         p.duration_s += others.iter().map(|q| q.duration_s).sum::<f64>();
+        // A figure that some runs did not find (a TLB knee one sweep saw and the next did
+        // not) is not a property of the machine: it is left out and the probe says so.
+        let mut partial = serde_json::Map::new();
+        p.metrics.retain(|m| {
+            let found = 1 + others
+                .iter()
+                .filter(|q| q.metric(&m.name).is_some())
+                .count();
+            if found < n {
+                partial.insert(m.name.clone(), serde_json::json!(found));
+            }
+            found == n
+        });
+        for q in &others {
+            for m in &q.metrics {
+                if p.metric(&m.name).is_none() && !partial.contains_key(&m.name) {
+                    let found = others
+                        .iter()
+                        .filter(|o| o.metric(&m.name).is_some())
+                        .count();
+                    partial.insert(m.name.clone(), serde_json::json!(found));
+                }
+            }
+        }
+        if !partial.is_empty() {
+            p.effects.insert(
+                "found_in_some_runs_only".into(),
+                serde_json::Value::Object(partial),
+            );
+        }
         for m in p.metrics.iter_mut() {
             let values: Vec<f64> = std::iter::once(m.value)
                 .chain(
@@ -152,9 +182,6 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
                         .filter_map(|q| q.metric(&m.name).map(|x| x.value)),
                 )
                 .collect();
-            if values.len() != n {
-                continue;
-            }
             if let Some(summary) = crate::measure::summarize(&values) {
                 m.value = summary.median;
                 m.spread = Some(summary);
@@ -190,6 +217,17 @@ mod tests {
         assert_eq!((i.low, i.high), (24.0, 40.0));
         assert_eq!(fp.probe("pause").unwrap().samples["pause_ns.runs"].len(), 5);
         assert_eq!(fp.probe("pause").unwrap().params["runs"], 5);
+        // A figure only some runs found is left out, and the probe says in how many.
+        let mut runs = [24.0, 25.0, 26.0].map(with_pause).to_vec();
+        runs[1].probes[0].metrics.push(
+            Metric::from_samples("tlb_reach_bytes", "bytes", Better::Higher, &[4e6]).unwrap(),
+        );
+        let fp = combine_runs(runs);
+        assert!(fp.metric("pause", "tlb_reach_bytes").is_none());
+        assert_eq!(
+            fp.probe("pause").unwrap().effects["found_in_some_runs_only"]["tlb_reach_bytes"],
+            1
+        );
         // One run is returned as it is.
         let one = combine_runs(vec![with_pause(24.0)]);
         assert_eq!(one.metric("pause", "pause_ns").unwrap().value, 24.0);
