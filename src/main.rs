@@ -36,9 +36,11 @@ enum Command {
             figures with their spread. `cpudoctor explain HAZARD` prints one verdict in \
             full.\n\nExamples: cpudoctor check\n          \
             cpudoctor check --save this-host.json\n          \
-            cpudoctor check --json | jq '.verdicts[] | select(.level == \"hazard\")'"
+            cpudoctor check --json | jq '.verdicts[] | select(.level == \"hazard\")'\n          \
+            cpudoctor check --skip split-lock --skip split-lock-neighbour \\\n            \
+            --prom /var/lib/prometheus/node-exporter/cpudoctor.prom   (on every host of a fleet)"
     )]
-    Check(cmd::OutputArgs),
+    Check(cmd::check::CheckArgs),
     /// One hazard in full: its figure, reference, meaning and remedies.
     #[command(
         long_about = "Prints one hazard in full: the measured figure, the reference it is \

@@ -2,14 +2,34 @@
 
 use super::{BarProgress, OutputArgs, check_save_target, emit};
 use anyhow::Result;
+use clap::Args;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::session::{self, Host};
 
-pub fn run(args: OutputArgs) -> Result<()> {
+/// What `check` takes.
+#[derive(Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Leave out a probe (repeatable). On a shared host run periodically, leave out
+    /// split-lock and split-lock-neighbour: they lock the memory bus, which slows every other
+    /// tenant of the host while they run.
+    #[arg(long, value_name = "PROBE")]
+    pub skip: Vec<String>,
+}
+
+pub fn run(args: CheckArgs) -> Result<()> {
+    let CheckArgs { output: args, skip } = args;
     check_save_target(&args)?;
+    // An unknown name is an input error, like `probe NAME`.
+    let skipped = session::select_probes(&skip)?;
+    let selected: Vec<&'static dyn probes::Probe> = probes::all()
+        .iter()
+        .copied()
+        .filter(|p| skip.is_empty() || !skipped.iter().any(|s| s.name() == p.name()))
+        .collect();
     let host = Host::detect();
     let progress = BarProgress::new();
-    let selected = probes::all();
     eprintln!(
         "cpudoctor check: {} probes, quick profile, {} run(s) (a few seconds each)",
         selected.len(),
@@ -18,7 +38,7 @@ pub fn run(args: OutputArgs) -> Result<()> {
     let fp = session::run_repeated(
         &host,
         "check",
-        selected,
+        &selected,
         &ProbeOptions::new(Profile::Quick),
         &progress,
         args.runs as usize,

@@ -144,6 +144,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     check_save_target(&OutputArgs {
         json: args.json,
         save: args.save.clone(),
+        prom: None,
         verbose: false,
         runs: 1,
     })?;

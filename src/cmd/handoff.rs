@@ -110,6 +110,7 @@ pub fn run(args: &super::spin::SpinArgs) -> Result<()> {
     let output = OutputArgs {
         json: args.json,
         save: h.save.clone(),
+        prom: None,
         verbose: false,
         runs: 1,
     };

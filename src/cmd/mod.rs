@@ -32,6 +32,12 @@ pub struct OutputArgs {
     /// checked before measuring).
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// Also write the figures and verdicts in Prometheus' text format to FILE, for
+    /// node_exporter's textfile collector (e.g.
+    /// /var/lib/prometheus/node-exporter/cpudoctor.prom); written to a temporary file in the
+    /// same directory and renamed, so the collector never reads half a file.
+    #[arg(long, value_name = "FILE")]
+    pub prom: Option<PathBuf>,
     /// After the summary, print every verdict in full, the machine facts and every probe's
     /// figures.
     #[arg(short, long)]
@@ -244,12 +250,25 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
             writeln!(out, "Saved to {}.", path.display())?;
         }
     }
+    if let Some(path) = &output.prom {
+        write_atomically(
+            path,
+            cpudoctor::report::prom::prometheus_text(fp).as_bytes(),
+        )
+        .context("the Prometheus export was not written; fix the path and run again")?;
+        if !output.json {
+            writeln!(out, "Prometheus figures written to {}.", path.display())?;
+        }
+    }
     Ok(())
 }
 
 pub fn check_save_target(output: &OutputArgs) -> Result<()> {
     // Fail before minutes of measuring, not after.
-    output.save.as_deref().map_or(Ok(()), check_output_dir)
+    for path in output.save.iter().chain(&output.prom) {
+        check_output_dir(path)?;
+    }
+    Ok(())
 }
 
 /// Reads a saved fingerprint; every way the file can be wrong is an [`InputError`] that names
