@@ -276,6 +276,17 @@ pub enum InputError {
          none: drop --fail-on"
     )]
     FailOnDiagnoses,
+    /// `fleet` found no fingerprint it could read among the paths given.
+    #[error(
+        "no fingerprint could be read from {given} ({skipped} file(s) skipped, each named \
+         above); give files or directories of `cpudoctor check --save` output"
+    )]
+    NoFleet {
+        /// The paths as given.
+        given: String,
+        /// Files skipped.
+        skipped: usize,
+    },
 }
 
 fn perf_not_permitted(paranoid: Option<i32>) -> String {

@@ -108,6 +108,19 @@ enum Command {
             cpudoctor report old-diagnosis.json new-diagnosis.json -o profile.html"
     )]
     Report(cmd::report::ReportArgs),
+    /// Bands across many hosts' saved fingerprints: which figures split alike hosts.
+    #[command(
+        long_about = "Reads many saved fingerprints (files, or directories of `check --save` \
+            output; thousands are fine), groups hosts that should be alike (same CPU model, \
+            microcode, kernel and hypervisor) and, for every figure, finds whether the hosts \
+            split into bands, as the Netflix JVM case's fleet did (a fast minority of nodes \
+            for the life of each JVM). Each band's centre, share of hosts and the hosts of the \
+            smaller bands; which verdicts differ between them. A file that cannot be read is \
+            named on stderr and skipped.\n\n\
+            Examples: cpudoctor fleet /srv/fingerprints/\n          \
+            cpudoctor fleet --json hosts/*.json | jq '.groups[].banded[].metric'"
+    )]
+    Fleet(cmd::fleet::FleetArgs),
     /// Where a workload spends its time: spin-waits, contended atomics, page size; with or without a PMU.
     #[command(
         long_about = "Runs CMD (following its threads and children) or attaches to --pid for a \
@@ -150,6 +163,7 @@ fn main() -> ExitCode {
         Command::Spin(a) => cmd::spin::run(a),
         Command::Diff(a) => cmd::diff::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Fleet(a) => cmd::fleet::run(a),
         Command::Diagnose(a) => cmd::diagnose::run(a),
         Command::Explain(a) => cmd::explain::run(a),
         Command::Completions { shell } => {

@@ -5,6 +5,7 @@ pub mod check;
 pub mod diagnose;
 pub mod diff;
 pub mod explain;
+pub mod fleet;
 pub mod handoff;
 pub mod probe;
 pub mod report;

@@ -6,6 +6,8 @@
 
 pub mod charts;
 pub mod diff;
+pub mod fleet;
+pub mod fleet_text;
 pub mod handoff;
 pub mod heatmap;
 pub mod html;

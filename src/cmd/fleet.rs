@@ -1,0 +1,125 @@
+//! `cpudoctor fleet FILE... | DIR...`: many hosts' saved fingerprints, read in parallel, a bad
+//! file named on stderr and skipped, then the bands of [`cpudoctor::report::fleet`].
+
+use anyhow::Result;
+use clap::Args;
+use cpudoctor::error::InputError;
+use cpudoctor::report::fleet::{self, Host, HostFingerprint};
+use cpudoctor::report::schema::SCHEMA_VERSION;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct FleetArgs {
+    /// Saved fingerprints (`check --save`), or directories of them (every `*.json` inside,
+    /// not recursive). A host is named by its file name without `.json`.
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Print the analysis as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The files to read: each file as given, each directory's `*.json`, sorted.
+fn expand(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
+    let (mut files, mut bad) = (Vec::new(), Vec::new());
+    for p in paths {
+        if p.is_dir() {
+            match std::fs::read_dir(p) {
+                Ok(entries) => {
+                    let mut found: Vec<PathBuf> = entries
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|f| f.extension().is_some_and(|x| x == "json") && f.is_file())
+                        .collect();
+                    found.sort();
+                    files.extend(found);
+                }
+                Err(e) => bad.push((p.clone(), format!("cannot list it ({e})"))),
+            }
+        } else {
+            files.push(p.clone());
+        }
+    }
+    (files, bad)
+}
+
+/// One file, or why it cannot be used.
+fn read_one(path: &Path) -> Result<Host, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({e})"))?;
+    let fp: HostFingerprint = serde_json::from_slice(&bytes).map_err(|e| {
+        if e.is_eof() {
+            "truncated (the JSON ends early)".to_string()
+        } else {
+            format!("not a cpudoctor fingerprint ({e})")
+        }
+    })?;
+    if fp.schema_version != SCHEMA_VERSION {
+        return Err(format!(
+            "schema_version {}, this cpudoctor reads {SCHEMA_VERSION}",
+            fp.schema_version
+        ));
+    }
+    let label = path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into(),
+    );
+    Ok(Host { label, fp })
+}
+
+/// Reads `files` on every CPU, keeping their order.
+fn read_all(files: &[PathBuf]) -> Vec<Result<Host, String>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = files.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().map(|f| read_one(f)).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a reader thread panicked"))
+            .collect()
+    })
+}
+
+pub fn run(args: FleetArgs) -> Result<()> {
+    let (files, mut bad) = expand(&args.paths);
+    let mut hosts = Vec::new();
+    for (file, r) in files.iter().zip(read_all(&files)) {
+        match r {
+            Ok(h) => hosts.push(h),
+            Err(why) => bad.push((file.clone(), why)),
+        }
+    }
+    for (file, why) in &bad {
+        eprintln!("skipped {}: {why}", file.display());
+    }
+    if hosts.is_empty() {
+        return Err(InputError::NoFleet {
+            given: args
+                .paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            skipped: bad.len(),
+        }
+        .into());
+    }
+    let report = fleet::analyse(&hosts);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        let width = super::terminal_width();
+        write!(
+            out,
+            "{}",
+            cpudoctor::report::fleet_text::render_fleet(&report, bad.len(), width)
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
