@@ -175,3 +175,29 @@ fn nothing_readable_is_one_line_and_exit_2() {
         .code(2)
         .stderr(predicates::str::contains("cannot read it"));
 }
+
+#[test]
+fn the_html_page_draws_a_strip_plot_for_each_banded_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fleet(dir.path(), 50, &[3, 11, 19, 27, 38, 45], 4);
+    let page = dir.path().join("fleet.html");
+    cpudoctor()
+        .arg("fleet")
+        .arg(dir.path())
+        .arg("--html")
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("<svg").count(), 1, "one banded figure, one chart");
+    assert!(html.contains("false_sharing_ratio: one dot per host"));
+    assert!(html.contains("host03, host11, host19, host27, host38, host45"));
+    // An unwritable page is refused before the files are read.
+    cpudoctor()
+        .arg("fleet")
+        .arg(dir.path())
+        .args(["--html", "/proc/fleet.html"])
+        .assert()
+        .code(2)
+        .stdout("");
+}

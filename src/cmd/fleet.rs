@@ -18,6 +18,9 @@ pub struct FleetArgs {
     /// Print the analysis as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write an HTML page with a strip plot of each banded figure (one dot per host).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// The files to read: each file as given, each directory's `*.json`, sorted.
@@ -84,6 +87,9 @@ fn read_all(files: &[PathBuf]) -> Vec<Result<Host, String>> {
 }
 
 pub fn run(args: FleetArgs) -> Result<()> {
+    if let Some(path) = &args.html {
+        super::check_output_dir(path)?;
+    }
     let (files, mut bad) = expand(&args.paths);
     let mut hosts = Vec::new();
     for (file, r) in files.iter().zip(read_all(&files)) {
@@ -121,5 +127,14 @@ pub fn run(args: FleetArgs) -> Result<()> {
         )?;
     }
     out.flush()?;
+    if let Some(path) = &args.html {
+        super::write_output(
+            path,
+            cpudoctor::report::html::fleet::fleet_to_html(&report).as_bytes(),
+        )?;
+        if !args.json {
+            writeln!(out, "Report written to {}.", path.display())?;
+        }
+    }
     Ok(())
 }

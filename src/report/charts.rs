@@ -246,6 +246,64 @@ where
     Ok(())
 }
 
+/// A strip plot: one row of dots per band (bands from the bottom up), each dot one host's
+/// figure, the band's range shaded, so a fleet's bands read at a glance. `bands` holds each
+/// band's values; `x_label` names the figure with its unit.
+pub fn strip_chart(title: &str, x_label: &str, bands: &[Vec<f64>]) -> Result<String, ChartError> {
+    let (lo, hi) = finite_range(bands.iter().flatten().copied())
+        .ok_or_else(|| ChartError("no finite value to place".into()))?;
+    let pad = ((hi - lo) * 0.05)
+        .max(hi.abs() * 0.01)
+        .max(f64::MIN_POSITIVE);
+    let rows = bands.len().max(1) as f64;
+    let mut buf = String::new();
+    {
+        let root = svg_root(&mut buf, 900, 120 + 60 * bands.len() as u32);
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(46)
+            .y_label_area_size(70)
+            .build_cartesian_2d((lo - pad)..(hi + pad), 0.0..rows)?;
+        chart
+            .configure_mesh()
+            .label_style(LABEL_FONT)
+            .axis_desc_style(DESC_FONT)
+            .x_desc(x_label)
+            .y_desc("band")
+            .y_labels(bands.len() + 1)
+            .y_label_formatter(&|v| {
+                let k = v.floor() as usize;
+                if (v - v.floor() - 0.5).abs() < 0.26 && k < bands.len() {
+                    format!("{}", k + 1)
+                } else {
+                    String::new()
+                }
+            })
+            .x_label_formatter(&|v| short_number(*v))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        for (k, values) in bands.iter().enumerate() {
+            let color = run_color(k);
+            if let Some((a, b)) = finite_range(values.iter().copied()) {
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(a, k as f64 + 0.15), (b, k as f64 + 0.85)],
+                    color.mix(0.12).filled(),
+                )))?;
+            }
+            // Spread the dots over the row by a fixed pattern (no randomness: the same file
+            // draws the same picture).
+            chart.draw_series(values.iter().enumerate().map(|(i, &v)| {
+                let y = k as f64 + 0.25 + 0.5 * ((i * 37 % 101) as f64 / 100.0);
+                Circle::new((v, y), 3, color.mix(0.8).filled())
+            }))?;
+        }
+        root.present()?;
+    }
+    Ok(buf)
+}
+
 /// A chart of curves. A size x axis (label starting with `size`) is logarithmic (base 2,
 /// ticks in KiB/MiB); y starts at 0 so ratios between curves read true.
 pub fn xy_chart(

@@ -182,6 +182,9 @@ pub struct Band {
     pub share: f64,
     /// Their labels, for every band but the largest.
     pub host_labels: Vec<String>,
+    /// Every host's figure in the band (for the strip plot; not in the JSON).
+    #[serde(skip)]
+    pub values: Vec<f64>,
 }
 
 /// A hazard read differently by the bands of a figure.
@@ -491,6 +494,7 @@ fn band_group(members: &[&Host], g: &mut Group) {
                 hosts: vals.len(),
                 share: vals.len() as f64 / sorted.len() as f64,
                 host_labels: labels,
+                values: vals.clone(),
             });
             band_levels.push(most_common_levels(slice.iter().map(|v| members[v.1])));
             start = end;

@@ -10,6 +10,7 @@
 
 pub mod diagnoses;
 pub mod figures;
+pub mod fleet;
 
 use super::charts::run_color;
 use super::diff::{self, Change, Diff, VerdictMove};
