@@ -189,7 +189,11 @@ fn the_html_page_draws_a_strip_plot_for_each_banded_figure() {
         .assert()
         .success();
     let html = std::fs::read_to_string(&page).unwrap();
-    assert_eq!(html.matches("<svg").count(), 1, "one banded figure, one chart");
+    assert_eq!(
+        html.matches("<svg").count(),
+        1,
+        "one banded figure, one chart"
+    );
     assert!(html.contains("false_sharing_ratio: one dot per host"));
     assert!(html.contains("host03, host11, host19, host27, host38, host45"));
     // An unwritable page is refused before the files are read.

@@ -268,15 +268,8 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
 mod tests {
     use super::*;
     use crate::diagnose::compare::compare;
-    use crate::diagnose::{Diagnosis, from_json_bytes};
 
-    fn fixture(name: &str) -> Diagnosis {
-        let path = format!(
-            "{}/tests/fixtures/diagnose/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
-    }
+    use crate::diagnose::test_fixture as fixture;
 
     fn spin_phases() -> DiagnosisDiff {
         compare(

@@ -302,13 +302,7 @@ pub fn read_pprof(bytes: &[u8]) -> Result<pb::Profile, std::io::Error> {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Diagnosis {
-        let path = format!(
-            "{}/tests/fixtures/diagnose/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        crate::diagnose::from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
-    }
+    use crate::diagnose::test_fixture as fixture;
 
     /// A readable account of a decoded profile: what `go tool pprof -raw` would show.
     fn describe(p: &pb::Profile) -> String {

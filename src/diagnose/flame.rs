@@ -125,15 +125,8 @@ fn inline(svg: &str, id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::from_json_bytes;
 
-    fn fixture(name: &str) -> Diagnosis {
-        let path = format!(
-            "{}/tests/fixtures/diagnose/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
-    }
+    use crate::diagnose::test_fixture as fixture;
 
     #[test]
     fn a_flame_graph_is_inline_svg_without_script_with_each_function() {

@@ -403,6 +403,16 @@ pub(crate) fn burn_thread_cpu(cpu: std::time::Duration) {
     }
 }
 
+/// A saved diagnosis from `tests/fixtures/diagnose`, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_fixture(name: &str) -> Diagnosis {
+    let path = format!(
+        "{}/tests/fixtures/diagnose/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,15 @@ const MAX_LISTED_HOSTS: usize = 12;
 /// Most one-band figures named in the closing line.
 const MAX_LISTED_FIGURES: usize = 6;
 
+/// `a, b, c and 4 more`: at most `max` items named, the rest counted (`--json` has them all).
+fn listed(items: &[String], max: usize) -> String {
+    let shown: Vec<&str> = items.iter().take(max).map(String::as_str).collect();
+    match items.len().saturating_sub(max) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
 fn group_title(g: &Group) -> String {
     let mut parts = vec![g.cpu_model.clone()];
     if !g.microcode.is_empty() {
@@ -48,22 +57,7 @@ fn figure(f: &BandedFigure, width: u16) -> String {
         let line = if b.host_labels.is_empty() {
             head
         } else {
-            let shown: Vec<&str> = b
-                .host_labels
-                .iter()
-                .take(MAX_LISTED_HOSTS)
-                .map(String::as_str)
-                .collect();
-            let more = b.host_labels.len().saturating_sub(MAX_LISTED_HOSTS);
-            format!(
-                "{head}: {}{}",
-                shown.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            )
+            format!("{head}: {}", listed(&b.host_labels, MAX_LISTED_HOSTS))
         };
         s.push_str(&wrap(&line, width, 4));
     }
@@ -133,23 +127,11 @@ pub fn render_fleet(r: &FleetReport, skipped: usize, width: u16) -> String {
                 s.push_str(&figure(f, width));
             }
             if !g.unbanded.is_empty() {
-                let shown: Vec<&str> = g
-                    .unbanded
-                    .iter()
-                    .take(MAX_LISTED_FIGURES)
-                    .map(String::as_str)
-                    .collect();
-                let more = g.unbanded.len().saturating_sub(MAX_LISTED_FIGURES);
                 s.push_str(&wrap(
                     &format!(
-                        "One band: {} other figures ({}{}).",
+                        "One band: {} other figures ({}).",
                         g.unbanded.len(),
-                        shown.join(", "),
-                        if more > 0 {
-                            format!(", and {more} more: --json lists them")
-                        } else {
-                            String::new()
-                        }
+                        listed(&g.unbanded, MAX_LISTED_FIGURES)
                     ),
                     width,
                     2,
