@@ -346,15 +346,22 @@ mod tests {
     fn model_lock_looks_only_at_round_ends() {
         let l = lock_ns(vec![100_000_000]);
         l.lock();
+        let started = AtomicBool::new(false);
         let waited = std::thread::scope(|s| {
             let h = s.spawn(|| {
                 let t = Instant::now();
+                started.store(true, Ordering::SeqCst);
                 l.lock();
                 let waited = t.elapsed();
                 l.unlock();
                 waited
             });
-            std::thread::sleep(Duration::from_millis(1));
+            // Free the lock only once the waiter is spinning: on a loaded CI machine the
+            // thread once started after the unlock and took a free lock in 3 us.
+            while !started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(10));
             l.unlock();
             h.join().unwrap()
         });
@@ -370,14 +377,20 @@ mod tests {
     fn model_lock_looks_at_each_run_end_in_turn() {
         let l = lock_ns(vec![10_000_000; 6]);
         l.lock();
+        let started = AtomicBool::new(false);
         let waited = std::thread::scope(|s| {
             let h = s.spawn(|| {
                 let t = Instant::now();
+                started.store(true, Ordering::SeqCst);
                 l.lock();
                 let waited = t.elapsed();
                 l.unlock();
                 waited
             });
+            // As above: 25 ms of the waiter's spin, not of this thread's clock.
+            while !started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
             std::thread::sleep(Duration::from_millis(25));
             l.unlock();
             h.join().unwrap()
