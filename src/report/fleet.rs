@@ -7,27 +7,32 @@
 //! programming", The R Journal 3(2), 2011), k = 1..=[`MAX_BANDS`], and k is chosen by the
 //! Bayesian information criterion of the Gaussian mixture each partition implies (Schwarz
 //! 1978; the selection Ckmeans.1d.dp makes). A split is reported only when it is also
-//! clearly separated and large enough to matter (see [`MIN_SEPARATION`] and
-//! [`MIN_RELATIVE_GAP`]): unimodal noise never becomes bands. Pure: hosts in, bands out.
+//! clearly separated and large enough to matter (see [`MIN_SEPARATION`], [`MIN_EMPTY_GAP`],
+//! [`MIN_RELATIVE_GAP`] and [`MIN_GROUP_HOSTS`]): unimodal noise does not become bands. Pure: hosts in, bands out.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The most bands looked for in one figure.
 pub const MAX_BANDS: usize = 3;
-/// Adjacent bands must be this many pooled within-band standard deviations apart. Splitting
-/// a normal sample in two gives about 2.7 (half-normal means at +-0.8 sd, each half spread
-/// 0.6 sd); 4 leaves noise alone (the tests draw 200 normal samples and find no band) and
-/// keeps a real split such as the Netflix case's, where the fast band ran at a third of the
-/// slow band's CPI.
-pub const MIN_SEPARATION: f64 = 4.0;
+/// Adjacent bands' centres must be this many standard deviations of the widest band apart.
+/// Splitting a normal sample in two gives about 2.7 pooled deviations, and small samples
+/// split by chance much further: at 4 (pooled), 5.5% of groups of 6 to 30 normal values made
+/// false bands; at 6 (widest band) with 20 hosts or more, none of 12,300 did (the tests). A
+/// real split such as the Netflix case's, where the fast band ran at a third of the slow
+/// band's CPI, is tens of deviations apart.
+pub const MIN_SEPARATION: f64 = 6.0;
 /// Adjacent bands' centres must also differ by this fraction: a split of figures quantised
 /// to whole cycles can be "well separated" by a tenth of a cycle. The same 10% `diff` uses.
 pub const MIN_RELATIVE_GAP: f64 = crate::hazards::THRESHOLD_GUARD;
+/// The stretch without a host between adjacent bands, in the widest band's standard
+/// deviations: a tail of one population has neighbours all the way out.
+pub const MIN_EMPTY_GAP: f64 = 3.0;
 /// Fewest hosts in a band.
 pub const MIN_BAND_HOSTS: usize = 2;
-/// Fewest hosts in a group before its figures are banded at all.
-pub const MIN_GROUP_HOSTS: usize = 6;
+/// Fewest hosts in a group before its figures are banded at all: below 20, samples of pure
+/// noise (10 normal values) fell into two clean-looking halves 5 apart in 1 of 2,000 tries.
+pub const MIN_GROUP_HOSTS: usize = 20;
 
 /// What `fleet` needs of a fingerprint; the rest of the file (samples, series) is skipped
 /// while parsing, which is what makes thousands of files quick to read.
@@ -308,8 +313,8 @@ pub fn partition_bic(x: &[f64], ends: &[usize]) -> f64 {
 
 /// The bands of one figure's values (sorted ascending), or `None` when they form one band:
 /// the BIC-best k of 1..=[`MAX_BANDS`], kept only when every band has [`MIN_BAND_HOSTS`] and
-/// adjacent bands are [`MIN_SEPARATION`] pooled standard deviations and [`MIN_RELATIVE_GAP`]
-/// apart. Returns the cluster ends and the smallest separation.
+/// adjacent bands are [`MIN_SEPARATION`] standard deviations of the widest band and
+/// [`MIN_RELATIVE_GAP`] apart, with [`MIN_EMPTY_GAP`] of them empty between. Returns the cluster ends and the smallest separation.
 pub fn find_bands(sorted: &[f64]) -> Option<(Vec<usize>, f64)> {
     let n = sorted.len();
     if n < 2 * MIN_BAND_HOSTS {
@@ -336,22 +341,33 @@ pub fn find_bands(sorted: &[f64]) -> Option<(Vec<usize>, f64)> {
 fn separation(x: &[f64], ends: &[usize]) -> Option<f64> {
     let mut start = 0;
     let mut stats = Vec::new();
-    let mut ss = 0.0;
+    let mut widest = 0.0_f64;
+    let mut empty_gap = f64::INFINITY;
     for &end in ends {
         let c = &x[start..end];
+        if start > 0 {
+            empty_gap = empty_gap.min(c[0] - x[start - 1]);
+        }
         if c.len() < MIN_BAND_HOSTS {
             return None;
         }
         let mean = c.iter().sum::<f64>() / c.len() as f64;
-        ss += c.iter().map(|v| (v - mean).powi(2)).sum::<f64>();
+        let sd = (c.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (c.len() - 1) as f64).sqrt();
+        widest = widest.max(sd);
         stats.push(mean);
         start = end;
     }
-    let dof = (x.len() - ends.len()).max(1) as f64;
-    // A floor of 1% of the figure's scale, so figures quantised to a few values (powers of two,
-    // whole cycles) are not "infinitely" separated.
+    // The widest band's spread, not the pooled one: a band of two or three hosts drawn from
+    // one noisy population can sit unusually tight and make any gap look wide. A floor of 1%
+    // of the figure's scale keeps figures quantised to a few values (powers of two, whole
+    // cycles) from being "infinitely" separated.
     let scale = stats.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
-    let sd = (ss / dof).sqrt().max(scale * 0.01);
+    let sd = widest.max(scale * 0.01);
+    // No host between the bands for a stretch of several spreads: two groups, not one
+    // stretched population whose tail k-means cut off.
+    if empty_gap < MIN_EMPTY_GAP * sd {
+        return None;
+    }
     let mut min_sep = f64::INFINITY;
     for w in stats.windows(2) {
         let gap = w[1] - w[0];
@@ -616,6 +632,33 @@ mod tests {
             x.sort_by(f64::total_cmp);
             assert_eq!(find_bands(&x), None, "seed {seed}: {x:?}");
         }
+    }
+
+    #[test]
+    fn small_groups_of_normal_noise_make_no_bands_either() {
+        let mut false_bands = Vec::new();
+        for n in MIN_GROUP_HOSTS..=60 {
+            for seed in 0..300 {
+                let mut rng = Rng(1000 * n as u64 + seed);
+                let mut x: Vec<f64> = (0..n).map(|_| 25.0 + 2.0 * rng.normal()).collect();
+                x.sort_by(f64::total_cmp);
+                if find_bands(&x).is_some() {
+                    false_bands.push((
+                        n,
+                        seed,
+                        find_bands(&x),
+                        x.iter()
+                            .map(|v| (v * 100.0).round() / 100.0)
+                            .collect::<Vec<_>>(),
+                    ));
+                }
+            }
+        }
+        assert!(
+            false_bands.is_empty(),
+            "{} false band(s): {false_bands:?}",
+            false_bands.len()
+        );
     }
 
     #[test]

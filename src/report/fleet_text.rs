@@ -142,8 +142,8 @@ pub fn render_fleet(r: &FleetReport, skipped: usize, width: u16) -> String {
     s.push('\n');
     s.push_str(&wrap(
         "Bands: exact 1-D k-means (Ckmeans.1d.dp) for 1 to 3 bands, the number chosen by BIC, \
-         kept only when adjacent bands are 4 within-band standard deviations and 10% apart \
-         and each holds 2 hosts or more.",
+         kept only in groups of 20 hosts or more, when adjacent bands are 6 standard deviations \
+         of the widest band and 10% apart and each holds 2 hosts or more.",
         width,
         0,
     ));
