@@ -24,6 +24,10 @@ pub struct HotFunction {
     /// The call paths that led here, most samples first (empty without call chains).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callers: Vec<CallerPath>,
+    /// The threads sampled in it, most samples first: a finding about threads contending
+    /// in a function counts them here, over all its instructions, not only its hot sites.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<SiteThread>,
 }
 
 /// One way a function was reached: its callers, innermost first.
@@ -213,6 +217,31 @@ struct FuncAcc {
     ips: BTreeMap<u64, BTreeMap<u32, u64>>,
 }
 
+/// Per-thread samples over some addresses' `tid -> samples` counts, most samples first.
+fn threads_of<'a>(
+    per_ip: impl Iterator<Item = &'a BTreeMap<u32, u64>>,
+    thread_samples: &BTreeMap<u32, u64>,
+    thread_name: &dyn Fn(u32) -> String,
+) -> Vec<SiteThread> {
+    let mut per_thread: BTreeMap<u32, u64> = BTreeMap::new();
+    for tids in per_ip {
+        for (&tid, &n) in tids {
+            *per_thread.entry(tid).or_default() += n;
+        }
+    }
+    let mut threads: Vec<SiteThread> = per_thread
+        .into_iter()
+        .map(|(tid, n)| SiteThread {
+            tid,
+            name: thread_name(tid),
+            samples: n,
+            share_of_thread: n as f64 / thread_samples[&tid].max(1) as f64,
+        })
+        .collect();
+    threads.sort_by_key(|t| std::cmp::Reverse(t.samples));
+    threads
+}
+
 /// Names, totals and classifies the samples of a recording.
 pub fn analyze(rec: &Recording) -> HotSpots {
     let mut symz = Symbolizer::default();
@@ -267,20 +296,6 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         }
         None => format!("{}+{:#x}", short_module(&f.module), f.fallback_addr),
     };
-    let mut out = HotSpots {
-        functions: funcs
-            .iter()
-            .take(TOP_FUNCTIONS)
-            .map(|f| HotFunction {
-                symbol: func_name(f),
-                module: f.module.clone(),
-                samples: f.samples,
-                share: f.samples as f64 / total,
-                callers: Vec::new(),
-            })
-            .collect(),
-        ..HotSpots::default()
-    };
     let thread_name = |tid: u32| {
         rec.thread_names
             .get(&tid)
@@ -292,6 +307,21 @@ pub fn analyze(rec: &Recording) -> HotSpots {
                     .map(|t| t.name.clone())
             })
             .unwrap_or_default()
+    };
+    let mut out = HotSpots {
+        functions: funcs
+            .iter()
+            .take(TOP_FUNCTIONS)
+            .map(|f| HotFunction {
+                symbol: func_name(f),
+                module: f.module.clone(),
+                samples: f.samples,
+                share: f.samples as f64 / total,
+                callers: Vec::new(),
+                threads: threads_of(f.ips.values(), &thread_samples, &thread_name),
+            })
+            .collect(),
+        ..HotSpots::default()
     };
     let mut kind_by_thread: BTreeMap<(u32, SiteKind), u64> = BTreeMap::new();
     for f in funcs
@@ -345,26 +375,19 @@ pub fn analyze(rec: &Recording) -> HotSpots {
             .collect();
         for site in disasm::analyze(&insns, &ip_counts) {
             let share = site.samples as f64 / total;
-            let mut per_thread: BTreeMap<u32, u64> = BTreeMap::new();
             for ip in site.ip_counts.keys() {
                 for (&tid, &n) in &f.ips[ip] {
-                    *per_thread.entry(tid).or_default() += n;
                     *kind_by_thread.entry((tid, site.kind)).or_default() += n;
                 }
             }
             if share < MIN_SITE_SHARE {
                 continue;
             }
-            let mut threads: Vec<SiteThread> = per_thread
-                .into_iter()
-                .map(|(tid, n)| SiteThread {
-                    tid,
-                    name: thread_name(tid),
-                    samples: n,
-                    share_of_thread: n as f64 / thread_samples[&tid].max(1) as f64,
-                })
-                .collect();
-            threads.sort_by_key(|t| std::cmp::Reverse(t.samples));
+            let threads = threads_of(
+                site.ip_counts.keys().map(|ip| &f.ips[ip]),
+                &thread_samples,
+                &thread_name,
+            );
             let split = (site.kind == SiteKind::LockedRmw)
                 .then(|| site.hot_mem.as_ref().and_then(disasm::split_line))
                 .flatten();

@@ -11,7 +11,7 @@
 use super::counters::{self, CounterValue};
 use super::disasm::SiteKind;
 use super::events::Signal;
-use super::hotspots::{self, CallerPath, HotSite, HotSpots, short_module};
+use super::hotspots::{self, CallerPath, HotFunction, HotSite, HotSpots, short_module};
 use super::jit;
 use super::memory::ProcessMemory;
 use super::record::Jvm;
@@ -386,15 +386,30 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
         .iter()
         .filter(|s| scan_funcs.contains(&s.symbol.as_str()))
         .collect();
-    let share: f64 = sites.iter().map(|s| s.share).sum();
+    // Shares and threads over the whole functions: a thread whose samples spread over many
+    // instructions of the method (none of them a hot site) contends there all the same.
+    let funcs: Vec<&HotFunction> = ctx
+        .hot
+        .functions
+        .iter()
+        .filter(|f| scan_funcs.contains(&f.symbol.as_str()))
+        .collect();
+    let share: f64 = if funcs.is_empty() {
+        sites.iter().map(|s| s.share).sum()
+    } else {
+        funcs.iter().map(|f| f.share).sum()
+    };
     let mut per_thread: BTreeMap<u32, (String, u64)> = BTreeMap::new();
     let mut samples = 0;
-    for s in &sites {
-        samples += s.samples;
-        for t in &s.threads {
-            let e = per_thread.entry(t.tid).or_insert((t.name.clone(), 0));
-            e.1 += t.samples;
-        }
+    let thread_lists = if funcs.iter().any(|f| !f.threads.is_empty()) {
+        funcs.iter().map(|f| &f.threads).collect::<Vec<_>>()
+    } else {
+        sites.iter().map(|s| &s.threads).collect()
+    };
+    for t in thread_lists.into_iter().flatten() {
+        samples += t.samples;
+        let e = per_thread.entry(t.tid).or_insert((t.name.clone(), 0));
+        e.1 += t.samples;
     }
     let threads: Vec<_> = per_thread
         .iter()
@@ -874,6 +889,65 @@ mod tests {
         assert!(f[0].explanation.contains("13,953,488 PAUSEs"));
         assert!(f[0].explanation.contains("43.0 us"));
         assert!(f[0].explanation.contains("211.6 ms"));
+    }
+
+    /// The Netflix JVM case seen by a CI run: each hot site of the JIT method held one
+    /// thread (thread 2's samples spread over instructions below the site cut), so counting
+    /// threads over sites found one and the finding was lost.
+    #[test]
+    fn secondary_supers_counts_threads_over_the_whole_method_not_only_its_hot_sites() {
+        let method = "void SecondarySupers.lambda$main$0(int, long[])";
+        let mut load = site(SiteKind::MemoryLoad, 0.45, &[(1, 450)]);
+        let mut scan = site(SiteKind::Compute, 0.02, &[(1, 20)]);
+        for (s, insn) in [
+            (&mut load, "mov r9,[rsi+20h]"),
+            (&mut scan, "repne scasq [rdi]"),
+        ] {
+            s.symbol = method.into();
+            s.module = "//anon".into();
+            s.instruction = insn.into();
+        }
+        let thread = |tid, samples| SiteThread {
+            tid,
+            name: format!("checker-{tid}"),
+            samples,
+            share_of_thread: 0.95,
+        };
+        let mut hot = HotSpots {
+            sites: vec![load, scan],
+            functions: vec![HotFunction {
+                symbol: method.into(),
+                module: "//anon".into(),
+                samples: 950,
+                share: 0.95,
+                callers: Vec::new(),
+                threads: vec![thread(1, 480), thread(2, 470)],
+            }],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let jvms = BTreeMap::from([(
+            7,
+            Jvm {
+                home: "/usr/lib/jvm/java-17-openjdk-amd64".into(),
+                version: Some("17.0.15".into()),
+                names_from: None,
+            },
+        )]);
+        let judge = |hot: &HotSpots| {
+            let mut c = ctx(hot, &m, &[]);
+            c.jvms = &jvms;
+            findings(&c)
+                .into_iter()
+                .find(|f| f.id == "hotspot_secondary_supers")
+        };
+        let f = judge(&hot).expect("two threads in the method");
+        assert_eq!(f.level, Level::Hazard);
+        assert_eq!(f.sample_share, Some(0.95));
+        assert!(f.evidence.iter().any(|e| e.contains("2 threads")), "{f:?}");
+        // One thread in the method is no contention.
+        hot.functions[0].threads = vec![thread(1, 950)];
+        assert!(judge(&hot).is_none());
     }
 
     #[test]
