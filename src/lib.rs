@@ -16,5 +16,6 @@ pub mod machine;
 pub mod measure;
 pub mod probes;
 pub mod report;
+pub mod schema;
 pub mod session;
 pub mod spin;

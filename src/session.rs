@@ -6,7 +6,7 @@ use crate::hazards;
 use crate::machine::Machine;
 use crate::measure::{Clock, Progress, pin};
 use crate::probes::{self, Probe, ProbeContext, ProbeOptions};
-use crate::report::schema::{Fingerprint, SCHEMA_VERSION, Tool};
+use crate::schema::{Fingerprint, SCHEMA_VERSION, Tool};
 
 /// The machine and its clock, set up once per run.
 pub struct Host {
@@ -134,12 +134,12 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
         return first;
     }
     for p in first.probes.iter_mut() {
-        let others: Vec<&crate::report::schema::ProbeResult> = fps
+        let others: Vec<&crate::schema::ProbeResult> = fps
             .iter()
             .filter_map(|f| f.probe(&p.name))
             .filter(|q| q.status == p.status)
             .collect();
-        if p.status != crate::report::schema::Status::Ok || others.len() + 1 != n {
+        if p.status != crate::schema::Status::Ok || others.len() + 1 != n {
             continue;
         }
         p.params.insert("runs".into(), serde_json::json!(n));
@@ -185,7 +185,7 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
             if let Some(summary) = crate::measure::summarize(&values) {
                 m.value = summary.median;
                 m.spread = Some(summary);
-                m.interval = crate::report::schema::Interval::of_median(&values);
+                m.interval = crate::schema::Interval::of_median(&values);
             }
             p.samples.insert(format!("{}.runs", m.name), values);
         }
@@ -200,9 +200,9 @@ mod tests {
 
     #[test]
     fn combined_runs_take_the_median_across_runs_and_keep_each_value() {
-        use crate::report::schema::{Better, Metric, ProbeResult, Status};
+        use crate::schema::{Better, Metric, ProbeResult, Status};
         let with_pause = |ns: f64| {
-            let mut fp = crate::report::test_support::empty_fingerprint();
+            let mut fp = crate::schema::test_support::empty_fingerprint();
             let mut p = ProbeResult::new("pause", Status::Ok);
             p.metrics
                 .push(Metric::from_samples("pause_ns", "ns", Better::Lower, &[ns, ns]).unwrap());

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{cpudoctor, missing_tool};
-use cpudoctor::report::json::from_json_bytes;
 use cpudoctor::report::prom::prometheus_text;
+use cpudoctor::schema::json::from_json_bytes;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,8 +3,8 @@
 //! Xeon Gold 6126. Review changes with `cargo insta review` (or compare the `.snap.new` files).
 
 use cpudoctor::report::diff::{Change, VerdictMove, diff, diff_to_json, render_diff};
-use cpudoctor::report::json::from_json_bytes;
-use cpudoctor::report::schema::Fingerprint;
+use cpudoctor::schema::Fingerprint;
+use cpudoctor::schema::json::from_json_bytes;
 
 fn fixture(name: &str) -> Fingerprint {
     let path = format!(

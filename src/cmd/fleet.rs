@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
 use cpudoctor::report::fleet::{self, Host, HostFingerprint};
-use cpudoctor::report::schema::SCHEMA_VERSION;
+use cpudoctor::schema::SCHEMA_VERSION;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

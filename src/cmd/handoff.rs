@@ -13,7 +13,8 @@ use cpudoctor::probes::handoff::{
     Runtime, ideal_ms,
 };
 use cpudoctor::probes::{self, ProbeContext, ProbeOptions, Profile};
-use cpudoctor::report::{handoff::render_handoff, json, terminal};
+use cpudoctor::report::{handoff::render_handoff, terminal};
+use cpudoctor::schema::json;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::path::PathBuf;
@@ -79,8 +80,17 @@ fn select_runtimes(words: &[String]) -> Result<Vec<Runtime>, InputError> {
     Ok(chosen)
 }
 
-pub fn run(args: &super::spin::SpinArgs) -> Result<()> {
-    let h = &args.handoff;
+/// The spin model's options `--handoff` shares (`spin --pause-ns N --cores N --json`).
+pub struct ModelOptions {
+    /// PAUSE to model, in ns; `None`: the pause probe's figure.
+    pub pause_ns: Option<f64>,
+    /// Cores the legacy spin scales with; `None`: this machine's logical CPUs.
+    pub cores: Option<u64>,
+    /// Print the fingerprint as JSON.
+    pub json: bool,
+}
+
+pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
     if let Some(ns) = args.pause_ns {
         positive("--pause-ns", ns)?;
     }

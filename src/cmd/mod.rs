@@ -18,7 +18,8 @@ use cpudoctor::diagnose::{
 };
 use cpudoctor::error::InputError;
 use cpudoctor::measure::Progress;
-use cpudoctor::report::{json, schema::Fingerprint, terminal};
+use cpudoctor::report::terminal;
+use cpudoctor::schema::{Fingerprint, json};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -285,7 +286,7 @@ pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {
             json::FingerprintError::NewerSchema { found } => InputError::NewerFingerprint {
                 path: shown,
                 found,
-                known: cpudoctor::report::schema::SCHEMA_VERSION,
+                known: cpudoctor::schema::SCHEMA_VERSION,
             },
             json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
                 path: shown,

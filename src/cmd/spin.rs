@@ -27,7 +27,12 @@ pub struct SpinArgs {
 
 pub fn run(args: SpinArgs) -> Result<()> {
     if args.handoff.handoff {
-        return super::handoff::run(&args);
+        let model = super::handoff::ModelOptions {
+            pause_ns: args.pause_ns,
+            cores: args.cores,
+            json: args.json,
+        };
+        return super::handoff::run(&args.handoff, &model);
     }
     if let Some(ns) = args.pause_ns {
         positive("--pause-ns", ns)?;

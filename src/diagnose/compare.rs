@@ -17,7 +17,7 @@ use super::hotspots::{self, CallerPath, short_module};
 use super::rules::PauseCost;
 use super::sampler::SamplingMode;
 use super::{Diagnosis, StackCount};
-use crate::report::schema::Level;
+use crate::schema::Level;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

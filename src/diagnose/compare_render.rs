@@ -5,7 +5,6 @@
 use super::compare::{Change, CodeSide, DiagnosisDiff, Direction, FindingBrief, Side};
 use super::render::wrap;
 use crate::format::{group_thousands, human_ns};
-use crate::report::terminal::level_word;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use std::fmt::Write;
 
@@ -151,7 +150,7 @@ fn code_cells(c: &CodeSide, s: &Side) -> [String; 5] {
 fn finding_line(f: &FindingBrief) -> String {
     format!(
         "[{}] {}{}",
-        level_word(f.level),
+        f.level.word(),
         f.title,
         f.sample_share
             .map(|s| format!(" ({})", pct(s)))
@@ -244,9 +243,9 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
     }
     for p in &f.both {
         let level = if p.old.level == p.new.level {
-            level_word(p.new.level).to_string()
+            p.new.level.word().to_string()
         } else {
-            format!("{} -> {}", level_word(p.old.level), level_word(p.new.level))
+            format!("{} -> {}", p.old.level.word(), p.new.level.word())
         };
         let shares = match (p.old.sample_share, p.new.sample_share) {
             (Some(a), Some(b)) => format!(" ({} -> {})", pct(a), pct(b)),

@@ -37,7 +37,7 @@ pub mod target;
 pub mod threads;
 
 use crate::machine::Machine;
-use crate::report::schema::Tool;
+use crate::schema::Tool;
 use counters::CounterValue;
 use hotspots::{HotFunction, HotSite, HotSpots, KindShare, ThreadReport};
 use memory::ProcessMemory;

@@ -5,7 +5,6 @@ use super::Diagnosis;
 use super::hotspots::short_module;
 use crate::format::group_thousands;
 use crate::format::human_ns;
-use crate::report::terminal::level_word;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use std::fmt::Write;
 
@@ -116,11 +115,7 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
     }
     for f in &d.findings {
         o.push('\n');
-        o.push_str(&wrap(
-            &format!("[{}] {}", level_word(f.level), f.title),
-            "",
-            w,
-        ));
+        o.push_str(&wrap(&format!("[{}] {}", f.level.word(), f.title), "", w));
         for e in &f.evidence {
             o.push_str(&wrap(e, "  - ", w));
         }

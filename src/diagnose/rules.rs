@@ -18,7 +18,7 @@ use super::record::Jvm;
 use super::runtimes::{self, Role, Runtime};
 use crate::format::human_ns;
 use crate::machine::Machine;
-use crate::report::schema::Level;
+use crate::schema::Level;
 use crate::spin::LegacySpin;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

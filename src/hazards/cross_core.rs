@@ -6,7 +6,7 @@
 
 use super::Hazard;
 use crate::format::human_ns;
-use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this one-way latency, handoffs cost what a cross-socket hop costs (~200 ns on
 /// Zen 4 EPYC).
@@ -144,10 +144,10 @@ impl Hazard for CrossCoreLatency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp_with(metrics: &[(&str, f64)]) -> Fingerprint {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         let mut p = ProbeResult::new("c2c", Status::Ok);
         for (n, v) in metrics {
             p.metrics.push(Metric::derived(n, *v, "ns", Better::Lower));
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn no_c2c_result_means_no_verdict() {
-        let fp = crate::report::test_support::empty_fingerprint();
+        let fp = crate::schema::test_support::empty_fingerprint();
         assert_eq!(CrossCoreLatency.judge(&fp), None);
     }
 

@@ -7,7 +7,7 @@
 
 use super::Hazard;
 use crate::format::human_ns;
-use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this packed/padded time ratio, false sharing costs what the seed's slow nodes
 /// paid (3x the CPI).
@@ -111,10 +111,10 @@ impl Hazard for FalseSharing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp(metrics: &[(&str, f64)]) -> Fingerprint {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         let mut p = ProbeResult::new("sharing", Status::Ok);
         p.params.insert("threads".into(), 2.into());
         for (n, v) in metrics {
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn no_sharing_result_means_no_verdict() {
-        let f = crate::report::test_support::empty_fingerprint();
+        let f = crate::schema::test_support::empty_fingerprint();
         assert_eq!(FalseSharing.judge(&f), None);
     }
 }

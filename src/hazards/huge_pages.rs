@@ -8,7 +8,7 @@
 
 use super::Hazard;
 use crate::measure::buffer::format_size;
-use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Fingerprint, Level, Verdict};
 
 /// The huge-pages rule.
 pub struct HugePages;
@@ -140,11 +140,11 @@ impl Hazard for HugePages {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use crate::schema::{Better, Metric, ProbeResult, Status};
     use serde_json::json;
 
     fn fingerprint(mode: &str, thp: Option<serde_json::Value>) -> Fingerprint {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         fp.machine.thp = Some(crate::machine::ThpMode {
             enabled: mode.into(),
             defrag: None,
@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn nothing_known_means_no_verdict() {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         fp.machine.thp = None;
         assert_eq!(HugePages.judge(&fp), None);
     }

@@ -12,7 +12,7 @@ pub mod prefetch;
 pub mod split_lock;
 pub mod tlb;
 
-use crate::report::schema::{Fingerprint, Interval, Level, Verdict};
+use crate::schema::{Fingerprint, Interval, Level, Verdict};
 
 /// The level a figure reaches against ascending `steps` of (threshold, level), starting from
 /// `base` below the first.

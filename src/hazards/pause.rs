@@ -6,7 +6,7 @@
 
 use super::Hazard;
 use crate::format::human_ns;
-use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Fingerprint, Level, Verdict};
 use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
 
 /// At or above this many core cycles, PAUSE is in Skylake-SP territory: the documented ~140
@@ -145,10 +145,10 @@ impl Hazard for SlowPause {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use crate::schema::{Better, Metric, ProbeResult, Status};
 
     pub(crate) fn fingerprint_with_pause(ns: f64, cycles: Option<f64>) -> Fingerprint {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         fp.machine.logical_cpus = 24;
         let mut p = ProbeResult::new("pause", Status::Ok);
         p.metrics
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn no_pause_probe_means_no_verdict() {
-        let fp = crate::report::test_support::empty_fingerprint();
+        let fp = crate::schema::test_support::empty_fingerprint();
         assert_eq!(SlowPause.judge(&fp), None);
         let mut fp = fingerprint_with_pause(43.0, Some(140.0));
         fp.probes[0].status = Status::Skipped;

@@ -8,7 +8,7 @@
 //! Prescott's do not, and it read 4.2 GB/s either way.
 
 use super::Hazard;
-use crate::report::schema::{Fingerprint, Interval, Level, Verdict};
+use crate::schema::{Fingerprint, Interval, Level, Verdict};
 
 /// A prefetch distance that changes streaming bandwidth by this much (either way) is worth
 /// knowing: half the seed's +19% Northwood effect, and twice the 5% spread that marks a noisy
@@ -168,11 +168,11 @@ impl Hazard for SoftwarePrefetch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use crate::schema::{Better, Metric, ProbeResult, Status};
     use serde_json::json;
 
     fn fingerprint(best: f64, worst: f64, huge_gain: f64) -> Fingerprint {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         let mut p = ProbeResult::new("bandwidth", Status::Ok);
         p.metrics.extend([
             Metric::derived("read_bw_1t_gbs", 20.0, "GB/s", Better::Higher),
@@ -258,7 +258,7 @@ mod tests {
 
     #[test]
     fn no_bandwidth_probe_means_no_verdict() {
-        let fp = crate::report::test_support::empty_fingerprint();
+        let fp = crate::schema::test_support::empty_fingerprint();
         assert_eq!(SoftwarePrefetch.judge(&fp), None);
     }
 }

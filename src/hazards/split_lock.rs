@@ -12,7 +12,7 @@
 
 use super::Hazard;
 use crate::format::human_ns;
-use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this split-lock latency, split locks cost what the seed called "bad to
 /// horrifying" (Zen 5 ~500 ns; Arrow Lake ~7 us): a hazard from 1 us.
@@ -190,10 +190,10 @@ impl Hazard for SplitLock {
 mod tests {
     use super::*;
     use crate::machine::kernel::split_lock_state;
-    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp(metrics: &[(&str, &str, f64)], measured: Option<&str>) -> Fingerprint {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         for probe in ["split-lock", "split-lock-neighbour"] {
             let mut p = ProbeResult::new(probe, Status::Ok);
             for (pn, n, v) in metrics {
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn fatal_mode_gives_a_verdict_even_without_measurements() {
-        let mut f = crate::report::test_support::empty_fingerprint();
+        let mut f = crate::schema::test_support::empty_fingerprint();
         f.machine.split_lock = split_lock_state(true, true, Some("fatal".into()), None);
         let v = SplitLock.judge(&f).unwrap();
         assert_eq!(v.level, Level::Hazard);
@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn no_measurement_and_no_trapping_means_no_verdict() {
-        let f = crate::report::test_support::empty_fingerprint();
+        let f = crate::schema::test_support::empty_fingerprint();
         assert_eq!(SplitLock.judge(&f), None);
     }
 }

@@ -9,7 +9,7 @@
 
 use super::Hazard;
 use crate::measure::buffer::format_size;
-use crate::report::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this ratio of DRAM latency on 4 KiB over huge pages, page walks add half a DRAM
 /// access to every random load: a workload bound by such loads loses a third of its speed to
@@ -118,11 +118,11 @@ impl Hazard for SmallPagePenalty {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Metric, ProbeResult, Status};
+    use crate::schema::{Better, Metric, ProbeResult, Status};
     use serde_json::json;
 
     fn fingerprint(small: f64, huge: f64, vm: bool) -> Fingerprint {
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         if !vm {
             fp.machine.hypervisor = None;
         }

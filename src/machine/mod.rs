@@ -124,7 +124,7 @@ impl Machine {
             hostname: read_trim("/proc/sys/kernel/hostname"),
             cpu: identity(&cpuinfo),
             logical_cpus,
-            allowed_cpus: crate::measure::allowed_cpus(),
+            allowed_cpus: allowed_cpus(),
             topology,
             kernel_release: read_trim("/proc/sys/kernel/osrelease"),
             hypervisor: hypervisor::detect_hypervisor(),
@@ -176,6 +176,17 @@ pub fn identity(info: &cpuinfo::CpuInfo) -> CpuIdentity {
             .filter(|f| info.has_flag(f))
             .map(|f| f.to_string())
             .collect(),
+    }
+}
+
+/// The CPUs this process may run on, ascending: a host fact (cgroups, taskset) that pinning
+/// and the machine description both start from.
+pub fn allowed_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
     }
 }
 

@@ -257,6 +257,65 @@ impl Topology {
     }
 }
 
+/// Where two CPUs sit relative to each other, closest first: the c2c probe's groups, the
+/// heatmap's legend and the fingerprint's metric names share this one list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairGroup {
+    /// Two logical CPUs of one physical core.
+    SmtSibling,
+    /// Different cores sharing the last-level cache.
+    SharedL3,
+    /// Different last-level caches on the same NUMA node.
+    OtherL3,
+    /// Different NUMA nodes.
+    OtherNumaNode,
+    /// sysfs did not say.
+    Unknown,
+}
+
+impl PairGroup {
+    /// Identifier used in metric names and JSON (`shared_l3`).
+    pub fn key(self) -> &'static str {
+        match self {
+            PairGroup::SmtSibling => "smt_sibling",
+            PairGroup::SharedL3 => "shared_l3",
+            PairGroup::OtherL3 => "other_l3",
+            PairGroup::OtherNumaNode => "other_numa_node",
+            PairGroup::Unknown => "unknown",
+        }
+    }
+
+    /// The group a [`PairGroup::key`] names.
+    pub fn from_key(key: &str) -> Option<PairGroup> {
+        [
+            PairGroup::SmtSibling,
+            PairGroup::SharedL3,
+            PairGroup::OtherL3,
+            PairGroup::OtherNumaNode,
+            PairGroup::Unknown,
+        ]
+        .into_iter()
+        .find(|g| g.key() == key)
+    }
+
+    /// Words for a reader (`shared L3`).
+    pub fn label(self) -> &'static str {
+        match self {
+            PairGroup::SmtSibling => "SMT sibling",
+            PairGroup::SharedL3 => "shared L3",
+            PairGroup::OtherL3 => "other L3",
+            PairGroup::OtherNumaNode => "other NUMA node",
+            PairGroup::Unknown => "topology unknown",
+        }
+    }
+
+    /// Name of the metric holding this group's median (`c2c_shared_l3_ns`).
+    pub fn metric_name(self) -> String {
+        format!("c2c_{}_ns", self.key())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

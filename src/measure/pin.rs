@@ -38,15 +38,7 @@ pub enum PinError {
     },
 }
 
-/// The CPUs this process may run on, ascending.
-pub fn allowed_cpus() -> Vec<usize> {
-    match sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
+pub use crate::machine::allowed_cpus;
 
 /// Formats CPU numbers as a Linux cpu list (`0-3,6`).
 pub fn format_cpu_list(cpus: &[usize]) -> String {

@@ -18,7 +18,7 @@ use crate::measure::buffer::{
     Buffer, PageKind, allocate_kinds, format_size, kinds_using_mem_available,
 };
 use crate::measure::{pin_to_cpu, stats};
-use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
 
 /// The bandwidth probe.

@@ -17,7 +17,7 @@ pub mod split_lock_neighbour;
 
 use crate::machine::Machine;
 use crate::measure::{Clock, PageKind, Progress};
-use crate::report::schema::{ProbeResult, Status};
+use crate::schema::{ProbeResult, Status};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 

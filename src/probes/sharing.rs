@@ -18,7 +18,7 @@
 use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::{self, Clock, pin_to_cpu};
-use crate::report::schema::{Better, Metric, ProbeResult, Status};
+use crate::schema::{Better, Metric, ProbeResult, Status};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 

@@ -89,7 +89,7 @@ pub struct HostProbe {
     /// Probe name.
     pub name: String,
     /// `ok`, `skipped` or `failed`.
-    pub status: crate::report::schema::Status,
+    pub status: crate::schema::Status,
     /// Its figures.
     #[serde(default)]
     pub metrics: Vec<HostMetric>,
@@ -112,7 +112,7 @@ pub struct HostVerdict {
     /// Hazard id.
     pub hazard: String,
     /// Its level.
-    pub level: crate::report::schema::Level,
+    pub level: crate::schema::Level,
 }
 
 /// One host of the fleet: its label (the file's name) and what its file says.
@@ -198,7 +198,7 @@ pub struct VerdictSplit {
     /// Hazard id.
     pub hazard: String,
     /// The most common level in each band, in band order.
-    pub levels: Vec<crate::report::schema::Level>,
+    pub levels: Vec<crate::schema::Level>,
 }
 
 /// Optimal partition of sorted `x` into exactly `k` contiguous clusters by the sum of squared
@@ -444,7 +444,7 @@ fn band_group(members: &[&Host], g: &mut Group) {
         for p in
             h.fp.probes
                 .iter()
-                .filter(|p| p.status == crate::report::schema::Status::Ok)
+                .filter(|p| p.status == crate::schema::Status::Ok)
         {
             for m in &p.metrics {
                 if !figures
@@ -462,9 +462,9 @@ fn band_group(members: &[&Host], g: &mut Group) {
             .enumerate()
             .filter_map(|(i, h)| {
                 let p =
-                    h.fp.probes.iter().find(|p| {
-                        p.name == probe && p.status == crate::report::schema::Status::Ok
-                    })?;
+                    h.fp.probes
+                        .iter()
+                        .find(|p| p.name == probe && p.status == crate::schema::Status::Ok)?;
                 let m = p.metrics.iter().find(|m| m.name == metric)?;
                 m.value.is_finite().then_some((m.value, i))
             })
@@ -493,7 +493,7 @@ fn band_group(members: &[&Host], g: &mut Group) {
                 .map_or(0, |(i, _)| i)
         };
         let mut bands = Vec::new();
-        let mut band_levels: Vec<BTreeMap<String, crate::report::schema::Level>> = Vec::new();
+        let mut band_levels: Vec<BTreeMap<String, crate::schema::Level>> = Vec::new();
         let mut start = 0;
         for (bi, &end) in ends.iter().enumerate() {
             let slice = &values[start..end];
@@ -547,9 +547,8 @@ fn band_group(members: &[&Host], g: &mut Group) {
 /// Each hazard's most common level among `hosts`.
 fn most_common_levels<'a>(
     hosts: impl Iterator<Item = &'a Host>,
-) -> BTreeMap<String, crate::report::schema::Level> {
-    let mut counts: BTreeMap<String, BTreeMap<crate::report::schema::Level, usize>> =
-        BTreeMap::new();
+) -> BTreeMap<String, crate::schema::Level> {
+    let mut counts: BTreeMap<String, BTreeMap<crate::schema::Level, usize>> = BTreeMap::new();
     for h in hosts {
         for v in &h.fp.verdicts {
             *counts

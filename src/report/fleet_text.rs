@@ -3,7 +3,7 @@
 
 use crate::format::human_value;
 use crate::report::fleet::{BandedFigure, FleetReport, Group};
-use crate::report::terminal::{level_word, wrap};
+use crate::report::terminal::wrap;
 use std::fmt::Write;
 
 /// Most host names listed for one band; the rest are counted (`--json` lists all).
@@ -71,7 +71,7 @@ fn figure(f: &BandedFigure, width: u16) -> String {
                     v.hazard,
                     v.levels
                         .iter()
-                        .map(|l| level_word(*l))
+                        .map(|l| l.word())
                         .collect::<Vec<_>>()
                         .join(" / ")
                 )

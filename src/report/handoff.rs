@@ -4,7 +4,7 @@
 //! order of `params.delays_ms` and are read by position; a sentence whose figures are missing
 //! is left out rather than printed with a NaN.
 
-use super::schema::{ProbeResult, Series, Status};
+use crate::schema::{ProbeResult, Series, Status};
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use std::fmt::Write;
@@ -244,7 +244,7 @@ fn look_lateness(p: &ProbeResult, rt: &str) -> Option<(f64, f64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Metric};
+    use crate::schema::{Better, Metric};
     use serde_json::json;
 
     fn probe() -> ProbeResult {

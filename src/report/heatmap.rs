@@ -2,7 +2,7 @@
 //! where its value falls between the smallest and largest, with the figure when the terminal
 //! is wide enough and shades alone when it is not. Returns text; the binary prints it.
 
-use super::schema::{ProbeResult, Series, Status};
+use crate::schema::{ProbeResult, Series, Status};
 use std::fmt::Write;
 
 /// Shades from coolest to hottest.
@@ -30,7 +30,7 @@ fn short(v: f64) -> String {
 /// A topology group key (`shared_l3`) in the probe's own words (`shared L3`); an unknown key
 /// (a newer cpudoctor's fingerprint) as it is.
 fn group_words(key: &str) -> String {
-    crate::probes::c2c::matrix::PairGroup::from_key(key)
+    crate::machine::topology::PairGroup::from_key(key)
         .map_or(key, |g| g.label())
         .to_string()
 }

@@ -1,7 +1,8 @@
-//! Everything that turns results into something to read or store: the versioned fingerprint
-//! schema ([`schema`]), terminal tables ([`terminal`], the c2c heatmap [`heatmap`], and
-//! [`handoff`] for `spin --handoff`), the JSON exporter ([`json`]), the Prometheus text exporter ([`prom`]), the comparison of two
-//! fingerprints ([`diff`]) and the HTML report ([`html`]) with its SVG charts ([`charts`]).
+//! Everything that turns a fingerprint (typed in [`crate::schema`]) into something to read:
+//! terminal tables ([`terminal`], the c2c heatmap [`heatmap`], and [`handoff`] for
+//! `spin --handoff`), the Prometheus text exporter ([`prom`]), the comparison of two
+//! fingerprints ([`diff`]), fleets ([`fleet`]) and the HTML report ([`html`]) with its SVG
+//! charts ([`charts`]).
 //! Exporters take results and return text or bytes; only the binary writes them anywhere.
 
 pub mod charts;
@@ -11,10 +12,5 @@ pub mod fleet_text;
 pub mod handoff;
 pub mod heatmap;
 pub mod html;
-pub mod json;
 pub mod prom;
-pub mod schema;
 pub mod terminal;
-
-#[cfg(test)]
-pub(crate) mod test_support;

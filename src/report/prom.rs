@@ -9,7 +9,7 @@
 //! series each, `cpudoctor_verdict{hazard, level, borderline} 1`, and the machine is an info
 //! series. Pure: fingerprint in, text out; writing the file atomically is the caller's.
 
-use crate::report::schema::{Fingerprint, Level, Metric, Status};
+use crate::schema::{Fingerprint, Level, Metric, Status};
 use std::fmt::Write;
 
 /// A metric's name and value in base units: `pause_ns` 24.1 -> (`pause_seconds`, 2.41e-8).
@@ -175,7 +175,7 @@ pub fn prometheus_text(fp: &Fingerprint) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{Better, Interval};
+    use crate::schema::{Better, Interval};
 
     #[test]
     fn figures_are_in_base_units() {
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn the_sample_fingerprint_exports_info_verdicts_figures_and_intervals() {
-        let mut fp = crate::report::test_support::sample_fingerprint();
+        let mut fp = crate::schema::test_support::sample_fingerprint();
         fp.probes[0].metrics[0].interval = Some(Interval {
             low: 24.4,
             high: 24.6,

@@ -2,11 +2,11 @@
 //! table. Each function returns a `String` for a given width, so output is snapshot-testable
 //! and the binary decides where it goes.
 
-use super::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::format::{group_thousands, human_bytes, human_value};
 use crate::machine::Machine;
 use crate::machine::topology::Topology;
 use crate::measure::ClockInfo;
+use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use std::fmt::Write;
@@ -159,15 +159,6 @@ pub fn render_probes(probes: &[ProbeResult], width: u16) -> String {
     t.to_string()
 }
 
-/// A verdict's level as the table shows it.
-pub fn level_word(l: Level) -> &'static str {
-    match l {
-        Level::Ok => "ok",
-        Level::Notice => "notice",
-        Level::Hazard => "HAZARD",
-    }
-}
-
 /// The verdict table: hazard, measured figure, reference, verdict, what it means. Kept for
 /// wide terminals and the handoff views; `check` prints [`render_summary`] and, verbose,
 /// [`render_verdict_detail`] instead.
@@ -252,9 +243,9 @@ pub fn level_cell(v: &Verdict) -> String {
             } else {
                 (v.level, other)
             };
-            format!("{}/{}", level_word(lo), level_word(hi))
+            format!("{}/{}", lo.word(), hi.word())
         }
-        None => level_word(v.level).to_string(),
+        None => v.level.word().to_string(),
     }
 }
 
@@ -601,7 +592,7 @@ pub fn render_spin_table(costs: &[SpinCost], pause_ns: f64, cores: u64, width: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::sample_fingerprint;
+    use crate::schema::test_support::sample_fingerprint;
 
     #[test]
     fn check_report_shows_machine_probes_and_verdicts() {

@@ -17,7 +17,7 @@ pub mod pingpong;
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::{self, estimate_core_clock, pin_to_cpu};
-use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use matrix::{PairGroup, PairLatency};
 use pingpong::{Lines, Plan, Variant, ping_pong};
 use serde_json::json;

@@ -27,7 +27,7 @@ pub mod model_lock;
 pub mod result;
 
 use super::{Probe, ProbeContext, ProbeFailure};
-use crate::report::schema::ProbeResult;
+use crate::schema::ProbeResult;
 use crate::spin::policy::{self, PolicyKind};
 use format::RunRecord;
 use serde_json::{Value, json};

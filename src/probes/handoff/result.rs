@@ -7,7 +7,7 @@
 
 use super::format::RunRecord;
 use super::{HandoffConfig, Outcome, Runtime, delay_label, ideal_ms};
-use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::{Value, json};
 
 /// The legacy/normalized ratio of the model lock is reported only over at least this many
@@ -386,10 +386,10 @@ mod tests {
         );
         assert!(r.metrics.iter().all(|m| m.value.is_finite()));
         assert!(r.metric("model_legacy_over_normalized_ratio").is_none());
-        let mut fp = crate::report::test_support::empty_fingerprint();
+        let mut fp = crate::schema::test_support::empty_fingerprint();
         fp.probes.push(r);
-        let bytes = crate::report::json::to_json_bytes(&fp);
-        let back = crate::report::json::from_json_bytes(&bytes).expect("reads back");
+        let bytes = crate::schema::json::to_json_bytes(&fp);
+        let back = crate::schema::json::from_json_bytes(&bytes).expect("reads back");
         assert_eq!(back.probes[0].params["model_pause_ns"], Value::Null);
         assert_eq!(back.probes[0].metrics.len(), fp.probes[0].metrics.len());
     }

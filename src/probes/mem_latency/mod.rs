@@ -24,7 +24,7 @@ use crate::measure::buffer::{
 };
 use crate::measure::chase::{self, Layout};
 use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu, stats};
-use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use curve::{CacheSize, LevelOnCurve, TlbPoint};
 use serde_json::json;
 

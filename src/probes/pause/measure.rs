@@ -4,7 +4,7 @@
 use super::ple;
 use crate::measure::{self, estimate_core_clock, pin_to_cpu};
 use crate::probes::{ProbeContext, ProbeFailure, Profile};
-use crate::report::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
 
 /// PAUSEs per timed sample: 4096 take ~0.1 ms at 25 ns, ~16 us at 4 ns; long enough to dwarf

@@ -11,7 +11,7 @@ mod measure;
 pub mod ple;
 
 use super::{Probe, ProbeContext, ProbeFailure};
-use crate::report::schema::ProbeResult;
+use crate::schema::ProbeResult;
 
 /// The PAUSE probe.
 pub struct PauseProbe;

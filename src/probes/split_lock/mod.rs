@@ -22,7 +22,7 @@ use super::c2c::pingpong::{Lines, Plan, SPLIT_OFFSET, Variant, ping_pong};
 use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::{estimate_core_clock, pin_to_cpu};
-use crate::report::schema::{Better, Metric, ProbeResult, Status};
+use crate::schema::{Better, Metric, ProbeResult, Status};
 use serde_json::json;
 use std::time::Duration;
 

@@ -23,7 +23,7 @@
 
 use super::{Probe, ProbeContext, ProbeFailure};
 use crate::measure::Clock;
-use crate::report::schema::ProbeResult;
+use crate::schema::ProbeResult;
 use std::time::Instant;
 
 /// The noisy-neighbour probe.
@@ -164,7 +164,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     use crate::measure::buffer::{Buffer, BufferError, PageKind};
     use crate::measure::chase::{Layout, SplitMix64, build, sattolo_cycle};
     use crate::measure::{self, pin_to_cpu};
-    use crate::report::schema::{Better, Metric, Status};
+    use crate::schema::{Better, Metric, Status};
     use serde_json::json;
     use std::sync::atomic::Ordering;
     use std::time::Duration;

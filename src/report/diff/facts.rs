@@ -4,8 +4,8 @@
 //! not read as equal, and a figure rounded for display must not flip between two runs of one
 //! machine at a rounding boundary.
 
-use crate::report::schema::Fingerprint;
 use crate::report::terminal::{caches_line, topology_line};
+use crate::schema::Fingerprint;
 
 /// Relative difference below which two TSC frequencies are one clock. A calibrated TSC differs
 /// by a few kHz (a few parts per million) from run to run of one machine, while CPU models
@@ -147,7 +147,7 @@ pub fn machine_facts(fp: &Fingerprint) -> Vec<MachineFact> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::sample_fingerprint;
+    use crate::schema::test_support::sample_fingerprint;
 
     fn fact<'a>(facts: &'a [MachineFact], name: &str) -> &'a MachineFact {
         facts.iter().find(|f| f.name == name).unwrap()
@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn caches_compare_by_size_in_bytes_not_by_their_text() {
         let real = || {
-            crate::report::json::from_json_bytes(include_bytes!(
+            crate::schema::json::from_json_bytes(include_bytes!(
                 "../../../tests/fixtures/fingerprints/zen4-kvm-check.json"
             ))
             .unwrap()

@@ -15,8 +15,8 @@ pub use text::{
     render_diff_with, side_cell, summary_line, verdict_move_words,
 };
 
-use super::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
 use crate::hazards;
+use crate::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
 use serde::Serialize;
 
 /// How many scaled MADs a median must move before it counts as changed. The scaled MAD
@@ -768,8 +768,8 @@ fn one_sided(probe: &str, m: &Metric, change: Change) -> MetricDiff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::{ProbeResult, Series};
-    use crate::report::test_support::sample_fingerprint;
+    use crate::schema::test_support::sample_fingerprint;
+    use crate::schema::{ProbeResult, Series};
 
     fn metric(name: &str, better: Better, samples: &[f64]) -> Metric {
         Metric::from_samples(name, "ns", better, samples).unwrap()

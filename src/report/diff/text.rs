@@ -6,8 +6,8 @@ use super::{
     VerdictMove,
 };
 use crate::format::human_value;
-use crate::report::schema::Better;
-use crate::report::terminal::{level_word, wrap};
+use crate::report::terminal::wrap;
+use crate::schema::Better;
 use std::fmt::Write;
 
 /// A figure with about four significant digits, for tables.
@@ -65,7 +65,7 @@ pub fn ratio_cell(d: &MetricDiff) -> String {
 /// A verdict side as a table cell: `notice: 25.5 ns = 90 cycles`, or `not judged`.
 pub fn judged_cell(j: Option<&Judged>) -> String {
     j.map_or("not judged".to_string(), |j| {
-        format!("{}: {}", level_word(j.level), j.figure)
+        format!("{}: {}", j.level.word(), j.figure)
     })
 }
 
@@ -233,8 +233,8 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
                 "  {} ({}): {} -> {}",
                 c.title,
                 c.moved.join(", "),
-                c.old.as_ref().map_or("not judged", |j| level_word(j.level)),
-                c.new.as_ref().map_or("not judged", |j| level_word(j.level)),
+                c.old.as_ref().map_or("not judged", |j| j.level.word()),
+                c.new.as_ref().map_or("not judged", |j| j.level.word()),
             );
             for (side, cost) in [("old", &c.old_cost), ("new", &c.new_cost)] {
                 if let Some(cost) = cost {
@@ -273,8 +273,8 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
                 format!(
                     "{} {} -> {}",
                     h.hazard,
-                    h.old.as_ref().map_or("not judged", |j| level_word(j.level)),
-                    h.new.as_ref().map_or("not judged", |j| level_word(j.level)),
+                    h.old.as_ref().map_or("not judged", |j| j.level.word()),
+                    h.new.as_ref().map_or("not judged", |j| j.level.word()),
                 )
             })
             .collect();

@@ -8,7 +8,6 @@ use super::{STYLE, escape, level_class, slug, swatch};
 use crate::diagnose::compare::{self, CodeSide, DiagnosisDiff, Direction, FindingBrief};
 use crate::diagnose::hotspots::short_module;
 use crate::diagnose::{Diagnosis, flame};
-use crate::report::terminal::level_word;
 use std::fmt::Write;
 
 /// One diagnosis and the name it goes by on the page (usually its file name).
@@ -117,7 +116,7 @@ fn findings_section(h: &mut String, runs: &[DiagnosisRun]) {
                 h,
                 "<section class=\"finding\"><p><span class=\"{}\">{}</span> <b>{}</b></p><ul>",
                 level_class(f.level),
-                level_word(f.level),
+                f.level.word(),
                 escape(&f.title)
             );
             for e in &f.evidence {
@@ -188,7 +187,7 @@ fn finding_item(f: &FindingBrief) -> String {
     format!(
         "<span class=\"{}\">{}</span> {}{}",
         level_class(f.level),
-        level_word(f.level),
+        f.level.word(),
         escape(&f.title),
         f.sample_share
             .map(|s| format!(" ({})", pct(s)))

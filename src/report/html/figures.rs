@@ -8,7 +8,7 @@
 
 use super::{Run, escape, first_probes, slug, swatch};
 use crate::report::charts::{self, BarSet, ChartError, Line, axis_name, axis_title};
-use crate::report::schema::{Series, Status};
+use crate::schema::{Series, Status};
 use crate::spin::{RUNTIMES, spin_cost};
 use std::fmt::Write;
 
@@ -577,17 +577,17 @@ fn spin_chart(runs: &[Run]) -> Drawn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::ProbeResult;
-    use crate::report::test_support::sample_fingerprint;
+    use crate::schema::ProbeResult;
+    use crate::schema::test_support::sample_fingerprint;
 
-    fn run(label: &str, fp: crate::report::schema::Fingerprint) -> Run {
+    fn run(label: &str, fp: crate::schema::Fingerprint) -> Run {
         Run {
             label: label.into(),
             fp,
         }
     }
 
-    fn with_series(series: Vec<Series>) -> crate::report::schema::Fingerprint {
+    fn with_series(series: Vec<Series>) -> crate::schema::Fingerprint {
         let mut fp = sample_fingerprint();
         let mut p = ProbeResult::new("mem-latency", Status::Ok);
         p.series = series;

@@ -6,7 +6,6 @@ use super::{STYLE, escape};
 use crate::format::human_value;
 use crate::report::charts::strip_chart;
 use crate::report::fleet::FleetReport;
-use crate::report::terminal::level_word;
 use std::fmt::Write;
 
 /// The page. A chart that cannot be drawn says so in its place.
@@ -85,7 +84,7 @@ pub fn fleet_to_html(r: &FleetReport) -> String {
             }
             h.push_str("</ol>\n");
             for v in &f.verdicts_differ {
-                let levels: Vec<&str> = v.levels.iter().map(|l| level_word(*l)).collect();
+                let levels: Vec<&str> = v.levels.iter().map(|l| l.word()).collect();
                 let _ = writeln!(
                     h,
                     "<p>Verdict that differs between the bands: {} {}</p>",

@@ -14,7 +14,7 @@ pub mod fleet;
 
 use super::charts::run_color;
 use super::diff::{self, Change, Diff, VerdictMove};
-use super::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
+use crate::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
 use std::fmt::Write;
 
 /// One fingerprint and the name it goes by on the page (usually its file name).
@@ -639,7 +639,7 @@ fn diff_section(h: &mut String, d: &Diff) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::sample_fingerprint;
+    use crate::schema::test_support::sample_fingerprint;
 
     fn run(label: &str, fp: Fingerprint) -> Run {
         Run {
@@ -717,9 +717,9 @@ mod tests {
     #[test]
     fn xy_series_sharing_axes_share_a_chart_and_matrices_get_one_heatmap_per_run() {
         let mut fp = sample_fingerprint();
-        let mut p = crate::report::schema::ProbeResult::new("mem_latency", Status::Ok);
+        let mut p = crate::schema::ProbeResult::new("mem_latency", Status::Ok);
         for (name, scale) in [("latency_4k", 1.0), ("latency_2m", 0.8)] {
-            p.series.push(crate::report::schema::Series::Xy {
+            p.series.push(crate::schema::Series::Xy {
                 name: name.into(),
                 x_label: "size_bytes".into(),
                 y_label: "latency_ns".into(),
@@ -728,7 +728,7 @@ mod tests {
                     .collect(),
             });
         }
-        p.series.push(crate::report::schema::Series::Matrix {
+        p.series.push(crate::schema::Series::Matrix {
             name: "c2c_latency_ns".into(),
             unit: "ns".into(),
             rows: vec!["cpu0".into(), "cpu1".into(), "cpu2".into()],

@@ -5,6 +5,10 @@
 //! Version policy: adding an optional field keeps `schema_version`; renaming, removing or
 //! changing the meaning of a field bumps it.
 
+pub mod json;
+#[cfg(test)]
+pub(crate) mod test_support;
+
 use crate::machine::Machine;
 use crate::measure::{ClockInfo, Summary};
 use serde::{Deserialize, Serialize};
@@ -240,6 +244,17 @@ pub enum Level {
     Notice,
     /// Software that trips on this will run measurably slower here.
     Hazard,
+}
+
+impl Level {
+    /// The level as tables show it: a hazard in capitals, so it stands out in a column.
+    pub fn word(self) -> &'static str {
+        match self {
+            Level::Ok => "ok",
+            Level::Notice => "notice",
+            Level::Hazard => "HAZARD",
+        }
+    }
 }
 
 /// A hazard judged on this machine.

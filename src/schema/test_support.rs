@@ -1,6 +1,6 @@
 //! Deterministic fingerprints for unit tests of hazards and exporters.
 
-use super::schema::{
+use super::{
     Better, Fingerprint, Level, Metric, ProbeResult, SCHEMA_VERSION, Series, Status, Tool, Verdict,
 };
 use crate::machine::{CpuIdentity, Machine, PmuStatus, kernel};

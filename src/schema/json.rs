@@ -1,6 +1,6 @@
 //! JSON export and import of fingerprints, with the version check `diff` and `report` rely on.
 
-use super::schema::{Fingerprint, SCHEMA_VERSION};
+use super::{Fingerprint, SCHEMA_VERSION};
 
 /// Errors reading a fingerprint.
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +39,8 @@ pub fn from_json_bytes(bytes: &[u8]) -> Result<Fingerprint, FingerprintError> {
 
 #[cfg(test)]
 mod tests {
+    use crate::schema::test_support::sample_fingerprint;
     use super::*;
-    use crate::report::test_support::sample_fingerprint;
 
     #[test]
     fn round_trip_is_lossless() {
