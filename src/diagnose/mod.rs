@@ -118,7 +118,7 @@ pub struct MachineReport {
     /// Why not.
     pub pmu_reason: Option<String>,
     /// THP mode.
-    pub thp: Option<String>,
+    pub thp: Option<crate::machine::ThpEnabled>,
     /// Split-lock handling.
     pub split_lock: String,
     /// PAUSE measured during this diagnosis (only when a PAUSE spin was found).
@@ -356,7 +356,7 @@ pub fn build(
             logical_cpus: machine.logical_cpus,
             pmu_usable: machine.pmu.usable,
             pmu_reason: machine.pmu.reason.clone(),
-            thp: machine.thp.as_ref().map(|t| t.enabled.clone()),
+            thp: machine.thp.as_ref().map(|t| t.enabled),
             split_lock: format!(
                 "{}: {}",
                 machine.split_lock.effective, machine.split_lock.summary

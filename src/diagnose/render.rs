@@ -92,7 +92,7 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         "Machine     {}, {} logical CPUs, THP {}",
         d.machine.cpu,
         d.machine.logical_cpus,
-        d.machine.thp.as_deref().unwrap_or("unknown")
+        d.machine.thp.map_or("unknown", |t| t.as_str())
     );
     if let Some(p) = d.machine.pause {
         let _ = writeln!(

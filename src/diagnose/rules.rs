@@ -17,7 +17,7 @@ use super::memory::ProcessMemory;
 use super::record::Jvm;
 use super::runtimes::{self, Role, Runtime};
 use crate::format::human_ns;
-use crate::machine::Machine;
+use crate::machine::{Machine, ThpEnabled};
 use crate::schema::Level;
 use crate::spin::LegacySpin;
 use serde::{Deserialize, Serialize};
@@ -611,11 +611,7 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
         Some(w) if w >= 5.0 => Level::Hazard,
         _ => Level::Notice,
     };
-    let thp = ctx
-        .machine
-        .thp
-        .as_ref()
-        .map_or("unknown".to_string(), |t| t.enabled.clone());
+    let thp = ctx.machine.thp.as_ref().map(|t| t.enabled);
     let site = ctx
         .hot
         .sites
@@ -631,7 +627,10 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
             proc_.anon_huge_pages_kb / 1024,
             proc_.rss_kb / 1024
         ),
-        format!("transparent huge pages: {thp}"),
+        format!(
+            "transparent huge pages: {}",
+            thp.map_or("unknown", ThpEnabled::as_str)
+        ),
         format!("{} of samples on memory loads", pct(load_share)),
     ];
     if let Some(w) = walks_per_k {
@@ -668,14 +667,18 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
             proc_.anonymous_kb / 1024,
             crate::format::group_thousands(pages)
         ),
-        advice: match thp.as_str() {
-            "madvise" => "THP is in madvise mode here: madvise(MADV_HUGEPAGE) the large \
+        advice: match thp {
+            Some(ThpEnabled::Madvise) => {
+                "THP is in madvise mode here: madvise(MADV_HUGEPAGE) the large \
                           buffers (2 MiB-aligned), or set transparent_hugepage=always; JVMs: \
                           -XX:+UseTransparentHugePages."
-                .into(),
-            "never" => "THP is off here: enable it (madvise or always) and madvise the large \
+                    .into()
+            }
+            Some(ThpEnabled::Never) => {
+                "THP is off here: enable it (madvise or always) and madvise the large \
                         buffers, or use hugetlbfs (MAP_HUGETLB)."
-                .into(),
+                    .into()
+            }
             _ => "THP is on but the memory is not on huge pages: check fragmentation \
                   (khugepaged, defrag setting) or allocate from hugetlbfs."
                 .into(),

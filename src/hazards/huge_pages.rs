@@ -7,6 +7,7 @@
 //! from sysfs.
 
 use super::Hazard;
+use crate::machine::ThpEnabled;
 use crate::measure::buffer::format_size;
 use crate::schema::{Fingerprint, Level, Verdict};
 
@@ -56,7 +57,7 @@ impl Hazard for HugePages {
     }
 
     fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
-        let mode = fp.machine.thp.as_ref().map(|t| t.enabled.clone());
+        let mode = fp.machine.thp.as_ref().map(|t| t.enabled);
         let outcome = thp_outcome(fp);
         if mode.is_none() && outcome.is_none() {
             return None;
@@ -64,9 +65,9 @@ impl Hazard for HugePages {
         let penalty = fp
             .metric("mem-latency", "tlb_penalty_ratio")
             .map(|m| m.value);
-        let mode_text = mode.clone().unwrap_or_else(|| "unknown".into());
-        let (level, figure, lead) = match (&outcome, mode.as_deref()) {
-            (_, Some("never")) => (
+        let mode_text = mode.map_or("unknown", ThpEnabled::as_str);
+        let (level, figure, lead) = match (&outcome, mode) {
+            (_, Some(ThpEnabled::Never)) => (
                 Level::Notice,
                 "THP never".to_string(),
                 "Transparent huge pages are off (mode never): every program gets 4 KiB pages, \
@@ -93,7 +94,7 @@ impl Hazard for HugePages {
                     "A {} region madvised for huge pages got {:.0}% of it on 2 MiB pages.{}",
                     format_size(*bytes),
                     fraction * 100.0,
-                    if mode.as_deref() == Some("madvise") {
+                    if mode == Some(ThpEnabled::Madvise) {
                         " In madvise mode only programs that ask get them."
                     } else {
                         ""
@@ -113,10 +114,12 @@ impl Hazard for HugePages {
             ),
             None => String::new(),
         };
-        let summary = match (&outcome, mode.as_deref()) {
-            (_, Some("never")) => "THP is off: even programs that ask get 4 KiB pages".into(),
+        let summary = match (&outcome, mode) {
+            (_, Some(ThpEnabled::Never)) => {
+                "THP is off: even programs that ask get 4 KiB pages".into()
+            }
             (Some((false, ..)), _) => "programs that ask for huge pages get 4 KiB pages".into(),
-            (Some((true, ..)), Some("madvise")) => {
+            (Some((true, ..)), Some(ThpEnabled::Madvise)) => {
                 "programs that ask for huge pages (madvise) get them".into()
             }
             (Some((true, ..)), _) => "huge pages are handed out when asked for".into(),
@@ -146,7 +149,7 @@ mod tests {
     fn fingerprint(mode: &str, thp: Option<serde_json::Value>) -> Fingerprint {
         let mut fp = crate::schema::test_support::empty_fingerprint();
         fp.machine.thp = Some(crate::machine::ThpMode {
-            enabled: mode.into(),
+            enabled: ThpEnabled::from_word(mode).unwrap(),
             defrag: None,
         });
         if let Some(thp) = thp {

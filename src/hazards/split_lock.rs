@@ -29,10 +29,6 @@ pub const HAZARD_NEIGHBOUR_LATENCY_RATIO: f64 = 2.0;
 pub struct SplitLock;
 
 /// Kernel modes that stop or slow a split-locking program.
-fn kernel_penalises(mode: &str) -> bool {
-    matches!(mode, "warn+sleep" | "fatal") || mode.starts_with("ratelimit")
-}
-
 impl Hazard for SplitLock {
     fn id(&self) -> &'static str {
         "split_lock"
@@ -61,7 +57,7 @@ impl Hazard for SplitLock {
 
     fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
         let state = &fp.machine.split_lock;
-        let mode = state.effective.as_str();
+        let mode = state.effective;
         let probe = fp.probe("split-lock");
         let measured_in_child = probe
             .and_then(|p| p.effects.get("split_lock_measured"))
@@ -87,11 +83,11 @@ impl Hazard for SplitLock {
                 "split_lock_neighbour_bandwidth_ratio",
             )
             .map(|m| m.value);
-        if split.is_none() && !kernel_penalises(mode) {
+        if split.is_none() && !mode.penalises() {
             return None;
         }
 
-        let level = if kernel_penalises(mode) {
+        let level = if mode.penalises() {
             Level::Hazard
         } else {
             let hazard = split.is_some_and(|s| s >= HAZARD_NS)
@@ -146,7 +142,7 @@ impl Hazard for SplitLock {
             ));
         }
         explanation.push_str(&format!(" Kernel: {}.", state.summary));
-        if mode == "not_detected" || mode == "off" {
+        if !mode.kernel_acts() {
             explanation.push_str(
                 " On a host whose kernel traps them (the Linux default on CPUs that detect \
                  split locks), each one costs a 10 ms sleep instead, or kills the process \

@@ -3,12 +3,50 @@
 //! parser over the text of its /proc or /sys file, tested on fixtures.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Which anonymous memory the kernel backs with transparent huge pages
+/// (`/sys/kernel/mm/transparent_hugepage/enabled`, Documentation/admin-guide/mm/transhuge.rst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThpEnabled {
+    /// Every large enough anonymous mapping.
+    Always,
+    /// Only regions a program marks with `madvise(MADV_HUGEPAGE)`.
+    Madvise,
+    /// None.
+    Never,
+}
+
+impl ThpEnabled {
+    /// The word sysfs uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThpEnabled::Always => "always",
+            ThpEnabled::Madvise => "madvise",
+            ThpEnabled::Never => "never",
+        }
+    }
+
+    /// The mode a sysfs word names.
+    pub fn from_word(word: &str) -> Option<ThpEnabled> {
+        [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never]
+            .into_iter()
+            .find(|m| m.as_str() == word)
+    }
+}
+
+impl fmt::Display for ThpEnabled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Transparent huge page setting (`/sys/kernel/mm/transparent_hugepage/enabled`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThpMode {
-    /// The selected mode: `always`, `madvise` or `never`.
-    pub enabled: String,
+    /// The selected mode.
+    pub enabled: ThpEnabled,
     /// The selected defrag mode, when readable.
     pub defrag: Option<String>,
 }
@@ -31,11 +69,83 @@ pub struct SplitLockState {
     pub cmdline: Option<String>,
     /// `kernel.split_lock_mitigate` (1: a trapping task sleeps 10 ms per split lock), if present.
     pub mitigate: Option<u32>,
-    /// What that adds up to: `off`, `warn`, `warn+sleep`, `fatal`, `ratelimit:N`, or
-    /// `not_detected` when the CPU (or the hypervisor) offers no detection.
-    pub effective: String,
+    /// What that adds up to.
+    pub effective: SplitLockMode,
     /// One sentence saying what a split lock costs a program here.
     pub summary: String,
+}
+
+/// What the kernel does when a program takes a split lock (Documentation/admin-guide/
+/// kernel-parameters.txt, `split_lock_detect`). In the JSON as the kernel's words: `off`,
+/// `warn`, `warn+sleep`, `fatal`, `ratelimit:N`, and `not_detected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum SplitLockMode {
+    /// The CPU (or the hypervisor) offers no detection: split locks run unreported.
+    NotDetected,
+    /// Detection switched off on the command line.
+    Off,
+    /// A warning per task, then hardware cost.
+    Warn,
+    /// A warning and a 10 ms sleep per trapped split lock (`kernel.split_lock_mitigate=1`).
+    WarnSleep,
+    /// SIGBUS.
+    Fatal,
+    /// Bus locks limited to this many per second system-wide; excess lockers are slowed.
+    Ratelimit(u32),
+}
+
+impl SplitLockMode {
+    /// Whether the kernel may act on a split lock (trap, warn, sleep, rate-limit or kill):
+    /// then split locks must run in a child process, and what they cost is the mitigation.
+    pub fn kernel_acts(self) -> bool {
+        !matches!(self, SplitLockMode::NotDetected | SplitLockMode::Off)
+    }
+
+    /// Whether the kernel slows or kills a program that splits a lock.
+    pub fn penalises(self) -> bool {
+        matches!(
+            self,
+            SplitLockMode::WarnSleep | SplitLockMode::Fatal | SplitLockMode::Ratelimit(_)
+        )
+    }
+}
+
+impl fmt::Display for SplitLockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SplitLockMode::NotDetected => f.write_str("not_detected"),
+            SplitLockMode::Off => f.write_str("off"),
+            SplitLockMode::Warn => f.write_str("warn"),
+            SplitLockMode::WarnSleep => f.write_str("warn+sleep"),
+            SplitLockMode::Fatal => f.write_str("fatal"),
+            SplitLockMode::Ratelimit(n) => write!(f, "ratelimit:{n}"),
+        }
+    }
+}
+
+impl From<SplitLockMode> for String {
+    fn from(m: SplitLockMode) -> String {
+        m.to_string()
+    }
+}
+
+impl TryFrom<String> for SplitLockMode {
+    type Error = String;
+
+    fn try_from(word: String) -> Result<SplitLockMode, String> {
+        Ok(match word.as_str() {
+            "not_detected" => SplitLockMode::NotDetected,
+            "off" => SplitLockMode::Off,
+            "warn" => SplitLockMode::Warn,
+            "warn+sleep" => SplitLockMode::WarnSleep,
+            "fatal" => SplitLockMode::Fatal,
+            other => match other.strip_prefix("ratelimit:").map(str::parse) {
+                Some(Ok(n)) => SplitLockMode::Ratelimit(n),
+                _ => return Err(format!("unknown split-lock mode `{other}`")),
+            },
+        })
+    }
 }
 
 /// The value of `key=` on a kernel command line (last one wins, as the kernel parses it).
@@ -58,42 +168,49 @@ pub fn split_lock_state(
     mitigate: Option<u32>,
 ) -> SplitLockState {
     let detectable = cpu_split_lock_detect || cpu_bus_lock_detect;
-    let mode = cmdline.clone().unwrap_or_else(|| "warn".into());
+    let asked = cmdline.as_deref().unwrap_or("warn");
+    // `ratelimit:N` takes N from 1 to 1000; anything else leaves the kernel at its default.
+    let ratelimit = asked
+        .strip_prefix("ratelimit:")
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|n| (1..=1000).contains(n));
     let (effective, summary) = if !detectable {
         (
-            "not_detected".to_string(),
+            SplitLockMode::NotDetected,
             "the kernel cannot see split locks here (no split_lock_detect or bus_lock_detect \
              flag): they run at full hardware cost, unreported"
                 .to_string(),
         )
-    } else if mode == "off" {
+    } else if asked == "off" {
         (
-            "off".into(),
+            SplitLockMode::Off,
             "detection is off (split_lock_detect=off): split locks run at full hardware cost"
                 .into(),
         )
-    } else if mode == "fatal" {
+    } else if asked == "fatal" {
         (
-            "fatal".into(),
+            SplitLockMode::Fatal,
             "a split lock kills the process with SIGBUS (split_lock_detect=fatal)".into(),
         )
-    } else if mode.starts_with("ratelimit") {
+    } else if let Some(n) = ratelimit {
         (
-            mode.clone(),
-            format!("bus locks are rate-limited per second ({mode}): excess lockers are slowed"),
+            SplitLockMode::Ratelimit(n),
+            format!(
+                "bus locks are rate-limited per second (ratelimit:{n}): excess lockers are slowed"
+            ),
         )
     } else if cpu_split_lock_detect && mitigate.unwrap_or(1) == 1 {
         // The 10 ms sleep is on the #AC split-lock path only; #DB bus-lock detection (a CPU
         // with bus_lock_detect alone) just warns.
         (
-            "warn+sleep".into(),
+            SplitLockMode::WarnSleep,
             "each trapped split lock logs a warning and the task sleeps 10 ms \
              (kernel.split_lock_mitigate=1)"
                 .into(),
         )
     } else {
         (
-            "warn".into(),
+            SplitLockMode::Warn,
             "split locks are logged once per task and otherwise run at hardware cost".into(),
         )
     };
@@ -141,15 +258,15 @@ mod tests {
     fn guest_without_detection_flags_is_not_detected() {
         // This machine: no flags, no cmdline value, sysctl present and 1.
         let s = split_lock_state(false, false, None, Some(1));
-        assert_eq!(s.effective, "not_detected");
+        assert_eq!(s.effective, SplitLockMode::NotDetected);
     }
 
     #[test]
     fn bare_metal_default_is_warn_with_sleep() {
         let s = split_lock_state(true, true, None, Some(1));
-        assert_eq!(s.effective, "warn+sleep");
+        assert_eq!(s.effective, SplitLockMode::WarnSleep);
         let s = split_lock_state(true, false, None, Some(0));
-        assert_eq!(s.effective, "warn");
+        assert_eq!(s.effective, SplitLockMode::Warn);
     }
 
     #[test]
@@ -158,7 +275,7 @@ mod tests {
         // #DB raised after a bus lock.
         assert_eq!(
             split_lock_state(false, true, None, Some(1)).effective,
-            "warn"
+            SplitLockMode::Warn
         );
     }
 
@@ -166,15 +283,61 @@ mod tests {
     fn explicit_modes() {
         assert_eq!(
             split_lock_state(true, true, Some("off".into()), Some(1)).effective,
-            "off"
+            SplitLockMode::Off
         );
         assert_eq!(
             split_lock_state(true, true, Some("fatal".into()), None).effective,
-            "fatal"
+            SplitLockMode::Fatal
         );
         assert_eq!(
             split_lock_state(false, true, Some("ratelimit:10".into()), None).effective,
-            "ratelimit:10"
+            SplitLockMode::Ratelimit(10)
         );
+    }
+
+    #[test]
+    fn split_lock_modes_keep_the_kernels_words_in_json_and_bad_ratelimits_fall_back() {
+        for word in [
+            "not_detected",
+            "off",
+            "warn",
+            "warn+sleep",
+            "fatal",
+            "ratelimit:10",
+        ] {
+            let json = format!("\"{word}\"");
+            let mode: SplitLockMode = serde_json::from_str(&json).unwrap();
+            assert_eq!(serde_json::to_string(&mode).unwrap(), json);
+        }
+        assert!(serde_json::from_str::<SplitLockMode>("\"sometimes\"").is_err());
+        // The kernel takes 1 to 1000 per second; anything else leaves its default.
+        for bad in ["ratelimit:0", "ratelimit:1001", "ratelimit:x"] {
+            let s = split_lock_state(true, true, Some(bad.into()), Some(0));
+            assert_eq!(s.effective, SplitLockMode::Warn, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_undetected_or_off_leave_split_locks_to_the_hardware() {
+        assert!(!SplitLockMode::NotDetected.kernel_acts());
+        assert!(!SplitLockMode::Off.kernel_acts());
+        for m in [
+            SplitLockMode::Warn,
+            SplitLockMode::WarnSleep,
+            SplitLockMode::Fatal,
+            SplitLockMode::Ratelimit(10),
+        ] {
+            assert!(m.kernel_acts(), "{m}");
+        }
+    }
+
+    #[test]
+    fn thp_modes_are_the_sysfs_words() {
+        for word in ["always", "madvise", "never"] {
+            let mode = ThpEnabled::from_word(word).unwrap();
+            assert_eq!(mode.to_string(), word);
+            assert_eq!(serde_json::to_string(&mode).unwrap(), format!("\"{word}\""));
+        }
+        assert_eq!(ThpEnabled::from_word("[madvise]"), None);
     }
 }

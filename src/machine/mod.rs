@@ -17,7 +17,7 @@ use std::fs;
 use std::path::Path;
 
 pub use hypervisor::Hypervisor;
-pub use kernel::{SplitLockState, ThpMode};
+pub use kernel::{SplitLockMode, SplitLockState, ThpEnabled, ThpMode};
 pub use pmu::PmuStatus;
 pub use topology::{Cache, CpuPlace, Topology};
 
@@ -104,6 +104,7 @@ impl Machine {
         let thp_dir = Path::new("/sys/kernel/mm/transparent_hugepage");
         let thp = read_trim(thp_dir.join("enabled"))
             .and_then(|t| kernel::parse_bracketed_choice(&t))
+            .and_then(|word| ThpEnabled::from_word(&word))
             .map(|enabled| ThpMode {
                 enabled,
                 defrag: read_trim(thp_dir.join("defrag"))

@@ -3,8 +3,8 @@
 //! and the binary decides where it goes.
 
 use crate::format::{group_thousands, human_bytes, human_value};
-use crate::machine::Machine;
 use crate::machine::topology::Topology;
+use crate::machine::{Machine, SplitLockMode};
 use crate::measure::ClockInfo;
 use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
@@ -102,9 +102,9 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
     let _ = writeln!(
         s,
         "Split locks {}: {}",
-        match m.split_lock.effective.as_str() {
-            "not_detected" => "not detected",
-            other => other,
+        match m.split_lock.effective {
+            SplitLockMode::NotDetected => "not detected".to_string(),
+            other => other.to_string(),
         },
         m.split_lock.summary
     );
@@ -301,10 +301,10 @@ pub fn verdict_interval(fp: &Fingerprint, v: &Verdict) -> Option<String> {
 }
 
 /// The split-lock state in a few words: `split locks invisible to the kernel`.
-pub fn split_lock_words(effective: &str) -> String {
+pub fn split_lock_words(effective: SplitLockMode) -> String {
     match effective {
-        "not_detected" => "split locks invisible to the kernel".into(),
-        "off" => "split-lock detection off".into(),
+        SplitLockMode::NotDetected => "split locks invisible to the kernel".into(),
+        SplitLockMode::Off => "split-lock detection off".into(),
         other => format!("split locks trapped ({other})"),
     }
 }
@@ -345,7 +345,7 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
     );
     let facts = format!(
         "{clock_words}, {pmu}, {thp}, {}",
-        split_lock_words(&m.split_lock.effective)
+        split_lock_words(m.split_lock.effective)
     );
     format!("{}{}", wrap(&what, width, 0), wrap(&facts, width, 0))
 }

@@ -46,7 +46,7 @@ pub fn empty_fingerprint() -> Fingerprint {
             },
             perf_event_paranoid: Some(2),
             thp: Some(crate::machine::ThpMode {
-                enabled: "madvise".into(),
+                enabled: crate::machine::ThpEnabled::Madvise,
                 defrag: None,
             }),
             split_lock: kernel::split_lock_state(false, false, None, Some(1)),

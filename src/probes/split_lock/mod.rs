@@ -29,12 +29,6 @@ use std::time::Duration;
 /// The split-lock probe.
 pub struct SplitLockProbe;
 
-/// True when the kernel may act on a split lock (trap, sleep, rate-limit or kill), so split
-/// locks must run in a child process and measure the mitigation, not the hardware.
-pub fn kernel_acts_on_split_locks(effective: &str) -> bool {
-    !matches!(effective, "not_detected" | "off")
-}
-
 /// Rounds of aligned-then-split runs; interleaving puts both under the same machine noise.
 const ROUNDS: usize = 3;
 
@@ -84,7 +78,7 @@ impl Probe for SplitLockProbe {
         require_two_cpus(&cpus)?;
         let pair = (cpus[0], cpus[1]);
         let state = &ctx.machine.split_lock;
-        let in_child = kernel_acts_on_split_locks(&state.effective);
+        let in_child = state.effective.kernel_acts();
         let (aligned_plan, split_plan) = plans(ctx);
         let fail = |e: String| ProbeFailure::Failed(format!("CPU pair {}-{}: {e}", pair.0, pair.1));
 
@@ -237,15 +231,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_undetected_or_off_run_in_process() {
-        assert!(!kernel_acts_on_split_locks("not_detected"));
-        assert!(!kernel_acts_on_split_locks("off"));
-        for mode in ["warn", "warn+sleep", "fatal", "ratelimit:10"] {
-            assert!(kernel_acts_on_split_locks(mode), "{mode}");
-        }
-    }
-
-    #[test]
     fn a_trapping_kernel_gives_split_lock_trapped_ns_and_no_ratio() {
         // Regression: where the kernel traps, the child's single-thread figure was reported
         // as split_lock_latency_ns and divided by the two-thread aligned handoff, so a diff of
@@ -255,7 +240,7 @@ mod tests {
             return;
         }
         let mut machine = crate::machine::Machine::detect();
-        machine.split_lock.effective = "warn+sleep".into();
+        machine.split_lock.effective = crate::machine::SplitLockMode::WarnSleep;
         let clock = crate::measure::Clock::detect(machine.cpu.tsc_invariant);
         let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
         options.repetitions = Some(3);

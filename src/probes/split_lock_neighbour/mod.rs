@@ -158,7 +158,6 @@ fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
 fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     use super::Profile;
     use super::c2c::require_two_cpus;
-    use super::split_lock::kernel_acts_on_split_locks;
     use super::split_lock::locker::Locker;
     use crate::arch::{VectorWidth, pointer_chase, sequential_read};
     use crate::measure::buffer::{Buffer, BufferError, PageKind};
@@ -180,8 +179,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     );
     // Each round locks for one latency phase and one bandwidth phase.
     let phase = Duration::from_secs_f64(duration_s / (2 * ROUNDS) as f64);
-    let mode = ctx.machine.split_lock.effective.clone();
-    let trapped = kernel_acts_on_split_locks(&mode);
+    let mode = ctx.machine.split_lock.effective;
+    let trapped = mode.kernel_acts();
     let llc = ctx.machine.topology.as_ref().and_then(|t| t.llc_bytes());
     let bytes = buffer_bytes(llc);
     let width = VectorWidth::widest();
@@ -309,7 +308,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
     }
     r.effects
-        .insert("kernel_split_lock_mode".into(), json!(mode));
+        .insert("kernel_split_lock_mode".into(), json!(mode.to_string()));
     r.effects.insert(
         "split_lock_measured".into(),
         json!(if trapped {

@@ -129,7 +129,7 @@ pub fn machine_facts(fp: &Fingerprint) -> Vec<MachineFact> {
         ),
         exact(
             "Split-lock handling",
-            crate::report::terminal::split_lock_words(&m.split_lock.effective),
+            crate::report::terminal::split_lock_words(m.split_lock.effective),
         ),
         MachineFact {
             name: "TSC frequency",

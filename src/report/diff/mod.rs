@@ -1072,7 +1072,7 @@ mod tests {
         };
         let old = with_split_lock();
         let mut new = with_split_lock();
-        new.machine.split_lock.effective = "fatal".into();
+        new.machine.split_lock.effective = crate::machine::SplitLockMode::Fatal;
         let d = diff(&old, &new, "a", "b");
         let h = d.hazards.iter().find(|h| h.hazard == "split_lock").unwrap();
         assert_eq!(h.direction, VerdictMove::Worse);
