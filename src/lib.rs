@@ -15,6 +15,7 @@ pub mod hazards;
 pub mod machine;
 pub mod measure;
 pub mod probes;
+pub mod reference;
 pub mod report;
 pub mod schema;
 pub mod session;

@@ -10,19 +10,20 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 12] = [
-    "error",    // input errors, the one thiserror enum every layer may return
-    "format",   // numbers and units as text
-    "arch",     // inline assembly
-    "machine",  // host facts: CPU, topology, kernel, memory, PMU, the CPUs we may use
-    "measure",  // clocks, pinning, statistics, buffers (which read smaps to see what took)
-    "spin",     // runtimes' spin policies, pure arithmetic
-    "schema",   // the fingerprint's typed vocabulary (what probes write, everything reads)
-    "probes",   // measurements into the schema
-    "hazards",  // verdicts from a fingerprint
-    "diagnose", // a running workload's profile and findings
-    "report",   // terminal, diff, HTML, Prometheus, fleet
-    "session",  // runs probes and judges hazards into one fingerprint
+const LAYERS: [&str; 13] = [
+    "error",     // input errors, the one thiserror enum every layer may return
+    "format",    // numbers and units as text
+    "arch",      // inline assembly
+    "machine",   // host facts: CPU, topology, kernel, memory, PMU, the CPUs we may use
+    "measure",   // clocks, pinning, statistics, buffers (which read smaps to see what took)
+    "spin",      // runtimes' spin policies, pure arithmetic
+    "reference", // reference figures quoted by more than one part, each with its source
+    "schema",    // the fingerprint's typed vocabulary (what probes write, everything reads)
+    "probes",    // measurements into the schema
+    "hazards",   // verdicts from a fingerprint
+    "diagnose",  // a running workload's profile and findings
+    "report",    // terminal, diff, HTML, Prometheus, fleet
+    "session",   // runs probes and judges hazards into one fingerprint
 ];
 
 fn rank(module: &str) -> Option<usize> {

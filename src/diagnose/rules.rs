@@ -18,6 +18,7 @@ use super::record::Jvm;
 use super::runtimes::{self, Role, Runtime};
 use crate::format::human_ns;
 use crate::machine::{Machine, ThpEnabled};
+use crate::reference::{NETFLIX_TRUE_SHARING_FIX_SPEEDUP, PAUSE_HASWELL_NS};
 use crate::schema::Level;
 use crate::spin::LegacySpin;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,9 @@ use std::collections::BTreeMap;
 pub const NOTICE_SHARE: f64 = 0.05;
 /// Share of samples from which a site is a hazard.
 pub const HAZARD_SHARE: f64 = 0.25;
+/// A thread takes part in a contended site (or method) when it has at least this share of its
+/// samples: below it, a thread merely passed through.
+pub const CONTENDING_THREAD_SHARE: f64 = 0.10;
 /// Anonymous memory above which page size matters: 64 MiB is 16384 4 KiB pages, beyond what
 /// any second-level TLB holds (1536 entries Skylake, 3072 Zen 4 = 6-12 MiB of reach).
 pub const LARGE_ANON_KB: u64 = 64 * 1024;
@@ -244,10 +248,10 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
                 .unwrap_or_default();
             let measured = format!(
                 "This loop waits on PAUSE. PAUSE costs {:.1} ns here{cycles}, measured now \
-                 ({:.1}x the ~4 ns spin counts were tuned for on Haswell-era CPUs); the time \
+                 ({:.1}x the ~{PAUSE_HASWELL_NS} ns spin counts were tuned for on Haswell-era CPUs); the time \
                  sampled here is about {} PAUSEs.",
                 p.ns,
-                p.ns / 4.0,
+                p.ns / PAUSE_HASWELL_NS,
                 crate::format::group_thousands((cpu_ns / p.ns) as u64),
             );
             match &lock {
@@ -413,7 +417,7 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
     }
     let threads: Vec<_> = per_thread
         .iter()
-        .filter(|(_, (_, n))| n * 10 >= samples)
+        .filter(|(_, (_, n))| *n as f64 >= CONTENDING_THREAD_SHARE * samples as f64)
         .collect();
     let level = level_for_share(share)?;
     if threads.len() < 2 {
@@ -459,7 +463,8 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
         sample_share: Some(share),
         disassembly: scan.disassembly.clone(),
         evidence,
-        explanation: "The Netflix JVM case. An instanceof, checkcast or interface dispatch \
+        explanation: format!(
+            "The Netflix JVM case. An instanceof, checkcast or interface dispatch \
                       against an interface that is not a class's primary super scans the \
                       class's secondary supers (`repne scas`) and stores the interface found \
                       in the class's one-element _secondary_super_cache. When threads check \
@@ -467,8 +472,8 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
                       other just stored: every check misses, scans, and writes the line the \
                       other cores read, so it bounces between cores (true sharing; the \
                       adjacent _secondary_supers field pays too). This is JDK-8180450; Netflix \
-                      measured 3.5x throughput from removing it."
-            .into(),
+                      measured {NETFLIX_TRUE_SHARING_FIX_SPEEDUP}x throughput from removing it."
+        ),
         advice: format!(
             "Run on JDK {SECONDARY_SUPERS_FIXED_IN} or later, where a hashed table of secondary \
              supers replaced the cache (a backport to 21u exists: check your vendor's 21.0.x \
@@ -502,7 +507,7 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
     let contending: Vec<_> = site
         .threads
         .iter()
-        .filter(|t| t.samples * 10 >= site.samples)
+        .filter(|t| t.samples as f64 >= CONTENDING_THREAD_SHARE * site.samples as f64)
         .collect();
     let contended = contending.len() >= 2;
     let mut f = code_finding(
@@ -787,7 +792,7 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
                 let contended = site
                     .threads
                     .iter()
-                    .filter(|t| t.samples * 10 >= site.samples)
+                    .filter(|t| t.samples as f64 >= CONTENDING_THREAD_SHARE * site.samples as f64)
                     .count()
                     >= 2;
                 if let Some(note) = &site.split_note {

@@ -7,6 +7,7 @@
 
 use super::Hazard;
 use crate::format::human_ns;
+use crate::reference::NETFLIX_TRUE_SHARING_FIX_SPEEDUP;
 use crate::schema::{Fingerprint, Level, Verdict};
 
 /// At or above this packed/padded time ratio, false sharing costs what the seed's slow nodes
@@ -86,7 +87,8 @@ impl Hazard for FalseSharing {
                 " True sharing: all threads incrementing one atomic take {} per increment \
                  against {} on per-thread counters ({t:.1}x); padding cannot fix that, only \
                  not writing the shared value can (per-thread counters summed on read; the \
-                 Netflix case's second fix stopped writing the shared cache for 3.5x).",
+                 Netflix case's second fix stopped writing the shared cache for \
+                 {NETFLIX_TRUE_SHARING_FIX_SPEEDUP}x).",
                 human_ns(s),
                 human_ns(p)
             ));
@@ -99,9 +101,10 @@ impl Hazard for FalseSharing {
             summary,
             level,
             figure,
-            reference: "the Netflix JVM case: false sharing tripled CPI; padding, then not \
-                        writing the shared field, gave 3.5x throughput"
-                .into(),
+            reference: format!(
+                "the Netflix JVM case: false sharing tripled CPI; padding, then not writing \
+                 the shared field, gave {NETFLIX_TRUE_SHARING_FIX_SPEEDUP}x throughput"
+            ),
             explanation,
             borderline,
         })

@@ -6,6 +6,9 @@
 
 use super::Hazard;
 use crate::format::human_ns;
+use crate::reference::{
+    PAUSE_HASWELL_CYCLES, PAUSE_HASWELL_NS, PAUSE_SKYLAKE_SP_CYCLES, PAUSE_SKYLAKE_SP_NS,
+};
 use crate::schema::{Fingerprint, Level, Verdict};
 use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
 
@@ -22,14 +25,14 @@ pub const NOTICE_CYCLES: f64 = 30.0;
 pub const HAZARD_NS: f64 = 30.0;
 /// ...notice from this many.
 pub const NOTICE_NS: f64 = 10.0;
-/// A sustained PAUSE cost this much above the short-run one means long spins pay extra here
-/// (pause-loop exits in a VM); the explanation then uses it for long spins.
 /// The guard band around the PAUSE thresholds, on a VM too: the figure is the fastest CPU's
 /// PAUSE in cycles, which the host's other tenants do not move (0.0% run-to-run variation over
 /// five checks on the Zen 3 guest, while the slower vCPU's read 14% higher), so the bare-metal
 /// band holds.
 const PAUSE_GUARD: f64 = super::THRESHOLD_GUARD;
 
+/// A sustained PAUSE cost this much above the short-run one means long spins pay extra here
+/// (pause-loop exits in a VM); the explanation then uses it for long spins.
 pub const SUSTAINED_EXTRA_FACTOR: f64 = 1.5;
 
 /// The slow-PAUSE rule.
@@ -88,7 +91,7 @@ impl Hazard for SlowPause {
                 .unwrap_or_default()
         };
         let dotnet = LegacySpin::new(cores);
-        let times_haswell = ns / 4.0;
+        let times_haswell = ns / PAUSE_HASWELL_NS;
         // Millions of back-to-back PAUSEs pay what a long run pays per PAUSE, pause-loop exits
         // included, when that is clearly more than a short run's.
         let sustained = fp
@@ -113,7 +116,7 @@ impl Hazard for SlowPause {
         let explanation = format!(
             "{lead} Here, before blocking, a glibc adaptive mutex spins {}, Go's sync.Mutex {}, \
              Rust's std Mutex {}; .NET's legacy lock spins {} on {cores} cores and can keep \
-             spinning {} after the lock is freed ({:.1}x the 4 ns Haswell-era PAUSE).{sustained_note} \
+             spinning {} after the lock is freed ({:.1}x the {PAUSE_HASWELL_NS} ns Haswell-era PAUSE).{sustained_note} \
              Lock handoffs and producer/consumer queues pay this; see `cpudoctor spin`.",
             cost("glibc"),
             cost("Go"),
@@ -135,7 +138,10 @@ impl Hazard for SlowPause {
             summary,
             level,
             figure,
-            reference: "~10 cycles Haswell/Broadwell (4 ns); ~140 cycles Skylake-SP (43 ns)".into(),
+            reference: format!(
+                "~{PAUSE_HASWELL_CYCLES} cycles Haswell/Broadwell ({PAUSE_HASWELL_NS} ns); \
+                 ~{PAUSE_SKYLAKE_SP_CYCLES} cycles Skylake-SP ({PAUSE_SKYLAKE_SP_NS} ns)"
+            ),
             explanation,
             borderline,
         })
