@@ -4,9 +4,9 @@
 //! Zen 4 EPYC at ~9 ns between SMT siblings, ~22 ns inside a CCX, ~100 ns between CCDs and
 //! ~200 ns between sockets; a monolithic client die sits at 20-40 ns.
 
-use super::Hazard;
+use super::{Hazard, Inputs};
 use crate::format::human_ns;
-use crate::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Level, Verdict};
 
 /// At or above this one-way latency, handoffs cost what a cross-socket hop costs (~200 ns on
 /// Zen 4 EPYC).
@@ -27,6 +27,16 @@ impl Hazard for CrossCoreLatency {
         &[("c2c", "c2c_latency_ns"), ("c2c", "c2c_latency_cycles")]
     }
 
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("c2c", "c2c_load_store_latency_ns"),
+            ("c2c", "c2c_smt_sibling_ns"),
+            ("c2c", "c2c_shared_l3_ns"),
+            ("c2c", "c2c_other_l3_ns"),
+            ("c2c", "c2c_other_numa_node_ns"),
+        ]
+    }
+
     fn hurts(&self) -> &'static [&'static str] {
         &[
             "locks and queues handed between threads on different cores",
@@ -35,7 +45,7 @@ impl Hazard for CrossCoreLatency {
         ]
     }
 
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let ns = fp.metric("c2c", "c2c_latency_ns")?.value;
         let cycles = fp.metric("c2c", "c2c_latency_cycles").map(|m| m.value);
         let flag = fp
@@ -92,8 +102,7 @@ impl Hazard for CrossCoreLatency {
             ));
         }
         let moves: Vec<String> = fp
-            .probe("c2c")
-            .and_then(|p| p.effects.get("placements"))
+            .effect("c2c", "placements")
             .and_then(|m| m.as_object())
             .map(|m| {
                 m.iter()
@@ -144,6 +153,7 @@ impl Hazard for CrossCoreLatency {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Fingerprint;
     use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp_with(metrics: &[(&str, f64)]) -> Fingerprint {

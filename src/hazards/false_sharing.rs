@@ -5,10 +5,10 @@
 //! a 48-vCPU instance gave 25% more throughput instead of 3x. Padding fixed it; then the
 //! shared field itself (true sharing) was the limit, and only not writing it gave 3.5x.
 
-use super::Hazard;
+use super::{Hazard, Inputs};
 use crate::format::human_ns;
 use crate::reference::NETFLIX_TRUE_SHARING_FIX_SPEEDUP;
-use crate::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Level, Verdict};
 
 /// At or above this packed/padded time ratio, false sharing costs what the seed's slow nodes
 /// paid (3x the CPI).
@@ -28,6 +28,16 @@ impl Hazard for FalseSharing {
         &[("sharing", "false_sharing_ratio")]
     }
 
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("sharing", "packed_increment_ns"),
+            ("sharing", "padded_increment_ns"),
+            ("sharing", "true_sharing_ratio"),
+            ("sharing", "shared_atomic_increment_ns"),
+            ("sharing", "private_atomic_increment_ns"),
+        ]
+    }
+
     fn hurts(&self) -> &'static [&'static str] {
         &[
             "fields written by different threads on one cache line (counters, flags, runtime \
@@ -36,7 +46,7 @@ impl Hazard for FalseSharing {
         ]
     }
 
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let ratio = fp.metric("sharing", "false_sharing_ratio")?.value;
         let packed = fp.metric("sharing", "packed_increment_ns").map(|m| m.value);
         let padded = fp.metric("sharing", "padded_increment_ns").map(|m| m.value);
@@ -48,8 +58,7 @@ impl Hazard for FalseSharing {
             .metric("sharing", "private_atomic_increment_ns")
             .map(|m| m.value);
         let threads = fp
-            .probe("sharing")
-            .and_then(|p| p.params.get("threads"))
+            .param("sharing", "threads")
             .and_then(|t| t.as_u64())
             .unwrap_or(2);
         let (level, borderline) = super::level_near_thresholds(
@@ -114,6 +123,7 @@ impl Hazard for FalseSharing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Fingerprint;
     use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp(metrics: &[(&str, f64)]) -> Fingerprint {

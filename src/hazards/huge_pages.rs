@@ -6,10 +6,10 @@
 //! `AnonHugePages` from /proc/self/smaps; this rule reads what they found, and the THP mode
 //! from sysfs.
 
-use super::Hazard;
+use super::{Hazard, Inputs};
 use crate::machine::ThpEnabled;
 use crate::measure::buffer::format_size;
-use crate::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Level, Verdict};
 
 /// The huge-pages rule.
 pub struct HugePages;
@@ -18,10 +18,9 @@ pub struct HugePages;
 /// the first memory probe whose THP buffer was made. A buffer that could not be allocated
 /// (`"allocated": false`: too little memory left after the other kinds' buffers) says nothing
 /// about whether huge pages take, so it is passed over.
-fn thp_outcome(fp: &Fingerprint) -> Option<(bool, f64, u64, String)> {
+fn thp_outcome(fp: &Inputs<'_>) -> Option<(bool, f64, u64, String)> {
     ["mem-latency", "bandwidth"].iter().find_map(|name| {
-        let p = fp.probe(name)?;
-        let kinds = p.effects.get("page_kinds")?.as_array()?;
+        let kinds = fp.effect(name, "page_kinds")?.as_array()?;
         let thp = kinds
             .iter()
             .find(|k| k["requested"] == "thp" && k["allocated"] != false)?;
@@ -44,6 +43,10 @@ impl Hazard for HugePages {
         &[]
     }
 
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[("mem-latency", "tlb_penalty_ratio")]
+    }
+
     fn probes(&self) -> Vec<&'static str> {
         vec!["mem-latency"]
     }
@@ -56,7 +59,7 @@ impl Hazard for HugePages {
         ]
     }
 
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let mode = fp.machine.thp.as_ref().map(|t| t.enabled);
         let outcome = thp_outcome(fp);
         if mode.is_none() && outcome.is_none() {
@@ -143,6 +146,7 @@ impl Hazard for HugePages {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Fingerprint;
     use crate::schema::{Better, Metric, ProbeResult, Status};
     use serde_json::json;
 

@@ -12,7 +12,9 @@ pub mod prefetch;
 pub mod split_lock;
 pub mod tlb;
 
-use crate::schema::{Fingerprint, Interval, Level, Verdict};
+use crate::machine::Machine;
+use crate::schema::{Fingerprint, Interval, Level, Metric, Verdict};
+use serde_json::Value;
 
 /// The level a figure reaches against ascending `steps` of (threshold, level), starting from
 /// `base` below the first.
@@ -43,8 +45,8 @@ pub const GUEST_THRESHOLD_GUARD: f64 = 0.25;
 
 /// The guard band for a fingerprint: [`GUEST_THRESHOLD_GUARD`] under a hypervisor, else
 /// [`THRESHOLD_GUARD`].
-pub fn threshold_guard(fp: &Fingerprint) -> f64 {
-    if fp.machine.hypervisor.is_some() {
+pub fn threshold_guard(machine: &Machine) -> f64 {
+    if machine.hypervisor.is_some() {
         GUEST_THRESHOLD_GUARD
     } else {
         THRESHOLD_GUARD
@@ -53,13 +55,13 @@ pub fn threshold_guard(fp: &Fingerprint) -> f64 {
 
 /// [`level_with_interval`] with the guard band of the machine that measured the figure.
 pub fn level_near_thresholds(
-    fp: &Fingerprint,
+    fp: &Inputs<'_>,
     value: f64,
     interval: Option<&Interval>,
     base: Level,
     steps: &[(f64, Level)],
 ) -> (Level, Option<Level>) {
-    level_with_interval(value, interval, base, steps, threshold_guard(fp))
+    level_with_interval(value, interval, base, steps, threshold_guard(fp.machine))
 }
 
 /// A verdict level with confidence: when the figure's interval, widened by `guard` (a
@@ -110,6 +112,57 @@ pub fn level_with_interval(
     }
 }
 
+/// A fingerprint as a hazard sees it: the machine's facts, what took effect in each probe, and
+/// only the metrics the hazard declares in [`Hazard::reads`] and [`Hazard::quotes`]. `diff` decides from `reads()`
+/// whether a verdict's change is real, so a figure a verdict depends on but `reads()` omits
+/// would make it call a real change noise: reading an undeclared metric fails every debug
+/// build and test that reaches it.
+pub struct Inputs<'a> {
+    /// The machine the fingerprint describes.
+    pub machine: &'a Machine,
+    fp: &'a Fingerprint,
+    hazard: &'static str,
+    reads: &'static [(&'static str, &'static str)],
+    quotes: &'static [(&'static str, &'static str)],
+}
+
+impl<'a> Inputs<'a> {
+    /// What `hazard` may see of `fp`.
+    pub fn new(fp: &'a Fingerprint, hazard: &(impl Hazard + ?Sized)) -> Inputs<'a> {
+        Inputs {
+            machine: &fp.machine,
+            fp,
+            hazard: hazard.id(),
+            reads: hazard.reads(),
+            quotes: hazard.quotes(),
+        }
+    }
+
+    /// A declared metric of a probe that ran (see [`Fingerprint::metric`]).
+    pub fn metric(&self, probe: &str, name: &str) -> Option<&'a Metric> {
+        debug_assert!(
+            self.reads
+                .iter()
+                .chain(self.quotes)
+                .any(|&(p, m)| p == probe && m == name),
+            "hazard `{}` reads {probe}/{name}, which neither its reads() nor its quotes() declare",
+            self.hazard
+        );
+        self.fp.metric(probe, name)
+    }
+
+    /// What took effect in a probe that ran (its `effects` entry `key`): facts such as the
+    /// page size a buffer got, not figures with a spread.
+    pub fn effect(&self, probe: &str, key: &str) -> Option<&'a Value> {
+        self.fp.probe(probe)?.effects.get(key)
+    }
+
+    /// How a probe that ran was run (its `params` entry `key`).
+    pub fn param(&self, probe: &str, key: &str) -> Option<&'a Value> {
+        self.fp.probe(probe)?.params.get(key)
+    }
+}
+
 /// One hazard rule.
 pub trait Hazard: Sync {
     /// Stable identifier, as in the fingerprint (`slow_pause`).
@@ -121,6 +174,11 @@ pub trait Hazard: Sync {
     /// of verdict between two runs as real only when one of them moved beyond both runs'
     /// spread; otherwise the figure merely crossed a threshold within noise.
     fn reads(&self) -> &'static [(&'static str, &'static str)];
+    /// Metrics the verdict only quotes (in its figure or explanation) and whose change never
+    /// moves its level. With [`Hazard::reads`], the only metrics [`Inputs`] serves it.
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
     /// The probes whose results the verdict needs (`cpudoctor explain` runs these): by
     /// default those of [`Hazard::reads`].
     fn probes(&self) -> Vec<&'static str> {
@@ -128,9 +186,14 @@ pub trait Hazard: Sync {
         names.dedup();
         names
     }
-    /// Judges the fingerprint; `None` when the metrics it needs are absent (probe skipped or
-    /// not run), so no verdict is invented.
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict>;
+    /// The verdict from what the hazard may read; `None` when the metrics it needs are absent
+    /// (probe skipped or not run), so no verdict is invented. Callers use [`Hazard::judge`].
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict>;
+
+    /// Judges the fingerprint through the inputs [`Hazard::reads`] declares.
+    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+        self.verdict(&Inputs::new(fp, self))
+    }
 }
 
 /// Every hazard rule.
@@ -163,6 +226,42 @@ pub fn judge_all(fp: &Fingerprint) -> Vec<Verdict> {
 
 #[cfg(test)]
 mod tests {
+    use crate::schema::{Better, Metric, ProbeResult, Status};
+
+    /// A rule that quotes a figure it never declared: the drift `reads()` had by hand.
+    struct Undeclared;
+    impl Hazard for Undeclared {
+        fn id(&self) -> &'static str {
+            "undeclared"
+        }
+        fn hurts(&self) -> &'static [&'static str] {
+            &[]
+        }
+        fn reads(&self) -> &'static [(&'static str, &'static str)] {
+            &[("pause", "pause_ns")]
+        }
+        fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
+            fp.metric("pause", "pause_ns")?;
+            fp.metric("pause", "pause_cycles")?;
+            None
+        }
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "reads pause/pause_cycles, which neither its reads() nor its quotes() declare"
+    )]
+    fn a_hazard_that_reads_an_undeclared_metric_fails_in_tests() {
+        let mut fp = crate::schema::test_support::empty_fingerprint();
+        let mut p = ProbeResult::new("pause", Status::Ok);
+        for name in ["pause_ns", "pause_cycles"] {
+            p.metrics
+                .push(Metric::derived(name, 1.0, "ns", Better::Lower));
+        }
+        fp.probes.push(p);
+        Undeclared.judge(&fp);
+    }
+
     use super::*;
 
     const STEPS: [(f64, Level); 2] = [(1.5, Level::Notice), (3.0, Level::Hazard)];

@@ -4,12 +4,12 @@
 //! count-based spin got up to 14x longer. The seed (`skylake-pause-spin.en.txt`) measured 4 ns
 //! on a Xeon E5-1620 v3 and 43 ns on a Xeon Gold 6126.
 
-use super::Hazard;
+use super::{Hazard, Inputs};
 use crate::format::human_ns;
 use crate::reference::{
     PAUSE_HASWELL_CYCLES, PAUSE_HASWELL_NS, PAUSE_SKYLAKE_SP_CYCLES, PAUSE_SKYLAKE_SP_NS,
 };
-use crate::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Level, Verdict};
 use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
 
 /// At or above this many core cycles, PAUSE is in Skylake-SP territory: the documented ~140
@@ -47,6 +47,10 @@ impl Hazard for SlowPause {
         &[("pause", "pause_cycles"), ("pause", "pause_ns")]
     }
 
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[("pause", "pause_sustained_ns")]
+    }
+
     fn hurts(&self) -> &'static [&'static str] {
         &[
             "spin-waits that count PAUSEs (spin locks, adaptive mutexes, runtime monitors)",
@@ -54,7 +58,7 @@ impl Hazard for SlowPause {
         ]
     }
 
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let ns = fp.metric("pause", "pause_ns")?.value;
         let cycles = fp.metric("pause", "pause_cycles").map(|m| m.value);
         let cores = fp.machine.logical_cpus as u64;
@@ -151,6 +155,7 @@ impl Hazard for SlowPause {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Fingerprint;
     use crate::schema::{Better, Metric, ProbeResult, Status};
 
     pub(crate) fn fingerprint_with_pause(ns: f64, cycles: Option<f64>) -> Fingerprint {

@@ -7,8 +7,8 @@
 //! a TLB miss, so huge pages raised its streaming bandwidth from 3.2 to 3.8 GB/s (+19%);
 //! Prescott's do not, and it read 4.2 GB/s either way.
 
-use super::Hazard;
-use crate::schema::{Fingerprint, Interval, Level, Verdict};
+use super::{Hazard, Inputs};
+use crate::schema::{Interval, Level, Verdict};
 
 /// A prefetch distance that changes streaming bandwidth by this much (either way) is worth
 /// knowing: half the seed's +19% Northwood effect, and twice the 5% spread that marks a noisy
@@ -30,6 +30,14 @@ impl Hazard for SoftwarePrefetch {
         ]
     }
 
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("bandwidth", "prefetch_best_distance_bytes"),
+            ("bandwidth", "read_bw_1t_gbs"),
+            ("bandwidth", "huge_page_read_gain_ratio"),
+        ]
+    }
+
     fn hurts(&self) -> &'static [&'static str] {
         &[
             "streaming loops with software prefetch distances tuned on another CPU",
@@ -37,25 +45,22 @@ impl Hazard for SoftwarePrefetch {
         ]
     }
 
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let m = |name: &str| fp.metric("bandwidth", name).map(|m| m.value);
         let best = m("prefetch_read_gain_ratio")?;
         let worst = m("prefetch_read_worst_ratio")?;
         let best_d = m("prefetch_best_distance_bytes").unwrap_or(0.0);
         let base = m("read_bw_1t_gbs")?;
         let huge_gain = m("huge_page_read_gain_ratio");
+        // The headline figures are on `read_bw_page_kind` (4k unless the run asked only for
+        // huge pages): the worst distance must come from the same kind.
+        let headline_kind = fp
+            .effect("bandwidth", "read_bw_page_kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or("4k");
         let worst_d = fp
-            .probe("bandwidth")
-            .and_then(|p| {
-                // The headline figures are on `read_bw_page_kind` (4k unless the run asked
-                // only for huge pages): the worst distance must come from the same kind.
-                let base = p
-                    .effects
-                    .get("read_bw_page_kind")
-                    .and_then(|k| k.as_str())
-                    .unwrap_or("4k");
-                p.effects.get("prefetch_gain_by_distance")?.get(base)
-            })
+            .effect("bandwidth", "prefetch_gain_by_distance")
+            .and_then(|g| g.get(headline_kind))
             .and_then(|g| g.as_object())
             .and_then(|g| {
                 g.iter()
@@ -168,6 +173,7 @@ impl Hazard for SoftwarePrefetch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Fingerprint;
     use crate::schema::{Better, Metric, ProbeResult, Status};
     use serde_json::json;
 

@@ -10,9 +10,9 @@
 //! the probe could not run, since the kernel state alone decides what a program meets), and
 //! the measured cost when the probes ran.
 
-use super::Hazard;
+use super::{Hazard, Inputs};
 use crate::format::human_ns;
-use crate::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Level, Verdict};
 
 /// At or above this split-lock latency, split locks cost what the seed called "bad to
 /// horrifying" (Zen 5 ~500 ns; Arrow Lake ~7 us): a hazard from 1 us.
@@ -47,6 +47,10 @@ impl Hazard for SplitLock {
         ]
     }
 
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[("split-lock", "aligned_lock_latency_ns")]
+    }
+
     fn hurts(&self) -> &'static [&'static str] {
         &[
             "atomics on misaligned or packed fields (packed structs, unaligned casts into buffers)",
@@ -55,12 +59,11 @@ impl Hazard for SplitLock {
         ]
     }
 
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let state = &fp.machine.split_lock;
         let mode = state.effective;
-        let probe = fp.probe("split-lock");
-        let measured_in_child = probe
-            .and_then(|p| p.effects.get("split_lock_measured"))
+        let measured_in_child = fp
+            .effect("split-lock", "split_lock_measured")
             .and_then(|v| v.as_str())
             == Some("kernel_mitigation");
         // Where the kernel traps, the probe times one thread's trapped locks in a child
@@ -186,6 +189,7 @@ impl Hazard for SplitLock {
 mod tests {
     use super::*;
     use crate::machine::kernel::split_lock_state;
+    use crate::schema::Fingerprint;
     use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp(metrics: &[(&str, &str, f64)], measured: Option<&str>) -> Fingerprint {

@@ -7,9 +7,9 @@
 //! on Pentium 4) shaping the latency curve. The mem-latency probe measures the same random
 //! chase over the same size on 4 KiB and on huge pages: their ratio is the penalty.
 
-use super::Hazard;
+use super::{Hazard, Inputs};
 use crate::measure::buffer::format_size;
-use crate::schema::{Fingerprint, Level, Verdict};
+use crate::schema::{Level, Verdict};
 
 /// At or above this ratio of DRAM latency on 4 KiB over huge pages, page walks add half a DRAM
 /// access to every random load: a workload bound by such loads loses a third of its speed to
@@ -31,6 +31,14 @@ impl Hazard for SmallPagePenalty {
         &[("mem-latency", "tlb_penalty_ratio")]
     }
 
+    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("mem-latency", "dram_latency_4k_ns"),
+            ("mem-latency", "dram_latency_ns"),
+            ("mem-latency", "tlb_reach_bytes"),
+        ]
+    }
+
     fn hurts(&self) -> &'static [&'static str] {
         &[
             "random access over large memory on 4 KiB pages (hash tables, B-trees, graphs, \
@@ -39,7 +47,7 @@ impl Hazard for SmallPagePenalty {
         ]
     }
 
-    fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
+    fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let ratio = fp.metric("mem-latency", "tlb_penalty_ratio")?.value;
         let small = fp.metric("mem-latency", "dram_latency_4k_ns")?.value;
         let huge = fp.metric("mem-latency", "dram_latency_ns")?.value;
@@ -47,14 +55,12 @@ impl Hazard for SmallPagePenalty {
             .metric("mem-latency", "tlb_reach_bytes")
             .map(|m| m.value as u64);
         let size = fp
-            .probe("mem-latency")
-            .and_then(|p| p.effects.get("levels"))
+            .effect("mem-latency", "levels")
             .and_then(|l| l.as_array())
             .and_then(|l| l.iter().find(|x| x["name"] == "dram"))
             .and_then(|d| d["at_size_bytes"].as_u64());
         let huge_kind = fp
-            .probe("mem-latency")
-            .and_then(|p| p.effects.get("latency_page_kind"))
+            .effect("mem-latency", "latency_page_kind")
             .and_then(|k| k.as_str())
             .unwrap_or("huge pages")
             .to_string();
@@ -118,6 +124,7 @@ impl Hazard for SmallPagePenalty {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Fingerprint;
     use crate::schema::{Better, Metric, ProbeResult, Status};
     use serde_json::json;
 
