@@ -4,6 +4,7 @@
 //! order of `params.delays_ms` and are read by position; a sentence whose figures are missing
 //! is left out rather than printed with a NaN.
 
+use crate::schema::handoff::{IDEAL_SERIES, MODEL_RATIO_METRIC, Quantity, RuntimeStatus};
 use crate::schema::{ProbeResult, Series, Status};
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
@@ -44,7 +45,7 @@ fn grid(
     p: &ProbeResult,
     delays: &[f64],
     runtimes: &[String],
-    series_prefix: &str,
+    quantity: Quantity,
     with_ideal: bool,
     cell: impl Fn(f64) -> String,
     width: u16,
@@ -57,19 +58,24 @@ fn grid(
     header.extend(delays.iter().map(|d| format!("D={d} ms")));
     t.set_header(header);
     let n = delays.len();
-    if with_ideal && let Some(ideal) = xy(p, "ideal_ms") {
+    if with_ideal && let Some(ideal) = xy(p, IDEAL_SERIES) {
         let mut row = vec!["ideal".to_string()];
         row.extend((0..n).map(|i| at(ideal, n, i).map_or("-".into(), &cell)));
         t.add_row(row);
     }
     for rt in runtimes {
-        let status = effect(p, "runtimes")[rt]["status"].as_str().unwrap_or("?");
+        let status: Option<RuntimeStatus> =
+            serde_json::from_value(effect(p, "runtimes")[rt]["status"].clone()).ok();
         let mut row = vec![rt.clone()];
-        match xy(p, &format!("{series_prefix}.{rt}")) {
-            Some(points) if status == "ok" => {
+        match xy(p, &quantity.series(rt)) {
+            Some(points) if status == Some(RuntimeStatus::Ok) => {
                 row.extend((0..n).map(|i| at(points, n, i).map_or("-".into(), &cell)))
             }
-            _ => row.extend(delays.iter().map(|_| status.to_string())),
+            _ => row.extend(
+                delays
+                    .iter()
+                    .map(|_| status.map_or("?", RuntimeStatus::word).to_string()),
+            ),
         }
         t.add_row(row);
     }
@@ -136,7 +142,7 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
         p,
         &delays,
         &runtimes,
-        "wall_ms",
+        Quantity::WallMs,
         true,
         |ms| format!("{:.3}", ms / 1e3),
         width,
@@ -150,7 +156,7 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
         p,
         &delays,
         &runtimes,
-        "wait_cpu_ms",
+        Quantity::WaitCpuMs,
         false,
         |ms| format!("{ms:.1}"),
         width,
@@ -195,13 +201,9 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
 /// The model lock's comparison at the delay where legacy is slowest against normalized,
 /// when the fingerprint has every figure it needs.
 fn model_ratio_line(p: &ProbeResult) -> Option<String> {
-    let ratio = p.metric("model_legacy_over_normalized_ratio")?;
+    let ratio = p.metric(MODEL_RATIO_METRIC)?;
     let d = effect(p, "model_legacy_over_normalized_worst_delay_ms").as_f64()?;
-    let label = crate::probes::handoff::delay_label(d);
-    let wall = |rt: &str| {
-        p.metric(&format!("{rt}_delay_{label}ms_wall_ms"))
-            .map(|m| m.value)
-    };
+    let wall = |rt: &str| p.metric(&Quantity::WallMs.metric(rt, d)).map(|m| m.value);
     let (legacy, normalized) = (
         wall("model_dotnet_legacy")?,
         wall("model_dotnet_normalized")?,

@@ -5,6 +5,7 @@
 //! Version policy: adding an optional field keeps `schema_version`; renaming, removing or
 //! changing the meaning of a field bumps it.
 
+pub mod handoff;
 pub mod json;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -157,10 +157,7 @@ pub fn ideal_ms(items: u64, work_ms: f64, delay_ms: f64) -> f64 {
     items as f64 * work_ms.max(delay_ms)
 }
 
-/// `1` for 1 ms, `1p5` for 1.5 ms: delays as they appear in metric names.
-pub fn delay_label(delay_ms: f64) -> String {
-    format!("{delay_ms}").replace('.', "p")
-}
+pub use crate::schema::handoff::delay_label;
 
 /// The PAUSE cost the model lock models.
 #[derive(Debug, Clone, PartialEq)]
@@ -438,7 +435,7 @@ fn run_models(
                     rep,
                 ));
                 stats[i]
-                    .entry(format!("delay_{}ms", delay_label(delay)))
+                    .entry(crate::schema::handoff::delay_key(delay))
                     .or_default()
                     .push(json!(monitor.stats()));
                 ctx.progress.advance(1);
@@ -537,12 +534,6 @@ mod tests {
         assert_eq!(ideal_ms(100, 10.0, 1.0), 1000.0);
         assert_eq!(ideal_ms(100, 10.0, 9.0), 1000.0);
         assert_eq!(ideal_ms(100, 10.0, 12.0), 1200.0);
-    }
-
-    #[test]
-    fn delay_labels_fit_metric_names() {
-        assert_eq!(delay_label(1.0), "1");
-        assert_eq!(delay_label(1.5), "1p5");
     }
 
     #[test]

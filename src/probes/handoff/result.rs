@@ -6,7 +6,11 @@
 //! dropped, not written as a NaN that JSON would turn into `null`.
 
 use super::format::RunRecord;
-use super::{HandoffConfig, Outcome, Runtime, delay_label, ideal_ms};
+use super::{HandoffConfig, Outcome, Runtime, ideal_ms};
+use crate::schema::handoff::{
+    self, IDEAL_SERIES, Quantity, RuntimeStatus, ideal_metric, model_ratio_metric,
+    model_ratio_samples, worst_slowdown_metric,
+};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::{Value, json};
 
@@ -25,7 +29,7 @@ fn by_delay<'a>(cfg: &HandoffConfig, runs: &'a [RunRecord]) -> Vec<&'a [RunRecor
 
 /// The probe result for `outcomes` (one per runtime, in table order).
 pub(crate) fn assemble(cfg: &HandoffConfig, outcomes: Vec<(Runtime, Outcome)>) -> ProbeResult {
-    let mut r = ProbeResult::new("handoff", Status::Ok);
+    let mut r = ProbeResult::new(handoff::PROBE, Status::Ok);
     r.params.insert("items".into(), json!(cfg.items));
     r.params.insert("work_ms".into(), json!(cfg.work_ms));
     r.params.insert("delays_ms".into(), json!(cfg.delays_ms));
@@ -53,16 +57,16 @@ pub(crate) fn assemble(cfg: &HandoffConfig, outcomes: Vec<(Runtime, Outcome)>) -
         .collect();
     for &[d, ideal] in &ideal {
         r.metrics.push(Metric::derived(
-            &format!("delay_{}ms_ideal_ms", delay_label(d)),
+            &ideal_metric(d),
             ideal,
             "ms",
             Better::Neither,
         ));
     }
     r.series.push(Series::Xy {
-        name: "ideal_ms".into(),
+        name: IDEAL_SERIES.into(),
         x_label: "delay_ms".into(),
-        y_label: "wall_ms".into(),
+        y_label: Quantity::WallMs.key().into(),
         points: ideal,
     });
 
@@ -74,15 +78,15 @@ pub(crate) fn assemble(cfg: &HandoffConfig, outcomes: Vec<(Runtime, Outcome)>) -
         entry.insert("primitive".into(), json!(rt.primitive()));
         match outcome {
             Outcome::Skipped(reason) => {
-                entry.insert("status".into(), json!("skipped"));
+                entry.insert("status".into(), json!(RuntimeStatus::Skipped));
                 entry.insert("reason".into(), json!(reason));
             }
             Outcome::Failed(reason) => {
-                entry.insert("status".into(), json!("failed"));
+                entry.insert("status".into(), json!(RuntimeStatus::Failed));
                 entry.insert("reason".into(), json!(reason));
             }
             Outcome::Ok { runs, detail } => {
-                entry.insert("status".into(), json!("ok"));
+                entry.insert("status".into(), json!(RuntimeStatus::Ok));
                 entry.extend(detail);
                 runtime_metrics(&mut r, cfg, name, &runs);
                 match rt {
@@ -110,19 +114,18 @@ fn runtime_metrics(r: &mut ProbeResult, cfg: &HandoffConfig, name: &str, runs: &
     let mut wait_points = Vec::new();
     let mut slowdown: Option<f64> = None;
     for (&d, at) in cfg.delays_ms.iter().zip(by_delay(cfg, runs)) {
-        let label = delay_label(d);
         let wall: Vec<f64> = at.iter().map(|x| ms(x.wall_ns)).collect();
         let wait_cpu: Vec<f64> = at.iter().map(|x| ms(x.wait_cpu_ns())).collect();
         let lock_wait: Vec<f64> = at.iter().map(|x| ms(x.sender_lock_wait_ns)).collect();
         let process: Vec<f64> = at.iter().map(|x| ms(x.process_cpu_ns)).collect();
         let wall_m = Metric::from_samples(
-            &format!("{name}_delay_{label}ms_wall_ms"),
+            &Quantity::WallMs.metric(name, d),
             "ms",
             Better::Lower,
             &wall,
         );
         let wait_m = Metric::from_samples(
-            &format!("{name}_delay_{label}ms_wait_cpu_ms"),
+            &Quantity::WaitCpuMs.metric(name, d),
             "ms",
             Better::Lower,
             &wait_cpu,
@@ -138,33 +141,32 @@ fn runtime_metrics(r: &mut ProbeResult, cfg: &HandoffConfig, name: &str, runs: &
         r.metrics.extend(wall_m);
         r.metrics.extend(wait_m);
         for (what, v) in [
-            ("wall_ms", wall),
-            ("wait_cpu_ms", wait_cpu),
-            ("sender_lock_wait_ms", lock_wait),
-            ("process_cpu_ms", process),
+            (Quantity::WallMs, wall),
+            (Quantity::WaitCpuMs, wait_cpu),
+            (Quantity::SenderLockWaitMs, lock_wait),
+            (Quantity::ProcessCpuMs, process),
         ] {
-            r.samples
-                .insert(format!("{what}.{name}.delay_{label}ms"), v);
+            r.samples.insert(what.samples(name, d), v);
         }
     }
     if let Some(s) = slowdown {
         r.metrics.push(Metric::derived(
-            &format!("{name}_worst_slowdown_ratio"),
+            &worst_slowdown_metric(name),
             s,
             "ratio",
             Better::Lower,
         ));
     }
     r.series.push(Series::Xy {
-        name: format!("wall_ms.{name}"),
+        name: Quantity::WallMs.series(name),
         x_label: "delay_ms".into(),
-        y_label: "wall_ms".into(),
+        y_label: Quantity::WallMs.key().into(),
         points: wall_points,
     });
     r.series.push(Series::Xy {
-        name: format!("wait_cpu_ms.{name}"),
+        name: Quantity::WaitCpuMs.series(name),
         x_label: "delay_ms".into(),
-        y_label: "wait_cpu_ms".into(),
+        y_label: Quantity::WaitCpuMs.key().into(),
         points: wait_points,
     });
 }
@@ -186,25 +188,17 @@ fn model_ratio(
         .zip(by_delay(cfg, legacy))
         .zip(by_delay(cfg, normalized))
     {
-        let label = delay_label(d);
         let ratios: Vec<f64> = l
             .iter()
             .zip(n)
             .map(|(l, n)| l.wall_ns as f64 / n.wall_ns as f64)
             .filter(|x| x.is_finite())
             .collect();
-        let Some(m) = Metric::from_samples(
-            &format!("model_legacy_over_normalized_delay_{label}ms_ratio"),
-            "ratio",
-            Better::Lower,
-            &ratios,
-        ) else {
+        let Some(m) = Metric::from_samples(&model_ratio_metric(d), "ratio", Better::Lower, &ratios)
+        else {
             continue;
         };
-        r.samples.insert(
-            format!("model_legacy_over_normalized.delay_{label}ms"),
-            ratios,
-        );
+        r.samples.insert(model_ratio_samples(d), ratios);
         // The delay where legacy is slower in every pair by the most: the largest smallest
         // pair ratio, so one lucky pair cannot make the headline.
         let floor = |m: &Metric| m.spread.as_ref().map_or(m.value, |s| s.min);
@@ -222,7 +216,7 @@ fn model_ratio(
             )),
         );
     } else if let Some((d, mut m)) = worst {
-        m.name = "model_legacy_over_normalized_ratio".into();
+        m.name = handoff::MODEL_RATIO_METRIC.into();
         r.metrics.push(m);
         r.effects.insert(
             "model_legacy_over_normalized_worst_delay_ms".into(),
