@@ -4,7 +4,8 @@
 //!
 //! Data flows one way: [`measure`] -> [`probes`] -> fingerprint ([`report::schema`]) ->
 //! [`hazards`] -> [`report`]. [`machine`] gathers host facts, [`arch`] holds every line of
-//! inline assembly, [`spin`] models runtimes' spin-before-block policies. The library never
+//! inline assembly, [`spin`] models runtimes' spin-before-block policies, [`process`] stops and
+//! reaps the child processes probes and diagnose start. The library never
 //! prints and never exits; the `cpudoctor` binary parses arguments and wires these parts.
 
 pub mod arch;
@@ -15,6 +16,7 @@ pub mod hazards;
 pub mod machine;
 pub mod measure;
 pub mod probes;
+pub mod process;
 pub mod report;
 pub mod schema;
 pub mod session;

@@ -39,8 +39,8 @@ pub fn from_json_bytes(bytes: &[u8]) -> Result<Fingerprint, FingerprintError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::schema::test_support::sample_fingerprint;
     use super::*;
+    use crate::schema::test_support::sample_fingerprint;
 
     #[test]
     fn round_trip_is_lossless() {
