@@ -215,12 +215,16 @@ mod tests {
         Command::new("sh")
             .args(["-c", script])
             .stdin(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap()
     }
 
-    fn pid_of(c: &Child) -> Pid {
-        Pid::from_raw(c.id() as i32)
+    /// A child reaped by PID through the functions under test, not through `Child`.
+    #[allow(clippy::zombie_processes)]
+    fn start(script: &str) -> (Pid, std::process::ChildStdout) {
+        let mut c = spawn(script);
+        (Pid::from_raw(c.id() as i32), c.stdout.take().unwrap())
     }
 
     /// Long enough that no test waits for it to end on its own.
@@ -228,17 +232,13 @@ mod tests {
 
     #[test]
     fn a_child_that_exits_before_the_deadline_is_reaped_with_its_code() {
-        let c = spawn("exit 3");
-        let s = wait_until(
-            pid_of(&c),
-            Instant::now() + FOREVER,
-            Duration::from_millis(5),
-        );
+        let (pid, _out) = start("exit 3");
+        let s = wait_until(pid, Instant::now() + FOREVER, Duration::from_millis(5));
         assert!(matches!(s, Some(WaitStatus::Exited(_, 3))), "{s:?}");
         // Reaped: nothing is left to wait for.
-        assert_eq!(try_reap(pid_of(&c)), None);
+        assert_eq!(try_reap(pid), None);
         assert_eq!(
-            kill(pid_of(&c), None),
+            kill(pid, None),
             Err(nix::errno::Errno::ESRCH),
             "no zombie left"
         );
@@ -246,8 +246,7 @@ mod tests {
 
     #[test]
     fn a_child_still_running_at_the_deadline_is_left_running_then_killed_and_reaped() {
-        let c = spawn("exec sleep 30");
-        let pid = pid_of(&c);
+        let (pid, _out) = start("exec sleep 30");
         assert_eq!(
             wait_until(pid, Instant::now(), Duration::from_millis(1)),
             None
@@ -261,8 +260,7 @@ mod tests {
 
     #[test]
     fn sigterm_ends_a_plain_child_and_the_status_says_so() {
-        let c = spawn("exec sleep 30");
-        let pid = pid_of(&c);
+        let (pid, _out) = start("exec sleep 30");
         assert!(signal(pid, Stop::Terminate));
         let s = wait_until(pid, Instant::now() + FOREVER, Duration::from_millis(5));
         assert!(
@@ -274,16 +272,10 @@ mod tests {
     #[test]
     fn a_child_that_ignores_sigterm_outlives_it_and_sigkill_ends_it() {
         // The case diagnose's grace period exists for: SIGTERM first, SIGKILL after.
-        let mut c = Command::new("sh")
-            .args(["-c", "trap '' TERM; echo ready; sleep 5"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = pid_of(&c);
+        let (pid, mut out) = start("trap '' TERM; echo ready; sleep 5");
         // Wait until the trap is set, else SIGTERM could land before it.
         let mut ready = [0u8; 6];
-        std::io::Read::read_exact(c.stdout.as_mut().unwrap(), &mut ready).unwrap();
+        std::io::Read::read_exact(&mut out, &mut ready).unwrap();
         assert!(signal(pid, Stop::Terminate));
         let after_term = wait_until(
             pid,
@@ -308,7 +300,10 @@ mod tests {
         let r = wait_child_until(&mut c, Instant::now(), Duration::from_millis(1)).unwrap();
         assert!(r.is_none(), "still running at the deadline");
         kill_child(&mut c);
-        assert_eq!(kill(pid_of(&c), None), Err(nix::errno::Errno::ESRCH));
+        assert_eq!(
+            kill(Pid::from_raw(c.id() as i32), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
         let mut done = spawn("exit 0");
         let r = wait_child_until(
             &mut done,
@@ -320,8 +315,7 @@ mod tests {
 
     #[test]
     fn reaping_with_usage_reports_the_exit() {
-        let c = spawn("exit 7");
-        let pid = pid_of(&c);
+        let (pid, _out) = start("exit 7");
         let deadline = Instant::now() + FOREVER;
         let got = loop {
             if let Some(r) = try_reap_with_usage(pid) {
