@@ -15,7 +15,8 @@
 //! allocator's lock.
 //!
 //! A child that outlived cpudoctor (Ctrl-C, a crash, `kill -9`) would bus-lock a shared host
-//! forever, so it asks the kernel for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`),
+//! forever, so it asks the kernel for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`, through
+//! [`crate::process::die_with_parent`], as every SIGKILL cpudoctor arranges goes through there),
 //! checks right after that the parent had not already gone (the race between `fork` and the
 //! `prctl`), and while idle looks at `getppid` too. The death signal follows the *thread*
 //! that forked; a [`Locker`] is not `Send`, so it lives and dies on that thread.
