@@ -2,10 +2,13 @@
 //! split locks, page size and TLB reach), says what they mean for software, and compares
 //! machines.
 //!
-//! Data flows one way: [`measure`] -> [`probes`] -> fingerprint ([`report::schema`]) ->
-//! [`hazards`] -> [`report`]. [`machine`] gathers host facts, [`arch`] holds every line of
-//! inline assembly, [`spin`] models runtimes' spin-before-block policies. The library never
-//! prints and never exits; the `cpudoctor` binary parses arguments and wires these parts.
+//! Layers, lowest first; each imports only those below it (`tests/layers.rs` checks):
+//! [`error`], [`format`], [`process`] (stops and reaps child processes), [`arch`] (every line
+//! of inline assembly), [`machine`] (host facts), [`measure`] (clocks, pinning, statistics,
+//! buffers), [`spin`] (runtimes' spin-before-block policies), [`reference`](mod@reference) (figures quoted
+//! in more than one place), [`schema`] (the fingerprint's typed vocabulary), [`probes`],
+//! [`hazards`], [`diagnose`], [`report`], [`session`]. The library never prints and never
+//! exits; the `cpudoctor` binary parses arguments and wires these parts.
 
 pub mod arch;
 pub mod diagnose;
@@ -15,6 +18,7 @@ pub mod hazards;
 pub mod machine;
 pub mod measure;
 pub mod probes;
+pub mod process;
 pub mod reference;
 pub mod report;
 pub mod schema;

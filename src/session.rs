@@ -1,6 +1,7 @@
 //! Wiring one run: detect the machine, calibrate the clock, run the chosen probes, judge the
 //! hazards, and hand back the fingerprint. The binary calls this; so do integration tests.
 
+use crate::diagnose::rules::PauseCost;
 use crate::error::InputError;
 use crate::hazards;
 use crate::machine::Machine;
@@ -105,6 +106,38 @@ pub fn run(
     fp
 }
 
+/// Runs the pause probe alone and takes PAUSE from it: the figure `spin`'s model, the
+/// handoff's model lock and diagnose's spin findings are priced in. Returns the fingerprint
+/// too (the handoff report keeps the probe's verdict), and PAUSE as measured or, when the
+/// probe has no figure, its reason (see [`pause_of`]).
+pub fn measure_pause(
+    host: &Host,
+    command: &str,
+    options: &ProbeOptions,
+    progress: &dyn Progress,
+) -> (Fingerprint, Result<PauseCost, String>) {
+    let pause = probes::by_name("pause").expect("pause probe is registered");
+    let fp = run(host, command, &[pause], options, progress);
+    let cost = pause_of(&fp);
+    (fp, cost)
+}
+
+/// PAUSE as the fingerprint's pause probe measured it (`pause_ns`, and `pause_cycles` when
+/// the core clock was estimated), or the probe's reason for having none ("no result" when it
+/// gave none, or did not run).
+pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
+    match fp.metric("pause", "pause_ns") {
+        Some(m) => Ok(PauseCost {
+            ns: m.value,
+            cycles: fp.metric("pause", "pause_cycles").map(|c| c.value),
+        }),
+        None => Err(fp
+            .probe("pause")
+            .and_then(|p| p.reason.clone())
+            .unwrap_or_else(|| "no result".to_string())),
+    }
+}
+
 /// Runs the battery `runs` times (at least once) and keeps every run in one fingerprint: see
 /// [`combine_runs`]. Run-to-run spread is the noise a shared machine really has (vCPU moves,
 /// a neighbour's load), which the repetitions inside one run understate.
@@ -197,6 +230,32 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pause_of_takes_ns_and_cycles_or_the_probes_reason() {
+        use crate::schema::{Better, Metric, ProbeResult, Status};
+        let mut fp = crate::schema::test_support::empty_fingerprint();
+        assert_eq!(pause_of(&fp), Err("no result".to_string()));
+        let mut skipped = ProbeResult::new("pause", Status::Skipped);
+        skipped.reason = Some("not x86-64".into());
+        fp.probes.push(skipped);
+        assert_eq!(pause_of(&fp), Err("not x86-64".to_string()));
+        let mut p = ProbeResult::new("pause", Status::Ok);
+        p.metrics
+            .push(Metric::from_samples("pause_ns", "ns", Better::Lower, &[30.0]).unwrap());
+        fp.probes = vec![p.clone()];
+        assert_eq!(
+            pause_of(&fp),
+            Ok(PauseCost {
+                ns: 30.0,
+                cycles: None
+            })
+        );
+        p.metrics
+            .push(Metric::from_samples("pause_cycles", "cycles", Better::Lower, &[90.0]).unwrap());
+        fp.probes = vec![p];
+        assert_eq!(pause_of(&fp).unwrap().cycles, Some(90.0));
+    }
 
     #[test]
     fn combined_runs_take_the_median_across_runs_and_keep_each_value() {

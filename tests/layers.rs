@@ -10,9 +10,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 13] = [
+const LAYERS: [&str; 14] = [
     "error",     // input errors, the one thiserror enum every layer may return
     "format",    // numbers and units as text
+    "process",   // child processes: deadline, SIGTERM, SIGKILL, reap
     "arch",      // inline assembly
     "machine",   // host facts: CPU, topology, kernel, memory, PMU, the CPUs we may use
     "measure",   // clocks, pinning, statistics, buffers (which read smaps to see what took)

@@ -7,9 +7,8 @@ use super::{
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::diagnose::record::{RecordOptions, Target};
-use cpudoctor::diagnose::rules::PauseCost;
 use cpudoctor::diagnose::{self, Diagnosis, counters, export, hotspots, render};
-use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::path::PathBuf;
@@ -200,17 +199,13 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     let hot = hotspots::analyze(&rec);
     let pause = if diagnose::needs_pause_cost(&hot) {
         // Measured after the workload, so neither disturbs the other.
-        let fp = session::run(
+        let (_, pause) = session::measure_pause(
             &host,
             "diagnose",
-            &[probes::by_name("pause").expect("pause probe is registered")],
             &ProbeOptions::new(Profile::Quick),
             &BarProgress::new(),
         );
-        fp.metric("pause", "pause_ns").map(|m| PauseCost {
-            ns: m.value,
-            cycles: fp.metric("pause", "pause_cycles").map(|c| c.value),
-        })
+        pause.ok()
     } else {
         None
     };

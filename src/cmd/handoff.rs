@@ -136,20 +136,13 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
     let progress = BarProgress::new();
     // The pause probe first: its verdict belongs in the fingerprint, and its `pause_ns` is the
     // PAUSE the model lock models when none is given. The handoff never times PAUSE itself.
-    let pause = probes::by_name("pause").expect("pause probe is registered");
-    let mut fp = session::run(&host, "spin --handoff", &[pause], &options, &progress);
-    let model_pause = match args.pause_ns {
-        Some(ns) => ModelPause::Given(ns),
-        None => match fp.metric("pause", "pause_ns") {
-            Some(m) => ModelPause::Measured(m.value),
-            None => ModelPause::Unknown(format!(
-                "PAUSE was not measured here ({}); give --pause-ns to model a CPU",
-                fp.probes
-                    .first()
-                    .and_then(|p| p.reason.as_deref())
-                    .unwrap_or("no result")
-            )),
-        },
+    let (mut fp, pause) = session::measure_pause(&host, "spin --handoff", &options, &progress);
+    let model_pause = match (args.pause_ns, pause) {
+        (Some(ns), _) => ModelPause::Given(ns),
+        (None, Ok(p)) => ModelPause::Measured(p.ns),
+        (None, Err(reason)) => ModelPause::Unknown(format!(
+            "PAUSE was not measured here ({reason}); give --pause-ns to model a CPU"
+        )),
     };
     let mut config = HandoffConfig::seed(
         args.cores.unwrap_or(host.machine.logical_cpus as u64),

@@ -1,9 +1,9 @@
 //! `cpudoctor spin`: the spin-before-block model at this machine's PAUSE or a given one.
 
 use super::{BarProgress, positive, terminal_width};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::report::terminal;
 use cpudoctor::session::{self, Host};
 use cpudoctor::spin::{self, LegacySpin, NormalizedSpin};
@@ -42,23 +42,18 @@ pub fn run(args: SpinArgs) -> Result<()> {
     let (pause_ns, source) = match args.pause_ns {
         Some(ns) => (ns, "given"),
         None => {
-            let fp = session::run(
+            let (_, pause) = session::measure_pause(
                 &host,
                 "spin",
-                &[probes::by_name("pause").expect("pause probe is registered")],
                 &ProbeOptions::new(Profile::Quick),
                 &BarProgress::new(),
             );
-            let ns = fp
-                .metric("pause", "pause_ns")
-                .map(|m| m.value)
-                .with_context(|| {
-                    format!(
-                        "could not measure PAUSE here ({}); give --pause-ns to model a CPU",
-                        fp.probes[0].reason.as_deref().unwrap_or("no result")
-                    )
-                })?;
-            (ns, "measured")
+            let pause = pause.map_err(|reason| {
+                anyhow::anyhow!(
+                    "could not measure PAUSE here ({reason}); give --pause-ns to model a CPU"
+                )
+            })?;
+            (pause.ns, "measured")
         }
     };
     let costs: Vec<_> = spin::RUNTIMES

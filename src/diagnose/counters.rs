@@ -310,11 +310,11 @@ mod tests {
             if !c.unavailable.is_empty() {
                 return None; // perf_event_open not permitted here
             }
-            let t0 = crate::diagnose::thread_cpu_time();
+            let t0 = crate::measure::clock::thread_cpu_ns();
             c.enable();
             crate::diagnose::burn_thread_cpu(cpu);
             let v = c.read();
-            let real_ns = (crate::diagnose::thread_cpu_time() - t0).as_nanos() as f64;
+            let real_ns = (crate::measure::clock::thread_cpu_ns() - t0) as f64;
             Some((v[0].value / real_ns, v[0].running_fraction))
         })
         .join()

@@ -111,8 +111,7 @@ impl PerfMapRequest {
         match self.child.try_wait() {
             Ok(Some(status)) => Some(status.success()),
             Ok(None) if self.started.elapsed() > JCMD_TIMEOUT => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                crate::process::kill_child(&mut self.child);
                 Some(false)
             }
             Ok(None) => None,

@@ -382,21 +382,15 @@ pub fn build(
     }
 }
 
-/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
-pub fn thread_cpu_time() -> std::time::Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .map(std::time::Duration::from)
-        .unwrap_or_default()
-}
-
 /// Keeps this thread busy until it has used `cpu` of CPU time: tests that need a thread to
 /// run for a while measure its own CPU time, which a shared machine cannot steal, not wall
 /// time, which it can.
 #[cfg(test)]
 pub(crate) fn burn_thread_cpu(cpu: std::time::Duration) {
-    let end = thread_cpu_time() + cpu;
+    use crate::measure::clock::thread_cpu_ns;
+    let end = thread_cpu_ns() + cpu.as_nanos() as u64;
     let mut x = 1u64;
-    while thread_cpu_time() < end {
+    while thread_cpu_ns() < end {
         for _ in 0..1000 {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }

@@ -12,8 +12,8 @@
 //! as pidfds, so a recycled PID is never signalled. The command stays in diagnose's process
 //! group and keeps the terminal: an interactive command reads it as usual.
 
-use nix::sys::signal::{Signal, kill};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use crate::process::{self, Held, Stop};
+use nix::sys::wait::WaitStatus;
 use nix::unistd::{ForkResult, Pid, fork, pipe2};
 use std::ffi::CString;
 use std::fs;
@@ -86,70 +86,9 @@ pub struct Launched {
     exec_error: OwnedFd,
     program: String,
     reaped: bool,
-    descendants: Vec<Descendant>,
+    descendants: Vec<Held>,
     /// The signal sent to the tree so far, so that processes found later get it too.
-    sent: Option<Signal>,
-}
-
-/// A process the command started.
-struct Descendant {
-    pid: u32,
-    /// `None` where the kernel has no pidfds (before 5.3): then the PID is signalled directly.
-    pidfd: Option<OwnedFd>,
-}
-
-impl Descendant {
-    fn open(pid: u32) -> Option<Descendant> {
-        // SAFETY: pidfd_open takes a PID and flags and returns a new fd or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if fd >= 0 {
-            // SAFETY: the kernel just returned this fd; nothing else owns it.
-            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
-            return Some(Descendant {
-                pid,
-                pidfd: Some(fd),
-            });
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::ENOSYS) => Some(Descendant { pid, pidfd: None }),
-            _ => None, // already gone
-        }
-    }
-
-    fn signal(&self, sig: Signal) {
-        match &self.pidfd {
-            // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
-            Some(fd) => unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    sig as libc::c_int,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                );
-            },
-            None => {
-                let _ = kill(Pid::from_raw(self.pid as i32), sig);
-            }
-        }
-    }
-
-    fn alive(&self) -> bool {
-        match &self.pidfd {
-            Some(fd) => {
-                // A pidfd polls readable once the process has exited.
-                let mut p = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, no wait.
-                let n = unsafe { libc::poll(&mut p, 1, 0) };
-                n == 0
-            }
-            None => kill(Pid::from_raw(self.pid as i32), None).is_ok(),
-        }
-    }
+    sent: Option<Stop>,
 }
 
 /// Forks a child that waits, then execs `argv`. With `stdout_to_stderr` the child's output
@@ -243,7 +182,7 @@ impl Launched {
         let mut buf = [0u8; 4];
         match f.read(&mut buf) {
             Ok(4) => {
-                let _ = waitpid(self.pid, None);
+                let _ = process::reap(self.pid);
                 self.reaped = true;
                 Err(TargetError::CannotStart {
                     program: self.program.clone(),
@@ -263,37 +202,20 @@ impl Launched {
         if self.reaped {
             return None;
         }
-        let mut status = 0;
-        // SAFETY: rusage is plain data filled by the kernel.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: wait4 on our own child with valid out-pointers.
-        let r = unsafe {
-            libc::wait4(
-                self.pid.as_raw(),
-                &mut status,
-                WaitPidFlag::WNOHANG.bits(),
-                &mut usage,
-            )
-        };
-        if r == self.pid.as_raw() {
-            self.reaped = true;
-            WaitStatus::from_raw(self.pid, status)
-                .ok()
-                .map(|s| (s, usage))
-        } else {
-            None
-        }
+        let r = process::try_reap_with_usage(self.pid);
+        self.reaped = r.is_some();
+        r
     }
 
     /// Follows a process the command started (from a fork record), so that stopping the
     /// command stops it too. A process found after the stop began gets the same signal.
     pub fn adopt(&mut self, pid: u32) {
-        if pid == self.pid.as_raw() as u32 || self.descendants.iter().any(|d| d.pid == pid) {
+        if pid == self.pid.as_raw() as u32 || self.descendants.iter().any(|d| d.pid() == pid) {
             return;
         }
-        if let Some(d) = Descendant::open(pid) {
-            if let Some(sig) = self.sent {
-                d.signal(sig);
+        if let Some(d) = Held::open(pid) {
+            if let Some(how) = self.sent {
+                d.signal(how);
             }
             self.descendants.push(d);
         }
@@ -301,7 +223,7 @@ impl Launched {
 
     /// Forgets a process that exited (its exit record was seen).
     pub fn forget(&mut self, pid: u32) {
-        self.descendants.retain(|d| d.pid != pid);
+        self.descendants.retain(|d| d.pid() != pid);
     }
 
     /// Stops following the processes the command started (it exited on its own and left
@@ -319,17 +241,13 @@ impl Launched {
 
     /// Stops the command and every process it started: SIGTERM, or SIGKILL when `hard`.
     pub fn terminate(&mut self, hard: bool) {
-        let sig = if hard {
-            Signal::SIGKILL
-        } else {
-            Signal::SIGTERM
-        };
-        self.sent = Some(sig);
+        let how = if hard { Stop::Kill } else { Stop::Terminate };
+        self.sent = Some(how);
         if !self.reaped {
-            let _ = kill(self.pid, sig);
+            process::signal(self.pid, how);
         }
         for d in &self.descendants {
-            d.signal(sig);
+            d.signal(how);
         }
     }
 }
@@ -341,13 +259,13 @@ impl Drop for Launched {
     /// leave running (it ended on its own) were forgotten by then.
     fn drop(&mut self) {
         drop(self.go.take()); // a held child reads EOF and exits 127
-        // Waits only for a child it could kill: one it may not signal (setuid) might never
-        // exit, and is reaped by init once diagnose exits.
-        if !self.reaped && kill(self.pid, Signal::SIGKILL).is_ok() {
-            let _ = waitpid(self.pid, None);
+        // `kill_and_reap` waits only for a child it could kill: one it may not signal
+        // (setuid) might never exit, and is reaped by init once diagnose exits.
+        if !self.reaped {
+            process::kill_and_reap(self.pid);
         }
         for d in &self.descendants {
-            d.signal(Signal::SIGKILL);
+            d.signal(Stop::Kill);
         }
     }
 }
@@ -386,6 +304,7 @@ pub fn threads_of(pid: i32) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::sys::signal::kill;
 
     #[test]
     fn programs_resolve_through_path_like_execvp() {
@@ -456,9 +375,9 @@ mod tests {
             child.adopt(g);
         }
         assert_eq!(child.descendants_alive(), grandchildren.len());
-        let probes: Vec<Descendant> = grandchildren
+        let probes: Vec<Held> = grandchildren
             .iter()
-            .filter_map(|&g| Descendant::open(g))
+            .filter_map(|&g| Held::open(g))
             .collect();
         drop(child);
         assert_eq!(
@@ -466,12 +385,9 @@ mod tests {
             Err(nix::errno::Errno::ESRCH)
         );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while probes.iter().any(Descendant::alive) && std::time::Instant::now() < deadline {
+        while probes.iter().any(Held::alive) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert!(
-            !probes.iter().any(Descendant::alive),
-            "a sleep outlived the drop"
-        );
+        assert!(!probes.iter().any(Held::alive), "a sleep outlived the drop");
     }
 }

@@ -109,13 +109,6 @@ pub fn read_thread(pid: u32, tid: u32) -> Option<(String, ThreadReading)> {
     ))
 }
 
-/// Time since boot in ns (`CLOCK_BOOTTIME`, the clock of `starttime`).
-pub fn boot_time_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap_or(0)
-}
-
 /// First and last reading of a thread, and when each was taken (boot-time ns).
 #[derive(Debug, Clone)]
 struct Track {
@@ -170,13 +163,13 @@ impl ThreadTracker {
         ThreadTracker {
             tracks: BTreeMap::new(),
             from_start,
-            created_ns: boot_time_ns(),
+            created_ns: crate::measure::clock::boot_time_ns(),
         }
     }
 
     /// Reads every thread of `pid` now.
     pub fn poll(&mut self, pid: u32) {
-        let now = boot_time_ns();
+        let now = crate::measure::clock::boot_time_ns();
         let tick_ns = 1_000_000_000 / clock_ticks_per_s();
         let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
             return;

@@ -5,6 +5,9 @@
 //! Converting ticks to nanoseconds needs the TSC frequency, taken from CPUID where the CPU or
 //! hypervisor reports it, and otherwise calibrated against `CLOCK_MONOTONIC_RAW`. The
 //! calibration always runs, so a wrong reported figure shows up in the fingerprint.
+//!
+//! It is also the one place that reads the kernel's clocks by name: monotonic (safe in a
+//! forked child), boot time, and thread and process CPU time.
 
 use serde::{Deserialize, Serialize};
 #[cfg(target_arch = "x86_64")]
@@ -50,16 +53,43 @@ const REPORTED_TSC_TOLERANCE: f64 = 0.01;
 /// Nanoseconds from `CLOCK_MONOTONIC_RAW` (not slewed by NTP, so it calibrates a counter).
 #[cfg(target_arch = "x86_64")]
 fn monotonic_raw_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC_RAW)
-        .expect("CLOCK_MONOTONIC_RAW exists on every Linux since 2.6.28");
-    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+    clock_ns(libc::CLOCK_MONOTONIC_RAW)
 }
 
-/// Nanoseconds from `CLOCK_MONOTONIC`.
-fn monotonic_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .expect("CLOCK_MONOTONIC exists on every Linux");
-    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+/// Nanoseconds of `clock_id` from `clock_gettime`, straight from libc: no allocation, no
+/// panic, so it is async-signal-safe (POSIX lists `clock_gettime`).
+fn clock_ns(clock_id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes only `ts`. The clocks read here exist on every Linux, so the call does
+    // not fail; were it to, `ts` stays zero.
+    unsafe { libc::clock_gettime(clock_id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Nanoseconds from `CLOCK_MONOTONIC`. Async-signal-safe: a forked child may read it (the
+/// split-lock locker times its bursts with it).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time the calling thread has used, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`): what a
+/// waiting thread burns, which a busy machine cannot inflate the way it does wall time.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Time since boot in ns, suspend included (`CLOCK_BOOTTIME`, the clock of a thread's
+/// `starttime` in /proc).
+pub fn boot_time_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+/// CPU time the whole process has used, in nanoseconds (`CLOCK_PROCESS_CPUTIME_ID`).
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 impl Clock {

@@ -138,7 +138,7 @@ fn read_pass(
             .map(|(i, &cpu)| {
                 let barrier = &barrier;
                 s.spawn(move || {
-                    let pinned = pin_to_cpu(cpu).map_err(|e| ProbeFailure::Failed(e.to_string()));
+                    let pinned = pin_to_cpu(cpu).map_err(ProbeFailure::from);
                     // Every thread reaches the barrier, pinned or not, so none waits forever.
                     barrier.wait();
                     let t0 = clock.start();
@@ -197,7 +197,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // hit them alike (a streaming read evicts everything, so the turns do not disturb each
     // other's caches). Pinned while mapping, so the pages fault in on the first CPU's node.
     let kb = {
-        let _pin = pin_to_cpu(first).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+        let _pin = pin_to_cpu(first)?;
         allocate_kinds(&kinds, |kind| Buffer::allocate(size, kind))
             .map_err(|e| ProbeFailure::Failed(e.to_string()))?
     };

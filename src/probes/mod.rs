@@ -130,6 +130,14 @@ pub enum ProbeFailure {
     Failed(String),
 }
 
+/// A thread that could not be pinned fails the probe: every probe pins before it times, and
+/// a figure from the wrong CPU would be invented.
+impl From<crate::measure::PinError> for ProbeFailure {
+    fn from(e: crate::measure::PinError) -> ProbeFailure {
+        ProbeFailure::Failed(e.to_string())
+    }
+}
+
 /// The skip of a memory probe none of whose requested page kinds could be mapped, with each
 /// kind's note (`backings`: the page-backing records the probes keep in `effects`).
 pub fn nothing_mapped(backings: &[serde_json::Value]) -> ProbeFailure {
@@ -194,4 +202,21 @@ pub fn run_probe(probe: &dyn Probe, ctx: &ProbeContext) -> ProbeResult {
         .or_insert_with(|| serde_json::to_value(ctx.options.profile).expect("enum serialises"));
     result.duration_s = started.elapsed().as_secs_f64();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pin_error_fails_the_probe_with_its_words() {
+        let e = crate::measure::PinError::DidNotMigrate {
+            cpu: 3,
+            running_on: 0,
+        };
+        assert_eq!(
+            ProbeFailure::from(e),
+            ProbeFailure::Failed("pinned to CPU 3 but the thread still runs on CPU 0".into())
+        );
+    }
 }

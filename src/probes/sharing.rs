@@ -175,7 +175,7 @@ impl Probe for SharingProbe {
         }
         ctx.progress.finish();
         let core_hz = {
-            let _pin = pin_to_cpu(cpus[0]).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+            let _pin = pin_to_cpu(cpus[0])?;
             measure::estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
         };
 

@@ -180,7 +180,7 @@ impl Probe for C2cProbe {
         ctx.progress.finish();
 
         let core = {
-            let _pin = pin_to_cpu(cpus[0]).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+            let _pin = pin_to_cpu(cpus[0])?;
             estimate_core_clock(ctx.clock, 5)
         };
         Ok(result(

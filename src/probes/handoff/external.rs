@@ -8,6 +8,7 @@
 //! half-built program, and a new compiler or source builds afresh.
 
 use super::format::{self, ProgramOutput};
+use crate::process;
 use std::hash::{Hash, Hasher};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -328,21 +329,17 @@ pub fn run(built: &Built, args: &RunArgs) -> Result<ProgramOutput, String> {
         s
     });
     let deadline = Instant::now() + args.timeout();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "the {} program ran past its {:.0} s time limit and was stopped",
-                    built.toolchain.name(),
-                    args.timeout().as_secs_f64()
-                ));
-            }
-            Err(e) => return Err(format!("waiting for the program failed: {e}")),
+    let status = match process::wait_child_until(&mut child, deadline, Duration::from_millis(20)) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            process::kill_child(&mut child);
+            return Err(format!(
+                "the {} program ran past its {:.0} s time limit and was stopped",
+                built.toolchain.name(),
+                args.timeout().as_secs_f64()
+            ));
         }
+        Err(e) => return Err(format!("waiting for the program failed: {e}")),
     };
     let out = out_reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();

@@ -7,7 +7,7 @@
 //! per-thread CPU clock (`CLOCK_THREAD_CPUTIME_ID`).
 
 use super::format::{RunRecord, WaitCpu};
-use nix::time::{ClockId, clock_gettime};
+use crate::measure::clock::{process_cpu_ns, thread_cpu_ns};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -48,16 +48,6 @@ impl Monitor for StdMonitor {
     }
 }
 
-fn clock_ns(id: ClockId) -> u64 {
-    clock_gettime(id)
-        .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
-        .unwrap_or(0)
-}
-
-fn thread_cpu_ns() -> u64 {
-    clock_ns(ClockId::CLOCK_THREAD_CPUTIME_ID)
-}
-
 /// Busy work for `ms` of wall time, as the seed's `SimulateWork`: the thread keeps its CPU.
 pub fn busy_ms(ms: f64) {
     let end = Instant::now() + Duration::from_secs_f64(ms.max(0.0) / 1e3);
@@ -84,7 +74,7 @@ pub fn run_once<M: Monitor>(
 ) -> RunRecord {
     let shared = Shared::default();
     let start = Barrier::new(2);
-    let process0 = clock_ns(ClockId::CLOCK_PROCESS_CPUTIME_ID);
+    let process0 = process_cpu_ns();
     // Each thread stamps its own start and end: on a busy machine the spawning thread may get
     // a CPU late, and its stamps would cut the run short.
     let ((w_start, w_end, worker_cpu), (s_start, s_end, lock_wait, sender_cpu)) =
@@ -131,7 +121,7 @@ pub fn run_once<M: Monitor>(
                 sender.join().expect("sender thread"),
             )
         });
-    let process_cpu = clock_ns(ClockId::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(process0);
+    let process_cpu = process_cpu_ns().saturating_sub(process0);
     let wall = w_end.max(s_end) - w_start.min(s_start);
     RunRecord {
         delay_ms,

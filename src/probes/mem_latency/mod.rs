@@ -276,7 +276,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let tlb_max_pages = TLB_SWEEP_MAX_PAGES.min(largest / 4096);
     let tlb_sweep = tlb_pages(profile, tlb_max_pages);
 
-    let _pin = pin_to_cpu(cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let _pin = pin_to_cpu(cpu)?;
     let core: CoreClock = estimate_core_clock(ctx.clock, 7)
         .ok_or_else(|| ProbeFailure::Failed("core clock estimate failed".into()))?;
 

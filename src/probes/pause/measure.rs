@@ -27,7 +27,7 @@ struct CpuPause {
 }
 
 fn measure_on_cpu(ctx: &ProbeContext, cpu: usize, reps: usize) -> Result<CpuPause, ProbeFailure> {
-    let _pin = pin_to_cpu(cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let _pin = pin_to_cpu(cpu)?;
     let clock = ctx.clock;
     let core = estimate_core_clock(clock, 7)
         .ok_or_else(|| ProbeFailure::Failed("core clock estimate failed".into()))?;
@@ -107,7 +107,7 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
             .clamp(1_000, 4_000_000)
     };
     let (tight, spaced, sustained_ns) = {
-        let _pin = pin_to_cpu(ple_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+        let _pin = pin_to_cpu(ple_cpu)?;
         let tight = time_runs(ctx, ple_runs, chunks_for(pause_ns_first), false);
         let spaced = time_runs(ctx, ple_runs, chunks_for(pause_ns_first + spacing_ns), true);
         // Straight after the back-to-back runs, so the window is as a long spinner finds it.

@@ -15,14 +15,16 @@
 //! allocator's lock.
 //!
 //! A child that outlived cpudoctor (Ctrl-C, a crash, `kill -9`) would bus-lock a shared host
-//! forever, so it asks the kernel for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`),
+//! forever, so it asks the kernel for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`, through
+//! [`crate::process::die_with_parent`], as every SIGKILL cpudoctor arranges goes through there),
 //! checks right after that the parent had not already gone (the race between `fork` and the
 //! `prctl`), and while idle looks at `getppid` too. The death signal follows the *thread*
 //! that forked; a [`Locker`] is not `Send`, so it lives and dies on that thread.
 
 use super::super::c2c::pingpong::SPLIT_OFFSET;
-use nix::sys::signal::{Signal, kill};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use crate::measure::clock::monotonic_ns;
+use crate::process;
+use nix::sys::wait::WaitStatus;
 use nix::unistd::{ForkResult, Pid, fork};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -51,6 +53,8 @@ const PIN_DEADLINE_NS: u64 = 100_000_000;
 /// How long the parent waits for the child to answer a command. A trapped split lock with
 /// `split_lock_mitigate=1` takes ~10 ms, so a second is generous.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a dropped locker's child gets to exit on command before it is killed.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
 
 /// How the child ended, when it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,17 +164,21 @@ impl Locker {
 
     /// Whether the child has ended, and how (`None` while it runs).
     pub fn poll_end(&self) -> Option<ChildEnd> {
-        let mut ended = self.ended.borrow_mut();
-        if ended.is_none() {
-            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, code)) => *ended = Some(ChildEnd::Exited(code)),
-                Ok(WaitStatus::Signaled(_, sig, _)) => {
-                    *ended = Some(ChildEnd::Signaled(sig.as_str().to_string()))
-                }
-                _ => {}
-            }
+        if self.ended.borrow().is_none()
+            && let Some(status) = process::try_reap(self.pid)
+        {
+            self.record_end(status);
         }
-        ended.clone()
+        self.ended.borrow().clone()
+    }
+
+    fn record_end(&self, status: WaitStatus) {
+        let end = match status {
+            WaitStatus::Exited(_, code) => ChildEnd::Exited(code),
+            WaitStatus::Signaled(_, sig, _) => ChildEnd::Signaled(sig.as_str().to_string()),
+            _ => return,
+        };
+        *self.ended.borrow_mut() = Some(end);
     }
 
     /// Waits until the child's state satisfies `done`, or it ends, or it stops answering.
@@ -185,8 +193,7 @@ impl Locker {
                 return Err(format!("the locking child {end}"));
             }
             if Instant::now() > deadline {
-                let _ = kill(self.pid, Signal::SIGKILL);
-                let _ = waitpid(self.pid, None);
+                process::kill_and_reap(self.pid);
                 *self.ended.borrow_mut() = Some(ChildEnd::Unresponsive);
                 return Err(format!("the locking child {}", ChildEnd::Unresponsive));
             }
@@ -227,29 +234,17 @@ impl Drop for Locker {
     fn drop(&mut self) {
         if self.poll_end().is_none() {
             self.word(CMD).store(CMD_EXIT, Ordering::Release);
-            let deadline = Instant::now() + Duration::from_millis(200);
-            while self.poll_end().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            if self.poll_end().is_none() {
-                let _ = kill(self.pid, Signal::SIGKILL);
-                let _ = waitpid(self.pid, None);
+            let deadline = Instant::now() + EXIT_GRACE;
+            match process::wait_until(self.pid, deadline, Duration::from_micros(200)) {
+                Some(status) => self.record_end(status),
+                None => {
+                    process::kill_and_reap(self.pid);
+                }
             }
         }
         // SAFETY: mapped in `spawn`; the child is gone.
         unsafe { libc::munmap(self.page.cast(), PAGE_BYTES) };
     }
-}
-
-/// Monotonic nanoseconds; `clock_gettime` is async-signal-safe.
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes only `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The child: tie its life to the parent's, pin, then obey the command word until told to
@@ -261,13 +256,7 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
         let word = |off: usize| AtomicU64::from_ptr(page.add(off).cast());
         // Killed with the parent; and if the parent died before the prctl took, the child has
         // already been reparented, so leave now.
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
+        process::die_with_parent();
         let orphaned = || libc::getppid() != parent;
         if orphaned() {
             libc::_exit(4);
@@ -290,7 +279,7 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
                 CMD_LOCK => {
                     if !locking {
                         locking = true;
-                        burst_start = now_ns();
+                        burst_start = monotonic_ns();
                         word(STATE).store(STATE_LOCKING, Ordering::Release);
                     }
                     split_lock_add(target, batch);
@@ -300,7 +289,7 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
                 CMD_IDLE => {
                     if locking {
                         locking = false;
-                        locking_ns += now_ns() - burst_start;
+                        locking_ns += monotonic_ns() - burst_start;
                         word(LOCK_NS).store(locking_ns, Ordering::Release);
                         word(OPS).store(ops, Ordering::Release);
                         word(STATE).store(STATE_IDLE, Ordering::Release);
@@ -349,9 +338,9 @@ fn pin_self(cpu: usize) -> bool {
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             return false;
         }
-        let deadline = now_ns() + PIN_DEADLINE_NS;
+        let deadline = monotonic_ns() + PIN_DEADLINE_NS;
         while libc::sched_getcpu() != cpu as libc::c_int {
-            if now_ns() > deadline {
+            if monotonic_ns() > deadline {
                 return false;
             }
             libc::sched_yield();
@@ -363,6 +352,7 @@ fn pin_self(cpu: usize) -> bool {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+    use nix::sys::signal::{Signal, kill};
 
     #[test]
     fn child_locks_on_command_and_reports_totals() {

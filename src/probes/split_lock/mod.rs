@@ -116,7 +116,7 @@ impl Probe for SplitLockProbe {
         }
         ctx.progress.finish();
         let core_hz = {
-            let _pin = pin_to_cpu(pair.0).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+            let _pin = pin_to_cpu(pair.0)?;
             estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
         };
         // Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.

@@ -187,7 +187,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
 
     // Pinned before the buffer exists, so its pages are faulted in on the victim's CPU (its
     // NUMA node's memory, not whichever node the unpinned thread happened to be on).
-    let _pin = pin_to_cpu(victim_cpu).map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let _pin = pin_to_cpu(victim_cpu)?;
     let core_hz = measure::estimate_core_clock(ctx.clock, 5).map(|c| c.hz);
     // Forked before the big buffer exists, so the fork copies little.
     // Small batches: the ops counter the victim reads around each sample advances per

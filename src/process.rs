@@ -1,0 +1,342 @@
+//! Control of the processes cpudoctor starts: wait for one until a deadline, ask it to stop
+//! (SIGTERM), kill it (SIGKILL), reap it, and tie a forked child's life to its parent's.
+//!
+//! The split-lock locker (a forked child), the handoff runner (a `std::process::Child`) and
+//! diagnose (a command held before `execve`, and the processes it started) all stop children
+//! the same way: give them a deadline, then kill and reap, so none is left running or as a
+//! zombie. This module is the one place that sends SIGKILL.
+
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// How a process is asked to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM: the process may clean up, or ignore it.
+    Terminate,
+    /// SIGKILL: the process ends, if we may signal it at all.
+    Kill,
+}
+
+impl Stop {
+    fn signal(self) -> Signal {
+        match self {
+            Stop::Terminate => Signal::SIGTERM,
+            Stop::Kill => Signal::SIGKILL,
+        }
+    }
+}
+
+/// Sends `how` to `pid`; false when it could not be sent (gone, or not ours to signal).
+pub fn signal(pid: Pid, how: Stop) -> bool {
+    kill(pid, how.signal()).is_ok()
+}
+
+/// The end of child `pid` if it has ended, reaped; `None` while it runs (or stopped, or when
+/// it is not our child to wait for).
+pub fn try_reap(pid: Pid) -> Option<WaitStatus> {
+    match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+        Ok(s @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => Some(s),
+        _ => None,
+    }
+}
+
+/// As [`try_reap`], with the child's resource usage (CPU time, page faults) from `wait4`.
+pub fn try_reap_with_usage(pid: Pid) -> Option<(WaitStatus, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data filled by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child with valid out-pointers.
+    let r = unsafe {
+        libc::wait4(
+            pid.as_raw(),
+            &mut status,
+            WaitPidFlag::WNOHANG.bits(),
+            &mut usage,
+        )
+    };
+    if r == pid.as_raw() {
+        WaitStatus::from_raw(pid, status).ok().map(|s| (s, usage))
+    } else {
+        None
+    }
+}
+
+/// Waits (blocking) for child `pid` to end and reaps it.
+pub fn reap(pid: Pid) -> Option<WaitStatus> {
+    waitpid(pid, None).ok()
+}
+
+/// Polls child `pid` every `poll` until it ends (reaped, its status returned) or `deadline`
+/// passes (`None`; it still runs).
+pub fn wait_until(pid: Pid, deadline: Instant, poll: Duration) -> Option<WaitStatus> {
+    loop {
+        if let Some(s) = try_reap(pid) {
+            return Some(s);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// Kills child `pid` and reaps it. Waits only for a child it could kill: one it may not
+/// signal (setuid) might never exit, and is reaped by init once cpudoctor exits. False when
+/// the signal could not be sent.
+pub fn kill_and_reap(pid: Pid) -> bool {
+    let sent = signal(pid, Stop::Kill);
+    if sent {
+        let _ = reap(pid);
+    }
+    sent
+}
+
+/// Polls `child` every `poll` until it ends (its status returned) or `deadline` passes
+/// (`Ok(None)`; it still runs).
+pub fn wait_child_until(
+    child: &mut Child,
+    deadline: Instant,
+    poll: Duration,
+) -> std::io::Result<Option<ExitStatus>> {
+    loop {
+        if let Some(s) = child.try_wait()? {
+            return Ok(Some(s));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// Kills `child` and reaps it (`Child::kill` sends SIGKILL).
+pub fn kill_child(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Asks the kernel to SIGKILL the calling process when the thread that forked it dies
+/// (`PR_SET_PDEATHSIG`), for a child that must never outlive cpudoctor. Async-signal-safe
+/// (one system call), so a child may call it between `fork` and `_exit`. The caller checks
+/// right after that its parent had not already gone: the signal is only armed from now on.
+pub fn die_with_parent() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+}
+
+/// A process held by pidfd (one our child started, say), so that a recycled PID is never
+/// signalled. Where the kernel has no pidfds (before 5.3) the PID is signalled directly.
+pub struct Held {
+    pid: u32,
+    pidfd: Option<OwnedFd>,
+}
+
+impl Held {
+    /// Holds `pid`; `None` when it is already gone.
+    pub fn open(pid: u32) -> Option<Held> {
+        // SAFETY: pidfd_open takes a PID and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd >= 0 {
+            // SAFETY: the kernel just returned this fd; nothing else owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+            return Some(Held {
+                pid,
+                pidfd: Some(fd),
+            });
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOSYS) => Some(Held { pid, pidfd: None }),
+            _ => None, // already gone
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Sends `how`; a process that is gone or not ours to signal is left as it is.
+    pub fn signal(&self, how: Stop) {
+        match &self.pidfd {
+            // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    how.signal() as libc::c_int,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+            },
+            None => {
+                let _ = signal(Pid::from_raw(self.pid as i32), how);
+            }
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn alive(&self) -> bool {
+        match &self.pidfd {
+            Some(fd) => {
+                // A pidfd polls readable once the process has exited.
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no wait.
+                let n = unsafe { libc::poll(&mut p, 1, 0) };
+                n == 0
+            }
+            None => kill(Pid::from_raw(self.pid as i32), None).is_ok(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    fn spawn(script: &str) -> Child {
+        Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// A child reaped by PID through the functions under test, not through `Child`.
+    #[allow(clippy::zombie_processes)]
+    fn start(script: &str) -> (Pid, std::process::ChildStdout) {
+        let mut c = spawn(script);
+        (Pid::from_raw(c.id() as i32), c.stdout.take().unwrap())
+    }
+
+    /// Long enough that no test waits for it to end on its own.
+    const FOREVER: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_child_that_exits_before_the_deadline_is_reaped_with_its_code() {
+        let (pid, _out) = start("exit 3");
+        let s = wait_until(pid, Instant::now() + FOREVER, Duration::from_millis(5));
+        assert!(matches!(s, Some(WaitStatus::Exited(_, 3))), "{s:?}");
+        // Reaped: nothing is left to wait for.
+        assert_eq!(try_reap(pid), None);
+        assert_eq!(
+            kill(pid, None),
+            Err(nix::errno::Errno::ESRCH),
+            "no zombie left"
+        );
+    }
+
+    #[test]
+    fn a_child_still_running_at_the_deadline_is_left_running_then_killed_and_reaped() {
+        let (pid, _out) = start("exec sleep 30");
+        assert_eq!(
+            wait_until(pid, Instant::now(), Duration::from_millis(1)),
+            None
+        );
+        assert!(kill(pid, None).is_ok(), "still running after the deadline");
+        assert!(kill_and_reap(pid));
+        assert_eq!(kill(pid, None), Err(nix::errno::Errno::ESRCH), "reaped");
+        // Nothing left to kill.
+        assert!(!kill_and_reap(pid));
+    }
+
+    #[test]
+    fn sigterm_ends_a_plain_child_and_the_status_says_so() {
+        let (pid, _out) = start("exec sleep 30");
+        assert!(signal(pid, Stop::Terminate));
+        let s = wait_until(pid, Instant::now() + FOREVER, Duration::from_millis(5));
+        assert!(
+            matches!(s, Some(WaitStatus::Signaled(_, Signal::SIGTERM, _))),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn a_child_that_ignores_sigterm_outlives_it_and_sigkill_ends_it() {
+        // The case diagnose's grace period exists for: SIGTERM first, SIGKILL after.
+        let (pid, mut out) = start("trap '' TERM; echo ready; sleep 5");
+        // Wait until the trap is set, else SIGTERM could land before it.
+        let mut ready = [0u8; 6];
+        std::io::Read::read_exact(&mut out, &mut ready).unwrap();
+        assert!(signal(pid, Stop::Terminate));
+        let after_term = wait_until(
+            pid,
+            Instant::now() + Duration::from_millis(200),
+            Duration::from_millis(5),
+        );
+        assert_eq!(
+            after_term, None,
+            "SIGTERM was ignored, the shell still runs"
+        );
+        assert!(signal(pid, Stop::Kill));
+        let s = wait_until(pid, Instant::now() + FOREVER, Duration::from_millis(5));
+        assert!(
+            matches!(s, Some(WaitStatus::Signaled(_, Signal::SIGKILL, _))),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn a_std_child_past_its_deadline_is_killed_and_reaped() {
+        let mut c = spawn("exec sleep 30");
+        let r = wait_child_until(&mut c, Instant::now(), Duration::from_millis(1)).unwrap();
+        assert!(r.is_none(), "still running at the deadline");
+        kill_child(&mut c);
+        assert_eq!(
+            kill(Pid::from_raw(c.id() as i32), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        let mut done = spawn("exit 0");
+        let r = wait_child_until(
+            &mut done,
+            Instant::now() + FOREVER,
+            Duration::from_millis(5),
+        );
+        assert!(r.unwrap().is_some_and(|s| s.success()));
+    }
+
+    #[test]
+    fn reaping_with_usage_reports_the_exit() {
+        let (pid, _out) = start("exit 7");
+        let deadline = Instant::now() + FOREVER;
+        let got = loop {
+            if let Some(r) = try_reap_with_usage(pid) {
+                break Some(r);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(matches!(got, Some((WaitStatus::Exited(_, 7), _))));
+    }
+
+    #[test]
+    fn a_held_process_is_seen_alive_then_gone_after_a_kill() {
+        let mut c = spawn("exec sleep 30");
+        let held = Held::open(c.id()).unwrap();
+        assert_eq!(held.pid(), c.id());
+        assert!(held.alive());
+        held.signal(Stop::Kill);
+        let _ = c.wait();
+        assert!(!held.alive());
+    }
+}
