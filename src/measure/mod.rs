@@ -4,6 +4,11 @@
 //! pointer-chase cycle every latency probe follows ([`chase`]), and the progress hook probes
 //! report through ([`Progress`]). Nothing here prints.
 
+/// Offset, from a 64-byte line boundary, of an 8-byte value that straddles that line and the
+/// next (bytes 60..68): the split lock the split-lock probe, its locker child and the c2c
+/// ping-pong's split variant all take.
+pub const SPLIT_OFFSET: usize = 60;
+
 pub mod buffer;
 pub mod chase;
 pub mod clock;

@@ -23,8 +23,7 @@ use std::time::{Duration, Instant};
 pub const BLOCK_BYTES: usize = 256;
 /// Alignment of a block: 128, a pair of 64-byte lines.
 pub const BLOCK_ALIGN: usize = 128;
-/// Offset of the value that straddles the first two lines: bytes 60..68.
-pub const SPLIT_OFFSET: usize = 60;
+pub use crate::measure::SPLIT_OFFSET;
 
 /// A fresh, zeroed, 128-byte-aligned block of cache lines for one measurement.
 pub struct Lines {

@@ -21,7 +21,7 @@
 //! `prctl`), and while idle looks at `getppid` too. The death signal follows the *thread*
 //! that forked; a [`Locker`] is not `Send`, so it lives and dies on that thread.
 
-use super::super::c2c::pingpong::SPLIT_OFFSET;
+use crate::measure::SPLIT_OFFSET;
 use crate::measure::clock::monotonic_ns;
 use crate::process;
 use nix::sys::wait::WaitStatus;
