@@ -8,7 +8,7 @@
 
 use super::{Hazard, Inputs};
 use crate::machine::ThpEnabled;
-use crate::measure::buffer::format_size;
+use crate::measure::buffer::{PageKind, PageKindOutcome, format_size};
 use crate::schema::{Level, Verdict};
 
 /// The huge-pages rule.
@@ -16,20 +16,21 @@ pub struct HugePages;
 
 /// What the probes found for the THP request: (took, huge fraction, mapped bytes, note), from
 /// the first memory probe whose THP buffer was made. A buffer that could not be allocated
-/// (`"allocated": false`: too little memory left after the other kinds' buffers) says nothing
-/// about whether huge pages take, so it is passed over.
+/// (too little memory left after the other kinds' buffers) says nothing about whether huge
+/// pages take, so it is passed over.
 fn thp_outcome(fp: &Inputs<'_>) -> Option<(bool, f64, u64, String)> {
     ["mem-latency", "bandwidth"].iter().find_map(|name| {
-        let kinds = fp.effect(name, "page_kinds")?.as_array()?;
-        let thp = kinds
+        // Record by record: one this build cannot read does not hide the others.
+        let thp = fp
+            .effect(name, "page_kinds")?
+            .as_array()?
             .iter()
-            .find(|k| k["requested"] == "thp" && k["allocated"] != false)?;
-        Some((
-            thp["took"].as_bool()?,
-            thp["huge_fraction"].as_f64().unwrap_or(0.0),
-            thp["mapping_bytes"].as_u64().unwrap_or(0),
-            thp["note"].as_str().unwrap_or("").to_string(),
-        ))
+            .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
+            .find(|k| k.requested() == PageKind::Thp && k.took().is_some())?;
+        Some(match thp.backing() {
+            Some(b) => (b.took, b.huge_fraction, b.mapping_bytes, b.note.clone()),
+            None => (thp.took()?, 0.0, 0, thp.note().to_string()),
+        })
     })
 }
 
@@ -173,10 +174,33 @@ mod tests {
         fp
     }
 
+    /// A THP buffer's record as the probes write it.
+    fn thp_made(
+        took: bool,
+        huge_fraction: f64,
+        mapping_bytes: u64,
+        note: &str,
+    ) -> serde_json::Value {
+        serde_json::to_value(PageKindOutcome::Made {
+            backing: crate::measure::PageBacking {
+                requested: PageKind::Thp,
+                took,
+                page_bytes: if took { 2 << 20 } else { 4096 },
+                mapping_bytes,
+                resident_bytes: mapping_bytes,
+                anon_huge_bytes: (huge_fraction * mapping_bytes as f64) as u64,
+                kernel_page_bytes: 4096,
+                huge_fraction,
+                note: note.into(),
+            },
+            allocated: true,
+        })
+        .unwrap()
+    }
+
     #[test]
     fn a_request_that_did_not_take_is_a_hazard() {
-        let thp = json!({"requested": "thp", "took": false, "huge_fraction": 0.12,
-            "mapping_bytes": 268435456u64, "note": "memory fragmented"});
+        let thp = thp_made(false, 0.12, 268435456, "memory fragmented");
         let v = HugePages.judge(&fingerprint("madvise", Some(thp))).unwrap();
         assert_eq!(v.level, Level::Hazard);
         assert!(v.explanation.contains("256 MiB"), "{}", v.explanation);
@@ -204,11 +228,18 @@ mod tests {
 
     #[test]
     fn a_request_that_took_is_ok() {
-        let thp = json!({"requested": "thp", "took": true, "huge_fraction": 1.0,
-            "mapping_bytes": 1073741824u64, "note": ""});
+        let thp = thp_made(true, 1.0, 1073741824, "");
         let v = HugePages.judge(&fingerprint("madvise", Some(thp))).unwrap();
         assert_eq!(v.level, Level::Ok);
         assert!(v.explanation.contains("only programs that ask"));
+    }
+
+    /// Fingerprints of an earlier version kept `{requested, took, note}` per kind.
+    #[test]
+    fn a_brief_record_from_an_earlier_version_is_still_judged() {
+        let thp = json!({"requested": "thp", "took": false, "note": "THP never"});
+        let v = HugePages.judge(&fingerprint("madvise", Some(thp))).unwrap();
+        assert_eq!(v.level, Level::Hazard, "{v:?}");
     }
 
     #[test]

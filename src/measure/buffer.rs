@@ -109,6 +109,85 @@ pub struct PageBacking {
     pub note: String,
 }
 
+/// What became of one page kind a probe asked for: the record in `effects.page_kinds`.
+/// In the JSON, a buffer that was made is its [`PageBacking`] with `"allocated": true`; one that
+/// could not be made (too little memory, no hugetlbfs pages) is `{"requested", "allocated":
+/// false, "note"}` and carries no `took`: a failed allocation says nothing about whether the
+/// page size would have taken. Files from before `allocated` existed read as made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PageKindOutcome {
+    /// The buffer was made; what it got.
+    Made {
+        /// What the buffer got.
+        #[serde(flatten)]
+        backing: PageBacking,
+        /// Always true here.
+        #[serde(default = "yes")]
+        allocated: bool,
+    },
+    /// The buffer could not be made.
+    NotMade {
+        /// The kind asked for.
+        requested: PageKind,
+        /// Always false here.
+        allocated: bool,
+        /// Why not.
+        note: String,
+    },
+    /// A record from a fingerprint of an earlier version, which kept only whether the
+    /// request took (a kind that could not be made also read `took: false` then).
+    Brief {
+        /// The kind asked for.
+        requested: PageKind,
+        /// Whether the pages are the size asked for.
+        took: bool,
+        /// What happened.
+        #[serde(default)]
+        note: String,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl PageKindOutcome {
+    /// The kind asked for.
+    pub fn requested(&self) -> PageKind {
+        match self {
+            PageKindOutcome::Made { backing, .. } => backing.requested,
+            PageKindOutcome::NotMade { requested, .. }
+            | PageKindOutcome::Brief { requested, .. } => *requested,
+        }
+    }
+
+    /// What the buffer got, when it was made and the record kept it.
+    pub fn backing(&self) -> Option<&PageBacking> {
+        match self {
+            PageKindOutcome::Made { backing, .. } => Some(backing),
+            PageKindOutcome::NotMade { .. } | PageKindOutcome::Brief { .. } => None,
+        }
+    }
+
+    /// Whether the request took; `None` when the buffer could not be made.
+    pub fn took(&self) -> Option<bool> {
+        match self {
+            PageKindOutcome::Made { backing, .. } => Some(backing.took),
+            PageKindOutcome::NotMade { .. } => None,
+            PageKindOutcome::Brief { took, .. } => Some(*took),
+        }
+    }
+
+    /// The sentence for a reader.
+    pub fn note(&self) -> &str {
+        match self {
+            PageKindOutcome::Made { backing, .. } => &backing.note,
+            PageKindOutcome::NotMade { note, .. } | PageKindOutcome::Brief { note, .. } => note,
+        }
+    }
+}
+
 /// Judges a mapping's smaps entry against the request. Pure, so fixtures test it.
 pub fn judge_backing(requested: PageKind, m: &Mapping) -> PageBacking {
     let kb = |name: &str| m.kb(name) * 1024;
@@ -426,12 +505,8 @@ impl Drop for Buffer {
 pub struct KindBuffers {
     /// The buffers whose request took, in the order asked.
     pub buffers: Vec<Buffer>,
-    /// What happened to every kind asked for, for `effects.page_kinds`: the
-    /// [`PageBacking`] with `"allocated": true`, or `{"requested", "allocated": false,
-    /// "note"}` when the buffer could not be made (too little memory, no hugetlbfs pages).
-    /// An allocation that failed says nothing about whether the page size would have taken,
-    /// so it carries no `took`.
-    pub records: Vec<serde_json::Value>,
+    /// What happened to every kind asked for, for `effects.page_kinds`.
+    pub records: Vec<PageKindOutcome>,
 }
 
 impl KindBuffers {
@@ -439,8 +514,8 @@ impl KindBuffers {
     pub fn failures(&self) -> String {
         self.records
             .iter()
-            .filter(|r| r["allocated"] == false)
-            .map(|r| r["note"].as_str().unwrap_or("").to_string())
+            .filter(|r| r.took().is_none())
+            .map(|r| r.note().to_string())
             .collect::<Vec<_>>()
             .join("; ")
     }
@@ -458,18 +533,19 @@ pub fn allocate_kinds(
         match make(kind) {
             Ok(buf) => {
                 let backing = buf.backing()?;
-                let mut record = serde_json::to_value(&backing).expect("backing serialises");
-                record["allocated"] = serde_json::Value::Bool(true);
-                out.records.push(record);
                 if backing.took {
                     out.buffers.push(buf);
                 }
+                out.records.push(PageKindOutcome::Made {
+                    backing,
+                    allocated: true,
+                });
             }
-            Err(e) => out.records.push(serde_json::json!({
-                "requested": kind,
-                "allocated": false,
-                "note": e.to_string(),
-            })),
+            Err(e) => out.records.push(PageKindOutcome::NotMade {
+                requested: kind,
+                allocated: false,
+                note: e.to_string(),
+            }),
         }
     }
     Ok(out)
@@ -716,11 +792,15 @@ mod tests {
         })
         .unwrap();
         assert_eq!(kb.buffers.len(), 1);
-        assert_eq!(kb.records[0]["allocated"], true);
-        assert_eq!(kb.records[0]["took"], true);
-        assert_eq!(kb.records[1]["allocated"], false);
-        assert_eq!(kb.records[1]["requested"], "thp");
-        assert!(kb.records[1].get("took").is_none(), "{}", kb.records[1]);
+        let json = serde_json::to_value(&kb.records).unwrap();
+        assert_eq!(json[0]["allocated"], true);
+        assert_eq!(json[0]["took"], true);
+        assert_eq!(json[1]["allocated"], false);
+        assert_eq!(json[1]["requested"], "thp");
+        assert!(json[1].get("took").is_none(), "{}", json[1]);
+        // The JSON reads back as the same outcomes.
+        let back: Vec<PageKindOutcome> = serde_json::from_value(json).unwrap();
+        assert_eq!(back, kb.records);
         assert!(kb.failures().contains("MemAvailable"), "{}", kb.failures());
         assert_eq!(
             kinds_using_mem_available(&PageKind::ALL),

@@ -140,12 +140,12 @@ impl From<crate::measure::PinError> for ProbeFailure {
 
 /// The skip of a memory probe none of whose requested page kinds could be mapped, with each
 /// kind's note (`backings`: the page-backing records the probes keep in `effects`).
-pub fn nothing_mapped(backings: &[serde_json::Value]) -> ProbeFailure {
+pub fn nothing_mapped(backings: &[crate::measure::buffer::PageKindOutcome]) -> ProbeFailure {
     ProbeFailure::Skipped(format!(
         "no requested page kind could be mapped: {}",
         backings
             .iter()
-            .map(|b| b["note"].as_str().unwrap_or(""))
+            .map(|b| b.note())
             .collect::<Vec<_>>()
             .join("; ")
     ))
