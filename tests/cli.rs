@@ -382,8 +382,7 @@ fn check_under_taskset_on_one_cpu_measures_that_cpu_only() {
         .output()
         .is_err()
     {
-        eprintln!("taskset not installed; skipping");
-        return;
+        return missing_tool("taskset", "apt-get install util-linux");
     }
     let bin = assert_cmd::cargo::cargo_bin("cpudoctor");
     let out = std::process::Command::new("taskset")
