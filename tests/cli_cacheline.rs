@@ -63,7 +63,7 @@ fn two_cores() -> Option<(usize, usize)> {
 /// A measuring test that found no two CPUs on different cores did not run: it fails (or,
 /// with CPUDOCTOR_ALLOW_SKIP=1, says SKIPPED) rather than pass.
 fn no_two_cores() {
-    missing_tool(
+    missing_hardware(
         "two allowed CPUs on different physical cores",
         "run on a machine (or under an affinity mask) with two cores, not only SMT siblings",
     );
@@ -173,7 +173,7 @@ fn c2c_fills_a_symmetric_matrix_and_prints_a_heatmap() {
 #[test]
 fn neighbour_bus_locking_stays_under_a_second_by_default() {
     if allowed_cpus().len() < 2 {
-        return missing_tool(
+        return missing_hardware(
             "a second allowed CPU",
             "run on a machine (or under an affinity mask) with two CPUs",
         );
@@ -243,7 +243,7 @@ fn interrupting_the_neighbour_probe_leaves_no_bus_locker_running() {
     // Regression: Ctrl-C on `probe split-lock-neighbour` left the locking child running,
     // reparented to init, bus-locking the host forever.
     if allowed_cpus().len() < 2 {
-        return missing_tool(
+        return missing_hardware(
             "a second allowed CPU",
             "run on a machine (or under an affinity mask) with two CPUs",
         );

@@ -85,3 +85,17 @@ pub fn c_compiler() -> Option<String> {
         }
     }
 }
+
+/// The machine lacks what a test needs (a second CPU, say), which no install fixes. As
+/// [`missing_tool`]: the test fails, or with `CPUDOCTOR_ALLOW_SKIP=1` prints `SKIPPED` and the
+/// caller returns; it never passes without having run.
+pub fn missing_hardware(what: &str, need: &str) {
+    if std::env::var("CPUDOCTOR_ALLOW_SKIP").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: this machine lacks {what} ({need}); CPUDOCTOR_ALLOW_SKIP=1");
+        return;
+    }
+    panic!(
+        "this test needs {what}: {need}; or set CPUDOCTOR_ALLOW_SKIP=1 to skip the tests \
+         that need it"
+    );
+}
