@@ -1,28 +1,88 @@
 //! Command-line behaviour: the fingerprint `check --json` prints validates against the
 //! documented schema, `spin` reproduces the seed, and bad input gets one clear line and a
 //! non-zero exit with nothing written.
+//!
+//! The whole `check` battery (DRAM sweeps, bus locking) runs once per test binary
+//! ([`real_check`]) and serves every test that needs a real run; rendering and schema claims
+//! that a saved fingerprint serves read the fixtures instead.
 
 use predicates::prelude::*;
 use serde_json::Value;
+use std::sync::OnceLock;
 
 mod common;
 use common::*;
 
+/// The one real `check --json --save DIR/fp.json` of this test binary.
+struct RealCheck {
+    /// What it printed.
+    printed: Value,
+    /// What it saved.
+    saved: Value,
+    /// How many files the save left in its directory.
+    files_in_dir: usize,
+}
+
+fn real_check() -> &'static RealCheck {
+    static RUN: OnceLock<RealCheck> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fp.json");
+        let printed = json_of(cpudoctor().args(["check", "--json", "--save"]).arg(&path));
+        let saved = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let files_in_dir = std::fs::read_dir(dir.path()).unwrap().count();
+        RealCheck {
+            printed,
+            saved,
+            files_in_dir,
+        }
+    })
+}
+
+fn fingerprint_fixtures() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fingerprints");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 10,
+        "only {} fixtures in {}",
+        files.len(),
+        dir.display()
+    );
+    files
+}
+
 #[test]
 fn check_json_validates_against_the_documented_schema() {
-    let fp = json_of(cpudoctor().args(["check", "--json"]));
-    let errors = schema_errors(&fp);
+    let fp = &real_check().printed;
+    let errors = schema_errors(fp);
     assert!(errors.is_empty(), "schema violations: {errors:#?}");
     assert_eq!(fp["schema_version"], 1);
     assert_eq!(fp["command"], "check");
 }
 
+#[test]
+fn every_saved_fingerprint_fixture_validates_against_the_documented_schema() {
+    // The fixtures are what `report`, `diff` and the render tests read in place of a run:
+    // they must be fingerprints a run could have saved.
+    for path in fingerprint_fixtures() {
+        let fp: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let errors = schema_errors(&fp);
+        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+        assert_eq!(fp["schema_version"], 1, "{}", path.display());
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn check_measures_pause_in_a_sane_range_and_judges_it() {
-    let fp = json_of(cpudoctor().args(["check", "--json"]));
-    let ns = metric(&fp, "pause", "pause_ns");
-    let cycles = metric(&fp, "pause", "pause_cycles");
+    let fp = &real_check().printed;
+    let ns = metric(fp, "pause", "pause_ns");
+    let cycles = metric(fp, "pause", "pause_cycles");
     // Every x86-64 PAUSE measured in public sources lies between ~1 and ~200 cycles; a VM
     // exit per PAUSE would not fit 1000 ns either. Wide margins: the machine is shared.
     assert!((0.2..1000.0).contains(&ns), "pause_ns {ns}");
@@ -40,9 +100,12 @@ fn check_measures_pause_in_a_sane_range_and_judges_it() {
 }
 
 #[test]
-fn check_fits_an_80_by_50_terminal_and_verbose_shows_everything() {
+fn the_summary_fits_an_80_by_50_terminal_and_verbose_shows_everything() {
+    // `check` and `probe` print through one path (cmd::emit: COLUMNS, no colour in a pipe,
+    // --verbose); a quick PAUSE probe exercises it without the whole battery. `check`'s own
+    // view at 80 columns is snapshot-tested on real fingerprints in check_render.rs.
     let out = cpudoctor()
-        .arg("check")
+        .args(["probe", "pause", "--quick", "--cpus", "0"])
         .env("COLUMNS", "80")
         .assert()
         .success()
@@ -56,7 +119,7 @@ fn check_fits_an_80_by_50_terminal_and_verbose_shows_everything() {
     assert!(text.contains("split locks"), "{text}");
     assert!(!text.contains('\x1b'), "colour in a pipe:\n{text}");
     let verbose = cpudoctor()
-        .args(["check", "--verbose"])
+        .args(["probe", "pause", "--quick", "--cpus", "0", "--verbose"])
         .env("COLUMNS", "80")
         .assert()
         .success()
@@ -190,13 +253,10 @@ fn diff_fail_on_worse_exits_3_only_when_worse() {
 
 #[test]
 fn check_save_writes_the_same_fingerprint_it_prints() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fp.json");
-    let printed = json_of(cpudoctor().args(["check", "--json", "--save"]).arg(&path));
-    let saved: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    assert_eq!(printed, saved);
+    let run = real_check();
+    assert_eq!(run.printed, run.saved);
     // Nothing but the file itself is left behind (no temporary file).
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    assert_eq!(run.files_in_dir, 1);
 }
 
 #[test]
@@ -382,8 +442,7 @@ fn check_under_taskset_on_one_cpu_measures_that_cpu_only() {
         .output()
         .is_err()
     {
-        eprintln!("taskset not installed; skipping");
-        return;
+        return missing_tool("taskset", "apt-get install util-linux");
     }
     let bin = assert_cmd::cargo::cargo_bin("cpudoctor");
     let out = std::process::Command::new("taskset")

@@ -60,12 +60,20 @@ fn two_cores() -> Option<(usize, usize)> {
     Some((first, other))
 }
 
+/// A measuring test that found no two CPUs on different cores did not run: it fails (or,
+/// with CPUDOCTOR_ALLOW_SKIP=1, says SKIPPED) rather than pass.
+fn no_two_cores() {
+    missing_hardware(
+        "two allowed CPUs on different physical cores",
+        "run on a machine (or under an affinity mask) with two cores, not only SMT siblings",
+    );
+}
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn split_lock_is_slower_than_aligned_on_the_same_pair() {
     let Some((a, b)) = two_cores() else {
-        eprintln!("needs two CPUs on different cores; skipping");
-        return;
+        return no_two_cores();
     };
     let _serial = serial();
     let cpus = format!("{a},{b}");
@@ -98,8 +106,7 @@ fn split_lock_is_slower_than_aligned_on_the_same_pair() {
 #[test]
 fn packed_counters_are_slower_than_padded_ones() {
     let Some((a, b)) = two_cores() else {
-        eprintln!("needs two CPUs on different cores; skipping");
-        return;
+        return no_two_cores();
     };
     let _serial = serial();
     let cpus = format!("{a},{b}");
@@ -129,8 +136,7 @@ fn packed_counters_are_slower_than_padded_ones() {
 #[test]
 fn c2c_fills_a_symmetric_matrix_and_prints_a_heatmap() {
     let Some((a, b)) = two_cores() else {
-        eprintln!("needs two CPUs on different cores; skipping");
-        return;
+        return no_two_cores();
     };
     let _serial = serial();
     let cpus = format!("{a},{b}");
@@ -167,8 +173,10 @@ fn c2c_fills_a_symmetric_matrix_and_prints_a_heatmap() {
 #[test]
 fn neighbour_bus_locking_stays_under_a_second_by_default() {
     if allowed_cpus().len() < 2 {
-        eprintln!("needs two CPUs; skipping");
-        return;
+        return missing_hardware(
+            "a second allowed CPU",
+            "run on a machine (or under an affinity mask) with two CPUs",
+        );
     }
     let _serial = serial();
     // The full profile: what `probe split-lock-neighbour` does without --duration.
@@ -235,8 +243,10 @@ fn interrupting_the_neighbour_probe_leaves_no_bus_locker_running() {
     // Regression: Ctrl-C on `probe split-lock-neighbour` left the locking child running,
     // reparented to init, bus-locking the host forever.
     if allowed_cpus().len() < 2 {
-        eprintln!("needs two CPUs; skipping");
-        return;
+        return missing_hardware(
+            "a second allowed CPU",
+            "run on a machine (or under an affinity mask) with two CPUs",
+        );
     }
     let _serial = serial();
     let mut parent = std::process::Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
@@ -284,8 +294,7 @@ fn cpus_0_0_skips_and_0_1_1_measures_one_pair() {
     // Regression: `--cpus 0,0` panicked (exit 101) and `--cpus 0-1,1` gave a three-row
     // matrix with cpu1 twice. Each CPU counts once.
     let Some((a, b)) = two_cores() else {
-        eprintln!("needs two CPUs on different cores; skipping");
-        return;
+        return no_two_cores();
     };
     let _serial = serial();
     let fp = json_of(

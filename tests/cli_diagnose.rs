@@ -12,10 +12,15 @@ use std::sync::OnceLock;
 mod common;
 use common::*;
 
-/// Builds every test program once per test binary.
-fn programs() -> &'static Path {
+/// Builds every test program once per test binary; `None` (the test fails, or skips with
+/// CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler.
+fn programs() -> Option<&'static Path> {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
+    if let Some(dir) = DIR.get() {
+        return Some(dir.path());
+    }
+    let cc = c_compiler()?;
+    let dir = DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
         for name in [
@@ -26,7 +31,7 @@ fn programs() -> &'static Path {
             "jit",
             "late_thread",
         ] {
-            let status = std::process::Command::new("cc")
+            let status = std::process::Command::new(&cc)
                 .args(["-O2", "-g", "-pthread"])
                 // Frame pointers in every function, leaves included, as distributions
                 // that build for profiling do: the kernel's stack walk needs them.
@@ -38,16 +43,17 @@ fn programs() -> &'static Path {
                 .arg(dir.path().join(name))
                 .arg(src.join(format!("{name}.c")))
                 .status()
-                .expect("a C compiler (cc) is needed to build the diagnose test programs");
-            assert!(status.success(), "cc failed on {name}.c");
+                .expect("the C compiler started a moment ago");
+            assert!(status.success(), "{cc} failed on {name}.c");
         }
         dir
-    })
-    .path()
+    });
+    Some(dir.path())
 }
 
-fn program(name: &str) -> PathBuf {
-    programs().join(name)
+/// A built test program; `None` when there is no C compiler (see [`programs`]).
+fn program(name: &str) -> Option<PathBuf> {
+    Some(programs()?.join(name))
 }
 
 fn diagnose_json(args: &[&str]) -> Value {
@@ -63,11 +69,11 @@ fn diagnose_json(args: &[&str]) -> Value {
     serde_json::from_slice(&out).expect("stdout is one JSON document")
 }
 
-fn run_program(name: &str, args: &[&str]) -> Value {
-    let p = program(name);
+fn run_program(name: &str, args: &[&str]) -> Option<Value> {
+    let p = program(name)?;
     let mut all = vec!["--", p.to_str().unwrap()];
     all.extend_from_slice(args);
-    diagnose_json(&all)
+    Some(diagnose_json(&all))
 }
 
 /// A process started by a test, killed when the test ends however it ends (a failed
@@ -81,13 +87,13 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn spawn(name: &str, args: &[&str]) -> KillOnDrop {
-    KillOnDrop(
-        std::process::Command::new(program(name))
+fn spawn(name: &str, args: &[&str]) -> Option<KillOnDrop> {
+    Some(KillOnDrop(
+        std::process::Command::new(program(name)?)
             .args(args)
             .spawn()
             .unwrap(),
-    )
+    ))
 }
 
 /// True while process `pid` runs (not gone, not a zombie waiting to be reaped).
@@ -111,7 +117,9 @@ fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
 
 #[test]
 fn a_pause_spin_names_the_spinning_function_and_costs_it_in_measured_pause() {
-    let d = run_program("pause_spin", &["1.5"]);
+    let Some(d) = run_program("pause_spin", &["1.5"]) else {
+        return;
+    };
     assert_eq!(d["diagnosis_version"], 1);
     let f = finding(&d, "pause_spin");
     assert_eq!(f["symbol"], "spin_wait_on_flag");
@@ -136,7 +144,9 @@ fn a_pause_spin_names_the_spinning_function_and_costs_it_in_measured_pause() {
 fn sampled_stacks_hold_every_sample_with_the_callers_of_the_spin() {
     // The test programs keep frame pointers, so the kernel's walk goes past the spinning
     // function into the code that started its thread.
-    let d = run_program("pause_spin", &["1.0"]);
+    let Some(d) = run_program("pause_spin", &["1.0"]) else {
+        return;
+    };
     let stacks = d["stacks"].as_array().expect("stacks in the diagnosis");
     let samples = |s: &Value| s["samples"].as_u64().unwrap();
     let total: u64 = stacks.iter().map(samples).sum();
@@ -162,7 +172,9 @@ fn sampled_stacks_hold_every_sample_with_the_callers_of_the_spin() {
 
 #[test]
 fn without_stacks_each_sample_is_a_one_frame_stack() {
-    let p = program("pause_spin");
+    let Some(p) = program("pause_spin") else {
+        return;
+    };
     let d = diagnose_json(&["--no-stacks", "--", p.to_str().unwrap(), "0.5"]);
     let stacks = d["stacks"].as_array().unwrap();
     assert!(!stacks.is_empty());
@@ -182,7 +194,9 @@ fn without_stacks_each_sample_is_a_one_frame_stack() {
 
 #[test]
 fn a_contended_lock_prefixed_counter_is_a_locked_rmw_hotspot_of_two_threads() {
-    let d = run_program("locked_counter", &["1"]);
+    let Some(d) = run_program("locked_counter", &["1"]) else {
+        return;
+    };
     let f = finding(&d, "locked_rmw");
     assert_eq!(f["symbol"], "contended_increment");
     assert!(f["sample_share"].as_f64().unwrap() > 0.5, "{f:#}");
@@ -196,7 +210,9 @@ fn a_contended_lock_prefixed_counter_is_a_locked_rmw_hotspot_of_two_threads() {
 #[test]
 fn a_split_lock_loop_is_a_locked_hotspot_with_the_split_noted() {
     // 0.3 s: bus locks slow every core of the host, so this stays short.
-    let d = run_program("split_lock", &["0.3"]);
+    let Some(d) = run_program("split_lock", &["0.3"]) else {
+        return;
+    };
     let site = &d["hot_sites"][0];
     assert_eq!(site["kind"], "locked_rmw");
     assert_eq!(site["symbol"], "split_locked_increment");
@@ -209,7 +225,9 @@ fn a_split_lock_loop_is_a_locked_hotspot_with_the_split_noted() {
 
 #[test]
 fn random_loads_over_a_large_4k_page_buffer_give_the_page_size_finding() {
-    let d = run_program("random_access", &["1.5", "256"]);
+    let Some(d) = run_program("random_access", &["1.5", "256"]) else {
+        return;
+    };
     let f = finding(&d, "small_pages");
     assert_eq!(f["symbol"], "random_reads");
     assert!(f["sample_share"].as_f64().unwrap() > 0.3, "{f:#}");
@@ -234,7 +252,9 @@ fn random_loads_over_a_large_4k_page_buffer_give_the_page_size_finding() {
 
 #[test]
 fn a_jit_perf_map_names_samples_in_anonymous_executable_memory() {
-    let d = run_program("jit", &["1"]);
+    let Some(d) = run_program("jit", &["1"]) else {
+        return;
+    };
     let functions = d["functions"].as_array().unwrap();
     let named = |name: &str| {
         functions
@@ -254,7 +274,9 @@ fn a_jit_perf_map_names_samples_in_anonymous_executable_memory() {
 fn a_jit_in_a_memfd_double_mapping_gets_its_perf_map_names() {
     // Guards .NET 7+'s W^X layout: the code sits in a "/memfd:doublemapper (deleted)" file
     // mapping, which is no ELF; its samples must be named from the perf map all the same.
-    let d = run_program("jit", &["1", "memfd"]);
+    let Some(d) = run_program("jit", &["1", "memfd"]) else {
+        return;
+    };
     let functions = d["functions"].as_array().unwrap();
     let spin = functions
         .iter()
@@ -272,7 +294,9 @@ fn a_jit_in_a_memfd_double_mapping_gets_its_perf_map_names() {
 
 #[test]
 fn attaching_to_a_running_process_by_pid_finds_its_spin() {
-    let child = spawn("pause_spin", &["30"]);
+    let Some(child) = spawn("pause_spin", &["30"]) else {
+        return;
+    };
     std::thread::sleep(std::time::Duration::from_millis(200));
     let pid = child.0.id().to_string();
     let d = diagnose_json(&["--pid", &pid, "--duration", "1"]);
@@ -286,7 +310,9 @@ fn a_thread_created_after_attaching_is_sampled_once_not_twice() {
     // Guards the double count: a thread created after --pid attached inherits the events
     // and must not also get its own, which doubled its samples (2910 for 2.87 s of CPU at
     // 499 Hz). Its samples are compared with its own CPU time, so load does not matter.
-    let child = spawn("late_thread", &["1", "1.5"]);
+    let Some(child) = spawn("late_thread", &["1", "1.5"]) else {
+        return;
+    };
     let pid = child.0.id().to_string();
     let d = diagnose_json(&["--pid", &pid, "--duration", "30"]);
     let hz = d["sampling"]["frequency_hz"].as_f64().unwrap();
@@ -307,7 +333,9 @@ fn a_thread_created_after_attaching_is_sampled_once_not_twice() {
 fn stopping_at_the_duration_ends_the_processes_the_command_started() {
     // Guards the leak: only the direct child (sh) used to get SIGTERM, and the spinner it
     // started kept spinning after diagnose returned.
-    let spin = program("pause_spin");
+    let Some(spin) = program("pause_spin") else {
+        return;
+    };
     let script = format!("{} 60; echo done", spin.display());
     let d = diagnose_json(&["--duration", "1", "--", "sh", "-c", &script]);
     assert_eq!(d["target"]["ended"], "killed by SIGTERM");
@@ -355,7 +383,9 @@ fn a_refused_sampling_event_ends_the_held_command_with_one_line_instead_of_hangi
 
 #[test]
 fn the_terminal_report_says_once_what_the_pmu_situation_is_and_still_reports() {
-    let p = program("locked_counter");
+    let Some(p) = program("locked_counter") else {
+        return;
+    };
     let out = cpudoctor()
         .args(["diagnose", "--", p.to_str().unwrap(), "0.5"])
         .assert()

@@ -344,7 +344,7 @@ fn report_with_an_unplottable_series_draws_the_rest_and_says_what_it_left_out() 
         .as_array_mut()
         .unwrap()
         .iter_mut()
-        .find(|p| p["name"] == "mem_latency")
+        .find(|p| p["name"] == "mem-latency")
         .unwrap();
     for s in mem["series"].as_array_mut().unwrap() {
         for p in s["points"].as_array_mut().unwrap() {
@@ -361,7 +361,7 @@ fn report_with_an_unplottable_series_draws_the_rest_and_says_what_it_left_out() 
         .success()
         .stdout(predicate::str::contains("(1 fingerprint(s), 4 chart(s))"))
         .stdout(predicate::str::contains(
-            "Not drawn: mem_latency: latency (ns) by size (bytes): no point can be placed",
+            "Not drawn: Memory latency: latency (ns) by size (bytes): no point can be placed",
         ));
     let page = std::fs::read_to_string(&out).unwrap();
     assert!(page.contains("class=\"chart-skipped\""));

@@ -1,6 +1,8 @@
 //! Snapshot tests of the exporters of `diff` (table and JSON) on the fixture fingerprints:
 //! two real runs of one Zen 4 guest, and a copy edited to model the Skylake PAUSE case's
-//! Xeon Gold 6126. Review changes with `cargo insta review` (or compare the `.snap.new` files).
+//! Xeon Gold 6126; and of the renders that read a saved fingerprint: the HTML report, the c2c
+//! heatmap and the handoff table (`check`'s terminal view is in `check_render.rs`). Review
+//! changes with `cargo insta review` (or compare the `.snap.new` files).
 
 use cpudoctor::report::diff::{Change, VerdictMove, diff, diff_to_json, render_diff};
 use cpudoctor::schema::Fingerprint;
@@ -81,7 +83,7 @@ fn probes_present_in_one_file_only_are_not_measured() {
     );
     assert_eq!(d.counts.worse + d.counts.better, 0);
     let missing: Vec<&str> = d.not_measured.iter().map(|n| n.probe.as_str()).collect();
-    assert_eq!(missing, ["mem_latency", "c2c", "bandwidth"]);
+    assert_eq!(missing, ["mem-latency", "c2c", "bandwidth"]);
     insta::assert_snapshot!("diff_not_measured", render_diff(&d, 80));
 }
 
@@ -183,4 +185,97 @@ fn transparent_huge_pages_switched_off_is_caught_between_two_guests() {
         "{:?}",
         d.machine
     );
+}
+
+#[test]
+fn every_fingerprint_fixture_names_only_real_probes() {
+    // Regression guard: synthetic-all-series.json named a probe `mem_latency`, which no
+    // probe is (it is `mem-latency`), so tests built on it exercised a name no run produces.
+    let mut real: Vec<&str> = cpudoctor::probes::all().iter().map(|p| p.name()).collect();
+    // `spin --handoff` saves probe `handoff`, which `check` does not run, so it is not in all().
+    real.push("handoff");
+    let dir = format!("{}/tests/fixtures/fingerprints", env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        for p in &fixture(&name).probes {
+            assert!(
+                real.contains(&p.name.as_str()),
+                "{name}: probe {:?} is not one of {real:?}",
+                p.name
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} fixtures found in {dir}");
+}
+
+fn probe_of<'a>(fp: &'a Fingerprint, name: &str) -> &'a cpudoctor::schema::ProbeResult {
+    fp.probes
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no probe {name}"))
+}
+
+#[test]
+fn c2c_heatmap_of_four_cpus_matches_its_snapshot() {
+    let fp = fixture("synthetic-all-series.json");
+    let text = cpudoctor::report::heatmap::render_c2c(probe_of(&fp, "c2c"), 80)
+        .expect("an ok c2c result has a heatmap");
+    for cpu in ["cpu0", "cpu1", "cpu2", "cpu3"] {
+        assert!(text.contains(cpu), "{text}");
+    }
+    insta::assert_snapshot!("c2c_heatmap_synthetic_4cpu", text);
+}
+
+#[test]
+fn c2c_heatmap_of_a_real_two_cpu_guest_matches_its_snapshot() {
+    let fp = fixture("zen3-kvm-runs3-a.json");
+    let text = cpudoctor::report::heatmap::render_c2c(probe_of(&fp, "c2c"), 80)
+        .expect("an ok c2c result has a heatmap");
+    insta::assert_snapshot!("c2c_heatmap_zen3_kvm", text);
+}
+
+#[test]
+fn handoff_table_of_a_quick_spin_run_matches_its_snapshot() {
+    // From `cpudoctor spin --handoff --quick --items 3 --delays 1,3 --runtimes rust,model
+    // --save tests/fixtures/fingerprints/handoff-quick.json` on the 2-vCPU Zen 3 guest.
+    let fp = fixture("handoff-quick.json");
+    let text = cpudoctor::report::handoff::render_handoff(probe_of(&fp, "handoff"), 100);
+    for word in ["rust", "1 ms", "3 ms"] {
+        assert!(text.contains(word), "{word:?} missing in\n{text}");
+    }
+    insta::assert_snapshot!("handoff_table_quick", text);
+}
+
+#[test]
+fn html_report_of_a_pause_only_check_matches_its_snapshot() {
+    use cpudoctor::report::html::{Run, Runs, render_report};
+    let runs = Runs::new(vec![Run {
+        label: "zen4-kvm-check.json".into(),
+        fp: fixture("zen4-kvm-check.json"),
+    }])
+    .unwrap();
+    let report = render_report(&runs);
+    assert!(
+        report.charts_skipped.is_empty(),
+        "{:?}",
+        report.charts_skipped
+    );
+    assert!(report.charts >= 1);
+    // The footer names the cpudoctor that wrote the page, which a release changes; the
+    // fixture's own version (in the runs table) stays.
+    let written_by = format!("Written by cpudoctor {}.", env!("CARGO_PKG_VERSION"));
+    assert!(report.html.contains(&written_by), "no footer");
+    let html = report
+        .html
+        .replace(&written_by, "Written by cpudoctor [version].");
+    for part in ["PAUSE latency", "28.1 ns = 98 cycles", "<svg", "</html>"] {
+        assert!(html.contains(part), "{part:?} missing");
+    }
+    insta::assert_snapshot!("html_report_zen4_check", html);
 }

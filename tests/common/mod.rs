@@ -67,3 +67,35 @@ pub fn missing_tool(what: &str, install: &str) {
          CPUDOCTOR_ALLOW_SKIP=1 to skip the tests that need it"
     );
 }
+
+/// The C compiler the tests build their programs with: `$CC` when set and not empty (as the
+/// handoff runner reads it), else `cc`. When it cannot be started this goes through
+/// [`missing_tool`] (a failure, or `SKIPPED` with `CPUDOCTOR_ALLOW_SKIP=1`) and returns `None`
+/// for the caller to return.
+pub fn c_compiler() -> Option<String> {
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "cc".into());
+    match std::process::Command::new(&cc).arg("--version").output() {
+        Ok(o) if o.status.success() => Some(cc),
+        _ => {
+            missing_tool(&format!("a C compiler ({cc})"), "apt-get install gcc");
+            None
+        }
+    }
+}
+
+/// The machine lacks what a test needs (a second CPU, say), which no install fixes. As
+/// [`missing_tool`]: the test fails, or with `CPUDOCTOR_ALLOW_SKIP=1` prints `SKIPPED` and the
+/// caller returns; it never passes without having run.
+pub fn missing_hardware(what: &str, need: &str) {
+    if std::env::var("CPUDOCTOR_ALLOW_SKIP").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: this machine lacks {what} ({need}); CPUDOCTOR_ALLOW_SKIP=1");
+        return;
+    }
+    panic!(
+        "this test needs {what}: {need}; or set CPUDOCTOR_ALLOW_SKIP=1 to skip the tests \
+         that need it"
+    );
+}
