@@ -161,10 +161,46 @@ pub struct MetricDiff {
     pub ratio: Option<f64>,
     /// Smallest absolute move that counts as a change, when both exist.
     pub threshold: Option<f64>,
-    /// Which rule set the threshold: `spread` (both runs have samples) or `relative`.
-    pub rule: Option<String>,
+    /// Which rule set the threshold.
+    pub rule: Option<ChangeRule>,
     /// The verdict on the move.
     pub change: Change,
+}
+
+/// One of the two runs `diff` compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The first file (the baseline).
+    Old,
+    /// The second file.
+    New,
+}
+
+impl Side {
+    /// The word in JSON and text (`old`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Side::Old => "old",
+            Side::New => "new",
+        }
+    }
+}
+
+/// Which rule set the smallest move of a metric that counts as a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeRule {
+    /// Both runs carry a confidence interval of the median: they must not overlap, and the
+    /// move must reach [`INTERVAL_PRACTICAL_CHANGE`].
+    Interval,
+    /// Both runs carry samples: [`SPREAD_FACTOR`] times the wider MAD, or
+    /// [`MIN_RELATIVE_CHANGE`].
+    Spread,
+    /// A derived figure whose probe's sampled figures are noisy: their spread, grown.
+    ProbeSpread,
+    /// No spread on either side: [`DERIVED_RELATIVE_CHANGE`].
+    Relative,
 }
 
 /// A probe measured in one run only.
@@ -172,8 +208,8 @@ pub struct MetricDiff {
 pub struct NotMeasured {
     /// Probe name.
     pub probe: String,
-    /// `old` or `new`: the run that lacks it.
-    pub missing_in: String,
+    /// The run that lacks it.
+    pub missing_in: Side,
     /// Why: absent from the file, or the probe's skip/failure reason.
     pub reason: String,
 }
@@ -226,8 +262,8 @@ pub struct HazardChange {
 pub struct DuplicateProbe {
     /// Probe name.
     pub probe: String,
-    /// `old` or `new`: the run whose file lists it more than once.
-    pub run: String,
+    /// The run whose file lists it more than once.
+    pub run: Side,
     /// How many times the file lists it.
     pub times: usize,
 }
@@ -411,7 +447,7 @@ pub fn compare_metric_in_probe(
         let base = old.value.abs().min(new.value.abs());
         let floor = INTERVAL_PRACTICAL_CHANGE * base;
         d.threshold = Some(floor);
-        d.rule = Some("interval".to_string());
+        d.rule = Some(ChangeRule::Interval);
         let delta = new.value - old.value;
         d.change = if !oi.disjoint(ni) || delta.abs() < floor || !delta.is_finite() {
             Change::Same
@@ -434,16 +470,13 @@ pub fn compare_metric_in_probe(
     let base = old.value.abs().min(new.value.abs());
     let threshold = spread.max(relative * base);
     d.threshold = Some(threshold);
-    d.rule = Some(
-        if both_have_spread {
-            "spread"
-        } else if inherited > DERIVED_RELATIVE_CHANGE {
-            "probe_spread"
-        } else {
-            "relative"
-        }
-        .to_string(),
-    );
+    d.rule = Some(if both_have_spread {
+        ChangeRule::Spread
+    } else if inherited > DERIVED_RELATIVE_CHANGE {
+        ChangeRule::ProbeSpread
+    } else {
+        ChangeRule::Relative
+    });
     let delta = new.value - old.value;
     d.change = if delta.abs() <= threshold || !delta.is_finite() {
         Change::Same
@@ -519,7 +552,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
     // hazards included, uses) and the diff says so.
     let mut probes: Vec<&str> = Vec::new();
     let mut duplicate_probes: Vec<DuplicateProbe> = Vec::new();
-    for (run, fp) in [("old", old), ("new", new)] {
+    for (run, fp) in [(Side::Old, old), (Side::New, new)] {
         let mut seen: Vec<&str> = Vec::new();
         for p in &fp.probes {
             if seen.contains(&p.name.as_str()) {
@@ -530,7 +563,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
                     Some(d) => d.times += 1,
                     None => duplicate_probes.push(DuplicateProbe {
                         probe: p.name.clone(),
-                        run: run.to_string(),
+                        run,
                         times: 2,
                     }),
                 }
@@ -550,14 +583,14 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         if om.is_empty() && !nm.is_empty() {
             not_measured.push(NotMeasured {
                 probe: probe.to_string(),
-                missing_in: "old".into(),
+                missing_in: Side::Old,
                 reason: not_measured_reason(old, probe),
             });
         }
         if nm.is_empty() && !om.is_empty() {
             not_measured.push(NotMeasured {
                 probe: probe.to_string(),
-                missing_in: "new".into(),
+                missing_in: Side::New,
                 reason: not_measured_reason(new, probe),
             });
         }
@@ -812,8 +845,8 @@ mod tests {
             &metric("c", Better::Lower, &far),
         );
         assert_eq!(
-            (d.change, d.rule.as_deref()),
-            (Change::Worse, Some("interval"))
+            (d.change, d.rule),
+            (Change::Worse, Some(ChangeRule::Interval))
         );
         // Medians 15% apart but one run spread so wide its interval reaches the other: the
         // same, however far the medians.
@@ -859,8 +892,8 @@ mod tests {
         let c = Metric::derived("r", 1.12, "ratio", Better::Lower);
         let d = compare_metric("p", &a, &b);
         assert_eq!(
-            (d.change, d.rule.as_deref()),
-            (Change::Same, Some("relative"))
+            (d.change, d.rule),
+            (Change::Same, Some(ChangeRule::Relative))
         );
         assert_eq!(compare_metric("p", &a, &c).change, Change::Worse);
     }
@@ -1099,7 +1132,7 @@ mod tests {
             d.duplicate_probes,
             [DuplicateProbe {
                 probe: "pause".into(),
-                run: "new".into(),
+                run: Side::New,
                 times: 3
             }]
         );
@@ -1120,14 +1153,11 @@ mod tests {
         assert!(r > 0.3, "{r}");
         let d = compare_metric_in_probe("sharing", &om[1], &nm[1], r);
         assert_eq!(d.change, Change::Same);
-        assert_eq!(d.rule.as_deref(), Some("probe_spread"));
+        assert_eq!(d.rule, Some(ChangeRule::ProbeSpread));
         // Quiet siblings leave the 10% bar as it was.
         let quiet = |v: f64| metric("padded_increment_ns", Better::Lower, &[v, v, v * 1.001]);
         let r = probe_relative_spread(&[quiet(1.0)], &[quiet(1.0)]);
         let d = compare_metric_in_probe("sharing", &ratio(3.03), &ratio(2.73), r);
-        assert_eq!(
-            (d.change, d.rule.as_deref()),
-            (Change::Better, Some("relative"))
-        );
+        assert_eq!((d.change, d.rule), (Change::Better, Some(ChangeRule::Relative)));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{
     Change, Diff, DuplicateProbe, FactDiff, HazardChange, Judged, MetricDiff, MetricSide, RunInfo,
-    VerdictMove,
+    Side, VerdictMove,
 };
 use crate::format::human_value;
 use crate::report::terminal::wrap;
@@ -92,8 +92,8 @@ pub fn duplicate_words(d: &Diff, dup: &DuplicateProbe) -> String {
         "Probe {} is listed {} times in {} ({}): only the first entry is compared",
         dup.probe,
         dup.times,
-        dup.run,
-        if dup.run == "old" {
+        dup.run.word(),
+        if dup.run == Side::Old {
             &d.old.label
         } else {
             &d.new.label
@@ -301,8 +301,8 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         s.push_str(&wrap(
             &format!(
                 "Not measured in {} ({}): probe {} ({}); its metrics are not compared.",
-                n.missing_in,
-                if n.missing_in == "old" {
+                n.missing_in.word(),
+                if n.missing_in == Side::Old {
                     &d.old.label
                 } else {
                     &d.new.label

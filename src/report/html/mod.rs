@@ -581,7 +581,7 @@ fn diff_section(h: &mut String, d: &Diff) {
         let _ = writeln!(
             h,
             "<p class=\"muted\">Not measured in {}: probe {} ({}); not compared.</p>",
-            escape(if n.missing_in == "old" {
+            escape(if n.missing_in == diff::Side::Old {
                 &d.old.label
             } else {
                 &d.new.label
