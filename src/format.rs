@@ -12,14 +12,21 @@ pub fn human_ns(ns: f64) -> String {
     }
 }
 
-/// Bytes as KiB / MiB / GiB.
+/// Bytes in the largest binary unit they reach: whole when exact (`16 KiB`, `1 GiB`), else
+/// two decimals (`1.50 MiB`), so a size one byte off a round one never prints as round.
 pub fn human_bytes(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 20 => format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64),
-        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
-        b => format!("{b} B"),
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let power = UNITS
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(i, _)| b >> (10 * i) > 0)
+        .map_or(0, |(i, _)| i);
+    let unit = 1u64 << (10 * power);
+    if b.is_multiple_of(unit) {
+        format!("{} {}", b / unit, UNITS[power])
+    } else {
+        format!("{:.2} {}", b as f64 / unit as f64, UNITS[power])
     }
 }
 
@@ -60,6 +67,21 @@ pub fn human_value(value: f64, unit: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bytes_are_whole_when_exact_and_two_decimals_otherwise() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(16384), "16 KiB");
+        // Regression: 1.5 KiB printed as "1 KiB" and 1.5 GiB as "1536.00 MiB"; the buffer
+        // notes printed the same sizes as "1.5 MiB" where the tables said "1.50 MiB".
+        assert_eq!(human_bytes(1536), "1.50 KiB");
+        assert_eq!(human_bytes(3 << 19), "1.50 MiB");
+        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
+        assert_eq!(human_bytes((1 << 20) + 1), "1.00 MiB");
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+        assert_eq!(human_bytes(2 << 40), "2 TiB");
+    }
+
     use super::*;
 
     #[test]

@@ -110,7 +110,7 @@ fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
                 return Err(InputError::MoreThanAvailableMemory {
                     what,
                     requested,
-                    available: buffer::format_size(available),
+                    available: cpudoctor::format::human_bytes(available),
                 });
             }
         }
@@ -136,12 +136,12 @@ fn more_than_available(bytes: u64, kinds: &[PageKind], available: u64) -> Option
         return None;
     }
     Some(if n == 1 {
-        buffer::format_size(bytes)
+        cpudoctor::format::human_bytes(bytes)
     } else {
         format!(
             "{} per page kind ({} for the {n} kinds mapped at once)",
-            buffer::format_size(bytes),
-            buffer::format_size(total)
+            cpudoctor::format::human_bytes(bytes),
+            cpudoctor::format::human_bytes(total)
         )
     })
 }

@@ -7,8 +7,9 @@
 //! from sysfs.
 
 use super::{Hazard, Inputs};
+use crate::format::human_bytes;
 use crate::machine::ThpEnabled;
-use crate::measure::buffer::{PageKind, PageKindOutcome, format_size};
+use crate::measure::buffer::{PageKind, PageKindOutcome};
 use crate::schema::{Level, Verdict};
 
 /// The huge-pages rule.
@@ -87,7 +88,7 @@ impl Hazard for HugePages {
                 format!(
                     "A {} region madvised for huge pages got {:.0}% of them ({note}): programs \
                      that ask for huge pages silently run on 4 KiB pages.",
-                    format_size(*bytes),
+                    human_bytes(*bytes),
                     fraction * 100.0
                 ),
             ),
@@ -96,7 +97,7 @@ impl Hazard for HugePages {
                 format!("THP {mode_text}, taken ({:.0}%)", fraction * 100.0),
                 format!(
                     "A {} region madvised for huge pages got {:.0}% of it on 2 MiB pages.{}",
-                    format_size(*bytes),
+                    human_bytes(*bytes),
                     fraction * 100.0,
                     if mode == Some(ThpEnabled::Madvise) {
                         " In madvise mode only programs that ask get them."

@@ -8,7 +8,7 @@
 //! chase over the same size on 4 KiB and on huge pages: their ratio is the penalty.
 
 use super::{Hazard, Inputs};
-use crate::measure::buffer::format_size;
+use crate::format::human_bytes;
 use crate::schema::{Level, Verdict};
 
 /// At or above this ratio of DRAM latency on 4 KiB over huge pages, page walks add half a DRAM
@@ -75,7 +75,7 @@ impl Hazard for SmallPagePenalty {
         let mut text = format!(
             "Random loads over {} take {small:.0} ns on 4 KiB pages against {huge:.0} ns on \
              {huge_kind} ({ratio:.2}x): page walks add {:.0} ns to each.",
-            size.map(format_size)
+            size.map(human_bytes)
                 .unwrap_or_else(|| "a buffer beyond the caches".into()),
             small - huge
         );
@@ -83,7 +83,7 @@ impl Hazard for SmallPagePenalty {
             text.push_str(&format!(
                 " Past {} of memory touched at random, 4 KiB pages start paying page walks \
                  (their TLB reach).",
-                format_size(reach)
+                human_bytes(reach)
             ));
         }
         if let Some(hv) = &fp.machine.hypervisor {

@@ -8,6 +8,7 @@
 //! `Private_Hugetlb` for hugetlbfs. A request that did not take is reported as not taken
 //! ([`PageBacking::took`]), so a probe never measures 4 KiB pages under a huge-page label.
 
+use crate::format::human_bytes;
 use crate::machine::meminfo::{self, HugePagePool};
 use crate::machine::smaps::{self, Mapping};
 use serde::{Deserialize, Serialize};
@@ -211,7 +212,7 @@ pub fn judge_backing(requested: PageKind, m: &Mapping) -> PageBacking {
             } else {
                 format!(
                     "asked for 4 KiB pages but {} of the mapping is on transparent huge pages",
-                    format_size(anon_huge_bytes)
+                    human_bytes(anon_huge_bytes)
                 )
             };
             (took, 4096, 1.0 - share(anon_huge_bytes), note)
@@ -239,12 +240,12 @@ pub fn judge_backing(requested: PageKind, m: &Mapping) -> PageBacking {
             let want = requested.page_bytes();
             let took = kernel_page_bytes == want && hugetlb_bytes > 0;
             let note = if took {
-                format!("hugetlbfs pages of {}", format_size(want))
+                format!("hugetlbfs pages of {}", human_bytes(want))
             } else {
                 format!(
                     "asked for {} hugetlbfs pages, the mapping has {} pages",
-                    format_size(want),
-                    format_size(kernel_page_bytes)
+                    human_bytes(want),
+                    human_bytes(kernel_page_bytes)
                 )
             };
             (took, kernel_page_bytes, share(hugetlb_bytes), note)
@@ -269,8 +270,8 @@ pub enum BufferError {
     /// More than the kernel could hand out without swapping.
     #[error(
         "a {} buffer is more than the {} of memory available (MemAvailable)",
-        format_size(*requested),
-        format_size(*available)
+        human_bytes(*requested),
+        human_bytes(*available)
     )]
     NotEnoughMemory {
         /// Bytes asked for.
@@ -282,7 +283,7 @@ pub enum BufferError {
     #[error(
         "{kind} needs {needed} free hugetlbfs page(s) of {}, {available} available \
          (reserve with `sysctl vm.nr_hugepages` or /sys/kernel/mm/hugepages)",
-        format_size(kind.page_bytes())
+        human_bytes(kind.page_bytes())
     )]
     NoHugePages {
         /// The kind asked for.
@@ -619,22 +620,6 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(1u64 << shift).filter(|&v| v > 0)
 }
 
-/// Formats a byte count with a binary unit: `16 KiB`, `1.5 MiB`, `1 GiB`.
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if value.fract() == 0.0 {
-        format!("{value:.0} {}", UNITS[unit])
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,10 +690,10 @@ mod tests {
 
     #[test]
     fn sizes_format_with_binary_units() {
-        assert_eq!(format_size(16384), "16 KiB");
-        assert_eq!(format_size(3 << 19), "1.5 MiB");
-        assert_eq!(format_size(1 << 30), "1 GiB");
-        assert_eq!(format_size(100), "100 B");
+        assert_eq!(human_bytes(16384), "16 KiB");
+        assert_eq!(human_bytes(3 << 19), "1.50 MiB");
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+        assert_eq!(human_bytes(100), "100 B");
     }
 
     #[test]

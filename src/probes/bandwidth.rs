@@ -14,9 +14,8 @@
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::buffer::{
-    Buffer, PageKind, allocate_kinds, format_size, kinds_using_mem_available,
-};
+use crate::format::human_bytes;
+use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
 use crate::measure::{pin_to_cpu, stats};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
@@ -297,7 +296,7 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
                     c.threads,
                     c.kind.name(),
                     c.prefetch
-                        .map(|d| format!(", prefetch {}", format_size(d as u64)))
+                        .map(|d| format!(", prefetch {}", human_bytes(d as u64)))
                         .unwrap_or_default()
                 )
             })

@@ -19,9 +19,8 @@
 pub mod curve;
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
-use crate::measure::buffer::{
-    Buffer, PageKind, allocate_kinds, format_size, kinds_using_mem_available,
-};
+use crate::format::human_bytes;
+use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
 use crate::measure::chase::{self, Layout};
 use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu, stats};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
@@ -270,7 +269,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let Some(&largest) = sizes.last() else {
         return Err(ProbeFailure::Skipped(format!(
             "no buffer size at or below the maximum of {}",
-            format_size(max_size)
+            human_bytes(max_size)
         )));
     };
     let tlb_max_pages = TLB_SWEEP_MAX_PAGES.min(largest / 4096);

@@ -1158,6 +1158,9 @@ mod tests {
         let quiet = |v: f64| metric("padded_increment_ns", Better::Lower, &[v, v, v * 1.001]);
         let r = probe_relative_spread(&[quiet(1.0)], &[quiet(1.0)]);
         let d = compare_metric_in_probe("sharing", &ratio(3.03), &ratio(2.73), r);
-        assert_eq!((d.change, d.rule), (Change::Better, Some(ChangeRule::Relative)));
+        assert_eq!(
+            (d.change, d.rule),
+            (Change::Better, Some(ChangeRule::Relative))
+        );
     }
 }
