@@ -65,8 +65,39 @@ pub fn human_value(value: f64, unit: &str) -> String {
     }
 }
 
+/// Parses a size: a number of bytes, or with a binary suffix `K`, `M`, `G`, `T` (also `KB`,
+/// `KiB`, ...; case-insensitive). `16K` is 16384. `None` for anything else or zero.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: u64 = num.parse().ok()?;
+    let shift = match unit.trim() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1u64 << shift).filter(|&v| v > 0)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("16K"), Some(16384));
+        assert_eq!(parse_size("16KiB"), Some(16384));
+        assert_eq!(parse_size("1g"), Some(1 << 30));
+        assert_eq!(parse_size("512MB"), Some(512 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("0"), None);
+        assert_eq!(parse_size("1.5G"), None);
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size("99999999999T"), None);
+    }
+
     #[test]
     fn bytes_are_whole_when_exact_and_two_decimals_otherwise() {
         assert_eq!(human_bytes(0), "0 B");

@@ -66,7 +66,7 @@ struct MemoryKnobs {
 /// available before anything is measured.
 fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
     let size = |what: &'static str, text: &str| {
-        buffer::parse_size(text).ok_or_else(|| InputError::BadSize {
+        cpudoctor::format::parse_size(text).ok_or_else(|| InputError::BadSize {
             what,
             value: text.to_string(),
         })
