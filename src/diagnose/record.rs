@@ -180,6 +180,47 @@ fn input_error(e: TargetError) -> anyhow::Error {
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const STOP_GIVE_UP: Duration = Duration::from_secs(5);
 
+/// What the poll loop does next with a command diagnose launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopStep {
+    /// Keep recording.
+    Wait,
+    /// It exited by itself: stop recording; what it left in the background stays running.
+    EndedOnItsOwn,
+    /// The duration is over or the user pressed Ctrl-C: SIGTERM to the whole tree.
+    Terminate,
+    /// SIGTERM was [`STOP_GRACE`] ago and something still runs: SIGKILL.
+    Kill,
+    /// Stopped by diagnose, and nothing of the tree is left.
+    Stopped,
+    /// [`STOP_GIVE_UP`] after SIGTERM something still runs (not ours to signal): say so.
+    GiveUp,
+}
+
+/// The stop policy, apart from the clock and the processes so it is tested with made-up
+/// times: `exited` (the command itself), `over` (duration reached or Ctrl-C),
+/// `since_terminate` (time since SIGTERM was sent, if it was), `descendants_alive` (asked only
+/// when the answer matters: it polls every process the command started).
+fn stop_step(
+    exited: bool,
+    over: bool,
+    since_terminate: Option<Duration>,
+    descendants_alive: impl FnOnce() -> usize,
+) -> StopStep {
+    match since_terminate {
+        None if exited => StopStep::EndedOnItsOwn,
+        None if over => StopStep::Terminate,
+        None => StopStep::Wait,
+        // Stopped by diagnose: the whole tree goes, so nothing keeps spinning.
+        Some(_) if exited && descendants_alive() == 0 => StopStep::Stopped,
+        // SIGKILL cannot fail on a process we may signal; one we may not (a setuid program)
+        // is reported rather than waited for.
+        Some(t) if t > STOP_GIVE_UP => StopStep::GiveUp,
+        Some(t) if t > STOP_GRACE => StopStep::Kill,
+        Some(_) => StopStep::Wait,
+    }
+}
+
 /// What the open needed, for an error that says how much.
 struct OpenScope<'a> {
     opts: &'a RecordOptions,
@@ -593,9 +634,12 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
                 }
                 let over = opts.duration.is_some_and(|d| started.elapsed() >= d)
                     || stop.load(Ordering::Relaxed);
-                match terminated_at {
-                    // Ended on its own: what it left running in the background stays so.
-                    None if exit.is_some() => {
+                let since_terminate = terminated_at.map(|t| now - t);
+                match stop_step(exit.is_some(), over, since_terminate, || {
+                    c.descendants_alive()
+                }) {
+                    StopStep::Wait => {}
+                    StopStep::EndedOnItsOwn => {
                         let left = c.leave_running();
                         if left > 0 {
                             notes.push(format!(
@@ -606,15 +650,13 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
                         }
                         break;
                     }
-                    None if over => {
+                    StopStep::Terminate => {
                         c.terminate(false);
                         terminated_at = Some(now);
                     }
-                    // Stopped by diagnose: the whole tree goes, so nothing keeps spinning.
-                    Some(_) if exit.is_some() && c.descendants_alive() == 0 => break,
-                    // SIGKILL cannot fail on a process we may signal; one we may not (a
-                    // setuid program) is reported rather than waited for.
-                    Some(t) if now - t > STOP_GIVE_UP => {
+                    StopStep::Kill => c.terminate(true),
+                    StopStep::Stopped => break,
+                    StopStep::GiveUp => {
                         let left = c.leave_running() + usize::from(exit.is_none());
                         notes.push(format!(
                             "{left} process{} of the command could not be stopped (not \
@@ -623,8 +665,6 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
                         ));
                         break;
                     }
-                    Some(t) if now - t > STOP_GRACE => c.terminate(true),
-                    _ => {}
                 }
             }
             None => {
@@ -780,6 +820,39 @@ fn totals_of(u: &libc::rusage) -> ProcessTotals {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn stop_policy_on_a_made_up_clock() {
+        let ms = Duration::from_millis;
+        let never = || -> usize { panic!("descendants asked when it does not matter") };
+        // A command that ends before the duration is left alone, with its background.
+        assert_eq!(stop_step(true, false, None, never), StopStep::EndedOnItsOwn);
+        assert_eq!(stop_step(false, false, None, never), StopStep::Wait);
+        // Duration over (or Ctrl-C): SIGTERM first.
+        assert_eq!(stop_step(false, true, None, never), StopStep::Terminate);
+        // Within the grace period nothing more is sent.
+        assert_eq!(
+            stop_step(false, true, Some(ms(1500)), never),
+            StopStep::Wait
+        );
+        // After it, SIGKILL; and after the give-up time, a note instead of a wait.
+        assert_eq!(
+            stop_step(false, true, Some(ms(2100)), never),
+            StopStep::Kill
+        );
+        assert_eq!(
+            stop_step(false, true, Some(ms(5100)), never),
+            StopStep::GiveUp
+        );
+        // The command gone but a child it started still alive: keep going down the ladder.
+        assert_eq!(stop_step(true, true, Some(ms(100)), || 1), StopStep::Wait);
+        assert_eq!(stop_step(true, true, Some(ms(2100)), || 1), StopStep::Kill);
+        assert_eq!(
+            stop_step(true, true, Some(ms(100)), || 0),
+            StopStep::Stopped
+        );
+    }
+
     use super::*;
 
     fn opts(frequency_hz: u64) -> RecordOptions {
