@@ -5,7 +5,11 @@
 //! page walks for virtualized systems", ASPLOS 2008), so 4 KiB pages cost far more there. The
 //! seed (`p4-large-pages-prefetch.ru.txt`) shows the TLB reach (64 entries x 4 KiB = 256 KiB
 //! on Pentium 4) shaping the latency curve. The mem-latency probe measures the same random
-//! chase over the same size on 4 KiB and on huge pages: their ratio is the penalty.
+//! chase over the same size on 4 KiB and on huge pages: their ratio is the penalty, judged at
+//! the largest DRAM size the probe reached (the penalty grows with the memory touched), never
+//! at a size the caches still serve. Without a DRAM size (the sweep did not reach past the
+//! caches, or the probe did not run) there is no verdict, and the probe says why in
+//! `effects.not_measured`.
 
 use super::{Hazard, Inputs};
 use crate::format::human_bytes;
@@ -34,6 +38,7 @@ impl Hazard for SmallPagePenalty {
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("mem-latency", "dram_latency_4k_ns"),
+            ("mem-latency", "dram_latency_huge_ns"),
             ("mem-latency", "dram_latency_ns"),
             ("mem-latency", "tlb_reach_bytes"),
         ]
@@ -50,15 +55,38 @@ impl Hazard for SmallPagePenalty {
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let ratio = fp.metric("mem-latency", "tlb_penalty_ratio")?.value;
         let small = fp.metric("mem-latency", "dram_latency_4k_ns")?.value;
-        let huge = fp.metric("mem-latency", "dram_latency_ns")?.value;
+        // Huge pages at the size the penalty is read at; an earlier build read the penalty at
+        // the DRAM size itself and saved no figure of its own for it.
+        let dram = fp.metric("mem-latency", "dram_latency_ns").map(|m| m.value);
+        let huge = fp
+            .metric("mem-latency", "dram_latency_huge_ns")
+            .map(|m| m.value)
+            .or(dram)?;
         let reach = fp
             .metric("mem-latency", "tlb_reach_bytes")
             .map(|m| m.value as u64);
         let size = fp
-            .effect("mem-latency", "levels")
-            .and_then(|l| l.as_array())
-            .and_then(|l| l.iter().find(|x| x["name"] == "dram"))
-            .and_then(|d| d["at_size_bytes"].as_u64());
+            .effect("mem-latency", "tlb_penalty_size_bytes")
+            .and_then(|s| s.as_u64())
+            .or_else(|| {
+                fp.effect("mem-latency", "levels")
+                    .and_then(|l| l.as_array())
+                    .and_then(|l| l.iter().find(|x| x["name"] == "dram"))
+                    .and_then(|d| d["at_size_bytes"].as_u64())
+            });
+        // The penalty at each DRAM size, smallest first: it grows with the memory touched.
+        let by_size: Vec<(u64, f64)> = fp
+            .effect("mem-latency", "tlb_penalty_by_size")
+            .and_then(|m| m.as_object())
+            .map(|m| {
+                let mut v: Vec<(u64, f64)> = m
+                    .iter()
+                    .filter_map(|(k, r)| Some((k.parse().ok()?, r.as_f64()?)))
+                    .collect();
+                v.sort_by_key(|p| p.0);
+                v
+            })
+            .unwrap_or_default();
         let huge_kind = fp
             .effect("mem-latency", "latency_page_kind")
             .and_then(|k| k.as_str())
@@ -79,6 +107,31 @@ impl Hazard for SmallPagePenalty {
                 .unwrap_or_else(|| "a buffer beyond the caches".into()),
             small - huge
         );
+        if let (Some(first), Some(last)) = (by_size.first(), by_size.last())
+            && by_size.len() > 1
+        {
+            text.push_str(&format!(
+                " {}: {}.",
+                if last.1 > first.1 {
+                    "It grows with the memory touched"
+                } else {
+                    "By memory touched"
+                },
+                by_size
+                    .iter()
+                    .map(|(s, r)| format!("{r:.2}x at {}", human_bytes(*s)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if let Some(dram) = dram.filter(|d| (d - huge).abs() > 0.05 * d) {
+            text.push_str(&format!(
+                " DRAM itself answers in {dram:.0} ns on {huge_kind}, where the latency curve \
+                 is flat; at {} huge pages pay some walks too.",
+                size.map(human_bytes)
+                    .unwrap_or_else(|| "the largest size".into())
+            ));
+        }
         if let Some(reach) = reach {
             text.push_str(&format!(
                 " Past {} of memory touched at random, 4 KiB pages start paying page walks \

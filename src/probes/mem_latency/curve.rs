@@ -1,6 +1,11 @@
 //! Reading a latency curve: where each cache level is (from the sizes sysfs reports), whether
-//! the curve really steps up past each one, and where page walks start in the TLB sweep.
-//! Pure functions over (size, latency) points, tested on exact inputs.
+//! the curve really steps up past each one, where DRAM is (from the curve's own plateau, not
+//! from sizes), and where page walks start in the TLB sweep. Pure functions over
+//! (size, latency) points, tested on exact inputs.
+//!
+//! DRAM is found from the curve because the sizes can lie: a guest reports its host's L3
+//! (260 MiB on the Emerald Rapids guest) while its share of it is a few MiB, so every size up
+//! to 512 MiB sat "inside the L3" and the 140-155 ns plateau was labelled L3 latency.
 
 use serde::Serialize;
 
@@ -10,16 +15,31 @@ use serde::Serialize;
 /// frames scattered by the OS), and other tenants or the page tables take part of the cache.
 pub const INSIDE_FRACTIONS: [f64; 2] = [0.25, 0.5];
 /// The step past a level is read at the smallest measured size of at least twice the cache.
+/// DRAM plateau points start at this many times the largest cache the curve confirms, so the
+/// plateau starts past it.
 pub const BEYOND_FACTOR: u64 = 2;
-/// DRAM latency is read only at sizes of at least this many times the last-level cache: a
-/// random chase over 4x the LLC still hits it a quarter of the time, so smaller buffers would
-/// understate DRAM latency by more than that.
+/// When the curve alone cannot show a DRAM plateau, DRAM latency is read only at sizes of at
+/// least this many times the last-level cache sysfs reports: a random chase over 4x the LLC
+/// still hits it a quarter of the time, so smaller buffers would understate DRAM latency by
+/// more than that. The quick sweep's largest size is at least this far out too (Linux's
+/// resctrl selftest moved its buffers to at least 2x the L3 for the same reason).
 pub const DRAM_MIN_LLC_FACTOR: u64 = 4;
 /// Rise from inside a level to beyond it that counts as a step. Each level of a cache
 /// hierarchy is at least ~2x slower than the one before (L1 4-5 cycles, L2 12-14, L3 40-50,
 /// DRAM 200+ on recent x86, 7-cpu.com); half inside vs twice beyond, a correct sysfs size
 /// must show at least +20%.
 pub const STEP_MIN_RATIO: f64 = 1.2;
+/// A level at least this many times slower than L2 is DRAM, not a cache, whatever size sysfs
+/// gives it. The slowest L3s are mesh L3s of large Intel servers, ~33 ns against ~5.5 ns for
+/// their L2 (6x; Sapphire Rapids, chipsandcheese.com); AMD's are 3-4x their L2 (Zen 2: 13 ns
+/// against 3.3 ns, tests/fixtures/fingerprints/zen2-kvm-check.json). DRAM is 20-45x L2 on every
+/// machine measured: 141 ns against 5.9 ns on the Emerald Rapids guest, 137 against 3.3 on
+/// Zen 2, 160 against 3.9 on Zen 3. 10x sits between the two with a margin on both sides.
+pub const DRAM_MIN_L2_RATIO: f64 = 10.0;
+/// A run of sizes counts as the DRAM plateau only when it spans at least this factor in size
+/// ("flat across a factor of several"): one point far above L2 could sit on the way from a
+/// cache to DRAM.
+pub const PLATEAU_MIN_SPAN: u64 = 4;
 
 /// One cache level as sysfs reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,23 +76,39 @@ pub struct LevelOnCurve {
     /// level's range and where it is read; false means the level ends before its sysfs size
     /// (the latency read is already the next level's).
     pub flat_inside: Option<bool>,
+    /// For a level past L2: true when what was read inside it is at least
+    /// [`DRAM_MIN_L2_RATIO`] times L2's latency, i.e. DRAM (a guest's small share of a shared
+    /// L3). Absent when L2 was not confirmed or for L1, L2 and DRAM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dram_like: Option<bool>,
+    /// DRAM only: how it was found, `plateau` (from the curve) or `size` (at least
+    /// [`DRAM_MIN_LLC_FACTOR`] times the reported LLC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found_by: Option<DramFoundBy>,
+    /// DRAM only, found by the curve: the first and last size of the plateau.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plateau_bytes: Option<[u64; 2]>,
 }
 
 impl LevelOnCurve {
     /// True unless the curve contradicts the sysfs size: the latency can be reported as this
     /// level's.
     pub fn confirmed(&self) -> bool {
-        self.step_seen != Some(false) && self.flat_inside != Some(false)
+        self.step_seen != Some(false)
+            && self.flat_inside != Some(false)
+            && self.dram_like != Some(true)
     }
 }
 
-/// Places L1..L3 and DRAM on a curve of `(size_bytes, median_ns)` points sorted by size. A
-/// level without a measured size in its range is left out rather than read elsewhere.
+/// Places L1..L3 on a curve of `(size_bytes, median_ns)` points sorted by size. A level
+/// without a measured size in its range is left out rather than read elsewhere. An L3 (or
+/// L4) whose inside reads as DRAM is kept, marked `dram_like`, and not confirmed: the curve
+/// shows no distinct level between L2 and DRAM there.
 pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOnCurve> {
     let mut caches = caches.to_vec();
     caches.sort_by_key(|c| c.level);
     let at = |size: u64| points.iter().find(|p| p.0 == size).map(|p| p.1);
-    let mut out = Vec::new();
+    let mut out: Vec<LevelOnCurve> = Vec::new();
     let mut previous = 0u64;
     for c in &caches {
         let inside = INSIDE_FRACTIONS.iter().find_map(|f| {
@@ -96,6 +132,11 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
         let flat = range_start
             .and_then(at)
             .map(|first| lat < first * CURVE_STEP_RATIO);
+        let dram_like = if c.level > 2 {
+            confirmed_l2(&out).map(|l2| lat >= l2.latency_ns * DRAM_MIN_L2_RATIO)
+        } else {
+            None
+        };
         out.push(LevelOnCurve {
             name: format!("l{}", c.level),
             cache_bytes: Some(c.bytes),
@@ -106,24 +147,151 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
             step_seen: ratio.map(|r| r >= STEP_MIN_RATIO),
             range_start_bytes: range_start,
             flat_inside: flat,
-        });
-    }
-    if let (Some(llc), Some(&(largest, lat))) = (caches.last(), points.last())
-        && largest >= llc.bytes * DRAM_MIN_LLC_FACTOR
-    {
-        out.push(LevelOnCurve {
-            name: "dram".into(),
-            cache_bytes: None,
-            at_size_bytes: largest,
-            latency_ns: lat,
-            beyond_size_bytes: None,
-            step_ratio: None,
-            step_seen: None,
-            range_start_bytes: None,
-            flat_inside: None,
+            dram_like,
+            found_by: None,
+            plateau_bytes: None,
         });
     }
     out
+}
+
+fn confirmed_l2(levels: &[LevelOnCurve]) -> Option<&LevelOnCurve> {
+    levels.iter().find(|l| l.name == "l2" && l.confirmed())
+}
+
+/// How DRAM was found on a curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DramFoundBy {
+    /// A plateau of the curve far above L2 (see [`locate_dram`]).
+    Plateau,
+    /// A size of at least [`DRAM_MIN_LLC_FACTOR`] times the reported last-level cache.
+    Size,
+}
+
+/// Finds DRAM on a curve of `(size_bytes, median_ns)` points sorted by size, given the cache
+/// levels [`locate_levels`] placed and the sysfs sizes. Returns the DRAM level (the size its
+/// latency is read at, how it was found) or, when the curve shows none, why.
+///
+/// From the curve: sizes past the caches (at least [`BEYOND_FACTOR`] times the largest cache
+/// the curve confirms) whose latency is at least [`DRAM_MIN_L2_RATIO`] times L2's are DRAM
+/// sizes, and the plateau is where they are flat. Past the caches, residual cache hits fade
+/// as the size grows and page walks begin: even a guest's huge pages walk past a few hundred
+/// MiB, because the host backs them with its own pages (THP 160 ns at 512 MiB, 218 at 1 GiB,
+/// 302 at 2 GiB on the Emerald Rapids guest, C reference). Both are least where the curve is
+/// flattest, so DRAM latency is read at the upper size of the two neighbouring DRAM sizes
+/// whose latencies differ least per doubling of size, provided the run around them with no
+/// step ([`CURVE_STEP_RATIO`] between its lowest and highest point) spans at least
+/// [`PLATEAU_MIN_SPAN`] in size ("flat across a factor of several"); else the next flattest
+/// pair is tried. The plateau may lie below the L3 size sysfs reports.
+///
+/// When the curve shows no plateau (too few points past the caches, or no L2 to compare
+/// with), DRAM is the largest size of at least [`DRAM_MIN_LLC_FACTOR`] times the reported
+/// LLC, as long as it is not within [`DRAM_MIN_L2_RATIO`] of L2.
+pub fn locate_dram(
+    points: &[(u64, f64)],
+    levels: &[LevelOnCurve],
+    caches: &[CacheSize],
+) -> Result<LevelOnCurve, String> {
+    let Some(llc) = caches.iter().max_by_key(|c| c.level) else {
+        return Err("sysfs reports no cache sizes, so no size can be told to lie past them".into());
+    };
+    let l2_ns = confirmed_l2(levels).map(|l| l.latency_ns);
+    let dram = |at: u64, ns: f64, by: DramFoundBy, plateau: Option<[u64; 2]>| LevelOnCurve {
+        name: "dram".into(),
+        cache_bytes: None,
+        at_size_bytes: at,
+        latency_ns: ns,
+        beyond_size_bytes: None,
+        step_ratio: None,
+        step_seen: None,
+        range_start_bytes: None,
+        flat_inside: None,
+        dram_like: None,
+        found_by: Some(by),
+        plateau_bytes: plateau,
+    };
+    if let Some(l2_ns) = l2_ns
+        && let Some((first, last, at)) = plateau(points, levels, l2_ns)
+    {
+        let (at, ns) = points[at];
+        return Ok(dram(
+            at,
+            ns,
+            DramFoundBy::Plateau,
+            Some([points[first].0, points[last].0]),
+        ));
+    }
+    let far_above_l2 = |ns: f64| l2_ns.is_none_or(|l2| ns >= l2 * DRAM_MIN_L2_RATIO);
+    if let Some(&(at, ns)) = points
+        .iter()
+        .rev()
+        .find(|p| p.0 >= llc.bytes * DRAM_MIN_LLC_FACTOR && far_above_l2(p.1))
+    {
+        return Ok(dram(at, ns, DramFoundBy::Size, None));
+    }
+    let largest = points.last().map_or(0, |p| p.0);
+    Err(match l2_ns {
+        Some(_) => format!(
+            "the curve shows no DRAM plateau (sizes {PLATEAU_MIN_SPAN}x apart or more, all at \
+             least {DRAM_MIN_L2_RATIO}x L2's latency, with no {CURVE_STEP_RATIO}x step between \
+             them), and no size of {DRAM_MIN_LLC_FACTOR}x the {} last-level cache or more was \
+             measured (largest {})",
+            crate::format::human_bytes(llc.bytes),
+            crate::format::human_bytes(largest)
+        ),
+        None => format!(
+            "no L2 latency to tell DRAM from a cache by (no size inside L2 confirmed on the \
+             curve), and no size of {DRAM_MIN_LLC_FACTOR}x the {} last-level cache or more was \
+             measured (largest {})",
+            crate::format::human_bytes(llc.bytes),
+            crate::format::human_bytes(largest)
+        ),
+    })
+}
+
+/// Indexes (first, last, read at) of the DRAM plateau in `points` (see [`locate_dram`]): the
+/// neighbouring pairs of DRAM sizes from the flattest (least change in latency per doubling
+/// of size), each grown into the widest run around it with no step; the first run spanning
+/// [`PLATEAU_MIN_SPAN`] is the plateau, read at its pair's upper point.
+fn plateau(
+    points: &[(u64, f64)],
+    levels: &[LevelOnCurve],
+    l2_ns: f64,
+) -> Option<(usize, usize, usize)> {
+    let cache_end = levels
+        .iter()
+        .filter(|l| l.confirmed())
+        .filter_map(|l| l.cache_bytes)
+        .max()
+        .unwrap_or(0);
+    let eligible = |i: usize| {
+        points[i].0 >= cache_end * BEYOND_FACTOR && points[i].1 >= l2_ns * DRAM_MIN_L2_RATIO
+    };
+    let slope = |i: usize| {
+        let (a, b) = (points[i], points[i + 1]);
+        (b.1 / a.1).ln().abs() / (b.0 as f64 / a.0 as f64).ln()
+    };
+    let flat = |a: usize, b: usize| {
+        let run = &points[a..=b];
+        let low = run.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let high = run.iter().map(|p| p.1).fold(0.0, f64::max);
+        high < low * CURVE_STEP_RATIO
+    };
+    let mut pairs: Vec<usize> = (0..points.len().saturating_sub(1))
+        .filter(|&i| eligible(i) && eligible(i + 1) && flat(i, i + 1))
+        .collect();
+    pairs.sort_by(|&a, &b| slope(a).total_cmp(&slope(b)));
+    pairs.into_iter().find_map(|i| {
+        let (mut first, mut last) = (i, i + 1);
+        while first > 0 && eligible(first - 1) && flat(first - 1, last) {
+            first -= 1;
+        }
+        while last + 1 < points.len() && eligible(last + 1) && flat(first, last + 1) {
+            last += 1;
+        }
+        (points[last].0 >= points[first].0 * PLATEAU_MIN_SPAN).then_some((first, last, i + 1))
+    })
 }
 
 /// Rise between neighbouring points of the curve that counts as a step when listing where the
@@ -208,21 +376,30 @@ mod tests {
         ]
     }
 
+    fn dram(c: &[(u64, f64)], caches: &[CacheSize]) -> Result<LevelOnCurve, String> {
+        locate_dram(c, &locate_levels(c, caches), caches)
+    }
+
     #[test]
     fn levels_are_read_inside_each_cache_and_steps_checked_beyond() {
         let levels = locate_levels(&curve(), &ZEN4);
         let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["l1", "l2", "l3", "dram"]);
+        assert_eq!(names, ["l1", "l2", "l3"]);
         assert_eq!(levels[0].at_size_bytes, 16 << 10);
         assert_eq!(levels[0].beyond_size_bytes, Some(64 << 10));
         // A quarter of the cache where measured, half of it for L1 (no point at 8 KiB).
         assert_eq!(levels[1].at_size_bytes, 256 << 10);
         assert_eq!(levels[2].at_size_bytes, 8 << 20);
         assert_eq!(levels[2].beyond_size_bytes, Some(64 << 20));
-        assert_eq!(levels[3].latency_ns, 85.0);
-        assert!(levels[..3].iter().all(|l| l.step_seen == Some(true)));
+        assert_eq!(levels[2].dram_like, Some(false));
+        assert!(levels.iter().all(|l| l.step_seen == Some(true)));
         assert!(levels.iter().all(LevelOnCurve::confirmed));
         assert_eq!(levels[2].range_start_bytes, Some(2 << 20));
+        // DRAM past twice the L3: 60 and 85 ns, no step between them, 16x apart.
+        let d = dram(&curve(), &ZEN4).unwrap();
+        assert_eq!(d.found_by, Some(DramFoundBy::Plateau));
+        assert_eq!(d.plateau_bytes, Some([64 << 20, 1 << 30]));
+        assert_eq!((d.at_size_bytes, d.latency_ns), (1 << 30, 85.0));
     }
 
     #[test]
@@ -250,20 +427,134 @@ mod tests {
     }
 
     #[test]
-    fn dram_needs_a_buffer_well_beyond_the_llc() {
+    fn one_point_past_the_caches_is_not_a_plateau_and_not_past_4x_the_llc() {
         let c: Vec<(u64, f64)> = curve().into_iter().filter(|p| p.0 <= 64 << 20).collect();
-        let levels = locate_levels(&c, &ZEN4);
-        assert!(levels.iter().all(|l| l.name != "dram"));
+        let why = dram(&c, &ZEN4).unwrap_err();
+        assert!(why.contains("no DRAM plateau"), "{why}");
+        assert!(why.contains("largest 64 MiB"), "{why}");
     }
 
     #[test]
-    fn a_level_with_no_measured_size_is_left_out() {
+    fn without_l2_on_the_curve_dram_is_read_past_4x_the_llc() {
         let c = vec![(16 << 10, 1.0), (1 << 30, 90.0)];
         let names: Vec<String> = locate_levels(&c, &ZEN4)
             .into_iter()
             .map(|l| l.name)
             .collect();
-        assert_eq!(names, ["l1", "dram"]);
+        assert_eq!(names, ["l1"]);
+        let d = dram(&c, &ZEN4).unwrap();
+        assert_eq!(d.found_by, Some(DramFoundBy::Size));
+        assert_eq!(d.at_size_bytes, 1 << 30);
+        assert!(dram(&c, &[]).unwrap_err().contains("no cache sizes"));
+    }
+
+    const EMERALD_RAPIDS_GUEST: [CacheSize; 3] = [
+        CacheSize {
+            level: 1,
+            bytes: 48 << 10,
+        },
+        CacheSize {
+            level: 2,
+            bytes: 2 << 20,
+        },
+        CacheSize {
+            level: 3,
+            bytes: 260 << 20,
+        },
+    ];
+
+    #[test]
+    fn the_emerald_rapids_guest_reaches_dram_inside_its_reported_l3() {
+        // Its quick check on THP (check-runs3-a.json): 127 ns at 4 MiB and 141 ns at 65 MiB
+        // is DRAM (a C chase: 139-150 ns from 16 to 256 MiB), although sysfs reports a 260 MiB
+        // L3; 512 MiB is page walks. Before, the plateau was labelled L3 and DRAM was absent.
+        let c = [
+            (16 << 10, 1.67),
+            (96 << 10, 5.34),
+            (512 << 10, 5.94),
+            (4 << 20, 127.0),
+            (65 << 20, 140.75),
+            (512 << 20, 216.4),
+        ];
+        let levels = locate_levels(&c, &EMERALD_RAPIDS_GUEST);
+        assert_eq!(levels[2].name, "l3");
+        assert_eq!(levels[2].dram_like, Some(true));
+        assert!(!levels[2].confirmed());
+        let d = dram(&c, &EMERALD_RAPIDS_GUEST).unwrap();
+        assert_eq!(d.found_by, Some(DramFoundBy::Plateau));
+        assert_eq!(d.plateau_bytes, Some([4 << 20, 65 << 20]));
+        assert_eq!((d.at_size_bytes, d.latency_ns), (65 << 20, 140.75));
+    }
+
+    #[test]
+    fn the_plateau_is_read_before_huge_page_walks_lift_it() {
+        // The C chase on the Emerald Rapids guest at the quick sweep's DRAM sizes: THP rises
+        // 1.5x from 256 MiB to 1 GiB (walks: the host backs the guest's huge pages with its
+        // own pages).
+        let c = [
+            (16 << 10, 1.67),
+            (512 << 10, 5.94),
+            (65 << 20, 143.6),
+            (260 << 20, 150.5),
+            (1040 << 20, 218.6),
+        ];
+        let d = dram(&c, &EMERALD_RAPIDS_GUEST).unwrap();
+        assert_eq!(d.plateau_bytes, Some([65 << 20, 260 << 20]));
+        assert_eq!(d.at_size_bytes, 260 << 20);
+    }
+
+    #[test]
+    fn the_latency_is_read_where_the_plateau_is_flattest() {
+        // A Zen 5 guest's C chase (THP): residual L3 hits below 128 MiB, the plateau to 1 GiB,
+        // walks from 1.5 GiB; all within 1.5x, so one run, read where it is flattest.
+        let c = [
+            (16 << 10, 0.9),
+            (256 << 10, 3.2),
+            (8 << 20, 12.2),
+            (64 << 20, 140.7),
+            (128 << 20, 147.1),
+            (256 << 20, 155.3),
+            (512 << 20, 159.3),
+            (1 << 30, 158.8),
+            (3 << 29, 190.0),
+        ];
+        let d = dram(&c, &ZEN4).unwrap();
+        assert_eq!(d.plateau_bytes, Some([64 << 20, 3 << 29]));
+        assert_eq!((d.at_size_bytes, d.latency_ns), (1 << 30, 158.8));
+    }
+
+    #[test]
+    fn residual_cache_hits_at_twice_the_l3_do_not_set_dram_latency() {
+        // The Zen 2 guest (zen2-kvm-check.json): a 16 MiB L3 at 13 ns, 102 ns at 32 MiB (half
+        // of the lines still hit it), 121 at 64 MiB, 137 at 512 MiB.
+        let zen2 = [
+            CacheSize {
+                level: 1,
+                bytes: 32 << 10,
+            },
+            CacheSize {
+                level: 2,
+                bytes: 512 << 10,
+            },
+            CacheSize {
+                level: 3,
+                bytes: 16 << 20,
+            },
+        ];
+        let c = [
+            (16 << 10, 1.18),
+            (64 << 10, 2.85),
+            (128 << 10, 3.32),
+            (1 << 20, 10.86),
+            (4 << 20, 12.97),
+            (32 << 20, 101.74),
+            (64 << 20, 121.01),
+            (512 << 20, 136.66),
+        ];
+        let levels = locate_levels(&c, &zen2);
+        assert!(levels[2].confirmed(), "{levels:?}");
+        let d = dram(&c, &zen2).unwrap();
+        assert_eq!((d.at_size_bytes, d.latency_ns), (512 << 20, 136.66));
     }
 
     #[test]

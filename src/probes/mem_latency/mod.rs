@@ -1,9 +1,10 @@
 //! Memory latency: a pointer chase over one random cycle of cache lines
-//! ([`crate::measure::chase`]), at buffer
-//! sizes from 16 KiB to 1 GiB, on each page kind (4 KiB, transparent huge pages, hugetlbfs
-//! 2 MiB and 1 GiB when reserved). Per size: ns and core cycles per load. From the curves
-//! ([`curve`]): L1, L2, L3 and DRAM latencies located from the cache sizes sysfs reports and
-//! checked against the curve's steps, and the DRAM penalty of 4 KiB pages over huge pages.
+//! ([`crate::measure::chase`]), at buffer sizes from 16 KiB to at least 4x the last-level cache
+//! and at least 1 GiB, on each page kind (4 KiB, transparent huge pages, hugetlbfs 2 MiB and
+//! 1 GiB when reserved). Per size: ns per load, as raw samples. [`analysis`] reads them: L1,
+//! L2 and L3 located from the cache sizes sysfs reports and checked against the curve's
+//! steps, DRAM found as the curve's plateau ([`curve::locate_dram`]), and the penalty of 4 KiB
+//! pages over huge pages at the DRAM sizes.
 //!
 //! A second sweep touches one line per 4 KiB page and grows the number of pages, on 4 KiB and
 //! on huge pages: the same lines, so the caches behave alike and the difference is the TLB.
@@ -16,15 +17,18 @@
 // kernels it times do not exist, so its measuring half is compiled but never called there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
+pub mod analysis;
 pub mod curve;
+
+pub use analysis::{analyze, reanalyze};
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::format::human_bytes;
 use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
 use crate::measure::chase::{self, Layout};
-use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu, stats};
-use crate::schema::{Better, Metric, ProbeResult, Series, Status};
-use curve::{CacheSize, LevelOnCurve, TlbPoint};
+use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu};
+use crate::schema::{ProbeResult, Status};
+use curve::CacheSize;
 use serde_json::json;
 
 /// The memory latency probe.
@@ -36,9 +40,18 @@ pub struct MemLatencyProbe;
 const LOADS_PER_SAMPLE_FULL: u64 = 1 << 16;
 /// Loads per timed sample, quick profile: a quarter, still ~16 us in L1.
 const LOADS_PER_SAMPLE_QUICK: u64 = 1 << 14;
-/// Longest chase warmed up with a whole lap before timing (32 MiB of lines): the lines must
-/// be in the cache being measured. Longer chases miss anyway.
+/// Longest chase warmed up with whole laps before timing (32 MiB of lines): the lines must be
+/// in the cache being measured. Longer chases miss anyway.
 const WARM_UP_CAP: u64 = 1 << 19;
+/// Most loads spent warming one block up: laps go on while each is at least
+/// [`WARM_UP_SETTLED`] faster than the one before. One lap does not fill a last-level cache
+/// that learns reuse before it keeps lines: on the Zen 5 guest a chase over 8 MiB read 82-90,
+/// 27-40, 18-30, 16-24 ns per load in its first four laps and settled at 12 ns after six (a C
+/// chase, 2026-11-24); the Emerald Rapids guest's 4 MiB samples fell from 131 to 41 ns within
+/// one quick check. 2^20 loads are eight laps of 8 MiB, ~15 ms at L3 latency.
+const WARM_UP_MAX_LOADS: u64 = 1 << 20;
+/// A lap at most this fraction faster than the one before ends the warm-up.
+const WARM_UP_SETTLED: f64 = 0.9;
 /// Largest span of the TLB sweep: 65536 pages of 4 KiB, far past any second-level TLB (3072
 /// entries on Zen 4, 1536-2048 on recent Intel cores).
 const TLB_SWEEP_MAX_PAGES: u64 = 1 << 16;
@@ -63,57 +76,75 @@ impl Probe for MemLatencyProbe {
     }
 }
 
-/// The sizes of the full curve: powers of two from 16 KiB to 1 GiB and the points halfway
-/// between (x1.5), so each cache edge has a point on either side.
-pub fn full_sizes() -> Vec<u64> {
+/// Smallest largest size of the default sweeps: the penalty of 4 KiB pages grows with the
+/// memory touched (1.02x at 128 MiB, 1.5x at 1 GiB on the Zen 4 guest; 1.09x at 64 MiB, 1.74x
+/// at 512 MiB, 2.1x at 2 GiB of a C chase on the Emerald Rapids guest), so a sweep that stops
+/// at 4x a small LLC would miss what a large heap pays.
+pub const LARGEST_MIN_BYTES: u64 = 1 << 30;
+
+/// The largest size of the default sweeps: at least [`curve::DRAM_MIN_LLC_FACTOR`] times the
+/// last-level cache sysfs reports (`llc`) and at least [`LARGEST_MIN_BYTES`], in whole 2 MiB
+/// pages. The Emerald Rapids guest reports a 260 MiB L3: 1040 MiB.
+pub fn largest_size(llc: Option<u64>) -> u64 {
+    llc.map_or(0, |l| l.saturating_mul(curve::DRAM_MIN_LLC_FACTOR))
+        .max(LARGEST_MIN_BYTES)
+        .next_multiple_of(2 << 20)
+}
+
+/// The sizes of the full curve: powers of two from 16 KiB and the points halfway between
+/// (x1.5), so each cache edge has a point on either side, up to `largest` (which is always
+/// the last point; a grid point within 4/3 of it is left out).
+pub fn full_sizes(largest: u64) -> Vec<u64> {
     let mut v = Vec::new();
     let mut s: u64 = 16 << 10;
-    while s <= 1 << 30 {
+    while s * 4 <= largest * 3 {
         v.push(s);
-        if s < 1 << 30 {
+        if (s + s / 2) * 4 <= largest * 3 {
             v.push(s + s / 2);
         }
         s *= 2;
     }
+    v.push(largest);
     v
 }
 
-/// The quick curve: one point inside each cache level (a quarter of it), one past it (twice
-/// it), and DRAM at 4x the last-level cache (`llc`, at least 64 MiB).
-pub fn quick_sizes(caches: &[CacheSize], llc: Option<u64>) -> Vec<u64> {
+/// The quick curve: 16 KiB (inside every L1), one point inside each larger cache level (a
+/// quarter of it, which also shows the step past the level before), and three DRAM points a
+/// factor of 4 apart ending at `largest` (see [`largest_size`]): the plateau needs points
+/// that span a factor of several (see [`curve::locate_dram`]), and the 4 KiB penalty grows
+/// with the footprint. The points past L1 and L2 of earlier versions are gone: the next
+/// level's inside point shows the step, and time goes to the DRAM points instead.
+pub fn quick_sizes(caches: &[CacheSize], largest: u64) -> Vec<u64> {
     let mut v = vec![16 << 10];
-    for c in caches {
-        v.push(c.bytes / 4);
-        v.push(c.bytes * 2);
-    }
-    let llc = llc.unwrap_or(16 << 20);
-    v.push((llc * curve::DRAM_MIN_LLC_FACTOR).max(64 << 20));
-    // The DRAM point: page-table footprint grows with the memory touched, so the 4 KiB-page
-    // penalty of a large heap only shows well past the LLC (1.02x at 128 MiB, 1.5x at 1 GiB on
-    // the Zen 4 guest). The caller drops sizes above the quick profile's maximum.
-    v.push(QUICK_DRAM_BYTES);
+    v.extend(caches.iter().map(|c| c.bytes / 4));
+    v.extend([largest / 16, largest / 4, largest]);
+    v.iter_mut().for_each(|s| *s = (*s / 64) * 64);
     v.retain(|&s| s >= 16 << 10);
     v.sort_unstable();
     v.dedup();
     v
 }
 
-/// The largest size of the quick curve, where `check` reads DRAM latency and the 4 KiB-page
-/// penalty.
-pub const QUICK_DRAM_BYTES: u64 = 512 << 20;
-
-/// Default largest buffer: 1 GiB full, 512 MiB quick (whose sizes stop at 4x the LLC). Every
-/// kind's buffer is mapped at once (see [`time_chases`]), so the buffers drawing on
-/// `MemAvailable` (`buffers`: 4 KiB and THP) together never take more than a quarter of it.
-fn default_max_size(profile: Profile, buffers: usize) -> u64 {
-    let want: u64 = match profile {
-        Profile::Full => 1 << 30,
-        Profile::Quick => 512 << 20,
+/// The largest buffer the default sweep may map: `largest`, or less when every kind's buffer
+/// (they are mapped at once, see [`time_chases`]; `buffers` of them draw on `MemAvailable`: 4
+/// KiB and THP) would take more than a quarter of the memory available. Returns the cap and,
+/// when it is below `largest`, why.
+fn default_max_size(largest: u64, buffers: usize) -> (u64, Option<String>) {
+    let Some(avail) = crate::machine::meminfo::read_mem_available_bytes() else {
+        return (largest, None);
     };
-    match crate::machine::meminfo::read_mem_available_bytes() {
-        Some(avail) => cap_to_available(want, avail, buffers),
-        None => want,
-    }
+    let cap = cap_to_available(largest, avail, buffers);
+    let why = (cap < largest).then(|| {
+        format!(
+            "the sweep stops at {} instead of {}: {buffers} buffers of {} would take more than \
+             a quarter of the {} of memory available",
+            human_bytes(cap),
+            human_bytes(largest),
+            human_bytes(largest),
+            human_bytes(avail)
+        )
+    });
+    (cap, why)
 }
 
 /// `want`, or the largest power of two such that `buffers` of it fit in a quarter of
@@ -143,12 +174,16 @@ pub fn cache_sizes(ctx: &ProbeContext) -> Vec<CacheSize> {
 }
 
 /// Times chases through `slots` slots, one per page kind (`starts`); returns ns/load per kind.
+/// With `settle`, a chase that fits the warm-up cap is warmed up until its laps stop getting
+/// faster; without, one lap (the TLB sweep: its 4 KiB and huge-page chases cover the same
+/// lines, so what the caches hold cancels out of their difference).
 ///
 /// Each kind must have the caches to itself while it is timed: if the kinds took their samples
 /// in turn, every other kind's chase would walk as many lines between two visits to a line as
 /// this one does, so the cache footprint would be the sum over kinds (2x with 4 KiB + THP)
 /// and a point between LLC/2 and the LLC would read as memory. So each kind takes its samples
-/// in a block after an untimed lap that brings its lines and TLB entries back. The kinds are
+/// in a block after untimed laps that bring its lines and TLB entries back (see
+/// [`WARM_UP_MAX_LOADS`]). The kinds are
 /// compared with each other and must see the same machine noise, so there are two rounds of
 /// blocks in ABBA order (the second round reversed): slow drift hits every kind alike.
 #[cfg(target_arch = "x86_64")]
@@ -158,13 +193,34 @@ fn time_chases(
     slots: u64,
     loads: u64,
     reps: usize,
+    settle: bool,
 ) -> Vec<Vec<f64>> {
     use crate::arch::{CHASE_LOADS_PER_ITERATION, pointer_chase};
     let clock = ctx.clock;
     let loads = loads.next_multiple_of(CHASE_LOADS_PER_ITERATION);
-    // A whole lap while the chase fits in some cache; beyond the cap every load misses anyway
-    // and one sample's worth settles the TLB and the core clock.
-    let warm_up = if slots <= WARM_UP_CAP { slots } else { loads };
+    // Whole laps while the chase fits in some cache, until they stop getting faster; beyond
+    // the cap every load misses anyway and one sample's worth settles the TLB and the core
+    // clock.
+    let warm_up = |p: *const u64| -> *const u64 {
+        if slots > WARM_UP_CAP {
+            // SAFETY: as for every chase below.
+            return unsafe { pointer_chase(p, loads) };
+        }
+        let budget = if settle { WARM_UP_MAX_LOADS } else { slots };
+        let (mut p, mut done, mut last) = (p, 0u64, f64::INFINITY);
+        while done + slots <= budget.max(slots) {
+            let t0 = clock.start();
+            // SAFETY: as for every chase below.
+            p = unsafe { pointer_chase(p, slots) };
+            let lap = clock.ticks_to_ns(clock.end() - t0);
+            done += slots;
+            if lap > last * WARM_UP_SETTLED {
+                break;
+            }
+            last = lap;
+        }
+        p
+    };
     let mut ps: Vec<*const u64> = starts.to_vec();
     let mut ns = vec![Vec::with_capacity(reps); starts.len()];
     let kinds: Vec<usize> = (0..starts.len()).collect();
@@ -179,7 +235,7 @@ fn time_chases(
         for k in order {
             // SAFETY (all chases): every start heads a cycle `chase::build` wrote in a live
             // buffer, and a chase only ever stops on a slot of that cycle.
-            ps[k] = unsafe { pointer_chase(ps[k], warm_up) };
+            ps[k] = warm_up(ps[k]);
             for _ in 0..samples {
                 let t0 = clock.start();
                 ps[k] = unsafe { pointer_chase(ps[k], loads) };
@@ -199,15 +255,6 @@ struct KindRun {
     curve: Vec<(u64, Vec<f64>)>,
     /// (pages, ns samples) of the one-line-per-page sweep.
     tlb: Vec<(u64, Vec<f64>)>,
-}
-
-impl KindRun {
-    fn medians(points: &[(u64, Vec<f64>)]) -> Vec<(u64, f64)> {
-        points
-            .iter()
-            .filter_map(|(s, ns)| stats::median(ns).map(|m| (*s, m)))
-            .collect()
-    }
 }
 
 /// Page counts of the TLB sweep up to `max_pages`: powers of two from 8 with the x1.5 points
@@ -246,22 +293,41 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         Profile::Quick => LOADS_PER_SAMPLE_QUICK,
     };
     let caches = cache_sizes(ctx);
+    let llc = ctx.machine.topology.as_ref().and_then(|t| t.llc_bytes());
     let kinds: Vec<PageKind> = ctx
         .options
         .page_kinds
         .clone()
         .unwrap_or_else(|| PageKind::ALL.to_vec());
-    let max_size = ctx
-        .options
-        .max_size
-        .unwrap_or_else(|| default_max_size(profile, kinds_using_mem_available(&kinds)));
-    let mut sizes: Vec<u64> = ctx.options.sizes.clone().unwrap_or_else(|| match profile {
-        Profile::Full => full_sizes(),
-        Profile::Quick => quick_sizes(
-            &caches,
-            ctx.machine.topology.as_ref().and_then(|t| t.llc_bytes()),
+    let wanted = largest_size(llc);
+    let (max_size, capped) = match ctx.options.max_size {
+        Some(m) => (
+            m,
+            (m < wanted).then(|| {
+                format!(
+                    "the sweep stops at {} instead of {}: --max-size",
+                    human_bytes(m),
+                    human_bytes(wanted)
+                )
+            }),
         ),
-    });
+        None => default_max_size(wanted, kinds_using_mem_available(&kinds)),
+    };
+    let mut sizes: Vec<u64> = match ctx.options.sizes.clone() {
+        Some(s) => s,
+        None => {
+            let mut s = match profile {
+                Profile::Full => full_sizes(wanted),
+                Profile::Quick => quick_sizes(&caches, wanted),
+            };
+            // Capped: the cap itself becomes the largest point, so DRAM is still read as far
+            // out as memory allows.
+            if s.last().is_some_and(|&l| l > max_size) {
+                s.push(max_size);
+            }
+            s
+        }
+    };
     sizes.iter_mut().for_each(|s| *s = (*s / 64) * 64);
     sizes.retain(|&s| s >= 128 && s <= max_size);
     sizes.sort_unstable();
@@ -315,7 +381,24 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
                 .collect::<std::collections::BTreeMap<_, _>>()
         ),
     );
-    summarise(&mut r, &runs, &caches, &core);
+    if let Some(why) = capped {
+        r.effects.insert("max_size_capped".into(), json!(why));
+    }
+    for run in &runs {
+        let k = run.kind.name();
+        for (size, ns) in &run.curve {
+            r.samples
+                .insert(format!("latency_ns.{k}.{size}"), ns.clone());
+        }
+        for (pages, ns) in &run.tlb {
+            r.samples.insert(
+                format!("tlb_sweep_latency_ns.{k}.{pages}_pages"),
+                ns.clone(),
+            );
+        }
+    }
+    let derived = analyze(&r);
+    analysis::apply(&mut r, derived);
     Ok(r)
 }
 
@@ -351,7 +434,7 @@ fn measure_kinds(
             .map(|b| unsafe { chase::build(b.as_mut_ptr(), &next, layout) })
             .collect();
         drop(next);
-        let samples = time_chases(ctx, &starts, slots, loads, reps);
+        let samples = time_chases(ctx, &starts, slots, loads, reps, layout == Layout::Lines);
         for (run, ns) in runs.iter_mut().zip(samples) {
             match layout {
                 Layout::Lines => run.curve.push((x, ns)),
@@ -363,231 +446,71 @@ fn measure_kinds(
     runs
 }
 
-/// Metrics, samples, series and the level analysis from the measured kinds.
-fn summarise(r: &mut ProbeResult, runs: &[KindRun], caches: &[CacheSize], core: &CoreClock) {
-    let ghz = core.hz / 1e9;
-    let mut steps = serde_json::Map::new();
-    for run in runs {
-        let k = run.kind.name();
-        steps.insert(
-            k.to_string(),
-            json!(curve::curve_steps(&KindRun::medians(&run.curve))),
-        );
-        for (size, ns) in &run.curve {
-            r.samples
-                .insert(format!("latency_ns.{k}.{size}"), ns.clone());
-        }
-        for (pages, ns) in &run.tlb {
-            r.samples.insert(
-                format!("tlb_sweep_latency_ns.{k}.{pages}_pages"),
-                ns.clone(),
-            );
-        }
-        let med = KindRun::medians(&run.curve);
-        r.series.push(Series::Xy {
-            name: format!("latency_{k}"),
-            x_label: "size_bytes".into(),
-            y_label: "latency_ns".into(),
-            points: med.iter().map(|&(s, ns)| [s as f64, ns]).collect(),
-        });
-        r.series.push(Series::Xy {
-            name: format!("latency_cycles_{k}"),
-            x_label: "size_bytes".into(),
-            y_label: "latency_cycles".into(),
-            points: med.iter().map(|&(s, ns)| [s as f64, ns * ghz]).collect(),
-        });
-        r.series.push(Series::Xy {
-            name: format!("tlb_sweep_{k}"),
-            x_label: "size_bytes spanned (one line per 4 KiB page)".into(),
-            y_label: "latency_ns".into(),
-            points: KindRun::medians(&run.tlb)
-                .iter()
-                .map(|&(p, ns)| [(p * 4096) as f64, ns])
-                .collect(),
-        });
-    }
-
-    r.effects.insert("curve_steps_bytes".into(), json!(steps));
-
-    let small = runs.iter().find(|r| r.kind == PageKind::Base4k);
-    let huge = runs.iter().find(|r| r.kind.is_huge());
-    // Cache latencies on huge pages where they took: 4 KiB pages add TLB misses from 288 KiB
-    // (Zen 4's 72-entry L1 DTLB) on, which are not the cache's latency.
-    let main = huge.or(small).expect("at least one kind ran");
-    r.effects
-        .insert("latency_page_kind".into(), json!(main.kind.name()));
-    let levels = curve::locate_levels(&KindRun::medians(&main.curve), caches);
-    let samples_at = |run: &KindRun, size: u64| {
-        run.curve
-            .iter()
-            .find(|(s, _)| *s == size)
-            .map(|(_, ns)| ns.clone())
-            .unwrap_or_default()
-    };
-    for level in &levels {
-        if !level.confirmed() {
-            // The curve contradicts the size sysfs gives (no step past it, or a step before
-            // it): what was read "inside" is another level's latency, not this one's.
-            continue;
-        }
-        let ns = samples_at(main, level.at_size_bytes);
-        let cycles: Vec<f64> = ns.iter().map(|x| x * ghz).collect();
-        let name = &level.name;
-        r.metrics.extend(
-            [
-                Metric::from_samples(&format!("{name}_latency_ns"), "ns", Better::Lower, &ns),
-                Metric::from_samples(
-                    &format!("{name}_latency_cycles"),
-                    "cycles",
-                    Better::Lower,
-                    &cycles,
-                ),
-            ]
-            .into_iter()
-            .flatten(),
-        );
-    }
-    r.effects.insert("levels".into(), json!(levels));
-
-    // DRAM on 4 KiB pages, and the penalty over huge pages, at the same (largest) size.
-    let dram: Option<&LevelOnCurve> = levels.iter().find(|l| l.name == "dram");
-    if let (Some(small), Some(d)) = (small, dram) {
-        let ns = samples_at(small, d.at_size_bytes);
-        if let Some(m) = Metric::from_samples("dram_latency_4k_ns", "ns", Better::Lower, &ns) {
-            if main.kind.is_huge() {
-                // The kinds take turns (ABBA, see `time_chases`): sample i of each comes from
-                // the same half of the run, so their ratios pair.
-                let huge_ns = samples_at(main, d.at_size_bytes);
-                r.metrics.extend(Metric::paired_ratio(
-                    "tlb_penalty_ratio",
-                    Better::Lower,
-                    &ns,
-                    &huge_ns,
-                ));
-            }
-            r.metrics.push(m);
-        }
-    }
-
-    // TLB reach from the one-line-per-page sweep on both kinds.
-    if let (Some(small), Some(huge)) = (small, huge) {
-        let s = KindRun::medians(&small.tlb);
-        let h = KindRun::medians(&huge.tlb);
-        let points: Vec<TlbPoint> = s
-            .iter()
-            .zip(&h)
-            .filter(|(a, b)| a.0 == b.0)
-            .map(|(a, b)| TlbPoint {
-                pages: a.0,
-                ns_4k: a.1,
-                ns_huge: b.1,
-            })
-            .collect();
-        r.series.push(Series::Xy {
-            name: "tlb_extra_cycles_4k".into(),
-            x_label: "size_bytes spanned (one line per 4 KiB page)".into(),
-            y_label: "extra_latency_cycles (4 KiB over huge pages)".into(),
-            points: points
-                .iter()
-                .map(|p| [(p.pages * 4096) as f64, (p.ns_4k - p.ns_huge) * ghz])
-                .collect(),
-        });
-        // The knee of each repetition's sweep (sample k of every point, both page kinds), so
-        // the reach has an interval: on a shared guest one sweep's knee moved between 4 and
-        // 128 MiB from run to run, and a single knee of the medians hid that.
-        let reps = small
-            .tlb
-            .iter()
-            .chain(&huge.tlb)
-            .map(|(_, v)| v.len())
-            .min()
-            .unwrap_or(0);
-        let knees: Vec<f64> = (0..reps)
-            .filter_map(|k| {
-                let sweep: Vec<TlbPoint> = small
-                    .tlb
-                    .iter()
-                    .zip(&huge.tlb)
-                    .filter(|(a, b)| a.0 == b.0)
-                    .map(|(a, b)| TlbPoint {
-                        pages: a.0,
-                        ns_4k: a.1[k],
-                        ns_huge: b.1[k],
-                    })
-                    .collect();
-                curve::tlb_reach(&sweep, core.hz).map(|b| b as f64)
-            })
-            .collect();
-        let knee_metric = if knees.len() * 2 > reps {
-            Metric::from_samples("tlb_reach_bytes", "bytes", Better::Higher, &knees)
-        } else {
-            None
-        };
-        r.samples
-            .insert("tlb_reach_bytes.repetitions".into(), knees.clone());
-        match knee_metric.or_else(|| {
-            (reps <= 1)
-                .then(|| curve::tlb_reach(&points, core.hz))
-                .flatten()
-                .map(|bytes| {
-                    Metric::derived("tlb_reach_bytes", bytes as f64, "bytes", Better::Higher)
-                })
-        }) {
-            Some(m) => r.metrics.push(m),
-            None => {
-                r.effects.insert(
-                    "tlb_reach".into(),
-                    json!(
-                        "no knee in most repetitions of the sweep: page walks did not start, \
-                         started at once, or moved from one repetition to the next"
-                    ),
-                );
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn full_sizes_span_16k_to_1g_with_midpoints() {
-        let s = full_sizes();
+    fn full_sizes_span_16k_to_the_largest_with_midpoints() {
+        let s = full_sizes(1 << 30);
         assert_eq!(s.first(), Some(&(16 << 10)));
-        assert_eq!(s.last(), Some(&(1 << 30)));
+        assert_eq!(&s[s.len() - 3..], [512 << 20, 768 << 20, 1 << 30]);
         assert!(s.contains(&(48 << 10)));
         assert!(s.windows(2).all(|w| w[0] < w[1]));
+        // The Emerald Rapids guest: 1040 MiB ends the curve, 1 GiB beside it is left out.
+        let s = full_sizes(1040 << 20);
+        assert_eq!(&s[s.len() - 2..], [768 << 20, 1040 << 20]);
+    }
+
+    const ZEN5: [CacheSize; 3] = [
+        CacheSize {
+            level: 1,
+            bytes: 48 << 10,
+        },
+        CacheSize {
+            level: 2,
+            bytes: 1 << 20,
+        },
+        CacheSize {
+            level: 3,
+            bytes: 32 << 20,
+        },
+    ];
+
+    #[test]
+    fn the_largest_size_is_4x_the_llc_and_at_least_1_gib() {
+        assert_eq!(largest_size(Some(32 << 20)), 1 << 30);
+        assert_eq!(largest_size(None), 1 << 30);
+        // The Emerald Rapids guest reports a 260 MiB L3: its sweep stopped at 512 MiB, short
+        // of DRAM by the sizes, and the 4 KiB page penalty went unjudged.
+        assert_eq!(largest_size(Some(260 << 20)), 1040 << 20);
+        // Whole 2 MiB pages.
+        assert_eq!(largest_size(Some((300 << 20) + 4096)), 1202 << 20);
     }
 
     #[test]
-    fn quick_sizes_bracket_each_cache() {
-        let caches = [
+    fn quick_sizes_read_inside_each_cache_and_dram_at_three_sizes() {
+        assert_eq!(
+            quick_sizes(&ZEN5, largest_size(Some(32 << 20))),
+            [16 << 10, 256 << 10, 8 << 20, 64 << 20, 256 << 20, 1 << 30]
+        );
+        let emr = [
             CacheSize {
                 level: 1,
-                bytes: 32 << 10,
+                bytes: 48 << 10,
             },
             CacheSize {
                 level: 2,
-                bytes: 1 << 20,
+                bytes: 2 << 20,
             },
             CacheSize {
                 level: 3,
-                bytes: 32 << 20,
+                bytes: 260 << 20,
             },
         ];
         assert_eq!(
-            quick_sizes(&caches, Some(32 << 20)),
-            [
-                16 << 10,
-                64 << 10,
-                256 << 10,
-                2 << 20,
-                8 << 20,
-                64 << 20,
-                128 << 20,
-                512 << 20
-            ]
+            quick_sizes(&emr, largest_size(Some(260 << 20))),
+            [16 << 10, 512 << 10, 65 << 20, 260 << 20, 1040 << 20]
         );
     }
 
