@@ -40,11 +40,13 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Buffer sizes of the mem-latency curve, as a list like 16K,1M,64M,1G (default: 16 KiB
-    /// to 1 GiB, powers of two and the points halfway between).
+    /// to the larger of 4x the last-level cache and 1 GiB, powers of two and the points
+    /// halfway between; with --quick, one point inside each cache and three DRAM points).
     #[arg(long, value_name = "LIST")]
     pub sizes: Option<String>,
-    /// Largest buffer the memory probes map, like 256M or 1G (default: mem-latency 1 GiB, or
-    /// 512 MiB with --quick; bandwidth 16x the last-level cache, or 4x with --quick). One
+    /// Largest buffer the memory probes map, like 256M or 1G (default: mem-latency the larger
+    /// of 4x the last-level cache and 1 GiB; bandwidth 16x the last-level cache, or 4x with
+    /// --quick). One
     /// buffer per page kind is mapped at once, and together they must fit in the memory
     /// available.
     #[arg(long, value_name = "SIZE")]
