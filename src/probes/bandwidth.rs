@@ -39,6 +39,20 @@ pub const PASS_BYTES_QUICK: u64 = 256 << 20;
 /// Most bytes one timed pass reads, full profile.
 pub const PASS_BYTES_FULL: u64 = 1 << 30;
 
+/// Windows a buffer of `size` bytes is read in, one per pass: one when a pass may read it
+/// whole, else at least [`MIN_WINDOWS`].
+pub fn windows_per_buffer(size: u64, pass_bytes: u64) -> usize {
+    if size <= pass_bytes {
+        1
+    } else {
+        (size.div_ceil(pass_bytes) as usize).max(MIN_WINDOWS)
+    }
+}
+
+/// Fewest windows of a buffer read in windows: a window comes round after the other three
+/// quarters of the buffer, 3x the LLC at the quick profile's 4x, went through the caches.
+pub const MIN_WINDOWS: usize = 4;
+
 /// Buffer size: 16x the last-level cache for the full profile, 4x for the quick one, with a
 /// floor for machines whose cache sysfs does not report.
 fn default_size(profile: Profile, llc: Option<u64>) -> u64 {
@@ -239,12 +253,13 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ));
     }
     let size = size.next_multiple_of(1 << 21);
-    // Windows per buffer: each pass reads the next one (see the module's overview).
-    let pass_bytes = match profile {
-        Profile::Full => PASS_BYTES_FULL,
-        Profile::Quick => PASS_BYTES_QUICK,
-    };
-    let windows = size.div_ceil(pass_bytes) as usize;
+    let windows = windows_per_buffer(
+        size,
+        match profile {
+            Profile::Full => PASS_BYTES_FULL,
+            Profile::Quick => PASS_BYTES_QUICK,
+        },
+    );
 
     // Every kind's buffer is mapped at once so the configurations can take their passes in
     // turn: they are compared with each other, so a neighbour's burst on a shared machine must
@@ -516,8 +531,10 @@ mod tests {
     fn a_pass_reads_one_window_and_the_next_pass_the_next() {
         // The Emerald Rapids guest's quick buffer: 4x its 260 MiB L3, five windows of 208 MiB.
         let size = 1040usize << 20;
-        let windows = (size as u64).div_ceil(PASS_BYTES_QUICK) as usize;
+        let windows = windows_per_buffer(size as u64, PASS_BYTES_QUICK);
         assert_eq!(windows, 5);
+        assert_eq!(windows_per_buffer(128 << 20, PASS_BYTES_QUICK), 1);
+        assert_eq!(windows_per_buffer(300 << 20, PASS_BYTES_QUICK), 4);
         assert_eq!(window_of(size, (0, windows)), (0, 208 << 20));
         assert_eq!(window_of(size, (1, windows)), (208 << 20, 208 << 20));
         assert_eq!(window_of(size, (4, windows)), (832 << 20, 208 << 20));
