@@ -23,6 +23,10 @@ impl Hazard for CrossCoreLatency {
         "cross_core_latency"
     }
 
+    fn title(&self) -> &'static str {
+        "Cross-core latency"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("c2c", "c2c_latency_ns"), ("c2c", "c2c_latency_cycles")]
     }
@@ -137,7 +141,7 @@ impl Hazard for CrossCoreLatency {
         );
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Cross-core latency".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

@@ -24,6 +24,10 @@ impl Hazard for FalseSharing {
         "false_sharing"
     }
 
+    fn title(&self) -> &'static str {
+        "False sharing"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("sharing", "false_sharing_ratio")]
     }
@@ -106,7 +110,7 @@ impl Hazard for FalseSharing {
             format!("per-thread counters on one line run {ratio:.1}x slower; pad to 128 bytes");
         Some(Verdict {
             hazard: self.id().into(),
-            title: "False sharing".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

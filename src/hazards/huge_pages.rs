@@ -40,6 +40,10 @@ impl Hazard for HugePages {
         "huge_pages"
     }
 
+    fn title(&self) -> &'static str {
+        "Huge pages"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         // Judged from the THP mode and what the buffers got (effects), not from a figure.
         &[]
@@ -132,7 +136,7 @@ impl Hazard for HugePages {
         };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Huge pages".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

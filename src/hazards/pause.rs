@@ -43,6 +43,10 @@ impl Hazard for SlowPause {
         "slow_pause"
     }
 
+    fn title(&self) -> &'static str {
+        "PAUSE latency"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("pause", "pause_cycles"), ("pause", "pause_ns")]
     }
@@ -138,7 +142,7 @@ impl Hazard for SlowPause {
         };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "PAUSE latency".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

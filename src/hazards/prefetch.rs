@@ -23,6 +23,10 @@ impl Hazard for SoftwarePrefetch {
         "software_prefetch"
     }
 
+    fn title(&self) -> &'static str {
+        "Software prefetch"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("bandwidth", "prefetch_read_gain_ratio"),
@@ -156,7 +160,7 @@ impl Hazard for SoftwarePrefetch {
         };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Software prefetch".into(),
+            title: self.title().into(),
             summary,
             level,
             figure: format!("best {best:.2}x, worst {worst:.2}x"),

@@ -34,6 +34,10 @@ impl Hazard for SplitLock {
         "split_lock"
     }
 
+    fn title(&self) -> &'static str {
+        "Split locks"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("split-lock", "split_lock_ratio"),
@@ -171,7 +175,7 @@ impl Hazard for SplitLock {
         };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Split locks".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

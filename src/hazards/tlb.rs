@@ -27,6 +27,10 @@ impl Hazard for SmallPagePenalty {
         "small_page_penalty"
     }
 
+    fn title(&self) -> &'static str {
+        "4 KiB page penalty"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("mem-latency", "tlb_penalty_ratio")]
     }
@@ -107,7 +111,7 @@ impl Hazard for SmallPagePenalty {
         );
         Some(Verdict {
             hazard: self.id().into(),
-            title: "4 KiB page penalty".into(),
+            title: self.title().into(),
             summary,
             level,
             figure: format!("{ratio:.2}x ({small:.0} vs {huge:.0} ns)"),

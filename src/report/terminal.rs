@@ -350,8 +350,9 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
     format!("{}{}", wrap(&what, width, 0), wrap(&facts, width, 0))
 }
 
-/// Counts of verdicts by level: `2 hazards, 1 notice, 4 ok, 1 borderline`.
-pub fn verdict_counts(verdicts: &[Verdict]) -> String {
+/// Counts of verdicts by level, and of hazards not judged: `2 hazards, 1 notice, 4 ok, 1 not
+/// judged, 1 borderline`.
+pub fn verdict_counts(verdicts: &[Verdict], not_judged: usize) -> String {
     let n = |l: Level| verdicts.iter().filter(|v| v.level == l).count();
     let plural =
         |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
@@ -361,6 +362,9 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> String {
         plural(n(Level::Notice), "notice", "notices"),
         n(Level::Ok)
     );
+    if not_judged > 0 {
+        s.push_str(&format!(", {not_judged} {NOT_JUDGED}"));
+    }
     let borderline = verdicts.iter().filter(|v| v.borderline.is_some()).count();
     if borderline > 0 {
         s.push_str(&format!(
@@ -372,6 +376,8 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> String {
 
 /// Narrowest level column of the summary (`HAZARD` and a space or two).
 const LEVEL_W: usize = 8;
+/// The level cell of a hazard with no verdict (see [`crate::schema::NotJudged`]).
+const NOT_JUDGED: &str = "not judged";
 
 /// The one-screen summary of a `check`: the machine in two lines, one entry per hazard
 /// (level, title, headline figure with its interval, one line of meaning), the counts, and
@@ -385,7 +391,9 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     let title_w = fp
         .verdicts
         .iter()
-        .map(|v| v.title.chars().count())
+        .map(|v| v.title.as_str())
+        .chain(fp.not_judged.iter().map(|n| n.title.as_str()))
+        .map(|t| t.chars().count())
         .max()
         .unwrap_or(0);
     // The level column is as wide as its widest cell (`notice/HAZARD` when borderline).
@@ -393,6 +401,7 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
         .verdicts
         .iter()
         .map(|v| level_cell(v).chars().count())
+        .chain(fp.not_judged.iter().map(|_| NOT_JUDGED.chars().count()))
         .max()
         .unwrap_or(0)
         .max(LEVEL_W);
@@ -410,6 +419,16 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
         s.push_str(wrap(&figure, style.width, head_indent).trim_start());
         s.push_str(&wrap(&summary_of(v), style.width, level_w + 1));
     }
+    for n in &fp.not_judged {
+        let head_indent = level_w + 1 + title_w + 2;
+        s.push_str(&format!("{NOT_JUDGED:<level_w$} {:<title_w$}  ", n.title));
+        s.push_str(wrap(&n.why, style.width, head_indent).trim_start());
+        s.push_str(&wrap(
+            &format!("measure it: {}", n.measure_with),
+            style.width,
+            level_w + 1,
+        ));
+    }
     let probes_ok = fp.probes.iter().filter(|p| p.status == Status::Ok).count();
     let not_ok: Vec<&str> = fp
         .probes
@@ -420,7 +439,7 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     let seconds: f64 = fp.probes.iter().map(|p| p.duration_s).sum();
     let mut count = format!(
         "{}. {probes_ok} probe{} ok in {seconds:.1} s",
-        verdict_counts(&fp.verdicts),
+        verdict_counts(&fp.verdicts, fp.not_judged.len()),
         if probes_ok == 1 { "" } else { "s" }
     );
     if !not_ok.is_empty() {

@@ -38,6 +38,10 @@ pub struct Fingerprint {
     pub probes: Vec<ProbeResult>,
     /// Hazard verdicts drawn from the probes and machine facts.
     pub verdicts: Vec<Verdict>,
+    /// Hazards whose probes ran (or were asked for) but which could not be judged, each with
+    /// why: a verdict never disappears silently. Absent in files from builds before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_judged: Vec<NotJudged>,
 }
 
 /// Name and version of the writer.
@@ -92,6 +96,11 @@ pub struct ProbeResult {
     /// Curves, bars and matrices for charts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<Series>,
+    /// Headline figures this run could not measure, by metric name, with why (no size of
+    /// the latency sweep reached DRAM; the two threads never ran as two cores). A hazard that
+    /// reads one is "not judged" with that reason instead of judged on a guess.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_measured: BTreeMap<String, String>,
     /// Wall time the probe took, in seconds.
     pub duration_s: f64,
 }
@@ -286,6 +295,21 @@ pub struct Verdict {
     pub borderline: Option<Level>,
 }
 
+/// A hazard this run could not judge: its probe did not run ok, or a figure it reads was not
+/// measured. Shown where the verdict would be, so nothing vanishes and nothing is called ok
+/// without a measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotJudged {
+    /// Stable identifier of the hazard (`small_page_penalty`, ...).
+    pub hazard: String,
+    /// Short human title (`4 KiB page penalty`).
+    pub title: String,
+    /// Why there is no verdict, in a sentence (`no size of the latency sweep reached DRAM`).
+    pub why: String,
+    /// The command that measures what is missing (`cpudoctor explain small_page_penalty`).
+    pub measure_with: String,
+}
+
 impl ProbeResult {
     /// An empty result for `name` with the given status.
     pub fn new(name: &str, status: Status) -> ProbeResult {
@@ -298,6 +322,7 @@ impl ProbeResult {
             metrics: Vec::new(),
             samples: BTreeMap::new(),
             series: Vec::new(),
+            not_measured: BTreeMap::new(),
             duration_s: 0.0,
         }
     }

@@ -16,7 +16,7 @@ pub use text::{
 };
 
 use crate::hazards;
-use crate::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
+use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
 use serde::Serialize;
 
 /// How many scaled MADs a median must move before it counts as changed. The scaled MAD
@@ -372,6 +372,16 @@ pub fn effective_verdicts(fp: &Fingerprint) -> Vec<Verdict> {
         }
     }
     out
+}
+
+/// The hazards `fp` has no effective verdict for (see [`effective_verdicts`]) although their
+/// probes ran, each with why.
+pub fn effective_not_judged(fp: &Fingerprint, verdicts: &[Verdict]) -> Vec<NotJudged> {
+    hazards::all()
+        .iter()
+        .filter(|rule| !verdicts.iter().any(|v| v.hazard == rule.id()))
+        .filter_map(|rule| rule.not_judged(fp))
+        .collect()
 }
 
 fn run_info(fp: &Fingerprint, label: &str) -> RunInfo {
