@@ -197,6 +197,12 @@ pub trait Hazard: Sync {
         self.verdict(&Inputs::new(fp, self))
     }
 
+    /// Why there is no verdict when every probe ran ok and every figure it reads is there
+    /// (a fact it needs was not tried in this run).
+    fn unjudged_reason(&self, _fp: &Inputs<'_>) -> String {
+        "its figures were measured but do not support a verdict".into()
+    }
+
     /// Why this hazard has no verdict on `fp`, for a fingerprint where [`Hazard::judge`]
     /// gave none; `None` when none of its probes was run at all (a `probe pause` file says
     /// nothing about split locks, and that is no gap).
@@ -208,7 +214,8 @@ pub trait Hazard: Sync {
         Some(NotJudged {
             hazard: self.id().into(),
             title: self.title().into(),
-            why: why_not_judged(fp, &probes, self.reads()),
+            why: why_not_judged(fp, &probes, self.reads())
+                .unwrap_or_else(|| self.unjudged_reason(&Inputs::new(fp, self))),
             measure_with: format!("cpudoctor explain {}", self.id()),
         })
     }
@@ -216,28 +223,28 @@ pub trait Hazard: Sync {
 
 /// The first reason, in the order a reader would look, that `probes` give no verdict: a
 /// probe that did not run or did not run ok, then a figure the probe says it could not
-/// measure (`not_measured`), then a figure simply absent.
-fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> String {
+/// measure (`not_measured`), then a figure simply absent; `None` when none of those holds.
+fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> Option<String> {
     for name in probes {
         match fp.probe(name) {
-            None => return format!("the {name} probe did not run"),
+            None => return Some(format!("the {name} probe did not run")),
             Some(p) if p.status != Status::Ok => {
                 let how = if p.status == Status::Skipped {
                     "was skipped"
                 } else {
                     "failed"
                 };
-                return match &p.reason {
+                return Some(match &p.reason {
                     Some(r) => format!("the {name} probe {how}: {r}"),
                     None => format!("the {name} probe {how}"),
-                };
+                });
             }
             Some(_) => {}
         }
     }
     for (probe, metric) in reads {
         if let Some(why) = fp.probe(probe).and_then(|p| p.not_measured.get(*metric)) {
-            return why.clone();
+            return Some(why.clone());
         }
     }
     let missing: Vec<String> = reads
@@ -245,11 +252,7 @@ fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> 
         .filter(|(p, m)| fp.metric(p, m).is_none())
         .map(|(_, m)| (*m).to_string())
         .collect();
-    if missing.is_empty() {
-        "its figures were measured but do not support a verdict".into()
-    } else {
-        format!("no {} in this run", missing.join(" or "))
-    }
+    (!missing.is_empty()).then(|| format!("no {} in this run", missing.join(" or ")))
 }
 
 /// Every hazard rule.
