@@ -73,7 +73,10 @@ impl Hazard for FalseSharing {
             Level::Ok,
             &[(NOTICE_RATIO, Level::Notice), (HAZARD_RATIO, Level::Hazard)],
         );
-        let mut figure = format!("packed {ratio:.1}x padded");
+        let mut figure = super::with_interval(
+            format!("packed {ratio:.1}x padded"),
+            fp.metric("sharing", "false_sharing_ratio"),
+        );
         if let Some(t) = true_ratio {
             figure.push_str(&format!("; one shared atomic {t:.1}x private"));
         }
