@@ -379,12 +379,11 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     for v in &fp.verdicts {
         let level = level_cell(v);
         let pad = (level_w + 1).saturating_sub(level.chars().count()).max(1);
-        let figure = &v.figure;
         let head_indent = level_w + 1 + title_w + 2;
         s.push_str(&style.paint_level(v.level, &level));
         s.push_str(&" ".repeat(pad));
         s.push_str(&format!("{:<title_w$}  ", v.title));
-        s.push_str(wrap(&figure, style.width, head_indent).trim_start());
+        s.push_str(wrap(&v.figure, style.width, head_indent).trim_start());
         s.push_str(&wrap(&summary_of(v), style.width, level_w + 1));
     }
     for n in &fp.not_judged {
