@@ -22,19 +22,15 @@ fn fixture(path: &str) -> Fingerprint {
         .unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 
-/// The fingerprint at `path` with its mem-latency result re-analysed and its verdicts
-/// judged again, and the result as saved.
+/// The fingerprint at `path` judged by this build (its mem-latency result re-analysed,
+/// every hazard judged again), and its mem-latency result as saved.
 fn rejudged(path: &str) -> (Fingerprint, ProbeResult) {
-    let mut fp = fixture(path);
-    let i = fp
-        .probes
-        .iter()
-        .position(|p| p.name == "mem-latency")
-        .unwrap_or_else(|| panic!("{path} has no mem-latency result"));
-    let saved = fp.probes[i].clone();
-    fp.probes[i] = reanalyze(&saved);
-    fp.verdicts = cpudoctor::hazards::judge_all(&fp);
-    (fp, saved)
+    let fp = fixture(path);
+    let saved = fp
+        .probe("mem-latency")
+        .unwrap_or_else(|| panic!("{path} has no mem-latency result"))
+        .clone();
+    (cpudoctor::session::rejudge(&fp), saved)
 }
 
 fn value(fp: &Fingerprint, name: &str) -> Option<f64> {
@@ -42,9 +38,7 @@ fn value(fp: &Fingerprint, name: &str) -> Option<f64> {
 }
 
 fn not_measured(fp: &Fingerprint, name: &str) -> Option<String> {
-    fp.probe("mem-latency")?.effects.get("not_measured")?[name]
-        .as_str()
-        .map(String::from)
+    fp.probe("mem-latency")?.not_measured.get(name).cloned()
 }
 
 #[test]
@@ -83,6 +77,12 @@ fn the_emerald_rapids_guest_reaches_dram_and_judges_the_4k_page_penalty() {
         assert!(v.explanation.contains("nested paging"), "{}", v.explanation);
         assert!(
             fp.verdicts.iter().any(|v| v.hazard == "small_page_penalty"),
+            "{path}"
+        );
+        assert!(
+            !fp.not_judged
+                .iter()
+                .any(|n| n.hazard == "small_page_penalty"),
             "{path}"
         );
     }
@@ -134,26 +134,42 @@ fn without_huge_pages_the_penalty_is_not_measured_and_says_why() {
     assert!(why.contains("no huge page kind took"), "{why}");
     assert!(why.contains("THP mode never"), "{why}");
     assert!(SmallPagePenalty.judge(&fp).is_none());
+    let n = fp
+        .not_judged
+        .iter()
+        .find(|n| n.hazard == "small_page_penalty")
+        .expect("not judged, not gone");
+    assert_eq!(n.why, why);
 }
 
 #[test]
-fn a_sweep_that_stops_short_of_dram_says_why() {
+fn a_sweep_that_stops_short_of_dram_is_not_judged_and_says_why() {
     // The Emerald Rapids check cut at 64 MiB: one size past L2, no plateau, nothing 4x the
-    // 260 MiB L3.
-    let mut p = fixture("machines/emerald-rapids-kvm/check-single.json")
-        .probe("mem-latency")
-        .unwrap()
-        .clone();
+    // 260 MiB L3. The verdict must not vanish as it did.
+    let mut fp = fixture("machines/emerald-rapids-kvm/check-single.json");
+    let p = fp
+        .probes
+        .iter_mut()
+        .find(|p| p.name == "mem-latency")
+        .unwrap();
     p.samples.retain(|k, _| {
         !k.starts_with("latency_ns.")
             || k.rsplit('.').next().unwrap().parse::<u64>().unwrap() < 64 << 20
     });
-    let a = analyze(&p);
+    let a = analyze(p);
     assert!(a.metrics.iter().all(|m| !m.name.starts_with("dram")));
-    let why = &a.not_measured["tlb_penalty_ratio"];
+    let why = a.not_measured["tlb_penalty_ratio"].clone();
     assert!(why.starts_with("DRAM not reached"), "{why}");
     assert!(why.contains("260 MiB last-level cache"), "{why}");
-    assert_eq!(a.effects["not_measured"]["dram_latency_ns"], why.as_str());
+    assert_eq!(a.not_measured["dram_latency_ns"], why);
+    let fp = cpudoctor::session::rejudge(&fp);
+    let n = fp
+        .not_judged
+        .iter()
+        .find(|n| n.hazard == "small_page_penalty")
+        .expect("not judged, not gone");
+    assert_eq!(n.why, why);
+    assert_eq!(n.measure_with, "cpudoctor explain small_page_penalty");
 }
 
 #[test]

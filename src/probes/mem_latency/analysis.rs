@@ -8,7 +8,8 @@
 //! What it derives: the cache levels and DRAM located on the curve ([`super::curve`]), their
 //! latencies in ns and core cycles, the 4 KiB page penalty at the largest DRAM size (and at
 //! every DRAM size, since it grows with the memory touched), and the TLB reach. A figure it
-//! cannot derive is named in `effects.not_measured` with the reason.
+//! cannot derive is named in the result's `not_measured` with the reason, so the hazard that
+//! reads it is "not judged" with that reason rather than gone.
 
 use super::curve::{self, CacheSize, LevelOnCurve, TlbPoint};
 use crate::format::human_bytes;
@@ -20,19 +21,14 @@ use std::collections::BTreeMap;
 
 /// Effects the analysis writes (and [`reanalyze`] replaces). `tlb_reach` is an earlier
 /// build's reason for a missing TLB reach, now in `not_measured`.
-pub const DERIVED_EFFECTS: [&str; 7] = [
+pub const DERIVED_EFFECTS: [&str; 6] = [
     "curve_steps_bytes",
     "latency_page_kind",
     "levels",
-    "not_measured",
     "tlb_penalty_by_size",
     "tlb_penalty_size_bytes",
     "tlb_reach",
 ];
-
-/// Key of `effects` naming each figure the analysis could not derive, with why
-/// (metric name -> reason).
-pub const NOT_MEASURED: &str = "not_measured";
 
 /// Samples the analysis writes.
 pub const DERIVED_SAMPLES: [&str; 1] = ["tlb_reach_bytes.repetitions"];
@@ -45,11 +41,11 @@ pub struct Analysis {
     /// Curves for charts.
     pub series: Vec<Series>,
     /// Derived effects: `levels`, `curve_steps_bytes`, `latency_page_kind`,
-    /// `tlb_penalty_size_bytes`, `tlb_penalty_by_size`, `not_measured`.
+    /// `tlb_penalty_size_bytes`, `tlb_penalty_by_size`.
     pub effects: BTreeMap<String, Value>,
     /// Derived samples: `tlb_reach_bytes.repetitions`.
     pub samples: BTreeMap<String, Vec<f64>>,
-    /// Figures not derived, with why (also in `effects.not_measured`).
+    /// Figures not derived, with why (the result's `not_measured`).
     pub not_measured: BTreeMap<String, String>,
 }
 
@@ -223,7 +219,7 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
             "dram_latency_ns".into(),
             "no latency curve in the saved samples".into(),
         );
-        return finish(a);
+        return a;
     };
     a.effects
         .insert("latency_page_kind".into(), json!(main.kind.name()));
@@ -276,15 +272,6 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
     }
     a.effects.insert("levels".into(), json!(levels));
     tlb_reach(&mut a, small, huge, ghz);
-    finish(a)
-}
-
-/// Copies `not_measured` into the effects (until the schema has a field of its own).
-fn finish(mut a: Analysis) -> Analysis {
-    if !a.not_measured.is_empty() {
-        a.effects
-            .insert(NOT_MEASURED.into(), json!(a.not_measured.clone()));
-    }
     a
 }
 
@@ -505,8 +492,8 @@ fn tlb_reach(
 }
 
 /// `saved` with every figure the analysis derives recomputed by today's analysis: metrics,
-/// series, derived effects and samples replaced; raw samples, params and the other effects
-/// kept. For a result combined from several runs (`--runs`), only the first run's samples
+/// series, `not_measured`, derived effects and samples replaced; raw samples, params and the
+/// other effects kept. For a result combined from several runs (`--runs`), only the first run's samples
 /// were saved, so the figures become that run's (the `<metric>.runs` samples stay).
 pub fn reanalyze(saved: &ProbeResult) -> ProbeResult {
     let mut r = saved.clone();
@@ -524,6 +511,7 @@ pub fn apply(r: &mut ProbeResult, a: Analysis) {
     }
     r.metrics = a.metrics;
     r.series = a.series;
+    r.not_measured = a.not_measured;
     r.effects.extend(a.effects);
     r.samples.extend(a.samples);
 }
