@@ -100,27 +100,23 @@ fn the_zen2_guest_keeps_its_dram_figure() {
 }
 
 #[test]
-fn the_zen3_guest_reads_dram_on_its_plateau_not_past_the_walks() {
+fn the_zen3_guest_keeps_its_dram_figure() {
     // THP: 133 ns at 8 MiB, 157 at 64 MiB, 162 at 128 MiB, 212 at 512 MiB (first run). The
-    // guest's L3 share is not on the curve (8 MiB already reads DRAM), and the 64-128 MiB
-    // plateau is flat (1.03x); 512 MiB is 1.3x above it with nothing left to miss in a cache:
-    // page walks of the guest's huge pages (the host backs them with its own pages), as on
-    // the Emerald Rapids and Zen 5 guests. The old build read DRAM at 512 MiB (195 ns, the
-    // median of three runs); the penalty is still read there.
+    // guest's L3 share is not on the curve (8 MiB already reads DRAM), so the L3 is not
+    // named; DRAM is still read at 512 MiB, 16x the reported LLC, where no cache can hold
+    // the lines. A saved result keeps only its first run's samples, so the figure to keep is
+    // that run's (`dram_latency_ns.runs[0]`; the saved metric is the median of three runs).
     for path in [
         "fingerprints/zen3-kvm-runs3-a.json",
         "fingerprints/zen3-kvm-runs3-b.json",
     ] {
         let (fp, saved) = rejudged(path);
-        let dram = value(&fp, "dram_latency_ns").unwrap();
-        assert!((150.0..170.0).contains(&dram), "{path}: {dram}");
-        let huge = value(&fp, "dram_latency_huge_ns").unwrap();
-        assert!(huge > dram * 1.15, "{path}: {huge} vs {dram}");
-        let (new, old) = (
-            value(&fp, "tlb_penalty_ratio").unwrap(),
-            saved.metric("tlb_penalty_ratio").unwrap().value,
-        );
-        assert!((new / old - 1.0).abs() < 0.03, "{path}: {new} vs {old}");
+        assert!(value(&fp, "l3_latency_ns").is_none(), "{path}");
+        for m in ["dram_latency_ns", "tlb_penalty_ratio"] {
+            let old = saved.samples[&format!("{m}.runs")][0];
+            let new = value(&fp, m).unwrap();
+            assert!((new / old - 1.0).abs() < 0.03, "{path} {m}: {new} vs {old}");
+        }
     }
 }
 

@@ -183,7 +183,12 @@ pub enum DramFoundBy {
 /// whose latencies differ least per doubling of size, provided the run around them with no
 /// step ([`CURVE_STEP_RATIO`] between its lowest and highest point) spans at least
 /// [`PLATEAU_MIN_SPAN`] in size ("flat across a factor of several"); else the next flattest
-/// pair is tried. The plateau may lie below the L3 size sysfs reports.
+/// pair is tried. Pairs at or past [`DRAM_MIN_LLC_FACTOR`] times the reported LLC come first:
+/// there no cache can hold a quarter of the lines whatever the curve says, so a noisy dip
+/// where a guest's share of the L3 ends is not taken for DRAM, and the figure means what it
+/// meant before the plateau (the AMD guests' DRAM at 512 MiB). Where the reported LLC is the
+/// host's and no such pair exists (the Emerald Rapids guest), the curve alone decides, and the
+/// plateau may lie below the L3 size sysfs reports.
 ///
 /// When the curve shows no plateau (too few points past the caches, or no L2 to compare
 /// with), DRAM is the largest size of at least [`DRAM_MIN_LLC_FACTOR`] times the reported
@@ -212,7 +217,7 @@ pub fn locate_dram(
         plateau_bytes: plateau,
     };
     if let Some(l2_ns) = l2_ns
-        && let Some((first, last, at)) = plateau(points, levels, l2_ns)
+        && let Some((first, last, at)) = plateau(points, levels, l2_ns, llc.bytes)
     {
         let (at, ns) = points[at];
         return Ok(dram(
@@ -253,11 +258,13 @@ pub fn locate_dram(
 /// Indexes (first, last, read at) of the DRAM plateau in `points` (see [`locate_dram`]): the
 /// neighbouring pairs of DRAM sizes from the flattest (least change in latency per doubling
 /// of size), each grown into the widest run around it with no step; the first run spanning
-/// [`PLATEAU_MIN_SPAN`] is the plateau, read at its pair's upper point.
+/// [`PLATEAU_MIN_SPAN`] is the plateau, read at its pair's upper point. Pairs at or past
+/// [`DRAM_MIN_LLC_FACTOR`] times the reported LLC (`llc_bytes`) are tried first.
 fn plateau(
     points: &[(u64, f64)],
     levels: &[LevelOnCurve],
     l2_ns: f64,
+    llc_bytes: u64,
 ) -> Option<(usize, usize, usize)> {
     let cache_end = levels
         .iter()
@@ -281,7 +288,12 @@ fn plateau(
     let mut pairs: Vec<usize> = (0..points.len().saturating_sub(1))
         .filter(|&i| eligible(i) && eligible(i + 1) && flat(i, i + 1))
         .collect();
-    pairs.sort_by(|&a, &b| slope(a).total_cmp(&slope(b)));
+    let near = |i: usize| points[i].0 < llc_bytes.saturating_mul(DRAM_MIN_LLC_FACTOR);
+    pairs.sort_by(|&a, &b| {
+        (near(a), slope(a))
+            .partial_cmp(&(near(b), slope(b)))
+            .expect("finite")
+    });
     pairs.into_iter().find_map(|i| {
         let (mut first, mut last) = (i, i + 1);
         while first > 0 && eligible(first - 1) && flat(first - 1, last) {
