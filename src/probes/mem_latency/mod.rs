@@ -348,19 +348,38 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let tlb_max_pages = TLB_SWEEP_MAX_PAGES.min(largest / 4096);
     let tlb_sweep = tlb_pages(profile, tlb_max_pages);
 
+    // The largest chase's cycle takes a quarter of a second to draw at 1 GiB: drawn by a
+    // thread spawned before this one is pinned, so it can run on another CPU while this one
+    // faults the buffers in. Nothing is timed until both are done.
+    let largest_cycle = std::thread::spawn(move || {
+        chase::sattolo_cycle(
+            (largest / 64) as usize,
+            &mut chase::SplitMix64::new(SEED ^ largest),
+        )
+    });
     let _pin = pin_to_cpu(cpu)?;
-    let core: CoreClock = estimate_core_clock(ctx.clock, 7)
-        .ok_or_else(|| ProbeFailure::Failed("core clock estimate failed".into()))?;
-
     ctx.progress
         .begin("mem-latency", (sizes.len() + tlb_sweep.len()) as u64);
     // Every kind's buffer is mapped at once, so the kinds can take turns (in blocks, see
     // `time_chases`); pinned already, so the pages fault in on this CPU's NUMA node.
     let kb = allocate_kinds(&kinds, |kind| Buffer::allocate(largest, kind))
         .map_err(|e| ProbeFailure::Failed(e.to_string()))?;
+    let largest_cycle = largest_cycle
+        .join()
+        .map_err(|_| ProbeFailure::Failed("the thread drawing the chase's cycle failed".into()))?;
+    let core: CoreClock = estimate_core_clock(ctx.clock, 7)
+        .ok_or_else(|| ProbeFailure::Failed("core clock estimate failed".into()))?;
     let mut bufs = kb.buffers;
     let backings = kb.records;
-    let runs = measure_kinds(ctx, &mut bufs, &sizes, &tlb_sweep, loads, reps);
+    let runs = measure_kinds(
+        ctx,
+        &mut bufs,
+        &sizes,
+        &tlb_sweep,
+        loads,
+        reps,
+        (largest, largest_cycle),
+    );
     drop(bufs);
     ctx.progress.finish();
     if runs.is_empty() {
@@ -410,6 +429,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
 }
 
 /// The latency curve and the TLB sweep on every buffer, kinds in blocks (see [`time_chases`]).
+/// `drawn` is a size and its cycle drawn already.
 #[cfg(target_arch = "x86_64")]
 fn measure_kinds(
     ctx: &ProbeContext,
@@ -418,6 +438,7 @@ fn measure_kinds(
     tlb_sweep: &[u64],
     loads: u64,
     reps: usize,
+    drawn: (u64, Vec<u32>),
 ) -> Vec<KindRun> {
     let mut runs: Vec<KindRun> = bufs
         .iter()
@@ -431,9 +452,13 @@ fn measure_kinds(
         .iter()
         .map(|&s| (s, s / 64, Layout::Lines))
         .chain(tlb_sweep.iter().map(|&p| (p, p, Layout::OneLinePerPage)));
+    let mut drawn = Some(drawn);
     for (x, slots, layout) in points {
-        // One cycle for every kind: the same pattern, drawn once.
-        let next = chase::sattolo_cycle(slots as usize, &mut chase::SplitMix64::new(SEED ^ x));
+        // One cycle for every kind: the same pattern, drawn once (the largest one already).
+        let next = match drawn.take_if(|d| layout == Layout::Lines && d.0 == x) {
+            Some((_, next)) => next,
+            None => chase::sattolo_cycle(slots as usize, &mut chase::SplitMix64::new(SEED ^ x)),
+        };
         let starts: Vec<*const u64> = bufs
             .iter_mut()
             // SAFETY: slots x stride <= the buffer's length (sizes and the sweep are capped
