@@ -52,6 +52,13 @@ const WARM_UP_CAP: u64 = 1 << 19;
 const WARM_UP_MAX_LOADS: u64 = 1 << 20;
 /// A lap at most this fraction faster than the one before ends the warm-up.
 const WARM_UP_SETTLED: f64 = 0.9;
+/// Most sample-sized stretches warming up a chase past the warm-up cap. One stretch left the
+/// quick profile's 1 GiB chase 5-10% slower on THP and up to 1.4x slower on 4 KiB pages than
+/// with four (173-181 against 158-166 ns THP, 251-266 against 179-180 ns 4 KiB on the Zen 5
+/// guest, 2026-11-24; a C chase warmed up with 2^20 loads: 170-174 ns THP): a block starts
+/// just after the other page kind's block has filled the page-walk caches with its own
+/// tables. The stretches usually settle after two or three.
+const WARM_UP_MAX_STRETCHES: u64 = 8;
 /// Largest span of the TLB sweep: 65536 pages of 4 KiB, far past any second-level TLB (3072
 /// entries on Zen 4, 1536-2048 on recent Intel cores).
 const TLB_SWEEP_MAX_PAGES: u64 = 1 << 16;
@@ -206,21 +213,22 @@ fn time_chases(
     let clock = ctx.clock;
     let loads = loads.next_multiple_of(CHASE_LOADS_PER_ITERATION);
     // Whole laps while the chase fits in some cache, until they stop getting faster; beyond
-    // the cap every load misses anyway and one sample's worth settles the TLB and the core
-    // clock.
+    // the cap every load misses the caches anyway, and sample-sized stretches until they stop
+    // getting faster settle the TLB, the page-walk caches (the other kind's block evicted
+    // them) and the core clock.
+    let (unit, budget) = match (settle, slots > WARM_UP_CAP) {
+        (false, _) => (slots, slots),
+        (true, false) => (slots, WARM_UP_MAX_LOADS.max(slots)),
+        (true, true) => (loads, loads * WARM_UP_MAX_STRETCHES),
+    };
     let warm_up = |p: *const u64| -> *const u64 {
-        if slots > WARM_UP_CAP {
-            // SAFETY: as for every chase below.
-            return unsafe { pointer_chase(p, loads) };
-        }
-        let budget = if settle { WARM_UP_MAX_LOADS } else { slots };
         let (mut p, mut done, mut last) = (p, 0u64, f64::INFINITY);
-        while done + slots <= budget.max(slots) {
+        while done + unit <= budget {
             let t0 = clock.start();
             // SAFETY: as for every chase below.
-            p = unsafe { pointer_chase(p, slots) };
+            p = unsafe { pointer_chase(p, unit) };
             let lap = clock.ticks_to_ns(clock.end() - t0);
-            done += slots;
+            done += unit;
             if lap > last * WARM_UP_SETTLED {
                 break;
             }
