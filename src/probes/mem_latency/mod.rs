@@ -52,6 +52,12 @@ const WARM_UP_CAP: u64 = 1 << 19;
 const WARM_UP_MAX_LOADS: u64 = 1 << 20;
 /// A lap at most this fraction faster than the one before ends the warm-up.
 const WARM_UP_SETTLED: f64 = 0.9;
+/// Most laps warming up a chase of the TLB sweep. One lap left the sweep's largest points
+/// (2-4 MiB of lines, past L2) reading whichever page kind went second in a round 50-200
+/// cycles slower, so the knee of most repetitions vanished (the Zen 5 guest: reach found in
+/// 0 of 5 quick checks, 4 of 5 with laps until settled); four laps settle them mostly, at a
+/// bounded cost (its laps are 1-4 MiB of lines).
+const WARM_UP_SWEEP_LAPS: u64 = 4;
 /// Most sample-sized stretches warming up a chase past the warm-up cap. One stretch left the
 /// quick profile's 1 GiB chase 5-10% slower on THP and up to 1.4x slower on 4 KiB pages than
 /// with four (173-181 against 158-166 ns THP, 251-266 against 179-180 ns 4 KiB on the Zen 5
@@ -188,9 +194,8 @@ pub fn cache_sizes(ctx: &ProbeContext) -> Vec<CacheSize> {
 }
 
 /// Times chases through `slots` slots, one per page kind (`starts`); returns ns/load per kind.
-/// With `settle`, a chase that fits the warm-up cap is warmed up until its laps stop getting
-/// faster; without, one lap (the TLB sweep: its 4 KiB and huge-page chases cover the same
-/// lines, so what the caches hold cancels out of their difference).
+/// A chase that fits the warm-up cap is warmed up in laps until they stop getting faster, at
+/// most [`WARM_UP_MAX_LOADS`] loads, or `max_laps` laps when given (the TLB sweep).
 ///
 /// Each kind must have the caches to itself while it is timed: if the kinds took their samples
 /// in turn, every other kind's chase would walk as many lines between two visits to a line as
@@ -207,7 +212,7 @@ fn time_chases(
     slots: u64,
     loads: u64,
     reps: usize,
-    settle: bool,
+    max_laps: Option<u64>,
 ) -> Vec<Vec<f64>> {
     use crate::arch::{CHASE_LOADS_PER_ITERATION, pointer_chase};
     let clock = ctx.clock;
@@ -216,10 +221,11 @@ fn time_chases(
     // the cap every load misses the caches anyway, and sample-sized stretches until they stop
     // getting faster settle the TLB, the page-walk caches (the other kind's block evicted
     // them) and the core clock.
-    let (unit, budget) = match (settle, slots > WARM_UP_CAP) {
-        (false, _) => (slots, slots),
-        (true, false) => (slots, WARM_UP_MAX_LOADS.max(slots)),
-        (true, true) => (loads, loads * WARM_UP_MAX_STRETCHES),
+    let (unit, budget) = if slots > WARM_UP_CAP {
+        (loads, loads * WARM_UP_MAX_STRETCHES)
+    } else {
+        let cap = max_laps.map_or(WARM_UP_MAX_LOADS, |n| n * slots);
+        (slots, cap.max(slots))
     };
     let warm_up = |p: *const u64| -> *const u64 {
         let (mut p, mut done, mut last) = (p, 0u64, f64::INFINITY);
@@ -474,7 +480,8 @@ fn measure_kinds(
             .map(|b| unsafe { chase::build(b.as_mut_ptr(), &next, layout) })
             .collect();
         drop(next);
-        let samples = time_chases(ctx, &starts, slots, loads, reps, layout == Layout::Lines);
+        let max_laps = (layout == Layout::OneLinePerPage).then_some(WARM_UP_SWEEP_LAPS);
+        let samples = time_chases(ctx, &starts, slots, loads, reps, max_laps);
         for (run, ns) in runs.iter_mut().zip(samples) {
             match layout {
                 Layout::Lines => run.curve.push((x, ns)),
