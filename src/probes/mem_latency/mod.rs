@@ -96,7 +96,7 @@ impl Probe for MemLatencyProbe {
     }
 }
 
-/// Smallest largest size of the default sweeps: the penalty of 4 KiB pages grows with the
+/// The default sweeps reach at least this far, whatever the LLC: the penalty of 4 KiB pages grows with the
 /// memory touched (1.02x at 128 MiB, 1.5x at 1 GiB on the Zen 4 guest; 1.09x at 64 MiB, 1.74x
 /// at 512 MiB, 2.1x at 2 GiB of a C chase on the Emerald Rapids guest), so a sweep that stops
 /// at 4x a small LLC would miss what a large heap pays.
