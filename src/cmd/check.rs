@@ -1,8 +1,9 @@
 //! `cpudoctor check`: every probe in its quick profile, then the verdict table.
 
-use super::{BarProgress, OutputArgs, check_save_target, emit};
+use super::{BarProgress, OutputArgs, check_output_args, emit};
 use anyhow::Result;
 use clap::Args;
+use cpudoctor::error::InputError;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::session::{self, Host};
 
@@ -20,7 +21,7 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> Result<()> {
     let CheckArgs { output: args, skip } = args;
-    check_save_target(&args)?;
+    check_output_args(&args)?;
     // An unknown name is an input error, like `probe NAME`.
     let skipped = session::select_probes(&skip)?;
     let selected: Vec<&'static dyn probes::Probe> = probes::all()
@@ -28,6 +29,9 @@ pub fn run(args: CheckArgs) -> Result<()> {
         .copied()
         .filter(|p| skip.is_empty() || !skipped.iter().any(|s| s.name() == p.name()))
         .collect();
+    if selected.is_empty() {
+        return Err(InputError::EverythingSkipped.into());
+    }
     let host = Host::detect();
     let progress = BarProgress::new();
     eprintln!(

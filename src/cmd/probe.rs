@@ -1,6 +1,6 @@
 //! `cpudoctor probe`: the full microbenchmarks, with their knobs.
 
-use super::{BarProgress, OutputArgs, check_save_target, emit_with, terminal_width};
+use super::{BarProgress, OutputArgs, check_output_args, emit_with, seconds_arg, terminal_width};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
@@ -23,7 +23,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Repetitions per measurement (default: by profile).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repetitions: Option<u32>,
     /// Use the quick profile (what `check` runs) instead of the full one.
     #[arg(long)]
@@ -32,12 +32,12 @@ pub struct ProbeArgs {
     pub output: OutputArgs,
     /// c2c: time budget in seconds for the CPU-pair matrix; when all pairs would not fit,
     /// a sample of pairs covering every topology group is measured (default 60, quick 2).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = seconds_arg)]
     pub budget: Option<f64>,
     /// split-lock-neighbour: seconds of bus locking in total (default 0.3, quick 0.15, at
     /// most 10). Bus locks slow every other tenant of a shared host (other VMs and
     /// containers on the same machine), not only this process: keep it short there.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = seconds_arg)]
     pub duration: Option<f64>,
     /// Buffer sizes of the mem-latency curve, as a list like 16K,1M,64M,1G (default: 16 KiB
     /// to 1 GiB, powers of two and the points halfway between).
@@ -155,7 +155,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     }
     let selected = session::select_probes(&args.names)?;
     let knobs = memory_knobs(&args)?;
-    check_save_target(&args.output)?;
+    check_output_args(&args.output)?;
     let cpus = args
         .cpus
         .as_deref()
@@ -177,7 +177,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         },
         cpus,
         repetitions: args.repetitions.map(|r| r as usize),
-        budget: seconds("--budget", args.budget)?,
+        budget: args.budget.map(Duration::from_secs_f64),
         duration: bus_locking_seconds(args.duration)?,
         sizes: knobs.sizes,
         max_size: knobs.max_size,
@@ -210,28 +210,13 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     Ok(())
 }
 
-/// A seconds option: absent, or a positive finite number (at most a day).
-fn seconds(what: &'static str, value: Option<f64>) -> Result<Option<Duration>, InputError> {
-    value
-        .map(|v| {
-            Duration::try_from_secs_f64(v)
-                .ok()
-                .filter(|d| !d.is_zero() && v <= 86_400.0)
-                .ok_or(InputError::NotPositive {
-                    what,
-                    value: v.to_string(),
-                })
-        })
-        .transpose()
-}
-
 /// Longest `--duration` accepted: seconds of bus locking, which slow every tenant of a shared
 /// host. Ten seconds is thirty times the default, plenty for a steadier figure.
 pub const MAX_DURATION_S: u32 = 10;
 
-/// `--duration`: a positive number of seconds, at most [`MAX_DURATION_S`].
+/// `--duration` (already above 0 and at most a day): at most [`MAX_DURATION_S`].
 fn bus_locking_seconds(value: Option<f64>) -> Result<Option<Duration>, InputError> {
-    let d = seconds("--duration", value)?;
+    let d = value.map(Duration::from_secs_f64);
     match value {
         Some(v) if v > MAX_DURATION_S as f64 => Err(InputError::TooLong {
             what: "--duration",
