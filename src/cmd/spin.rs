@@ -13,7 +13,7 @@ use std::io::Write;
 #[derive(Args)]
 pub struct SpinArgs {
     /// Model a PAUSE of this many ns instead of measuring this machine's (43 = the seed's Skylake-SP).
-    #[arg(long, value_name = "NS", value_parser = pause_ns_arg)]
+    #[arg(long, value_name = "NS", value_parser = pause_ns_arg, allow_negative_numbers = true)]
     pub pause_ns: Option<f64>,
     /// Core count the .NET spin limit scales with, 1 to 65536 (default: this machine's
     /// logical CPUs).
