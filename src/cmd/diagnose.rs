@@ -84,7 +84,7 @@ fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
         write_output(path, &export::pprof(d))?;
         done.push(format!(
             "Wrote {} (pprof, {} samples in {} {what}): go tool pprof -top {}",
-            path.display(),
+            super::shown(path),
             d.sampling.samples,
             stacks.stacks.len(),
             path.display()
@@ -95,7 +95,7 @@ fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
         write_output(path, text.as_bytes())?;
         done.push(format!(
             "Wrote {} (folded stacks, {} lines of {what})",
-            path.display(),
+            super::shown(path),
             text.lines().count()
         ));
     }

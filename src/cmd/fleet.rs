@@ -166,7 +166,7 @@ pub fn run(args: FleetArgs) -> Result<()> {
             cpudoctor::report::html::fleet::fleet_to_html(&report).as_bytes(),
         )?;
         if !args.json {
-            writeln!(out, "Report written to {}.", path.display())?;
+            writeln!(out, "Report written to {}.", super::shown(path))?;
         }
     }
     Ok(())

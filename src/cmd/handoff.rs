@@ -202,7 +202,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
     write!(out, "{}", terminal::render_verdicts(&fp.verdicts, width))?;
     writeln!(out)?;
     if let Some(path) = &output.save {
-        writeln!(out, "Fingerprint saved to {}", path.display())?;
+        writeln!(out, "Fingerprint saved to {}", super::shown(path))?;
     }
     Ok(())
 }

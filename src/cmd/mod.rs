@@ -177,6 +177,15 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
     output::write(path, bytes)
 }
 
+/// An output path as a reader is told it: `stdout` for `-`.
+pub fn shown(path: &Path) -> String {
+    if path.as_os_str() == output::STDOUT {
+        "stdout".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
 /// A line on stderr that may fail (a terminal hung up by SIGHUP) without ending the run.
 pub fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
@@ -436,7 +445,7 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
              with --json > FILE",
         )?;
         if !output.json {
-            writeln!(out, "Saved to {}.", path.display())?;
+            writeln!(out, "Saved to {}.", shown(path))?;
         }
     }
     if let Some(path) = &output.prom {
@@ -446,25 +455,8 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
         )
         .context("the Prometheus export was not written; fix the path and run again")?;
         if !output.json {
-            writeln!(out, "Prometheus figures written to {}.", path.display())?;
+            writeln!(out, "Prometheus figures written to {}.", shown(path))?;
         }
-    }
-    if !fp
-        .probes
-        .iter()
-        .any(|p| p.status == cpudoctor::schema::Status::Ok)
-    {
-        return Err(NothingMeasured.into());
     }
     Ok(())
 }
-
-/// Every probe that ran was skipped or failed: the fingerprint holds no figure. Printed and
-/// saved all the same (it says why each probe did not run), and the exit status is 1, so that
-/// a job that runs `check` on every host notices a host where nothing could be measured.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "nothing was measured: every probe was skipped or failed, for the reasons above (a probe \
-     that needs two CPUs skips when only one is allowed, e.g. under `taskset -c 0`)"
-)]
-pub struct NothingMeasured;

@@ -9,6 +9,7 @@ use cpudoctor::measure::buffer::{self, PageKind};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::report::heatmap;
 use cpudoctor::session::{self, Host};
+use std::io::Write;
 use std::time::Duration;
 
 #[derive(Args)]
@@ -148,8 +149,9 @@ fn more_than_available(bytes: u64, kinds: &[PageKind], available: u64) -> Option
 
 pub fn run(args: ProbeArgs) -> Result<()> {
     if args.list {
+        let mut out = std::io::stdout().lock();
         for p in probes::all() {
-            println!("{:<22} {}", p.name(), p.about());
+            writeln!(out, "{:<22} {}", p.name(), p.about())?;
         }
         return Ok(());
     }
@@ -199,15 +201,19 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         &BarProgress::new(),
         args.output.runs as usize,
     );
-    emit_with(&fp, &args.output, true)?;
+    let emitted = emit_with(&fp, &args.output, true);
+    // The heatmaps belong to the screen, which goes where the summary went.
+    let to_stderr =
+        super::stdout_is_an_output(&[args.output.save.as_deref(), args.output.prom.as_deref()]);
     if !args.output.json {
+        let mut out = super::screen(to_stderr);
         for p in &fp.probes {
             if let Some(map) = heatmap::render_c2c(p, terminal_width()) {
-                print!("\n{map}");
+                write!(out, "\n{map}")?;
             }
         }
     }
-    Ok(())
+    emitted
 }
 
 /// Longest `--duration` accepted: seconds of bus locking, which slow every tenant of a shared

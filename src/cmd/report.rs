@@ -39,7 +39,7 @@ fn report_diagnoses(args: &ReportArgs, paths: &[&Path], inputs: &[Input]) -> Res
     writeln!(
         out,
         "Report written to {} ({} diagnos{}, {} flame graph(s))",
-        args.output.display(),
+        super::shown(&args.output),
         runs.len(),
         if runs.len() == 1 { "is" } else { "es" },
         report.charts
@@ -83,7 +83,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     writeln!(
         out,
         "Report written to {} ({} fingerprint(s), {} chart(s))",
-        args.output.display(),
+        super::shown(&args.output),
         runs.as_slice().len(),
         report.charts
     )?;
