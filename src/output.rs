@@ -229,7 +229,7 @@ fn open_descriptor(fd: RawFd) -> Result<Destination, String> {
 
 /// Creates and removes a test file in `dir`: whether it takes new files from this user.
 fn try_new_file(dir: &Path) -> io::Result<()> {
-    Temporary::create(dir, OsStr::new("cpudoctor-write-test")).map(drop)
+    Temporary::create(dir, OsStr::new("cpudoctor-write-test"), 0o600).map(drop)
 }
 
 /// How two outputs, or an output and an input, are told to be the same thing.
@@ -333,8 +333,9 @@ struct Temporary {
 }
 
 impl Temporary {
-    /// `.NAME.tmp-PID-N` in `dir`, with NAME shortened to fit the file system's limit.
-    fn create(dir: &Path, name: &OsStr) -> io::Result<Temporary> {
+    /// `.NAME.tmp-PID-N` in `dir`, with NAME shortened to fit the file system's limit, created
+    /// with `mode` (less the umask).
+    fn create(dir: &Path, name: &OsStr, mode: u32) -> io::Result<Temporary> {
         let suffix = format!(
             ".tmp-{}-{}",
             std::process::id(),
@@ -351,13 +352,11 @@ impl Temporary {
             file: None,
             created: false,
         };
-        // A new file gets 0666 less the umask, as any file the shell creates; an existing
-        // output's mode is copied onto it before the rename.
         t.file = Some(
             OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(0o666)
+                .mode(mode)
                 .open(&t.path)?,
         );
         t.created = true;
@@ -433,7 +432,11 @@ fn replace(real: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = parent_of(real);
     let old = fs::metadata(real).ok();
     let name = real.file_name().unwrap_or(OsStr::new("output"));
-    let mut tmp = Temporary::create(dir, name)?;
+    // A new file gets 0666 less the umask, as any file the shell creates. An existing one's
+    // mode is the temporary file's from the start, so a 0600 file's new content is never
+    // readable by others, not even before the rename; it is set exactly once written.
+    let mode = old.as_ref().map_or(0o666, |m| m.mode() & 0o777);
+    let mut tmp = Temporary::create(dir, name, mode)?;
     let file = tmp.file.as_mut().expect("just created");
     file.write_all(bytes)?;
     if let Some(m) = &old {
@@ -604,7 +607,7 @@ mod tests {
     #[test]
     fn a_failed_write_leaves_no_temporary_file() {
         let d = tempfile::tempdir().unwrap();
-        let t = Temporary::create(d.path(), OsStr::new("x.json")).unwrap();
+        let t = Temporary::create(d.path(), OsStr::new("x.json"), 0o600).unwrap();
         assert_eq!(left_in(d.path()).len(), 1);
         drop(t);
         assert!(left_in(d.path()).is_empty());
