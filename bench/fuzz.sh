@@ -17,6 +17,7 @@ start=$(date +%s)
 PROPTEST_CASES="$cases" cargo test --release --test fuzz_parsers -- --test-threads=1 \
     --nocapture >"$log" 2>&1
 status=$?
-grep -E "inputs tried|test result|minimal failing|panicked" "$log"
-echo "fuzz: $cases cases per property, $(($(date +%s) - start)) s, exit $status (log: $log)"
+grep -E "inputs tried|test result|minimal failing" "$log"
+crashes=$(grep -c "minimal failing input" "$log")
+echo "fuzz: $cases cases per property, $(($(date +%s) - start)) s, crashes: $crashes, exit $status (log: $log)"
 exit "$status"
