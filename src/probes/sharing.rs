@@ -352,6 +352,86 @@ impl CoreCheck {
 }
 
 impl Attempt {
+    /// Puts the per-operation figures (ns, and cycles at `core_hz`) into `r`, with their
+    /// samples, and the paired ratios; when the threads did not run as separate cores
+    /// (`refused`, why), no ratio: each is `not_measured` with why.
+    fn publish(&self, r: &mut ProbeResult, core_hz: Option<f64>, refused: Option<String>) {
+        // Per-operation figures, as measured whether or not the threads ran as separate cores
+        // (the checks in `effects` say which); cycles of the first CPU's core clock (TSC ticks
+        // are not core cycles).
+        let per_op: [(&str, &Vec<f64>); 10] = [
+            ("packed_increment_ns", &self.plain_packed),
+            ("padded_increment_ns", &self.plain_padded),
+            ("packed_atomic_increment_ns", &self.atomic_packed),
+            ("private_atomic_increment_ns", &self.atomic_private),
+            ("shared_atomic_increment_ns", &self.shared_atomic),
+            ("single_thread_atomic_increment_ns", &self.alone_atomic),
+            ("packed_reader_load_ns", &self.reader_packed),
+            ("padded_reader_load_ns", &self.reader_padded),
+            ("packed_writer_store_ns", &self.writer_packed),
+            ("padded_writer_store_ns", &self.writer_padded),
+        ];
+        r.metrics.extend(
+            per_op
+                .iter()
+                .filter_map(|(name, ns)| Metric::from_samples(name, "ns", Better::Lower, ns)),
+        );
+        if let Some(hz) = core_hz {
+            r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
+            let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
+            r.metrics.extend(per_op.iter().filter_map(|(name, ns)| {
+                let name = name.replace("_ns", "_cycles");
+                Metric::from_samples(&name, "cycles", Better::Lower, &cycles(ns))
+            }));
+        }
+        match refused {
+            // Sample i of each variant is from the same moment: paired ratios cancel what the
+            // host did during that sample.
+            None => {
+                let pairs: [(&str, &[f64], &[f64]); 5] = [
+                    (
+                        "false_sharing_ratio",
+                        &self.plain_packed,
+                        &self.plain_padded,
+                    ),
+                    (
+                        "false_sharing_atomic_ratio",
+                        &self.atomic_packed,
+                        &self.atomic_private,
+                    ),
+                    (
+                        "false_sharing_reader_ratio",
+                        &self.reader_packed,
+                        &self.reader_padded,
+                    ),
+                    (
+                        "false_sharing_writer_ratio",
+                        &self.writer_packed,
+                        &self.writer_padded,
+                    ),
+                    (
+                        "true_sharing_ratio",
+                        &self.shared_atomic,
+                        &self.atomic_private,
+                    ),
+                ];
+                debug_assert!(pairs.iter().map(|p| p.0).eq(RATIO_METRICS));
+                r.metrics
+                    .extend(pairs.iter().filter_map(|(name, num, den)| {
+                        Metric::paired_ratio(name, Better::Lower, num, den)
+                    }));
+            }
+            Some(why) => {
+                for name in RATIO_METRICS {
+                    r.not_measured.insert(name.into(), why.clone());
+                }
+            }
+        }
+        for (name, ns) in per_op {
+            r.samples.insert(name.into(), ns.clone());
+        }
+    }
+
     fn check(&self) -> CoreCheck {
         let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
         CoreCheck {
@@ -373,16 +453,22 @@ struct Plan<'a> {
     clock: &'a Clock,
     cpus: &'a [usize],
     samples: usize,
+    /// Plain increments and the writer's stores per thread per sample.
     iterations: u64,
+    /// Locked increments per thread per sample: fewer in the full profile than plain ones,
+    /// because each costs 5-35 ns (a whole full probe took 1.6 s on the Zen 5 guest with
+    /// 500k); 200k keeps a thread's start skew (microseconds) under 1% of the run.
+    atomic_iterations: u64,
 }
 
 impl Plan<'_> {
     /// Measures every variant in every sample, on fresh counters, and checks the counts.
     fn attempt(&self, ctx: &ProbeContext) -> Result<Attempt, ProbeFailure> {
         let (clock, cpus, iterations) = (self.clock, self.cpus, self.iterations);
+        let atomics = self.atomic_iterations;
         let n = cpus.len();
         let lay = Layouts::new(n);
-        let per_op = |ticks: u64| clock.ticks_to_ns(ticks) / iterations as f64;
+        let per_op = |ticks: u64, ops: u64| clock.ticks_to_ns(ticks) / ops as f64;
         let fail = ProbeFailure::Failed;
         let mut a = Attempt::default();
         ctx.progress.begin("sharing", self.samples as u64);
@@ -405,7 +491,7 @@ impl Plan<'_> {
                                 Work::PlainIncrement(c, iterations)
                             })
                             .collect();
-                        let ns = per_op(run(work)?.wall_ticks());
+                        let ns = per_op(run(work)?.wall_ticks(), iterations);
                         match v {
                             Variant::PlainPacked => a.plain_packed.push(ns),
                             _ => a.plain_padded.push(ns),
@@ -419,12 +505,12 @@ impl Plan<'_> {
                                     Variant::AtomicPadded => &lay.padded[i].0,
                                     _ => &lay.shared.0,
                                 };
-                                Work::AtomicIncrement(c, iterations)
+                                Work::AtomicIncrement(c, atomics)
                             })
                             .collect();
                         let r = run(work)?;
                         a.overlaps.push(r.overlap());
-                        let ns = per_op(r.wall_ticks());
+                        let ns = per_op(r.wall_ticks(), atomics);
                         match v {
                             Variant::AtomicPacked => a.atomic_packed.push(ns),
                             Variant::AtomicPadded => a.atomic_private.push(ns),
@@ -435,10 +521,10 @@ impl Plan<'_> {
                         let r = run_threads(
                             clock,
                             &cpus[..1],
-                            &[Work::AtomicIncrement(&lay.alone.0, iterations)],
+                            &[Work::AtomicIncrement(&lay.alone.0, atomics)],
                         )
                         .map_err(fail)?;
-                        a.alone_atomic.push(per_op(r.wall_ticks()));
+                        a.alone_atomic.push(per_op(r.wall_ticks(), atomics));
                     }
                     Variant::ReadPacked | Variant::ReadPadded => {
                         // Fresh lines each run: the stores overwrite the counts, and the
@@ -476,12 +562,13 @@ impl Plan<'_> {
 
         // Every increment landed: plain ones by one thread each never lose any, locked ones
         // count them all.
-        let total = self.samples as u64 * iterations;
+        let samples = self.samples as u64;
+        let each = samples * (iterations + atomics);
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let counts_ok = (0..n).all(|i| load(lay.packed(i)) == 2 * total)
-            && lay.padded.iter().all(|p| load(&p.0) == 2 * total)
-            && load(&lay.shared.0) == total * n as u64
-            && load(&lay.alone.0) == total;
+        let counts_ok = (0..n).all(|i| load(lay.packed(i)) == each)
+            && lay.padded.iter().all(|p| load(&p.0) == each)
+            && load(&lay.shared.0) == samples * atomics * n as u64
+            && load(&lay.alone.0) == samples * atomics;
         if !counts_ok {
             return Err(ProbeFailure::Failed(
                 "counters do not add up: the increment loops were not executed as written".into(),
@@ -539,6 +626,7 @@ impl Probe for SharingProbe {
                 Profile::Quick => 200_000,
                 Profile::Full => 500_000,
             },
+            atomic_iterations: 200_000,
         };
         let distinct = distinct_cores(ctx.machine, &cpus);
         let mut checks = Vec::new();
@@ -563,6 +651,10 @@ impl Probe for SharingProbe {
         r.params.insert("samples".into(), json!(plan.samples));
         r.params
             .insert("increments_per_thread".into(), json!(plan.iterations));
+        r.params.insert(
+            "atomic_increments_per_thread".into(),
+            json!(plan.atomic_iterations),
+        );
         r.params
             .insert("writer_stores".into(), json!(plan.iterations));
         r.params.insert("packed_stride_bytes".into(), json!(8));
@@ -578,76 +670,13 @@ impl Probe for SharingProbe {
         r.effects
             .insert("separate_cores".into(), json!(problem.is_none()));
 
-        // Per-operation figures, as measured whether or not the threads ran as separate cores
-        // (the checks in `effects` say which); cycles of the first CPU's core clock (TSC ticks
-        // are not core cycles).
-        let per_op: [(&str, &Vec<f64>); 10] = [
-            ("packed_increment_ns", &t.plain_packed),
-            ("padded_increment_ns", &t.plain_padded),
-            ("packed_atomic_increment_ns", &t.atomic_packed),
-            ("private_atomic_increment_ns", &t.atomic_private),
-            ("shared_atomic_increment_ns", &t.shared_atomic),
-            ("single_thread_atomic_increment_ns", &t.alone_atomic),
-            ("packed_reader_load_ns", &t.reader_packed),
-            ("padded_reader_load_ns", &t.reader_padded),
-            ("packed_writer_store_ns", &t.writer_packed),
-            ("padded_writer_store_ns", &t.writer_padded),
-        ];
-        r.metrics.extend(
-            per_op
-                .iter()
-                .filter_map(|(name, ns)| Metric::from_samples(name, "ns", Better::Lower, ns)),
-        );
-        if let Some(hz) = core_hz {
-            r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
-            let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
-            r.metrics.extend(per_op.iter().filter_map(|(name, ns)| {
-                let name = name.replace("_ns", "_cycles");
-                Metric::from_samples(&name, "cycles", Better::Lower, &cycles(ns))
-            }));
-        }
-        match &problem {
-            // Sample i of each variant is from the same moment: paired ratios cancel what the
-            // host did during that sample.
-            None => {
-                let pairs: [(&str, &[f64], &[f64]); 5] = [
-                    ("false_sharing_ratio", &t.plain_packed, &t.plain_padded),
-                    (
-                        "false_sharing_atomic_ratio",
-                        &t.atomic_packed,
-                        &t.atomic_private,
-                    ),
-                    (
-                        "false_sharing_reader_ratio",
-                        &t.reader_packed,
-                        &t.reader_padded,
-                    ),
-                    (
-                        "false_sharing_writer_ratio",
-                        &t.writer_packed,
-                        &t.writer_padded,
-                    ),
-                    ("true_sharing_ratio", &t.shared_atomic, &t.atomic_private),
-                ];
-                debug_assert!(pairs.iter().map(|p| p.0).eq(RATIO_METRICS));
-                r.metrics
-                    .extend(pairs.iter().filter_map(|(name, num, den)| {
-                        Metric::paired_ratio(name, Better::Lower, num, den)
-                    }));
-            }
-            Some(why) => {
-                let why = format!(
-                    "the threads did not run as separate cores in {} attempts: {why}",
-                    checks.len()
-                );
-                for name in RATIO_METRICS {
-                    r.not_measured.insert(name.into(), why.clone());
-                }
-            }
-        }
-        for (name, ns) in per_op {
-            r.samples.insert(name.into(), ns.clone());
-        }
+        let refused = problem.map(|why| {
+            format!(
+                "the threads did not run as separate cores in {} attempts: {why}",
+                checks.len()
+            )
+        });
+        t.publish(&mut r, core_hz, refused);
         Ok(r)
     }
 }
@@ -744,6 +773,66 @@ mod tests {
         };
         assert_eq!(siblings.problem(false), None);
         assert!(siblings.problem(true).is_some(), "but not on claimed cores");
+    }
+
+    /// An attempt with the Emerald Rapids guest's figures of a check whose threads shared a
+    /// core (plain packed 2.71x, true sharing 1.03x, private atomics 14.3 ns against 8.5).
+    fn shared_core_attempt() -> Attempt {
+        let v = |x: f64| vec![x; 3];
+        Attempt {
+            plain_packed: v(5.7),
+            plain_padded: v(2.1),
+            atomic_packed: v(14.5),
+            atomic_private: v(14.3),
+            shared_atomic: v(14.7),
+            alone_atomic: v(8.5),
+            reader_packed: v(0.4),
+            reader_padded: v(0.35),
+            writer_packed: v(0.35),
+            writer_padded: v(0.35),
+            overlaps: v(0.95),
+        }
+    }
+
+    #[test]
+    fn a_refused_attempt_publishes_its_times_and_no_ratio() {
+        let a = shared_core_attempt();
+        let why = a.check().problem(true).expect("refused");
+        let mut r = ProbeResult::new("sharing", Status::Ok);
+        a.publish(&mut r, Some(3e9), Some(why.clone()));
+        for name in RATIO_METRICS {
+            assert!(r.metric(name).is_none(), "{name} published");
+            assert_eq!(r.not_measured.get(name), Some(&why), "{name}");
+        }
+        // The times stay, as measured: they show what happened.
+        assert_eq!(r.metric("private_atomic_increment_ns").unwrap().value, 14.3);
+        assert_eq!(
+            r.metric("single_thread_atomic_increment_ns").unwrap().value,
+            8.5
+        );
+        assert!(r.metric("private_atomic_increment_cycles").is_some());
+    }
+
+    #[test]
+    fn an_accepted_attempt_publishes_every_paired_ratio() {
+        let mut a = shared_core_attempt();
+        a.shared_atomic = vec![35.0; 3];
+        a.atomic_packed = vec![29.4; 3];
+        a.atomic_private = vec![6.2; 3];
+        a.alone_atomic = vec![6.1; 3];
+        assert_eq!(a.check().problem(true), None);
+        let mut r = ProbeResult::new("sharing", Status::Ok);
+        a.publish(&mut r, None, None);
+        assert!(r.not_measured.is_empty());
+        for name in RATIO_METRICS {
+            assert!(r.metric(name).is_some(), "{name} missing");
+        }
+        let atomic = r.metric("false_sharing_atomic_ratio").unwrap().value;
+        assert!((atomic - 29.4 / 6.2).abs() < 1e-9, "{atomic}");
+        assert!(
+            r.metric("packed_increment_cycles").is_none(),
+            "no clock, no cycles"
+        );
     }
 
     #[test]
