@@ -325,8 +325,8 @@ impl CoreCheck {
                 ));
             }
             why.push_str(
-                ": the threads shared one core (the host ran the vCPUs on one core or SMT \
-                 siblings, or descheduled one)",
+                ": the threads shared one core (SMT siblings, or a host that ran both vCPUs \
+                 on one core or descheduled one)",
             );
             return Some(why);
         }
@@ -380,7 +380,7 @@ impl Attempt {
             r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
             let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
             r.metrics.extend(per_op.iter().filter_map(|(name, ns)| {
-                let name = name.replace("_ns", "_cycles");
+                let name = format!("{}_cycles", name.trim_end_matches("_ns"));
                 Metric::from_samples(&name, "cycles", Better::Lower, &cycles(ns))
             }));
         }
