@@ -61,15 +61,15 @@ fn the_amd_guests_read_as_before_from_plain_counters() {
     // the one shared atomic reaches no higher level (the Zen 4 guest's 3.0x plain against
     // 3.5x shared: both near the 3x line, judged on the measured pattern).
     for (name, level, borderline) in [
-        ("zen3-kvm-runs3-a.json", Level::Hazard, None),
-        ("zen3-kvm-runs3-b.json", Level::Hazard, None),
+        ("zen3-kvm/check-runs3-a.json", Level::Hazard, None),
+        ("zen3-kvm/check-runs3-b.json", Level::Hazard, None),
         (
             "zen4-kvm-check-all.json",
             Level::Notice,
             Some(Level::Hazard),
         ),
     ] {
-        let fp = load(&format!("fingerprints/{name}"));
+        let fp = load(&format!("machines/{name}"));
         let v = false_sharing(&fp);
         assert_eq!(
             (v.level, v.borderline),
@@ -91,7 +91,7 @@ fn the_zen2_guest_is_judged_on_its_worse_figure_the_shared_atomic() {
     // Plain counters 3.2x sit in the guest guard band of the 3x line (notice/hazard); one
     // atomic from both cores, 4.0x, is clear of it: the worse figure sets the level and the
     // verdict says which it is.
-    let fp = load("fingerprints/zen2-kvm-check.json");
+    let fp = load("machines/zen2-kvm/check-single.json");
     let v = false_sharing(&fp);
     assert_eq!((v.level, v.borderline), (Level::Hazard, None), "{v:?}");
     assert_eq!(v.figure, "one shared atomic 4.0x, plain 3.2x");

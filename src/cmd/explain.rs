@@ -86,10 +86,6 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             }
         };
     };
-    write!(
-        out,
-        "{}",
-        terminal::render_verdict_detail(&fp, &verdict, style)
-    )?;
+    write!(out, "{}", terminal::render_verdict_detail(&verdict, style))?;
     Ok(())
 }

@@ -63,9 +63,13 @@ impl Hazard for CrossCoreLatency {
             Level::Ok,
             &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
         );
+        let one_way = super::with_interval(
+            format!("{ns:.0} ns one way"),
+            fp.metric("c2c", "c2c_latency_ns"),
+        );
         let figure = match cycles {
-            Some(c) => format!("{ns:.0} ns one way = {c:.0} cycles"),
-            None => format!("{ns:.0} ns one way"),
+            Some(c) => format!("{one_way} = {c:.0} cycles"),
+            None => one_way,
         };
         let per_second = 1e3 / (2.0 * ns);
         let mut explanation = format!(

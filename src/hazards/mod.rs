@@ -255,6 +255,16 @@ fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> 
     (!missing.is_empty()).then(|| format!("no {} in this run", missing.join(" or ")))
 }
 
+/// `figure` followed by `metric`'s confidence interval in parentheses when it has one
+/// (`27.1 ns (95% CI 26.9-27.4 ns)`): each interval printed beside the figure it belongs to,
+/// never after a line that ends with another figure.
+pub fn with_interval(figure: String, metric: Option<&Metric>) -> String {
+    match metric.and_then(Metric::interval_text) {
+        Some(ci) => format!("{figure} ({ci})"),
+        None => figure,
+    }
+}
+
 /// Every hazard rule.
 pub fn all() -> &'static [&'static dyn Hazard] {
     &[

@@ -87,9 +87,13 @@ impl Hazard for SlowPause {
                 PAUSE_GUARD,
             ),
         };
+        // The interval of the figure the level was judged on: cycles when known.
         let figure = match cycles {
-            Some(c) => format!("{ns:.1} ns = {c:.0} cycles"),
-            None => format!("{ns:.1} ns"),
+            Some(c) => super::with_interval(
+                format!("{ns:.1} ns = {c:.0} cycles"),
+                fp.metric("pause", "pause_cycles"),
+            ),
+            None => super::with_interval(format!("{ns:.1} ns"), fp.metric("pause", "pause_ns")),
         };
         let cost = |runtime: &str| {
             RUNTIMES

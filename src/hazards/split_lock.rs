@@ -110,9 +110,15 @@ impl Hazard for SplitLock {
             }
         };
 
+        let split_metric = fp
+            .metric("split-lock", "split_lock_latency_ns")
+            .or_else(|| fp.metric("split-lock", "split_lock_trapped_ns"));
         let mut figure = match (split, ratio) {
-            (Some(s), Some(r)) => format!("{} = {r:.1}x aligned", human_ns(s)),
-            (Some(s), None) => human_ns(s),
+            (Some(s), Some(r)) => format!(
+                "{} = {r:.1}x aligned",
+                super::with_interval(human_ns(s), split_metric)
+            ),
+            (Some(s), None) => super::with_interval(human_ns(s), split_metric),
             (None, _) => format!("kernel: {mode}"),
         };
         if measured_in_child && split.is_some() {

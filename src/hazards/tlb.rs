@@ -114,7 +114,13 @@ impl Hazard for SmallPagePenalty {
             title: self.title().into(),
             summary,
             level,
-            figure: format!("{ratio:.2}x ({small:.0} vs {huge:.0} ns)"),
+            figure: format!(
+                "{}, {small:.0} vs {huge:.0} ns",
+                super::with_interval(
+                    format!("{ratio:.2}x"),
+                    fp.metric("mem-latency", "tlb_penalty_ratio")
+                )
+            ),
             reference: format!(
                 "notice at {NOTICE_RATIO}x, hazard at {HAZARD_RATIO}x (nested paging: up to \
                  24 references per walk, Bhargava et al. 2008)"

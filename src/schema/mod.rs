@@ -145,21 +145,24 @@ pub struct Interval {
     pub low: f64,
     /// Upper bound.
     pub high: f64,
-    /// Nominal coverage (0.95 = a 95% interval).
+    /// The coverage this interval achieves (0.961 for the order-statistic interval of nine
+    /// samples): at least the nominal 95% when there were enough values, less with fewer (3
+    /// runs reach 0.75), and printed as such (see [`crate::format::interval_words`]).
     pub confidence: f64,
 }
 
 impl Interval {
     /// The 95% interval of the median of `samples` (see
-    /// [`crate::measure::stats::median_interval`]); `None` without samples.
+    /// [`crate::measure::stats::median_interval`]); `None` with fewer than two samples, whose
+    /// "interval" would cover nothing.
     pub fn of_median(samples: &[f64]) -> Option<Interval> {
-        crate::measure::stats::median_interval(samples, crate::measure::stats::CONFIDENCE).map(
-            |(low, high, confidence)| Interval {
+        crate::measure::stats::median_interval(samples, crate::measure::stats::CONFIDENCE)
+            .filter(|&(_, _, coverage)| coverage > 0.0)
+            .map(|(low, high, confidence)| Interval {
                 low,
                 high,
                 confidence,
-            },
-        )
+            })
     }
 
     /// Whether the two intervals share no value.
@@ -181,6 +184,30 @@ impl Metric {
             spread: Some(s),
             interval,
         })
+    }
+
+    /// A figure over values from different places (one per CPU, one per CPU pair), not
+    /// repetitions of one measurement: the median with its spread, and no confidence interval,
+    /// since the values differ because the places do (their min and max are a range).
+    pub fn across_places(name: &str, unit: &str, better: Better, values: &[f64]) -> Option<Metric> {
+        Metric::from_samples(name, unit, better, values).map(|m| Metric {
+            interval: None,
+            ..m
+        })
+    }
+
+    /// The figure's interval as a reader sees it (`95% CI 24.08-24.12 ns`, or with too few
+    /// values `n=3: 75% CI ...`); `None` without one.
+    pub fn interval_text(&self) -> Option<String> {
+        let i = self.interval.as_ref()?;
+        Some(crate::format::interval_words(
+            i.low,
+            i.high,
+            &self.unit,
+            i.confidence,
+            crate::measure::stats::CONFIDENCE,
+            self.spread.as_ref().map(|s| s.n),
+        ))
     }
 
     /// A ratio of two figures sampled in pairs (`num[i]` and `den[i]` in the same block of
