@@ -64,7 +64,7 @@ fn the_amd_guests_read_as_before_from_plain_counters() {
         ("zen3-kvm/check-runs3-a.json", Level::Hazard, None),
         ("zen3-kvm/check-runs3-b.json", Level::Hazard, None),
         (
-            "zen4-kvm-check-all.json",
+            "zen4-kvm/check-single.json",
             Level::Notice,
             Some(Level::Hazard),
         ),
