@@ -5,7 +5,7 @@
 //! bytes apart) and once padded to 128 bytes apart (two lines, because the adjacent-line
 //! prefetcher pulls lines in pairs):
 //! - plain stores: each thread increments its own counter with a plain load, add and store, as
-//!   a field update is. `false_sharing_ratio` = packed / padded. Shows on AMD (3-24x on the Zen
+//!   a field update is. `false_sharing_ratio` = packed / padded. Shows on AMD (3-60x on the Zen
 //!   2-5 guests); hidden on the Emerald Rapids guest (0.6-1.1x: stores retire through the
 //!   store buffer, the line moves behind them).
 //! - atomic counters: each thread increments its own counter with `lock xadd`, as per-thread
