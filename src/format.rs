@@ -46,12 +46,17 @@ pub fn group_thousands(n: u64) -> String {
 /// A metric's value with its unit, at a precision that suits it: sizes as KiB/MiB, ratios
 /// with an `x`, other figures to three significant digits (at least one decimal below 100).
 pub fn human_value(value: f64, unit: &str) -> String {
+    value_with_extra_decimals(value, unit, 0)
+}
+
+/// [`human_value`] with `extra` more decimals than it would show (bytes stay whole).
+fn value_with_extra_decimals(value: f64, unit: &str, extra: usize) -> String {
     if !value.is_finite() {
         return format!("{value} {unit}");
     }
     match unit {
         "bytes" if value >= 0.0 && value.fract() == 0.0 => human_bytes(value as u64),
-        "ratio" => format!("{value:.2}x"),
+        "ratio" => format!("{value:.digits$}x", digits = 2 + extra),
         _ => {
             let digits = if value.abs() >= 100.0 {
                 0
@@ -59,10 +64,54 @@ pub fn human_value(value: f64, unit: &str) -> String {
                 1
             } else {
                 2
-            };
+            } + extra;
             format!("{value:.digits$} {unit}")
         }
     }
+}
+
+/// A confidence interval as a reader sees it: `95% CI 24.08-24.12 ns`.
+///
+/// One level is printed everywhere: an interval whose `coverage` reaches `nominal` is called by
+/// the nominal level (the order-statistic interval of 9 samples covers 96.1%, of 5 only
+/// 93.8%), and one that falls short says how many values it rests on and the level it
+/// reached (`n=3: 75% CI ...`, three runs of `--runs 3`). Ends that would print alike get
+/// more decimals, so the interval is never shown as a `±` (which means a spread elsewhere).
+pub fn interval_words(
+    low: f64,
+    high: f64,
+    unit: &str,
+    coverage: f64,
+    nominal: f64,
+    n: Option<usize>,
+) -> String {
+    // The achieved coverage is stored rounded through JSON: allow a hair below nominal.
+    let label = if coverage >= nominal - 1e-9 {
+        format!("{:.0}% CI", nominal * 100.0)
+    } else {
+        match n {
+            Some(n) => format!("n={n}: {:.0}% CI", coverage * 100.0),
+            None => format!("{:.0}% CI", coverage * 100.0),
+        }
+    };
+    let (mut lo, mut hi) = (human_value(low, unit), human_value(high, unit));
+    for extra in 1..=3 {
+        if lo != hi || low == high {
+            break;
+        }
+        lo = value_with_extra_decimals(low, unit, extra);
+        hi = value_with_extra_decimals(high, unit, extra);
+    }
+    // `121-131 cycles` rather than `121 cycles to 131 cycles` when both ends share a unit.
+    let range = match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
+        (Some((a, ua)), Some((b, ub))) if ua == ub => format!("{a}-{b} {ub}"),
+        // Ratios read `3.21x`: `3.21-3.31x`.
+        (None, None) if lo.ends_with('x') && hi.ends_with('x') => {
+            format!("{}-{hi}", lo.trim_end_matches('x'))
+        }
+        _ => format!("{lo} to {hi}"),
+    };
+    format!("{label} {range}")
 }
 
 /// Parses a size: a number of bytes, or with a binary suffix `K`, `M`, `G`, `T` (also `KB`,
@@ -130,6 +179,38 @@ mod tests {
         assert_eq!(human_bytes(100), "100 B");
         // A 1.25 MiB L2 must not read as 1 MiB.
         assert_eq!(human_bytes(1280 << 10), "1.25 MiB");
+    }
+
+    #[test]
+    fn intervals_say_the_nominal_level_or_n_and_the_level_reached() {
+        // Nine samples: the order-statistic interval covers 96.1%, printed as the 95% it is.
+        assert_eq!(
+            interval_words(98.0, 112.0, "cycles", 0.961, 0.95, Some(9)),
+            "95% CI 98.0-112 cycles"
+        );
+        // Three runs reach 75%: said, with n.
+        assert_eq!(
+            interval_words(38.7, 39.0, "cycles", 0.75, 0.95, Some(3)),
+            "n=3: 75% CI 38.7-39.0 cycles"
+        );
+        assert_eq!(
+            interval_words(3.01, 8.19, "ratio", 0.961, 0.95, Some(9)),
+            "95% CI 3.01-8.19x"
+        );
+    }
+
+    #[test]
+    fn an_interval_narrower_than_the_digits_shown_gets_more_digits_never_a_plus_minus() {
+        // Regression: the PAUSE interval printed "96% CI ±0.1%", where "±" means a spread in
+        // `diff` and the tables.
+        assert_eq!(
+            interval_words(24.08, 24.12, "ns", 0.961, 0.95, Some(9)),
+            "95% CI 24.08-24.12 ns"
+        );
+        assert_eq!(
+            interval_words(77.51, 77.53, "cycles", 0.961, 0.95, Some(9)),
+            "95% CI 77.51-77.53 cycles"
+        );
     }
 
     #[test]

@@ -111,8 +111,9 @@ enum Command {
     /// Bands across many hosts' saved fingerprints: which figures split alike hosts.
     #[command(
         long_about = "Reads many saved fingerprints (files, or directories of `check --save` \
-            output; thousands are fine), groups hosts that should be alike (same CPU model, \
-            microcode, kernel and hypervisor) and, for every figure, finds whether the hosts \
+            output; thousands are fine), groups hosts that should be alike (the same CPU by \
+            CPUID vendor, family, model and stepping, not by its brand string, which a guest \
+            shares across generations; same microcode, kernel and hypervisor) and, for every figure, finds whether the hosts \
             split into bands, as the Netflix JVM case's fleet did (a fast minority of nodes \
             for the life of each JVM). Each band's centre, share of hosts and the hosts of the \
             smaller bands; which verdicts differ between them. A file that cannot be read is \

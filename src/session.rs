@@ -101,8 +101,9 @@ pub fn run(
         clock: host.clock.info().clone(),
         probes,
         verdicts: Vec::new(),
+        not_judged: Vec::new(),
     };
-    fp.verdicts = hazards::judge_all(&fp);
+    hazards::judge_into(&mut fp);
     fp
 }
 
@@ -223,8 +224,23 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
             p.samples.insert(format!("{}.runs", m.name), values);
         }
     }
-    first.verdicts = hazards::judge_all(&first);
+    hazards::judge_into(&mut first);
     first
+}
+
+/// A saved fingerprint as this build would judge it: each probe result whose probe can
+/// recompute its figures from the saved samples ([`Probe::reanalyze`]) gets them recomputed,
+/// then every hazard is judged again. Files from machines no longer at hand (the corpus of
+/// real machines in `tests/fixtures/machines/`) stay comparable as the analysis improves.
+pub fn rejudge(fp: &Fingerprint) -> Fingerprint {
+    let mut out = fp.clone();
+    for p in out.probes.iter_mut() {
+        if let Some(fresh) = probes::by_name(&p.name).and_then(|probe| probe.reanalyze(p)) {
+            *p = fresh;
+        }
+    }
+    hazards::judge_into(&mut out);
+    out
 }
 
 #[cfg(test)]

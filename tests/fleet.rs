@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::cpudoctor;
+use common::{cpudoctor, json_of};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -204,4 +204,31 @@ fn the_html_page_draws_a_strip_plot_for_each_banded_figure() {
         .assert()
         .code(2)
         .stdout("");
+}
+
+#[test]
+fn guests_with_one_brand_string_but_different_cpus_are_not_alike() {
+    // The Zen 2 (family 23 model 49) and Zen 3 (25/1) guests both call themselves "AMD EPYC"
+    // and share microcode and kernel: grouped by brand string they were "alike hosts", and a
+    // band between them would have been two CPUs, not the Netflix case.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fingerprints");
+    let out = json_of(cpudoctor().args(["fleet", "--json"]).args([
+        fixtures.join("zen2-kvm-check.json"),
+        fixtures.join("zen3-kvm-runs3-a.json"),
+        fixtures.join("zen3-kvm-runs3-b.json"),
+    ]));
+    let groups = out["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{out:#}");
+    let families: Vec<(u64, u64, u64)> = groups
+        .iter()
+        .map(|g| {
+            (
+                g["cpu"]["family"].as_u64().unwrap(),
+                g["cpu"]["model"].as_u64().unwrap(),
+                g["hosts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(families, [(25, 1, 2), (23, 49, 1)]);
+    assert!(groups.iter().all(|g| g["cpu_model"] == "AMD EPYC"));
 }

@@ -79,22 +79,13 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             }
             .into()),
             None => {
-                for p in &fp.probes {
-                    writeln!(
-                        out,
-                        "{}: {}",
-                        p.name,
-                        p.reason.as_deref().unwrap_or("no result")
-                    )?;
-                }
-                anyhow::bail!("no {id} verdict: the probes it reads did not run ok here")
+                let why = rule
+                    .not_judged(&fp)
+                    .map_or_else(|| "the probes it reads did not run".to_string(), |n| n.why);
+                anyhow::bail!("no {id} verdict: {why}")
             }
         };
     };
-    write!(
-        out,
-        "{}",
-        terminal::render_verdict_detail(&fp, &verdict, style)
-    )?;
+    write!(out, "{}", terminal::render_verdict_detail(&verdict, style))?;
     Ok(())
 }

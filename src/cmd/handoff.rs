@@ -180,7 +180,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         progress: &progress,
     };
     fp.probes.push(probes::run_probe(&probe, &ctx));
-    fp.verdicts = hazards::judge_all(&fp);
+    hazards::judge_into(&mut fp);
 
     let bytes = json::to_json_bytes(&fp);
     if let Some(path) = &output.save {

@@ -23,6 +23,10 @@ impl Hazard for CrossCoreLatency {
         "cross_core_latency"
     }
 
+    fn title(&self) -> &'static str {
+        "Cross-core latency"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("c2c", "c2c_latency_ns"), ("c2c", "c2c_latency_cycles")]
     }
@@ -59,9 +63,13 @@ impl Hazard for CrossCoreLatency {
             Level::Ok,
             &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
         );
+        let one_way = super::with_interval(
+            format!("{ns:.0} ns one way"),
+            fp.metric("c2c", "c2c_latency_ns"),
+        );
         let figure = match cycles {
-            Some(c) => format!("{ns:.0} ns one way = {c:.0} cycles"),
-            None => format!("{ns:.0} ns one way"),
+            Some(c) => format!("{one_way} = {c:.0} cycles"),
+            None => one_way,
         };
         let per_second = 1e3 / (2.0 * ns);
         let mut explanation = format!(
@@ -137,7 +145,7 @@ impl Hazard for CrossCoreLatency {
         );
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Cross-core latency".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

@@ -24,6 +24,10 @@ impl Hazard for FalseSharing {
         "false_sharing"
     }
 
+    fn title(&self) -> &'static str {
+        "False sharing"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("sharing", "false_sharing_ratio")]
     }
@@ -69,7 +73,10 @@ impl Hazard for FalseSharing {
             Level::Ok,
             &[(NOTICE_RATIO, Level::Notice), (HAZARD_RATIO, Level::Hazard)],
         );
-        let mut figure = format!("packed {ratio:.1}x padded");
+        let mut figure = super::with_interval(
+            format!("packed {ratio:.1}x padded"),
+            fp.metric("sharing", "false_sharing_ratio"),
+        );
         if let Some(t) = true_ratio {
             figure.push_str(&format!("; one shared atomic {t:.1}x private"));
         }
@@ -106,7 +113,7 @@ impl Hazard for FalseSharing {
             format!("per-thread counters on one line run {ratio:.1}x slower; pad to 128 bytes");
         Some(Verdict {
             hazard: self.id().into(),
-            title: "False sharing".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

@@ -40,6 +40,10 @@ impl Hazard for HugePages {
         "huge_pages"
     }
 
+    fn title(&self) -> &'static str {
+        "Huge pages"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         // Judged from the THP mode and what the buffers got (effects), not from a figure.
         &[]
@@ -51,6 +55,23 @@ impl Hazard for HugePages {
 
     fn probes(&self) -> Vec<&'static str> {
         vec!["mem-latency"]
+    }
+
+    fn unjudged_reason(&self, fp: &Inputs<'_>) -> String {
+        let unmapped = ["mem-latency", "bandwidth"].iter().find_map(|name| {
+            fp.effect(name, "page_kinds")?
+                .as_array()?
+                .iter()
+                .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
+                .find(|k| k.requested() == PageKind::Thp)
+                .map(|k| k.note().to_string())
+        });
+        match unmapped {
+            Some(note) => format!("the THP buffer could not be tried: {note}"),
+            None => "no buffer of this run asked for transparent huge pages (the memory probes \
+                     try them unless --pages leaves THP out)"
+                .into(),
+        }
     }
 
     fn hurts(&self) -> &'static [&'static str] {
@@ -71,13 +92,14 @@ impl Hazard for HugePages {
             .metric("mem-latency", "tlb_penalty_ratio")
             .map(|m| m.value);
         let mode_text = mode.map_or("unknown", ThpEnabled::as_str);
-        let (level, figure, lead) = match (&outcome, mode) {
+        let (level, figure, lead, summary) = match (&outcome, mode) {
             (_, Some(ThpEnabled::Never)) => (
                 Level::Notice,
                 "THP never".to_string(),
                 "Transparent huge pages are off (mode never): every program gets 4 KiB pages, \
                  even one that asks for huge pages with madvise."
                     .to_string(),
+                "THP is off: even programs that ask get 4 KiB pages",
             ),
             (Some((false, fraction, bytes, note)), _) => (
                 Level::Hazard,
@@ -91,6 +113,7 @@ impl Hazard for HugePages {
                     human_bytes(*bytes),
                     fraction * 100.0
                 ),
+                "programs that ask for huge pages get 4 KiB pages",
             ),
             (Some((true, fraction, bytes, _)), _) => (
                 Level::Ok,
@@ -105,12 +128,14 @@ impl Hazard for HugePages {
                         ""
                     }
                 ),
+                if mode == Some(ThpEnabled::Madvise) {
+                    "programs that ask for huge pages (madvise) get them"
+                } else {
+                    "huge pages are handed out when asked for"
+                },
             ),
-            (None, _) => (
-                Level::Ok,
-                format!("THP {mode_text}"),
-                format!("Transparent huge pages are in {mode_text} mode (not tested here)."),
-            ),
+            // madvise or always, but no buffer tried: no verdict without a measurement.
+            (None, _) => return None,
         };
         let cost = match penalty {
             Some(p) => format!(
@@ -119,21 +144,10 @@ impl Hazard for HugePages {
             ),
             None => String::new(),
         };
-        let summary = match (&outcome, mode) {
-            (_, Some(ThpEnabled::Never)) => {
-                "THP is off: even programs that ask get 4 KiB pages".into()
-            }
-            (Some((false, ..)), _) => "programs that ask for huge pages get 4 KiB pages".into(),
-            (Some((true, ..)), Some(ThpEnabled::Madvise)) => {
-                "programs that ask for huge pages (madvise) get them".into()
-            }
-            (Some((true, ..)), _) => "huge pages are handed out when asked for".into(),
-            (None, _) => "whether programs get huge pages was not tried in this run".into(),
-        };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Huge pages".into(),
-            summary,
+            title: self.title().into(),
+            summary: summary.into(),
             level,
             figure,
             reference: "THP madvise or always, and an madvised region backed by 2 MiB pages \
@@ -215,9 +229,14 @@ mod tests {
         // after the 4 KiB one; the failed allocation read as "THP request not taken (0%)".
         let thp = json!({"requested": "thp", "allocated": false,
             "note": "a 16 GiB buffer is more than the 7 GiB of memory available (MemAvailable)"});
-        let v = HugePages.judge(&fingerprint("madvise", Some(thp))).unwrap();
-        assert_eq!(v.level, Level::Ok, "{v:?}");
-        assert_eq!(v.figure, "THP madvise");
+        // Nor is it ok: nothing was measured, and the reason is the buffer's own note.
+        let fp = fingerprint("madvise", Some(thp));
+        assert_eq!(HugePages.judge(&fp), None);
+        assert_eq!(
+            HugePages.not_judged(&fp).unwrap().why,
+            "the THP buffer could not be tried: a 16 GiB buffer is more than the 7 GiB of \
+             memory available (MemAvailable)"
+        );
     }
 
     #[test]

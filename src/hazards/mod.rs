@@ -13,7 +13,7 @@ pub mod split_lock;
 pub mod tlb;
 
 use crate::machine::Machine;
-use crate::schema::{Fingerprint, Interval, Level, Metric, Verdict};
+use crate::schema::{Fingerprint, Interval, Level, Metric, NotJudged, Status, Verdict};
 use serde_json::Value;
 
 /// The level a figure reaches against ascending `steps` of (threshold, level), starting from
@@ -167,6 +167,8 @@ impl<'a> Inputs<'a> {
 pub trait Hazard: Sync {
     /// Stable identifier, as in the fingerprint (`slow_pause`).
     fn id(&self) -> &'static str;
+    /// Short human title, as verdicts and "not judged" lines show it (`PAUSE latency`).
+    fn title(&self) -> &'static str;
     /// The software patterns this hazard hurts, in plain words (`diff` names them when the
     /// verdict changes between machines).
     fn hurts(&self) -> &'static [&'static str];
@@ -193,6 +195,73 @@ pub trait Hazard: Sync {
     /// Judges the fingerprint through the inputs [`Hazard::reads`] declares.
     fn judge(&self, fp: &Fingerprint) -> Option<Verdict> {
         self.verdict(&Inputs::new(fp, self))
+    }
+
+    /// Why there is no verdict when every probe ran ok and every figure it reads is there
+    /// (a fact it needs was not tried in this run).
+    fn unjudged_reason(&self, _fp: &Inputs<'_>) -> String {
+        "its figures were measured but do not support a verdict".into()
+    }
+
+    /// Why this hazard has no verdict on `fp`, for a fingerprint where [`Hazard::judge`]
+    /// gave none; `None` when none of its probes was run at all (a `probe pause` file says
+    /// nothing about split locks, and that is no gap).
+    fn not_judged(&self, fp: &Fingerprint) -> Option<NotJudged> {
+        let probes = self.probes();
+        if !probes.iter().any(|p| fp.probe(p).is_some()) {
+            return None;
+        }
+        Some(NotJudged {
+            hazard: self.id().into(),
+            title: self.title().into(),
+            why: why_not_judged(fp, &probes, self.reads())
+                .unwrap_or_else(|| self.unjudged_reason(&Inputs::new(fp, self))),
+            measure_with: format!("cpudoctor explain {}", self.id()),
+        })
+    }
+}
+
+/// The first reason, in the order a reader would look, that `probes` give no verdict: a
+/// probe that did not run or did not run ok, then a figure the probe says it could not
+/// measure (`not_measured`), then a figure simply absent; `None` when none of those holds.
+fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> Option<String> {
+    for name in probes {
+        match fp.probe(name) {
+            None => return Some(format!("the {name} probe did not run")),
+            Some(p) if p.status != Status::Ok => {
+                let how = if p.status == Status::Skipped {
+                    "was skipped"
+                } else {
+                    "failed"
+                };
+                return Some(match &p.reason {
+                    Some(r) => format!("the {name} probe {how}: {r}"),
+                    None => format!("the {name} probe {how}"),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    for (probe, metric) in reads {
+        if let Some(why) = fp.probe(probe).and_then(|p| p.not_measured.get(*metric)) {
+            return Some(why.clone());
+        }
+    }
+    let missing: Vec<String> = reads
+        .iter()
+        .filter(|(p, m)| fp.metric(p, m).is_none())
+        .map(|(_, m)| (*m).to_string())
+        .collect();
+    (!missing.is_empty()).then(|| format!("no {} in this run", missing.join(" or ")))
+}
+
+/// `figure` followed by `metric`'s confidence interval in parentheses when it has one
+/// (`27.1 ns (95% CI 26.9-27.4 ns)`): each interval printed beside the figure it belongs to,
+/// never after a line that ends with another figure.
+pub fn with_interval(figure: String, metric: Option<&Metric>) -> String {
+    match metric.and_then(Metric::interval_text) {
+        Some(ci) => format!("{figure} ({ci})"),
+        None => figure,
     }
 }
 
@@ -224,6 +293,21 @@ pub fn judge_all(fp: &Fingerprint) -> Vec<Verdict> {
     all().iter().filter_map(|h| h.judge(fp)).collect()
 }
 
+/// Every hazard whose probes ran but which has no verdict, with why, in rule order.
+pub fn not_judged_all(fp: &Fingerprint) -> Vec<NotJudged> {
+    all()
+        .iter()
+        .filter(|h| h.judge(fp).is_none())
+        .filter_map(|h| h.not_judged(fp))
+        .collect()
+}
+
+/// Judges `fp` again with this build's rules: its verdicts and what could not be judged.
+pub fn judge_into(fp: &mut Fingerprint) {
+    fp.verdicts = judge_all(fp);
+    fp.not_judged = not_judged_all(fp);
+}
+
 #[cfg(test)]
 mod tests {
     use crate::schema::{Better, Metric, ProbeResult, Status};
@@ -233,6 +317,9 @@ mod tests {
     impl Hazard for Undeclared {
         fn id(&self) -> &'static str {
             "undeclared"
+        }
+        fn title(&self) -> &'static str {
+            "Undeclared"
         }
         fn hurts(&self) -> &'static [&'static str] {
             &[]
@@ -263,6 +350,48 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_hazard_whose_figure_was_not_measured_is_not_judged_with_the_probes_reason() {
+        // The Emerald Rapids guest: no size of the sweep reached DRAM, and the 4 KiB page
+        // penalty vanished from the screen without a word.
+        let mut fp = crate::schema::test_support::empty_fingerprint();
+        let mut p = ProbeResult::new("mem-latency", Status::Ok);
+        p.not_measured.insert(
+            "tlb_penalty_ratio".into(),
+            "no size of the latency sweep reached DRAM".into(),
+        );
+        fp.probes.push(p);
+        judge_into(&mut fp);
+        let n = fp
+            .not_judged
+            .iter()
+            .find(|n| n.hazard == "small_page_penalty")
+            .expect("listed as not judged");
+        assert_eq!(n.why, "no size of the latency sweep reached DRAM");
+        assert_eq!(n.measure_with, "cpudoctor explain small_page_penalty");
+        assert!(!fp.verdicts.iter().any(|v| v.hazard == n.hazard));
+    }
+
+    #[test]
+    fn a_skipped_probe_names_its_reason_and_an_absent_one_says_nothing() {
+        let mut fp = crate::schema::test_support::empty_fingerprint();
+        fp.probes.push(ProbeResult {
+            reason: Some("needs two CPUs".into()),
+            ..ProbeResult::new("sharing", Status::Skipped)
+        });
+        judge_into(&mut fp);
+        let ids: Vec<&str> = fp.not_judged.iter().map(|n| n.hazard.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["false_sharing"],
+            "only the hazard whose probe was asked for"
+        );
+        assert_eq!(
+            fp.not_judged[0].why,
+            "the sharing probe was skipped: needs two CPUs"
+        );
+    }
 
     const STEPS: [(f64, Level); 2] = [(1.5, Level::Notice), (3.0, Level::Hazard)];
 

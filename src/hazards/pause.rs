@@ -43,6 +43,10 @@ impl Hazard for SlowPause {
         "slow_pause"
     }
 
+    fn title(&self) -> &'static str {
+        "PAUSE latency"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("pause", "pause_cycles"), ("pause", "pause_ns")]
     }
@@ -83,9 +87,13 @@ impl Hazard for SlowPause {
                 PAUSE_GUARD,
             ),
         };
+        // The interval of the figure the level was judged on: cycles when known.
         let figure = match cycles {
-            Some(c) => format!("{ns:.1} ns = {c:.0} cycles"),
-            None => format!("{ns:.1} ns"),
+            Some(c) => super::with_interval(
+                format!("{ns:.1} ns = {c:.0} cycles"),
+                fp.metric("pause", "pause_cycles"),
+            ),
+            None => super::with_interval(format!("{ns:.1} ns"), fp.metric("pause", "pause_ns")),
         };
         let cost = |runtime: &str| {
             RUNTIMES
@@ -138,7 +146,7 @@ impl Hazard for SlowPause {
         };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "PAUSE latency".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

@@ -23,6 +23,10 @@ impl Hazard for SoftwarePrefetch {
         "software_prefetch"
     }
 
+    fn title(&self) -> &'static str {
+        "Software prefetch"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("bandwidth", "prefetch_read_gain_ratio"),
@@ -154,12 +158,30 @@ impl Hazard for SoftwarePrefetch {
                 "the hardware prefetchers do the job; software prefetch adds little".into()
             }
         };
+        // The interval beside the figure that set the level (the harm when both tie).
+        let figure = if help_level > hurt_level {
+            format!(
+                "{}, worst {worst:.2}x",
+                super::with_interval(
+                    format!("best {best:.2}x"),
+                    fp.metric("bandwidth", "prefetch_read_gain_ratio")
+                )
+            )
+        } else {
+            format!(
+                "best {best:.2}x, {}",
+                super::with_interval(
+                    format!("worst {worst:.2}x"),
+                    fp.metric("bandwidth", "prefetch_read_worst_ratio")
+                )
+            )
+        };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Software prefetch".into(),
+            title: self.title().into(),
             summary,
             level,
-            figure: format!("best {best:.2}x, worst {worst:.2}x"),
+            figure,
             reference: format!(
                 "effect beyond +-{:.0}% (the P4 large-pages case: huge pages +19% on Northwood, 0% on Prescott)",
                 EFFECT_RATIO * 100.0

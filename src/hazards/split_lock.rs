@@ -34,6 +34,10 @@ impl Hazard for SplitLock {
         "split_lock"
     }
 
+    fn title(&self) -> &'static str {
+        "Split locks"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("split-lock", "split_lock_ratio"),
@@ -106,9 +110,15 @@ impl Hazard for SplitLock {
             }
         };
 
+        let split_metric = fp
+            .metric("split-lock", "split_lock_latency_ns")
+            .or_else(|| fp.metric("split-lock", "split_lock_trapped_ns"));
         let mut figure = match (split, ratio) {
-            (Some(s), Some(r)) => format!("{} = {r:.1}x aligned", human_ns(s)),
-            (Some(s), None) => human_ns(s),
+            (Some(s), Some(r)) => format!(
+                "{} = {r:.1}x aligned",
+                super::with_interval(human_ns(s), split_metric)
+            ),
+            (Some(s), None) => super::with_interval(human_ns(s), split_metric),
             (None, _) => format!("kernel: {mode}"),
         };
         if measured_in_child && split.is_some() {
@@ -171,7 +181,7 @@ impl Hazard for SplitLock {
         };
         Some(Verdict {
             hazard: self.id().into(),
-            title: "Split locks".into(),
+            title: self.title().into(),
             summary,
             level,
             figure,

@@ -27,6 +27,10 @@ impl Hazard for SmallPagePenalty {
         "small_page_penalty"
     }
 
+    fn title(&self) -> &'static str {
+        "4 KiB page penalty"
+    }
+
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[("mem-latency", "tlb_penalty_ratio")]
     }
@@ -107,10 +111,16 @@ impl Hazard for SmallPagePenalty {
         );
         Some(Verdict {
             hazard: self.id().into(),
-            title: "4 KiB page penalty".into(),
+            title: self.title().into(),
             summary,
             level,
-            figure: format!("{ratio:.2}x ({small:.0} vs {huge:.0} ns)"),
+            figure: format!(
+                "{}, {small:.0} vs {huge:.0} ns",
+                super::with_interval(
+                    format!("{ratio:.2}x"),
+                    fp.metric("mem-latency", "tlb_penalty_ratio")
+                )
+            ),
             reference: format!(
                 "notice at {NOTICE_RATIO}x, hazard at {HAZARD_RATIO}x (nested paging: up to \
                  24 references per walk, Bhargava et al. 2008)"

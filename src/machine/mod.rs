@@ -46,6 +46,44 @@ pub struct CpuIdentity {
     pub flags_of_interest: Vec<String>,
 }
 
+/// A CPU as CPUID names it. The brand string does not tell designs apart in a guest ("AMD
+/// EPYC" is Zen 2 to Zen 5 there, "Intel(R) Xeon(R) Processor" several Intel generations);
+/// vendor, family, model and stepping do. Fleet groups, `diff`'s machine facts and the corpus
+/// of real machines key on this.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CpuId {
+    /// `GenuineIntel`, `AuthenticAMD`, ...
+    pub vendor: String,
+    /// Family (decimal, extended family included).
+    pub family: u32,
+    /// Model (decimal, extended model included).
+    pub model: u32,
+    /// Stepping.
+    pub stepping: u32,
+}
+
+impl std::fmt::Display for CpuId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} family {} model {} stepping {}",
+            self.vendor, self.family, self.model, self.stepping
+        )
+    }
+}
+
+impl CpuIdentity {
+    /// The CPUID identity.
+    pub fn id(&self) -> CpuId {
+        CpuId {
+            vendor: self.vendor.clone(),
+            family: self.family,
+            model: self.model,
+            stepping: self.stepping,
+        }
+    }
+}
+
 /// Every host fact in a fingerprint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Machine {

@@ -159,6 +159,13 @@ pub trait Probe: Sync {
     fn about(&self) -> &'static str;
     /// Measures. On success the result's status is `ok`.
     fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>;
+    /// The figures of a saved result of this probe recomputed from its raw samples, params
+    /// and effects by this build's analysis; `None` when the probe's analysis cannot be
+    /// separated from its measurement, or the saved result lacks what it needs (then the
+    /// saved figures stand).
+    fn reanalyze(&self, _saved: &ProbeResult) -> Option<ProbeResult> {
+        None
+    }
 }
 
 /// Every probe, in the order `check` runs them.

@@ -1,5 +1,6 @@
 //! Bands across a fleet: many hosts' saved fingerprints, grouped by what should make them
-//! alike (CPU model, microcode, kernel, hypervisor), and for each figure the question the
+//! alike (the CPU by CPUID vendor, family, model and stepping, microcode, kernel, hypervisor),
+//! and for each figure the question the
 //! Netflix JVM case asked of its fleet: do identical hosts split into a fast and a slow band?
 //!
 //! Each figure's values in a group are clustered in one dimension with exact k-means
@@ -10,6 +11,7 @@
 //! clearly separated and large enough to matter (see [`MIN_SEPARATION`], [`MIN_EMPTY_GAP`],
 //! [`MIN_RELATIVE_GAP`] and [`MIN_GROUP_HOSTS`]): unimodal noise does not become bands. Pure: hosts in, bands out.
 
+use crate::machine::CpuId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -66,9 +68,24 @@ pub struct HostMachine {
     pub hypervisor: Option<HostHypervisor>,
 }
 
-/// CPU model and microcode.
+/// CPU identity and microcode.
 #[derive(Debug, Clone, Deserialize)]
 pub struct HostCpu {
+    /// CPUID vendor (`GenuineIntel`, `AuthenticAMD`).
+    #[serde(default)]
+    pub vendor: String,
+    /// CPUID family.
+    #[serde(default)]
+    pub family: u32,
+    /// CPUID model.
+    #[serde(default)]
+    pub model: u32,
+    /// CPUID stepping.
+    #[serde(default)]
+    pub stepping: u32,
+    /// Microarchitecture as this build's writer named it.
+    #[serde(default)]
+    pub microarchitecture: String,
     /// Brand string.
     pub model_name: String,
     /// Microcode revision.
@@ -133,10 +150,15 @@ pub struct FleetReport {
     pub groups: Vec<Group>,
 }
 
-/// Hosts that should be alike: same CPU model, microcode, kernel and hypervisor.
+/// Hosts that should be alike: same CPU (by CPUID), microcode, kernel and hypervisor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Group {
-    /// CPU model.
+    /// The CPU by CPUID: vendor, family, model, stepping. A guest's brand string ("AMD EPYC")
+    /// is shared by several designs, so it cannot be the key.
+    pub cpu: CpuId,
+    /// Microarchitecture (`Zen 3`, `Emerald Rapids`, `unknown`).
+    pub microarchitecture: String,
+    /// Brand string of the group's first host.
     pub cpu_model: String,
     /// Microcode revision (empty when not recorded).
     pub microcode: String,
@@ -391,13 +413,19 @@ fn median(sorted: &[f64]) -> f64 {
 
 /// The fleet's bands, group by group.
 pub fn analyse(hosts: &[Host]) -> FleetReport {
-    let mut groups: BTreeMap<(String, String, String, String), Vec<&Host>> = BTreeMap::new();
+    let mut groups: BTreeMap<(CpuId, String, String, String), Vec<&Host>> = BTreeMap::new();
     for h in hosts {
         let m = &h.fp.machine;
+        let c = &m.cpu;
         groups
             .entry((
-                m.cpu.model_name.clone(),
-                m.cpu.microcode.clone().unwrap_or_default(),
+                CpuId {
+                    vendor: c.vendor.clone(),
+                    family: c.family,
+                    model: c.model,
+                    stepping: c.stepping,
+                },
+                c.microcode.clone().unwrap_or_default(),
                 m.kernel_release.clone().unwrap_or_default(),
                 m.hypervisor
                     .as_ref()
@@ -408,9 +436,12 @@ pub fn analyse(hosts: &[Host]) -> FleetReport {
     }
     let mut out: Vec<Group> = groups
         .into_iter()
-        .map(|((cpu_model, microcode, kernel, hypervisor), members)| {
+        .map(|((cpu, microcode, kernel, hypervisor), members)| {
+            let first = &members[0].fp.machine.cpu;
             let mut g = Group {
-                cpu_model,
+                cpu,
+                microarchitecture: first.microarchitecture.clone(),
+                cpu_model: first.model_name.clone(),
                 microcode,
                 kernel,
                 hypervisor,

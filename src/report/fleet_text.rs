@@ -21,7 +21,10 @@ fn listed(items: &[String], max: usize) -> String {
 }
 
 fn group_title(g: &Group) -> String {
-    let mut parts = vec![g.cpu_model.clone()];
+    let mut parts = vec![format!(
+        "{} ({}, {})",
+        g.microarchitecture, g.cpu_model, g.cpu
+    )];
     if !g.microcode.is_empty() {
         parts.push(format!("microcode {}", g.microcode));
     }
@@ -94,8 +97,8 @@ pub fn render_fleet(r: &FleetReport, skipped: usize, width: u16) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} hosts in {} group(s) of alike hosts (same CPU model, microcode, kernel, \
-         hypervisor){}",
+        "{} hosts in {} group(s) of alike hosts (same CPU by CPUID family, model and stepping, \
+         microcode, kernel, hypervisor){}",
         r.hosts,
         r.groups.len(),
         if skipped > 0 {

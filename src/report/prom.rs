@@ -136,6 +136,20 @@ pub fn prometheus_text(fp: &Fingerprint) -> String {
             );
         }
     }
+    if !fp.not_judged.is_empty() {
+        let _ = writeln!(
+            out,
+            "# HELP cpudoctor_not_judged One series per hazard whose probes ran but which has no \
+             verdict (a figure could not be measured).\n# TYPE cpudoctor_not_judged gauge"
+        );
+        for n in &fp.not_judged {
+            let _ = writeln!(
+                out,
+                "cpudoctor_not_judged{{hazard=\"{}\"}} 1",
+                escape_label(&n.hazard)
+            );
+        }
+    }
     // One family per metric name; a probe listed twice keeps its first entry (as `diff`).
     let mut seen: Vec<String> = Vec::new();
     for p in fp.probes.iter().filter(|p| p.status == Status::Ok) {

@@ -227,7 +227,9 @@ pub fn wrap(text: &str, width: u16, indent: usize) -> String {
     let opts = textwrap::Options::new((width as usize).max(indent + 20))
         .initial_indent(&pad)
         .subsequent_indent(&pad)
-        .break_words(false);
+        .break_words(false)
+        // A range such as `0.89-0.99x` is one word: never split it at its hyphen.
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
     let mut out = textwrap::fill(text, opts);
     out.push('\n');
     out
@@ -264,40 +266,9 @@ pub fn summary_of(v: &Verdict) -> String {
 }
 
 /// A figure's confidence interval in its unit, when the fingerprint has one:
-/// `95% CI 24.2 ns to 24.7 ns`.
+/// `95% CI 24.2-24.7 ns` (see [`Metric::interval_text`]).
 pub fn interval_words(m: &Metric) -> Option<String> {
-    let i = m.interval.as_ref()?;
-    let lo = human_value(i.low, &m.unit);
-    let hi = human_value(i.high, &m.unit);
-    // Narrower than the digits shown: `77.5-77.5 cycles` beside a figure rounded to `77`
-    // reads like an error, so say its half-width instead.
-    if lo == hi && m.value != 0.0 {
-        let half = (i.high - i.low) / 2.0 / m.value.abs() * 100.0;
-        return Some(format!(
-            "{:.0}% CI ±{:.1}%",
-            i.confidence * 100.0,
-            half.max(0.1)
-        ));
-    }
-    // `121-131 cycles` rather than `121 cycles to 131 cycles` when both ends share a unit.
-    let range = match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
-        (Some((a, ua)), Some((b, ub))) if ua == ub => format!("{a}-{b} {ub}"),
-        // Ratios read `3.21x`: `3.21-3.31x`.
-        (None, None) if lo.ends_with('x') && hi.ends_with('x') => {
-            format!("{}-{hi}", lo.trim_end_matches('x'))
-        }
-        _ => format!("{lo} to {hi}"),
-    };
-    Some(format!("{:.0}% CI {range}", i.confidence * 100.0))
-}
-
-/// The interval of the first figure the verdict's hazard reads that has one.
-pub fn verdict_interval(fp: &Fingerprint, v: &Verdict) -> Option<String> {
-    let rule = crate::hazards::by_id(&v.hazard)?;
-    rule.reads()
-        .iter()
-        .filter_map(|(p, m)| fp.metric(p, m))
-        .find_map(interval_words)
+    m.interval_text()
 }
 
 /// The split-lock state in a few words: `split locks invisible to the kernel`.
@@ -350,8 +321,9 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
     format!("{}{}", wrap(&what, width, 0), wrap(&facts, width, 0))
 }
 
-/// Counts of verdicts by level: `2 hazards, 1 notice, 4 ok, 1 borderline`.
-pub fn verdict_counts(verdicts: &[Verdict]) -> String {
+/// Counts of verdicts by level, and of hazards not judged: `2 hazards, 1 notice, 4 ok, 1 not
+/// judged, 1 borderline`.
+pub fn verdict_counts(verdicts: &[Verdict], not_judged: usize) -> String {
     let n = |l: Level| verdicts.iter().filter(|v| v.level == l).count();
     let plural =
         |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
@@ -361,6 +333,9 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> String {
         plural(n(Level::Notice), "notice", "notices"),
         n(Level::Ok)
     );
+    if not_judged > 0 {
+        s.push_str(&format!(", {not_judged} {NOT_JUDGED}"));
+    }
     let borderline = verdicts.iter().filter(|v| v.borderline.is_some()).count();
     if borderline > 0 {
         s.push_str(&format!(
@@ -372,6 +347,8 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> String {
 
 /// Narrowest level column of the summary (`HAZARD` and a space or two).
 const LEVEL_W: usize = 8;
+/// The level cell of a hazard with no verdict (see [`crate::schema::NotJudged`]).
+const NOT_JUDGED: &str = "not judged";
 
 /// The one-screen summary of a `check`: the machine in two lines, one entry per hazard
 /// (level, title, headline figure with its interval, one line of meaning), the counts, and
@@ -385,7 +362,9 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     let title_w = fp
         .verdicts
         .iter()
-        .map(|v| v.title.chars().count())
+        .map(|v| v.title.as_str())
+        .chain(fp.not_judged.iter().map(|n| n.title.as_str()))
+        .map(|t| t.chars().count())
         .max()
         .unwrap_or(0);
     // The level column is as wide as its widest cell (`notice/HAZARD` when borderline).
@@ -393,22 +372,29 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
         .verdicts
         .iter()
         .map(|v| level_cell(v).chars().count())
+        .chain(fp.not_judged.iter().map(|_| NOT_JUDGED.chars().count()))
         .max()
         .unwrap_or(0)
         .max(LEVEL_W);
     for v in &fp.verdicts {
         let level = level_cell(v);
         let pad = (level_w + 1).saturating_sub(level.chars().count()).max(1);
-        let mut figure = v.figure.clone();
-        if let Some(i) = verdict_interval(fp, v) {
-            figure.push_str(&format!(" ({i})"));
-        }
         let head_indent = level_w + 1 + title_w + 2;
         s.push_str(&style.paint_level(v.level, &level));
         s.push_str(&" ".repeat(pad));
         s.push_str(&format!("{:<title_w$}  ", v.title));
-        s.push_str(wrap(&figure, style.width, head_indent).trim_start());
+        s.push_str(wrap(&v.figure, style.width, head_indent).trim_start());
         s.push_str(&wrap(&summary_of(v), style.width, level_w + 1));
+    }
+    for n in &fp.not_judged {
+        let head_indent = level_w + 1 + title_w + 2;
+        s.push_str(&format!("{NOT_JUDGED:<level_w$} {:<title_w$}  ", n.title));
+        s.push_str(wrap(&n.why, style.width, head_indent).trim_start());
+        s.push_str(&wrap(
+            &format!("measure it: {}", n.measure_with),
+            style.width,
+            level_w + 1,
+        ));
     }
     let probes_ok = fp.probes.iter().filter(|p| p.status == Status::Ok).count();
     let not_ok: Vec<&str> = fp
@@ -420,7 +406,7 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     let seconds: f64 = fp.probes.iter().map(|p| p.duration_s).sum();
     let mut count = format!(
         "{}. {probes_ok} probe{} ok in {seconds:.1} s",
-        verdict_counts(&fp.verdicts),
+        verdict_counts(&fp.verdicts, fp.not_judged.len()),
         if probes_ok == 1 { "" } else { "s" }
     );
     if !not_ok.is_empty() {
@@ -458,7 +444,7 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
 
 /// One verdict in full, as paragraphs: level and figure, the reference it is judged
 /// against, what it means for software, and the patterns it hurts.
-pub fn render_verdict_detail(fp: &Fingerprint, v: &Verdict, style: Style) -> String {
+pub fn render_verdict_detail(v: &Verdict, style: Style) -> String {
     let mut s = String::new();
     let head = format!(
         "{} ({}): {}, {}",
@@ -474,9 +460,6 @@ pub fn render_verdict_detail(fp: &Fingerprint, v: &Verdict, style: Style) -> Str
         &format!(": {},", style.paint_level(v.level, &level_cell(v))),
         1,
     ));
-    if let Some(i) = verdict_interval(fp, v) {
-        s.push_str(&wrap(&format!("Interval: {i}."), style.width, 2));
-    }
     s.push_str(&wrap(
         &format!("Judged against: {}.", v.reference.trim_end_matches('.')),
         style.width,
@@ -541,7 +524,7 @@ pub fn render_check(fp: &Fingerprint, style: Style, verbose: bool) -> String {
     if verbose {
         s.push_str("\nVerdicts in full\n\n");
         for v in &fp.verdicts {
-            s.push_str(&render_verdict_detail(fp, v, style));
+            s.push_str(&render_verdict_detail(v, style));
             s.push('\n');
         }
         s.push_str("Machine\n\n");
@@ -549,7 +532,9 @@ pub fn render_check(fp: &Fingerprint, style: Style, verbose: bool) -> String {
             // Continuation lines hang under the value column (`Split locks ` is 12 wide).
             let opts = textwrap::Options::new(style.width as usize)
                 .subsequent_indent("            ")
-                .break_words(false);
+                .break_words(false)
+                // A range such as `0.89-0.99x` is one word: never split it at its hyphen.
+                .word_splitter(textwrap::WordSplitter::NoHyphenation);
             let _ = writeln!(s, "{}", textwrap::fill(line, opts));
         }
         s.push_str("\nProbes (median, ±relative spread of repetitions, WIDE when noisy)\n\n");

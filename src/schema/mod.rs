@@ -39,6 +39,10 @@ pub struct Fingerprint {
     pub probes: Vec<ProbeResult>,
     /// Hazard verdicts drawn from the probes and machine facts.
     pub verdicts: Vec<Verdict>,
+    /// Hazards whose probes ran (or were asked for) but which could not be judged, each with
+    /// why: a verdict never disappears silently. Absent in files from builds before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_judged: Vec<NotJudged>,
 }
 
 /// Name and version of the writer.
@@ -93,6 +97,11 @@ pub struct ProbeResult {
     /// Curves, bars and matrices for charts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<Series>,
+    /// Headline figures this run could not measure, by metric name, with why (no size of
+    /// the latency sweep reached DRAM; the two threads never ran as two cores). A hazard that
+    /// reads one is "not judged" with that reason instead of judged on a guess.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_measured: BTreeMap<String, String>,
     /// Wall time the probe took, in seconds.
     pub duration_s: f64,
 }
@@ -137,21 +146,24 @@ pub struct Interval {
     pub low: f64,
     /// Upper bound.
     pub high: f64,
-    /// Nominal coverage (0.95 = a 95% interval).
+    /// The coverage this interval achieves (0.961 for the order-statistic interval of nine
+    /// samples): at least the nominal 95% when there were enough values, less with fewer (3
+    /// runs reach 0.75), and printed as such (see [`crate::format::interval_words`]).
     pub confidence: f64,
 }
 
 impl Interval {
     /// The 95% interval of the median of `samples` (see
-    /// [`crate::measure::stats::median_interval`]); `None` without samples.
+    /// [`crate::measure::stats::median_interval`]); `None` with fewer than two samples, whose
+    /// "interval" would cover nothing.
     pub fn of_median(samples: &[f64]) -> Option<Interval> {
-        crate::measure::stats::median_interval(samples, crate::measure::stats::CONFIDENCE).map(
-            |(low, high, confidence)| Interval {
+        crate::measure::stats::median_interval(samples, crate::measure::stats::CONFIDENCE)
+            .filter(|&(_, _, coverage)| coverage > 0.0)
+            .map(|(low, high, confidence)| Interval {
                 low,
                 high,
                 confidence,
-            },
-        )
+            })
     }
 
     /// Whether the two intervals share no value.
@@ -173,6 +185,30 @@ impl Metric {
             spread: Some(s),
             interval,
         })
+    }
+
+    /// A figure over values from different places (one per CPU, one per CPU pair), not
+    /// repetitions of one measurement: the median with its spread, and no confidence interval,
+    /// since the values differ because the places do (their min and max are a range).
+    pub fn across_places(name: &str, unit: &str, better: Better, values: &[f64]) -> Option<Metric> {
+        Metric::from_samples(name, unit, better, values).map(|m| Metric {
+            interval: None,
+            ..m
+        })
+    }
+
+    /// The figure's interval as a reader sees it (`95% CI 24.08-24.12 ns`, or with too few
+    /// values `n=3: 75% CI ...`); `None` without one.
+    pub fn interval_text(&self) -> Option<String> {
+        let i = self.interval.as_ref()?;
+        Some(crate::format::interval_words(
+            i.low,
+            i.high,
+            &self.unit,
+            i.confidence,
+            crate::measure::stats::CONFIDENCE,
+            self.spread.as_ref().map(|s| s.n),
+        ))
     }
 
     /// A ratio of two figures sampled in pairs (`num[i]` and `den[i]` in the same block of
@@ -287,6 +323,21 @@ pub struct Verdict {
     pub borderline: Option<Level>,
 }
 
+/// A hazard this run could not judge: its probe did not run ok, or a figure it reads was not
+/// measured. Shown where the verdict would be, so nothing vanishes and nothing is called ok
+/// without a measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotJudged {
+    /// Stable identifier of the hazard (`small_page_penalty`, ...).
+    pub hazard: String,
+    /// Short human title (`4 KiB page penalty`).
+    pub title: String,
+    /// Why there is no verdict, in a sentence (`no size of the latency sweep reached DRAM`).
+    pub why: String,
+    /// The command that measures what is missing (`cpudoctor explain small_page_penalty`).
+    pub measure_with: String,
+}
+
 impl ProbeResult {
     /// An empty result for `name` with the given status.
     pub fn new(name: &str, status: Status) -> ProbeResult {
@@ -299,6 +350,7 @@ impl ProbeResult {
             metrics: Vec::new(),
             samples: BTreeMap::new(),
             series: Vec::new(),
+            not_measured: BTreeMap::new(),
             duration_s: 0.0,
         }
     }

@@ -60,6 +60,7 @@ pub fn empty_fingerprint() -> Fingerprint {
         },
         probes: Vec::new(),
         verdicts: Vec::new(),
+        not_judged: Vec::new(),
     }
 }
 

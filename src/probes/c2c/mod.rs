@@ -48,7 +48,7 @@ pub fn require_two_cpus(cpus: &[usize]) -> Result<(), ProbeFailure> {
 /// pairs; for a single pair, the pair's own samples (its spread is then the noise).
 pub fn over_pairs(name: &str, pair_medians: &[f64], single_pair_samples: &[f64]) -> Option<Metric> {
     if pair_medians.len() > 1 {
-        Metric::from_samples(name, "ns", Better::Lower, pair_medians)
+        Metric::across_places(name, "ns", Better::Lower, pair_medians)
     } else {
         Metric::from_samples(name, "ns", Better::Lower, single_pair_samples)
     }
@@ -292,7 +292,8 @@ fn result(
     let groups = matrix::by_group(topology, &cas);
     for (g, v) in &groups {
         if *g != PairGroup::Unknown {
-            r.metrics.extend(Metric::from_samples(
+            // One value per pair of the group: a range across pairs, not an interval.
+            r.metrics.extend(Metric::across_places(
                 &g.metric_name(),
                 "ns",
                 Better::Lower,

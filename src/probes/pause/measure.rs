@@ -160,7 +160,8 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
             Metric::from_samples("pause_ns", "ns", Better::Lower, &fastest.ns),
             Metric::from_samples("pause_cycles", "cycles", Better::Lower, &cycles),
             Metric::from_samples("pause_tsc_ticks", "ticks", Better::Lower, &fastest.ticks),
-            Metric::from_samples("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
+            // One value per CPU: a range across CPUs, not an interval.
+            Metric::across_places("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
             // What a long spin pays per PAUSE, pause-loop exits and host noise included.
             Metric::from_samples("pause_sustained_ns", "ns", Better::Lower, &sustained_ns),
         ]

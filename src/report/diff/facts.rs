@@ -81,18 +81,17 @@ pub fn machine_facts(fp: &Fingerprint) -> Vec<MachineFact> {
         format!("{raw:?}")
     });
     vec![
+        // The CPU by CPUID first: a guest's brand string ("AMD EPYC") is shared by designs
+        // years apart, so two files that print the same CPU name may not be the same CPU.
+        exact("CPU", c.id().to_string()),
+        exact("Microarchitecture", c.microarchitecture.clone()),
         exact(
-            "CPU",
+            "Brand string",
             if c.model_name.is_empty() {
                 c.vendor.clone()
             } else {
                 c.model_name.clone()
             },
-        ),
-        exact("Microarchitecture", c.microarchitecture.clone()),
-        exact(
-            "CPU family/model/stepping",
-            format!("{} {}/{}/{}", c.vendor, c.family, c.model, c.stepping),
         ),
         exact("Microcode", c.microcode.clone().unwrap_or_else(unknown)),
         exact("Logical CPUs", m.logical_cpus.to_string()),

@@ -16,7 +16,7 @@ pub use text::{
 };
 
 use crate::hazards;
-use crate::schema::{Better, Fingerprint, Level, Metric, Status, Verdict};
+use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
 use serde::Serialize;
 
 /// How many scaled MADs a median must move before it counts as changed. The scaled MAD
@@ -335,8 +335,9 @@ pub struct HazardCost {
 /// The rule that decides whether a metric changed, in words.
 pub fn rule_text(guests: bool) -> String {
     let mut rule = format!(
-        "a figure counts as changed when the 95% intervals of its median in the two runs do \
-         not overlap and it moved by at least {:.0}%; a figure without an interval (older \
+        "a figure counts as changed when the confidence intervals of its median in the two \
+         runs (95%, or the level their values reach: 3 runs of --runs reach 75%) do not \
+         overlap and it moved by at least {:.0}%; a figure without an interval (older \
          files) must move by more than {SPREAD_FACTOR} x the larger scaled MAD and {:.0}%, or \
          {:.0}% and its probe's noise when it has no samples",
         INTERVAL_PRACTICAL_CHANGE * 100.0,
@@ -372,6 +373,16 @@ pub fn effective_verdicts(fp: &Fingerprint) -> Vec<Verdict> {
         }
     }
     out
+}
+
+/// The hazards `fp` has no effective verdict for (see [`effective_verdicts`]) although their
+/// probes ran, each with why.
+pub fn effective_not_judged(fp: &Fingerprint, verdicts: &[Verdict]) -> Vec<NotJudged> {
+    hazards::all()
+        .iter()
+        .filter(|rule| !verdicts.iter().any(|v| v.hazard == rule.id()))
+        .filter_map(|rule| rule.not_judged(fp))
+        .collect()
 }
 
 fn run_info(fp: &Fingerprint, label: &str) -> RunInfo {

@@ -24,8 +24,10 @@ pub fn fleet_to_html(r: &FleetReport) -> String {
     for g in &r.groups {
         let _ = writeln!(
             h,
-            "<h2>{} &middot; microcode {} &middot; kernel {} &middot; {}: {} hosts</h2>",
+            "<h2>{} ({}, {}) &middot; microcode {} &middot; kernel {} &middot; {}: {} hosts</h2>",
+            escape(&g.microarchitecture),
             escape(&g.cpu_model),
+            escape(&g.cpu.to_string()),
             escape(&g.microcode),
             escape(&g.kernel),
             escape(&g.hypervisor),

@@ -331,6 +331,11 @@ fn header_section(h: &mut String, runs: &[Run], verdicts: &[Vec<Verdict>]) {
             lines.lines().map(escape).collect::<Vec<_>>().join("<br>")
         );
     }
+    let not_judged: Vec<Vec<crate::schema::NotJudged>> = runs
+        .iter()
+        .zip(verdicts)
+        .map(|(r, vs)| diff::effective_not_judged(&r.fp, vs))
+        .collect();
     let order = hazard_order(verdicts);
     if order.is_empty() {
         h.push_str("<p>No verdicts: no probe that a hazard rule reads ran successfully.</p>\n");
@@ -377,8 +382,21 @@ fn header_section(h: &mut String, runs: &[Run], verdicts: &[Vec<Verdict>]) {
             } else {
                 String::new()
             },
-            escape(&crate::report::terminal::verdict_counts(vs))
+            escape(&crate::report::terminal::verdict_counts(
+                vs,
+                not_judged[i].len()
+            ))
         );
+        for n in &not_judged[i] {
+            let _ = writeln!(
+                h,
+                "<p class=\"muted\">Not judged: <strong>{}</strong>: {} (measure it: \
+                 <code>{}</code>)</p>",
+                escape(&n.title),
+                escape(&n.why),
+                escape(&n.measure_with)
+            );
+        }
     }
 }
 
