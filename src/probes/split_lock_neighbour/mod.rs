@@ -14,9 +14,10 @@
 //!
 //! Where split locks are trapped (by this kernel, or by the host: the Emerald Rapids guest's
 //! aggressor managed ~5,400 a second, against ~200,000 on the Zen 5 guest), the aggressor
-//! barely locks the bus, and what a neighbour feels is decided before the victim starts: a
-//! 10 ms burst alone measures the aggressor's rate first, and a trapped aggressor faces the
-//! smallest victim buffer (64 MiB) instead of four LLCs: the Emerald Rapids guest reports a
+//! barely locks the bus, and what a neighbour feels is decided before the victim starts: the
+//! aggressor's split locks are first timed one by one for 10 ms alone (the split-lock probe's
+//! rule says whether they are trapped), and a trapped aggressor faces the smallest victim
+//! buffer (64 MiB) instead of four LLCs: the Emerald Rapids guest reports a
 //! 260 MiB L3, and building a 1 GiB chase there took 5 s of a 15 s `check`. Its achieved
 //! rate is kept (`aggressor_split_locks_per_s`), so the verdict can say what the neighbour
 //! was up against.
@@ -526,6 +527,34 @@ mod tests {
     fn victim_figures_per_sample() {
         assert_eq!(latency_ns(&[s(150_000.0, 0)]), vec![150.0]);
         assert_eq!(bandwidth_gb_s(&[s(100.0, 0)]), vec![10.0]);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_trapped_aggressor_faces_the_smallest_buffer_and_reports_its_rate() {
+        // Where the kernel traps split locks (forced here; on the Emerald Rapids guest the
+        // host did, and a 1 GiB victim buffer took 5 s to build for a 1.0x ratio), the victim
+        // buffer is the smallest, and the aggressor's achieved rate is kept.
+        use crate::probes::{ProbeOptions, Profile};
+        if crate::measure::allowed_cpus().len() < 2 {
+            return;
+        }
+        let mut machine = crate::machine::Machine::detect();
+        machine.split_lock.effective = crate::machine::SplitLockMode::WarnSleep;
+        let clock = crate::measure::Clock::detect(machine.cpu.tsc_invariant);
+        let mut options = ProbeOptions::new(Profile::Quick);
+        options.duration = Some(std::time::Duration::from_millis(30));
+        let ctx = ProbeContext {
+            machine: &machine,
+            clock: &clock,
+            options: &options,
+            progress: &crate::measure::NoProgress,
+        };
+        let r = SplitLockNeighbourProbe.run(&ctx).unwrap();
+        assert_eq!(r.params["buffer_bytes"], TRAPPED_BUFFER_BYTES);
+        assert_eq!(r.effects["aggressor_trapped"], true);
+        assert!(r.effects["aggressor_alone_ns_per_lock"].as_f64().unwrap() > 0.0);
+        assert!(r.metric("aggressor_split_locks_per_s").unwrap().value > 0.0);
     }
 
     #[test]
