@@ -394,9 +394,9 @@ fn record_per_op(r: &mut ProbeResult, s: &per_op::Summary, cpu: usize, core_hz: 
         ));
     }
     r.metrics.push(Metric::derived(
-        "split_lock_trapped_op_share",
-        s.census.trapped_share(),
-        "ratio",
+        "split_lock_trapped_ops_percent",
+        100.0 * s.census.trapped_share(),
+        "%",
         Better::Lower,
     ));
     r.samples.insert(
@@ -515,6 +515,6 @@ mod tests {
         let mean = r.metric("split_lock_op_mean_ns").unwrap().value;
         let per_s = r.metric("split_lock_locks_per_s").unwrap().value;
         assert!((mean * per_s / 1e9 - 1.0).abs() < 1e-9);
-        assert!(r.metric("split_lock_trapped_op_share").is_some());
+        assert!(r.metric("split_lock_trapped_ops_percent").is_some());
     }
 }
