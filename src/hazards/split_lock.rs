@@ -427,6 +427,7 @@ mod tests {
     use super::*;
     use crate::machine::kernel::split_lock_state;
     use crate::schema::Fingerprint;
+    use crate::schema::split_lock::MechanismEvidence;
     use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp(metrics: &[(&str, &str, f64)], measured: Option<&str>) -> Fingerprint {
@@ -707,6 +708,68 @@ mod tests {
             "{}",
             v.explanation
         );
+    }
+
+    #[test]
+    fn what_the_probe_records_on_a_trapping_host_is_what_the_verdict_reads() {
+        // The Emerald Rapids guest's per-op shape (refs.txt: ~2 us bus locks, 100-500 us
+        // traps), through the probe's own recording, judged: the words the probe writes are
+        // the words the verdict reads.
+        use crate::probes::split_lock::per_op::{Block, summarize};
+        use crate::probes::split_lock::record_split_locks;
+        let block = |i: usize| Block {
+            per_op_ns: (0..100)
+                .map(|k| {
+                    if (k + i) % 5 < 2 {
+                        2100.0 + 10.0 * k as f64
+                    } else {
+                        100e3 + 4e3 * k as f64
+                    }
+                })
+                .collect(),
+            ..Block::default()
+        };
+        let s = summarize(&[block(0), block(1), block(2)]).unwrap();
+        let mut f = crate::schema::test_support::empty_fingerprint();
+        assert!(f.machine.hypervisor.is_some());
+        let mut p = ProbeResult::new("split-lock", Status::Ok);
+        let evidence = MechanismEvidence {
+            kernel: f.machine.split_lock.effective,
+            guest: true,
+            killed_by_sigbus: false,
+            census: Some(s.census),
+            mean_ns: None,
+        };
+        record_split_locks(&mut p, &evidence, Some(&s), 0, Some(3e9));
+        let json = serde_json::to_value(&p).unwrap();
+        let p: ProbeResult = serde_json::from_value(json).unwrap();
+        assert_eq!(p.effects["split_lock_mechanism"], "trapped_by_host");
+        assert_eq!(p.effects["split_lock_trap_shape"], "short_traps");
+        f.probes = vec![p];
+        let mut n = ProbeResult::new("split-lock-neighbour", Status::Ok);
+        for (name, v) in [
+            ("split_lock_neighbour_latency_ratio", 1.02),
+            ("split_lock_neighbour_bandwidth_ratio", 0.97),
+        ] {
+            n.metrics
+                .push(Metric::derived(name, v, "ratio", Better::Lower));
+        }
+        f.probes.push(n);
+        let v = SplitLock.judge(&f).unwrap();
+        assert_eq!(v.level, Level::Hazard);
+        assert!(
+            v.figure.starts_with("trapped by the host, "),
+            "{}",
+            v.figure
+        );
+        assert!(v.summary.ends_with("neighbours unharmed"), "{}", v.summary);
+        for right in [
+            "VM exits or a rate limit",
+            "half take",
+            "the host protects them",
+        ] {
+            assert!(v.explanation.contains(right), "{right}: {}", v.explanation);
+        }
     }
 
     #[test]

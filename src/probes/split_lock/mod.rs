@@ -33,9 +33,7 @@ use super::c2c::pingpong::{Lines, Plan, SPLIT_OFFSET, Variant, ping_pong};
 use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::{estimate_core_clock, pin_to_cpu};
-use crate::schema::split_lock::{
-    MechanismEvidence, OpHistogram, SplitLockMechanism, TRAP_BOUNDARY_NS, classify,
-};
+use crate::schema::split_lock::{MechanismEvidence, OpHistogram, TRAP_BOUNDARY_NS, classify};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
 use std::time::Duration;
@@ -342,31 +340,40 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         r.samples.insert(format!("split_lock_ns.{pair_key}"), split);
     }
 
-    let sigbus = child_end.as_deref().is_some_and(|e| e.contains("SIGBUS"));
     let evidence = MechanismEvidence {
         kernel: state.effective,
         guest: ctx.machine.hypervisor.is_some(),
-        killed_by_sigbus: sigbus,
+        killed_by_sigbus: child_end.as_deref().is_some_and(|e| e.contains("SIGBUS")),
         census: summary.as_ref().map(|s| s.census),
         mean_ns: None,
     };
-    if let Some((mechanism, shape)) = classify(&evidence) {
+    record_split_locks(&mut r, &evidence, summary.as_ref(), pair.0, core_hz);
+    Ok(r)
+}
+
+/// The mechanism (`split_lock_mechanism`, `split_lock_trap_shape`) and the per-op figures
+/// (metrics, census, histogram as an effect and as bars, percentiles) of one thread's split
+/// locks timed on `cpu`, into `r`.
+pub fn record_split_locks(
+    r: &mut ProbeResult,
+    evidence: &MechanismEvidence,
+    summary: Option<&per_op::Summary>,
+    cpu: usize,
+    core_hz: Option<f64>,
+) {
+    if let Some((mechanism, shape)) = classify(evidence) {
         r.effects
             .insert("split_lock_mechanism".into(), json!(mechanism));
         if let Some(shape) = shape {
             r.effects
                 .insert("split_lock_trap_shape".into(), json!(shape));
         }
-        debug_assert!(mechanism != SplitLockMechanism::Fatal || summary.is_none() || sigbus);
     }
     if let Some(s) = summary {
-        record_per_op(&mut r, &s, pair.0, core_hz);
+        record_per_op(r, s, cpu, core_hz);
     }
-    Ok(r)
 }
 
-/// The per-op figures: metrics, census, histogram (as an effect and as bars), percentiles.
-#[cfg(target_arch = "x86_64")]
 fn record_per_op(r: &mut ProbeResult, s: &per_op::Summary, cpu: usize, core_hz: Option<f64>) {
     // Each block's mean: a program pays the mean, traps included (preemptions not); blocks
     // spread over the probe give the figure its interval.
@@ -440,6 +447,7 @@ pub fn histogram_bars(h: &OpHistogram) -> Series {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+    use crate::schema::split_lock::SplitLockMechanism;
 
     #[test]
     fn split_handoffs_shrink_to_the_sample_budget_on_a_trapping_host() {
