@@ -190,6 +190,9 @@ impl Hazard for SplitLock {
                 }
             }
             SplitLockMechanism::BusLock => {
+                // Where the kernel acts but let the bus locks through (warn only), the child
+                // timed one thread's: no core-to-core figure, the per-op cost stands in.
+                let split = split.or(cost);
                 let hazard = split.is_some_and(|s| s >= HAZARD_NS)
                     || ratio.is_some_and(|r| r >= HAZARD_RATIO)
                     || n_lat.is_some_and(|r| r >= HAZARD_NEIGHBOUR_LATENCY_RATIO);
@@ -527,6 +530,31 @@ mod tests {
         );
         assert!(
             v.explanation.contains("kernel's mitigation"),
+            "{}",
+            v.explanation
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_only_warns_leaves_bus_locks_judged_by_their_per_op_cost() {
+        // split_lock_detect=warn without the sleep: the child timed hardware-cost locks.
+        let mut f = fp(
+            &[
+                ("split-lock", "split_lock_trapped_ns", 1300.0),
+                ("split-lock", "split_lock_op_mean_ns", 1300.0),
+                ("split-lock", "aligned_lock_latency_ns", 40.0),
+            ],
+            Some("kernel_mitigation"),
+        );
+        f.machine.split_lock = split_lock_state(true, true, None, Some(0));
+        f.probes[0]
+            .effects
+            .insert("split_lock_mechanism".into(), "bus_lock".into());
+        let v = SplitLock.judge(&f).unwrap();
+        assert_eq!(v.level, Level::Hazard, "{}", v.figure);
+        assert!(v.figure.starts_with("1.3 us"), "{}", v.figure);
+        assert!(
+            !v.explanation.contains("10 ms sleep instead"),
             "{}",
             v.explanation
         );

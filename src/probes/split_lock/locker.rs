@@ -525,6 +525,23 @@ mod tests {
     }
 
     #[test]
+    fn a_timed_block_in_a_child_killed_by_sigbus_says_so() {
+        // What split_lock_detect=fatal does to the per-op timing, delivered by hand.
+        let cpu = *crate::measure::allowed_cpus().last().unwrap();
+        let clock = test_clock();
+        let l = Locker::spawn(cpu, 1, &clock).unwrap();
+        kill(l.pid(), Signal::SIGBUS).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while l.poll_end().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let err = l
+            .time_ops(&clock, 10, Duration::from_millis(10))
+            .unwrap_err();
+        assert!(err.contains("SIGBUS"), "{err}");
+    }
+
+    #[test]
     fn pinning_outside_the_mask_is_an_error() {
         assert!(Locker::spawn(1 << 20, 1, &test_clock()).is_err());
     }
