@@ -104,7 +104,6 @@ impl Hazard for SplitLock {
             ("split-lock", "split_lock_latency_ns"),
             ("split-lock", "split_lock_trapped_ns"),
             ("split-lock", "split_lock_op_mean_ns"),
-            ("split-lock", "split_lock_trapped_ops_percent"),
             ("split-lock-neighbour", "split_lock_neighbour_latency_ratio"),
             (
                 "split-lock-neighbour",
