@@ -94,6 +94,13 @@ pub fn interval_words(
             None => format!("{:.0}% CI", coverage * 100.0),
         }
     };
+    // Durations in the unit `human_ns` gives the figure they follow (`1.2 us (95% CI
+    // 1.19-1.30 us)`, not `1189-1303 ns`).
+    let (low, high, unit) = match unit {
+        "ns" if low.abs() >= 1e6 => (low / 1e6, high / 1e6, "ms"),
+        "ns" if low.abs() >= 1e3 => (low / 1e3, high / 1e3, "us"),
+        _ => (low, high, unit),
+    };
     let (mut lo, mut hi) = (human_value(low, unit), human_value(high, unit));
     for extra in 1..=3 {
         if lo != hi || low == high {
@@ -236,6 +243,11 @@ mod tests {
         assert_eq!(
             interval_words(3.01, 8.19, "ratio", 0.961, 0.95, Some(9)),
             "95% CI 3.01-8.19x"
+        );
+        // In the unit the figure is shown in: `1.2 us (95% CI 1.19-1.30 us)`.
+        assert_eq!(
+            interval_words(1189.0, 1303.0, "ns", 0.961, 0.95, Some(9)),
+            "95% CI 1.19-1.30 us"
         );
     }
 

@@ -36,8 +36,10 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "SECONDS", value_parser = seconds_arg)]
     pub budget: Option<f64>,
     /// split-lock-neighbour: seconds of bus locking in total (default 0.3, quick 0.15, at
-    /// most 10). Bus locks slow every other tenant of a shared host (other VMs and
-    /// containers on the same machine), not only this process: keep it short there.
+    /// most 10). Where split locks are bus locks (not trapped by the kernel or the host),
+    /// they slow every other tenant of a shared host (other VMs and containers on the same
+    /// machine), not only this process: keep it short there. The split-lock probe itself
+    /// bus-locks for ~10 ms (quick) to ~70 ms (full).
     #[arg(long, value_name = "SECONDS", value_parser = seconds_arg)]
     pub duration: Option<f64>,
     /// Buffer sizes of the mem-latency curve, as a list like 16K,1M,64M,1G (default: 16 KiB
