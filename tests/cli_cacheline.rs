@@ -445,9 +445,11 @@ fn non_positive_durations_are_rejected_before_measuring() {
             .assert()
             .code(2)
             .stdout(predicate::str::is_empty())
-            .stderr(predicate::str::contains(format!(
-                "{flag} must be a positive number"
-            )));
+            .stderr(
+                predicate::str::contains(flag).and(predicate::str::contains(format!(
+                    "must be a number above 0 and at most 86400, got {value}"
+                ))),
+            );
     }
 }
 
