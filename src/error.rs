@@ -86,6 +86,42 @@ pub enum InputError {
         /// Why not.
         reason: String,
     },
+    /// Two outputs of one command naming the same file (one would silently replace the other).
+    #[error("{first} and {second} both name {path}; give each output its own file")]
+    SameOutput {
+        /// The option that named it first.
+        first: &'static str,
+        /// The option that named it again.
+        second: &'static str,
+        /// The path as given the second time.
+        path: String,
+    },
+    /// An output that is also one of the command's inputs.
+    #[error(
+        "{what} {path} is also an input: writing it would replace what is read; pick another path"
+    )]
+    OutputIsInput {
+        /// The option that named it.
+        what: &'static str,
+        /// The path as given.
+        path: String,
+    },
+    /// An output to stdout (`-`) when something else already prints there.
+    #[error(
+        "{what} - writes to stdout, where {by} already prints; drop one, or give {what} a file"
+    )]
+    StdoutTaken {
+        /// The option given `-`.
+        what: &'static str,
+        /// What prints on stdout already (`--json`, another output).
+        by: &'static str,
+    },
+    /// `check --skip` naming every probe.
+    #[error("--skip leaves no probe to run; skip fewer (see `cpudoctor probe --list`)")]
+    EverythingSkipped,
+    /// Two inputs read from stdin (`-` given twice).
+    #[error("stdin (-) can be read once only; give a file for the other input")]
+    StdinTwice,
     /// `explain` with a hazard no rule has.
     #[error("unknown hazard '{name}'; known hazards: {known}")]
     UnknownHazard {

@@ -94,6 +94,13 @@ pub fn interval_words(
             None => format!("{:.0}% CI", coverage * 100.0),
         }
     };
+    // Durations in the unit `human_ns` gives the figure they follow (`1.2 us (95% CI
+    // 1.19-1.30 us)`, not `1189-1303 ns`).
+    let (low, high, unit) = match unit {
+        "ns" if low.abs() >= 1e6 => (low / 1e6, high / 1e6, "ms"),
+        "ns" if low.abs() >= 1e3 => (low / 1e3, high / 1e3, "us"),
+        _ => (low, high, unit),
+    };
     let (mut lo, mut hi) = (human_value(low, unit), human_value(high, unit));
     for extra in 1..=3 {
         if lo != hi || low == high {
@@ -132,8 +139,48 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(1u64 << shift).filter(|&v| v > 0)
 }
 
+/// Parses a number above 0 and at most `max` (a duration, a cost): what a numeric option
+/// takes. The error names the range: `must be above 0 and at most 86400, got 1e30`. NaN,
+/// infinities, 0, negatives and anything beyond `max` are refused, so later arithmetic (a
+/// `Duration`, a product with a count) cannot overflow or panic.
+pub fn parse_positive_at_most(text: &str, max: f64) -> Result<f64, String> {
+    let range = || {
+        format!(
+            "must be a number above 0 and at most {max}, got {}",
+            text.trim()
+        )
+    };
+    let v: f64 = text.trim().parse().map_err(|_| range())?;
+    if v.is_finite() && v > 0.0 && v <= max {
+        Ok(v)
+    } else {
+        Err(range())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbers_outside_their_range_are_refused_with_the_range() {
+        assert_eq!(parse_positive_at_most("43", 1e4), Ok(43.0));
+        assert_eq!(parse_positive_at_most(" 0.5 ", 1e4), Ok(0.5));
+        assert_eq!(parse_positive_at_most("86400", 86400.0), Ok(86400.0));
+        for bad in [
+            "0",
+            "-1",
+            "1e30",
+            "NaN",
+            "inf",
+            "-inf",
+            "",
+            "x",
+            "18446744073709551615",
+        ] {
+            let e = parse_positive_at_most(bad, 86400.0).unwrap_err();
+            assert!(e.contains("above 0 and at most 86400"), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn sizes_parse_with_binary_suffixes() {
         assert_eq!(parse_size("16K"), Some(16384));
@@ -196,6 +243,11 @@ mod tests {
         assert_eq!(
             interval_words(3.01, 8.19, "ratio", 0.961, 0.95, Some(9)),
             "95% CI 3.01-8.19x"
+        );
+        // In the unit the figure is shown in: `1.2 us (95% CI 1.19-1.30 us)`.
+        assert_eq!(
+            interval_words(1189.0, 1303.0, "ns", 0.961, 0.95, Some(9)),
+            "95% CI 1.19-1.30 us"
         );
     }
 

@@ -3,7 +3,8 @@
 //! machines.
 //!
 //! Layers, lowest first; each imports only those below it (`tests/layers.rs` checks):
-//! [`error`], [`format`], [`process`] (stops and reaps child processes), [`arch`] (every line
+//! [`error`], [`format`], [`output`] (the one writer of the files a user names),
+//! [`process`] (stops and reaps child processes), [`arch`] (every line
 //! of inline assembly), [`machine`] (host facts), [`measure`] (clocks, pinning, statistics,
 //! buffers), [`spin`] (runtimes' spin-before-block policies), [`reference`](mod@reference) (figures quoted
 //! in more than one place), [`schema`] (the fingerprint's typed vocabulary), [`probes`],
@@ -17,6 +18,7 @@ pub mod format;
 pub mod hazards;
 pub mod machine;
 pub mod measure;
+pub mod output;
 pub mod probes;
 pub mod process;
 pub mod reference;

@@ -158,6 +158,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    cmd::handle_fatal_signals();
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
         Command::Probe(a) => cmd::probe::run(a),
@@ -167,22 +168,36 @@ fn main() -> ExitCode {
         Command::Fleet(a) => cmd::fleet::run(a),
         Command::Diagnose(a) => cmd::diagnose::run(a),
         Command::Explain(a) => cmd::explain::run(a),
+        // Both are made in memory and written in one go: clap_complete panics on a write
+        // error (a full disk, `> /dev/full`), and a failed write is an error like any other.
         Command::Completions { shell } => {
-            let mut command = Cli::command();
-            clap_complete::generate(shell, &mut command, "cpudoctor", &mut std::io::stdout());
-            Ok(())
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "cpudoctor", &mut script);
+            to_stdout(&script)
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout().lock())
-            .map_err(anyhow::Error::from),
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| to_stdout(&page))
+        }
     };
+    // `diagnose` stopped for a signal and wrote what it recorded: end as that signal would
+    // have ended us, after saying what went wrong, if anything did.
+    if let Some(sig) = cmd::caught_signal() {
+        if let Err(e) = &result {
+            cmd::note(&format!("error: {e:#}"));
+        }
+        cmd::die_by(sig);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped reading (`| head`) is not an error: end quietly, as ripgrep
         // does.
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            cmd::note(&format!("error: {e:#}"));
             if e.downcast_ref::<cmd::diff::Regressed>().is_some() {
                 ExitCode::from(3)
             } else if e.downcast_ref::<InputError>().is_some() {
@@ -192,6 +207,16 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Writes `bytes` to stdout, an error (not a panic) when stdout is full or closed.
+fn to_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
 }
 
 /// Whether `e` is a write to a pipe whose reader has gone (directly, or inside a JSON writer's

@@ -1,5 +1,7 @@
 //! Control of the processes cpudoctor starts: wait for one until a deadline, ask it to stop
-//! (SIGTERM), kill it (SIGKILL), reap it, and tie a forked child's life to its parent's.
+//! (SIGTERM), kill it (SIGKILL), reap it, and tie a forked child's life to its parent's; and
+//! the fatal signals cpudoctor itself receives (SIGHUP, SIGINT, SIGQUIT, SIGTERM), caught
+//! into a pipe so that an ordinary thread decides what to do with them.
 //!
 //! The split-lock locker (a forked child), the handoff runner (a `std::process::Child`) and
 //! diagnose (a command held before `execve`, and the processes it started) all stop children
@@ -9,8 +11,11 @@
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::{Child, ExitStatus};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// How a process is asked to end.
@@ -135,6 +140,106 @@ pub fn die_with_parent() {
             0,
         );
     }
+}
+
+/// Makes `cmd`'s process die (SIGKILL) when the thread that spawns it dies, cpudoctor killed
+/// by SIGKILL included, so a program started for a measurement never runs on unobserved.
+/// Spawn from a thread that lives as long as the program (the kernel ties the signal to the
+/// spawning *thread*).
+pub fn tie_to_parent(cmd: &mut Command) -> &mut Command {
+    // SAFETY: getpid before the fork; in the child only prctl, getppid and _exit, all
+    // async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    unsafe {
+        cmd.pre_exec(move || {
+            die_with_parent();
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The signals that end cpudoctor from outside: a closed terminal or dropped ssh session
+/// (SIGHUP), Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), `kill`, `timeout` or a job runner (SIGTERM).
+pub const FATAL_SIGNALS: [Signal; 4] = [
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGTERM,
+];
+
+/// Write end of the signal pipe, for the handler (-1 until [`catch_fatal_signals`]).
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// The process that installed the handler: a forked child that inherits it (the split-lock
+/// locker) must take the signal's default action, not report it as cpudoctor's.
+static SIGNAL_OWNER: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_fatal_signal(sig: libc::c_int) {
+    // SAFETY: getpid, signal, raise and write are async-signal-safe; errno is restored so the
+    // interrupted code never sees ours.
+    unsafe {
+        let errno = *libc::__errno_location();
+        if libc::getpid() != SIGNAL_OWNER.load(Ordering::Relaxed) {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        } else {
+            let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
+            let b = sig as u8;
+            if fd >= 0 {
+                libc::write(fd, (&b as *const u8).cast(), 1);
+            }
+        }
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// The fatal signals caught since [`catch_fatal_signals`], in order of arrival.
+pub struct CaughtSignals {
+    read: std::fs::File,
+}
+
+impl CaughtSignals {
+    /// Waits for the next one; `None` if the pipe broke (it never does while the process runs).
+    pub fn wait(&mut self) -> Option<Signal> {
+        let mut b = [0u8; 1];
+        loop {
+            match self.read.read(&mut b) {
+                Ok(1) => return Signal::try_from(i32::from(b[0])).ok(),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Catches [`FATAL_SIGNALS`] from now on: each one is written to a pipe that the caller reads
+/// from a thread of its own ([`CaughtSignals::wait`]), where anything may be done (remove
+/// temporary files, stop a workload, write what was recorded). Blocking calls elsewhere are
+/// restarted, not failed with EINTR. Call once.
+pub fn catch_fatal_signals() -> std::io::Result<CaughtSignals> {
+    use nix::fcntl::OFlag;
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    // A full pipe must never block the handler: the byte is dropped instead (the reader has
+    // a signal to act on already).
+    nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    // SAFETY: getpid has no preconditions.
+    SIGNAL_OWNER.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    SIGNAL_PIPE.store(std::os::fd::IntoRawFd::into_raw_fd(w), Ordering::Relaxed);
+    let action = SigAction::new(
+        SigHandler::Handler(on_fatal_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in FATAL_SIGNALS {
+        // SAFETY: the handler only makes async-signal-safe calls.
+        unsafe { sigaction(sig, &action) }?;
+    }
+    Ok(CaughtSignals {
+        read: std::fs::File::from(r),
+    })
 }
 
 /// A process held by pidfd (one our child started, say), so that a recycled PID is never

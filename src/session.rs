@@ -202,6 +202,18 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
                 }
             }
         }
+        // A figure a run could not measure, with why (the sharing probe's threads not running
+        // as separate cores in one of three runs): the reason travels to the combined file, so
+        // its hazard says why it is not judged instead of "absent".
+        for name in partial.keys() {
+            if p.not_measured.contains_key(name) {
+                continue;
+            }
+            if let Some(why) = others.iter().find_map(|q| q.not_measured.get(name)) {
+                p.not_measured
+                    .insert(name.clone(), format!("not measured in every run: {why}"));
+            }
+        }
         if !partial.is_empty() {
             p.effects.insert(
                 "found_in_some_runs_only".into(),
@@ -302,6 +314,21 @@ mod tests {
         assert_eq!(
             fp.probe("pause").unwrap().effects["found_in_some_runs_only"]["tlb_reach_bytes"],
             1
+        );
+        // A figure a later run could not measure carries that run's reason.
+        let mut runs = [24.0, 25.0, 26.0].map(with_pause).to_vec();
+        for r in runs.iter_mut().take(2) {
+            r.probes[0].metrics.push(
+                Metric::from_samples("tlb_reach_bytes", "bytes", Better::Higher, &[4e6]).unwrap(),
+            );
+        }
+        runs[2].probes[0]
+            .not_measured
+            .insert("tlb_reach_bytes".into(), "no knee".into());
+        let fp = combine_runs(runs);
+        assert_eq!(
+            fp.probe("pause").unwrap().not_measured["tlb_reach_bytes"],
+            "not measured in every run: no knee"
         );
         // One run is returned as it is.
         let one = combine_runs(vec![with_pause(24.0)]);

@@ -57,8 +57,11 @@ fn summary_fits_one_80_column_screen() {
 #[test]
 fn summary_counts_levels() {
     let out = render_check(&fixture("zen2-kvm-check.json"), Style::plain(80), false);
+    // False sharing reads HAZARD, not notice/HAZARD: the file's one atomic written from both
+    // cores (4.0x, clear of the 3x line) is its worse sharing figure, above plain counters'
+    // 3.2x (within the guest guard band).
     assert!(
-        out.contains("1 hazard, 2 notices, 4 ok, 4 borderline"),
+        out.contains("2 hazards, 1 notice, 4 ok, 3 borderline"),
         "{out}"
     );
     assert!(out.contains("cpudoctor explain split_lock"), "{out}");

@@ -409,9 +409,11 @@ fn non_positive_pause_ns_is_rejected() {
         .args(["spin", "--pause-ns", "0"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains(
-            "--pause-ns must be a positive number",
-        ));
+        .stderr(
+            predicate::str::contains("--pause-ns").and(predicate::str::contains(
+                "must be a number above 0 and at most 10000, got 0",
+            )),
+        );
 }
 
 #[test]

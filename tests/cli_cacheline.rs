@@ -105,31 +105,78 @@ fn split_lock_is_slower_than_aligned_on_the_same_pair() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn packed_counters_are_slower_than_padded_ones() {
+    // Regression, the Emerald Rapids guest: this test compared plain counters, which Intel
+    // hides (stores retire through the store buffer: 0.63-1.13x there), and failed on every
+    // Intel machine. It now asserts the worst pattern, per-thread `lock xadd` counters on one
+    // line, which waits for the line on every x86 multi-core (4.1-4.7x on the Emerald Rapids
+    // guest, 3.3x on the Zen 5 guest), and one atomic from both cores against private ones
+    // (3.2-8.9x on every guest measured). Margin: 1.5x. A guest whose host runs both vCPUs on
+    // one core pays ~1x; the probe detects that and publishes no ratio, and this test then
+    // says the machine lacks two cores rather than pass or blame the code.
     let Some((a, b)) = two_cores() else {
         return no_two_cores();
     };
     let _serial = serial();
     let cpus = format!("{a},{b}");
-    ordering_holds_in_one_of_three(|| {
+    let ratios = [
+        "false_sharing_ratio",
+        "false_sharing_atomic_ratio",
+        "false_sharing_reader_ratio",
+        "false_sharing_writer_ratio",
+        "true_sharing_ratio",
+    ];
+    let mut failures = Vec::new();
+    let mut refusals = Vec::new();
+    for _ in 0..3 {
         let fp =
             json_of(cpudoctor().args(["probe", "sharing", "--quick", "--json", "--cpus", &cpus]));
-        assert_eq!(probe(&fp, "sharing")["params"]["threads"], 2);
-        let packed = metric(&fp, "sharing", "packed_increment_ns");
-        let padded = metric(&fp, "sharing", "padded_increment_ns");
-        let shared = metric(&fp, "sharing", "shared_atomic_increment_ns");
-        let private = metric(&fp, "sharing", "private_atomic_increment_ns");
-        // 3.4x to 5x on the Zen 4 guest, but only 1.41x in a CI guest whose two vCPUs the host
-        // had placed on what behaved like SMT siblings of one core (they share L1, so only the
-        // memory-ordering clears remain) while the guest's topology said two cores. A guest
-        // cannot see that placement, so the margin is the one that holds in both: 1.2x.
-        if packed <= 1.2 * padded {
-            return Err(format!("packed {packed} ns vs padded {padded} ns"));
+        assert!(schema_errors(&fp).is_empty(), "{:?}", schema_errors(&fp));
+        let p = probe(&fp, "sharing");
+        assert_eq!(p["params"]["threads"], 2);
+        let m = |name: &str| metric(&fp, "sharing", name);
+        if p["effects"]["separate_cores"] == false {
+            // Refused, and said why: no ratio as if valid.
+            for name in ratios {
+                assert!(
+                    p["metrics"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|x| x["name"] != name),
+                    "{name} published though the threads shared a core: {p}"
+                );
+                assert!(p["not_measured"][name].is_string(), "{name}: {p}");
+            }
+            refusals.push(p["not_measured"]["false_sharing_atomic_ratio"].to_string());
+            continue;
         }
-        if shared <= 1.2 * private {
-            return Err(format!("shared {shared} ns vs private {private} ns"));
+        let (packed, padded) = (
+            m("packed_atomic_increment_ns"),
+            m("private_atomic_increment_ns"),
+        );
+        let (shared, private) = (
+            m("shared_atomic_increment_ns"),
+            m("private_atomic_increment_ns"),
+        );
+        // Every pattern is published with its paired ratio.
+        for name in ratios {
+            assert!(m(name) > 0.0, "{name}");
         }
-        Ok(())
-    });
+        if packed <= 1.5 * padded {
+            failures.push(format!("atomic packed {packed} ns vs padded {padded} ns"));
+        } else if shared <= 1.5 * private {
+            failures.push(format!("shared {shared} ns vs private {private} ns"));
+        } else {
+            return;
+        }
+    }
+    if failures.is_empty() {
+        return missing_hardware(
+            "two CPUs that run as two cores",
+            &format!("the host ran both vCPUs on one core in every run: {refusals:?}"),
+        );
+    }
+    panic!("the ordering failed in every run that ran as two cores: {failures:#?}");
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -398,9 +445,11 @@ fn non_positive_durations_are_rejected_before_measuring() {
             .assert()
             .code(2)
             .stdout(predicate::str::is_empty())
-            .stderr(predicate::str::contains(format!(
-                "{flag} must be a positive number"
-            )));
+            .stderr(
+                predicate::str::contains(flag).and(predicate::str::contains(format!(
+                    "must be a number above 0 and at most 86400, got {value}"
+                ))),
+            );
     }
 }
 

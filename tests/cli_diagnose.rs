@@ -481,7 +481,7 @@ fn no_workload_or_a_bad_duration_is_refused() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "--duration must be a positive number",
+            "must be a number above 0 and at most 86400, got 0",
         ));
     cpudoctor()
         .args(["diagnose", "--pid", "1", "--", "true"])

@@ -226,17 +226,17 @@ fn bad_handoff_input_is_one_line_exit_2_and_no_file() {
     for (args, says) in [
         (
             &["--delays", "1,0"][..],
-            "--delays must be a positive number, got 0",
+            "must be a number above 0 and at most 86400000, got 0",
         ),
         (
             &["--work-ms", "-1"][..],
-            "--work-ms must be a positive number",
+            "must be a number above 0 and at most 86400000, got -1",
         ),
         (&["--runtimes", "dotnet"][..], "unknown runtime 'dotnet'"),
         (&["--delays", "1,2,1"][..], "--delays lists 1 twice"),
         (
             &["--pause-ns", "0"][..],
-            "--pause-ns must be a positive number",
+            "must be a number above 0 and at most 10000, got 0",
         ),
     ] {
         cpudoctor()

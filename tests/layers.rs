@@ -10,9 +10,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 14] = [
+const LAYERS: [&str; 15] = [
     "error",     // input errors, the one thiserror enum every layer may return
     "format",    // numbers and units as text
+    "output",    // the one writer of named outputs: symlinks, FIFOs, modes, temp files
     "process",   // child processes: deadline, SIGTERM, SIGKILL, reap
     "arch",      // inline assembly
     "machine",   // host facts: CPU, topology, kernel, memory, PMU, the CPUs we may use

@@ -1,9 +1,11 @@
 //! `cpudoctor check`: every probe in its quick profile, then the verdict table.
 
-use super::{BarProgress, OutputArgs, check_save_target, emit};
+use super::{BarProgress, OutputArgs, check_output_args, emit};
 use anyhow::Result;
 use clap::Args;
+use cpudoctor::error::InputError;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
+use cpudoctor::schema::Status;
 use cpudoctor::session::{self, Host};
 
 /// What `check` takes.
@@ -20,7 +22,7 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> Result<()> {
     let CheckArgs { output: args, skip } = args;
-    check_save_target(&args)?;
+    check_output_args(&args)?;
     // An unknown name is an input error, like `probe NAME`.
     let skipped = session::select_probes(&skip)?;
     let selected: Vec<&'static dyn probes::Probe> = probes::all()
@@ -28,6 +30,9 @@ pub fn run(args: CheckArgs) -> Result<()> {
         .copied()
         .filter(|p| skip.is_empty() || !skipped.iter().any(|s| s.name() == p.name()))
         .collect();
+    if selected.is_empty() {
+        return Err(InputError::EverythingSkipped.into());
+    }
     let host = Host::detect();
     let progress = BarProgress::new();
     eprintln!(
@@ -43,5 +48,20 @@ pub fn run(args: CheckArgs) -> Result<()> {
         &progress,
         args.runs as usize,
     );
-    emit(&fp, &args)
+    emit(&fp, &args)?;
+    if !fp.probes.iter().any(|p| p.status == Status::Ok) {
+        return Err(NothingMeasured.into());
+    }
+    Ok(())
 }
+
+/// Every probe `check` ran was skipped or failed: the fingerprint holds no figure. It is
+/// printed and saved all the same (it says why each probe did not run), and the exit status is
+/// 1, so that a job running `check` on every host notices a host where nothing could be
+/// measured. (`probe NAME` reports a skip as its answer and exits 0.)
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "nothing was measured: every probe was skipped or failed, for the reasons above (a probe \
+     that needs two CPUs skips when only one is allowed, e.g. under `taskset -c 0`)"
+)]
+pub struct NothingMeasured;

@@ -1,8 +1,8 @@
 //! `cpudoctor diagnose`: run or attach to a workload, sample it, and print findings.
 
 use super::{
-    BarProgress, OutputArgs, check_output_dir, check_save_target, load_diagnosis, terminal_width,
-    write_atomically, write_output,
+    BarProgress, DEFER_SIGNALS, Input, STOP, check_outputs, note, screen, seconds_arg,
+    stdout_is_an_output, terminal_width, write_output,
 };
 use anyhow::Result;
 use clap::Args;
@@ -11,8 +11,8 @@ use cpudoctor::diagnose::{self, Diagnosis, counters, export, hotspots, render};
 use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::session::{self, Host};
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 #[derive(Args)]
@@ -20,9 +20,10 @@ pub struct DiagnoseArgs {
     /// Attach to this running process instead of starting a command.
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<i32>,
-    /// Stop after S seconds (default: when the command exits; 10 s with --pid). A started
-    /// command and every process it started are then sent SIGTERM (SIGKILL 2 s later).
-    #[arg(long, value_name = "S")]
+    /// Stop after S seconds, at most a day (default: when the command exits; 10 s with
+    /// --pid). A started command and every process it started are then sent SIGTERM (SIGKILL
+    /// 2 s later).
+    #[arg(long, value_name = "S", value_parser = seconds_arg)]
     pub duration: Option<f64>,
     /// Samples per second per running thread (at most kernel.perf_event_max_sample_rate).
     #[arg(long, value_name = "HZ", default_value_t = diagnose::DEFAULT_FREQUENCY_HZ,
@@ -61,10 +62,13 @@ pub struct DiagnoseArgs {
     pub command: Vec<String>,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_interrupt(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
+/// The files a run writes, named by their options.
+fn outputs(args: &DiagnoseArgs) -> [(&'static str, Option<&Path>); 3] {
+    [
+        ("--save", args.save.as_deref()),
+        ("--pprof", args.pprof.as_deref()),
+        ("--folded", args.folded.as_deref()),
+    ]
 }
 
 /// Writes the exports asked for; one line per file written, for the reader.
@@ -80,7 +84,7 @@ fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
         write_output(path, &export::pprof(d))?;
         done.push(format!(
             "Wrote {} (pprof, {} samples in {} {what}): go tool pprof -top {}",
-            path.display(),
+            super::shown(path),
             d.sampling.samples,
             stacks.stacks.len(),
             path.display()
@@ -91,32 +95,25 @@ fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
         write_output(path, text.as_bytes())?;
         done.push(format!(
             "Wrote {} (folded stacks, {} lines of {what})",
-            path.display(),
+            super::shown(path),
             text.lines().count()
         ));
     }
     Ok(done)
 }
 
-/// Fails before any work when an export path cannot be written.
-fn check_exports(args: &DiagnoseArgs) -> Result<()> {
-    for path in [&args.pprof, &args.folded].into_iter().flatten() {
-        check_output_dir(path)?;
-    }
-    Ok(())
-}
-
 /// `--from SAVED.json`: converts a saved diagnosis, or prints it again.
-fn from_saved(path: &std::path::Path, args: &DiagnoseArgs) -> Result<()> {
-    let d = load_diagnosis(path)?;
-    check_exports(args)?;
+fn from_saved(path: &Path, args: &DiagnoseArgs) -> Result<()> {
+    check_outputs(&outputs(args), &[path], args.json.then_some("--json"))?;
+    let d = Input::read(path).diagnosis()?;
     let done = write_exports(&d, args)?;
-    let mut out = std::io::stdout().lock();
+    let to_stderr = stdout_is_an_output(&[args.pprof.as_deref(), args.folded.as_deref()]);
+    let mut out = screen(to_stderr);
     if args.json {
         serde_json::to_writer_pretty(&mut out, &d)?;
         writeln!(out)?;
         for line in &done {
-            eprintln!("{line}");
+            note(line);
         }
     } else if done.is_empty() {
         write!(out, "{}", render::render(&d, terminal_width()))?;
@@ -136,18 +133,15 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         return Err(cpudoctor::error::InputError::NothingToDiagnose.into());
     }
     let duration = match args.duration {
-        Some(s) => Some(Duration::from_secs_f64(super::positive("--duration", s)?)),
+        // Above 0 and at most a day (seconds_arg).
+        Some(s) => Some(Duration::from_secs_f64(s)),
         None if args.pid.is_some() => Some(Duration::from_secs(10)),
         None => None,
     };
-    check_save_target(&OutputArgs {
-        json: args.json,
-        save: args.save.clone(),
-        prom: None,
-        verbose: false,
-        runs: 1,
-    })?;
-    check_exports(&args)?;
+    // Every output is checked before the workload starts: a recording is never lost to a
+    // path found wrong at the end.
+    check_outputs(&outputs(&args), &[], args.json.then_some("--json"))?;
+    let to_stdout = stdout_is_an_output(&outputs(&args).map(|(_, p)| p));
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),
         None => Target::Command(args.command.clone()),
@@ -166,23 +160,16 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         .map(|t| t.online_cpus.clone())
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| (0..machine.logical_cpus).collect());
-    eprintln!(
+    note(&format!(
         "cpudoctor diagnose: {} at {} Hz ({reason})",
         mode.event_name(),
         args.frequency
-    );
-    // Ctrl-C reaches a started command too (same process group); SIGTERM (from `timeout`, a
-    // job runner) reaches only diagnose. Either way diagnose stops the command and everything
-    // it started, then reports.
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe {
-            libc::signal(
-                sig,
-                on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-        }
-    }
+    ));
+    // From here a fatal signal (Ctrl-C, which reaches a started command too; SIGTERM from
+    // `timeout` or a job runner; SIGHUP from a dropped ssh session; SIGQUIT) stops the
+    // command and everything it started, and what was recorded is written before cpudoctor
+    // ends by that signal (main.rs). A second signal ends it at once.
+    DEFER_SIGNALS.store(true, Ordering::SeqCst);
     let rec = diagnose::record::record(
         &RecordOptions {
             target,
@@ -191,14 +178,15 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             mode,
             cpus,
             counters: specs,
-            child_stdout_to_stderr: args.json,
+            child_stdout_to_stderr: args.json || to_stdout,
             callchains: !args.no_stacks,
         },
-        &INTERRUPTED,
+        &STOP,
     )?;
     let hot = hotspots::analyze(&rec);
-    let pause = if diagnose::needs_pause_cost(&hot) {
-        // Measured after the workload, so neither disturbs the other.
+    let pause = if diagnose::needs_pause_cost(&hot) && !STOP.load(Ordering::SeqCst) {
+        // Measured after the workload, so neither disturbs the other; not after a signal,
+        // which asks to end.
         let (_, pause) = session::measure_pause(
             &host,
             "diagnose",
@@ -211,18 +199,33 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     };
     let d = diagnose::build(rec, hot, machine, reason, counter_note, pause);
     let json = serde_json::to_vec_pretty(&d)?;
-    if let Some(path) = &args.save {
-        write_atomically(path, &json)?;
+    // The files first: after SIGHUP the terminal is gone and only they can keep the result.
+    // A file that fails does not stop the others or the screen.
+    let mut failed = None;
+    if let Some(path) = &args.save
+        && let Err(e) = write_output(path, &json)
+    {
+        failed = Some(e);
     }
-    for line in write_exports(&d, &args)? {
-        eprintln!("{line}");
+    match write_exports(&d, &args) {
+        Ok(lines) => lines.iter().for_each(|l| note(l)),
+        Err(e) => failed = failed.or(Some(e)),
     }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        out.write_all(&json)?;
-        writeln!(out)?;
+    let mut out = screen(to_stdout);
+    let shown = if args.json {
+        out.write_all(&json).and_then(|()| writeln!(out))
     } else {
-        write!(out, "{}", render::render(&d, terminal_width()))?;
+        write!(out, "{}", render::render(&d, terminal_width()))
+    };
+    if let Some(e) = failed {
+        return Err(e.context(if args.json {
+            "the diagnosis printed above was not saved; fix the path and run again, or keep \
+             it with --json > FILE"
+        } else {
+            "the diagnosis above was not saved; fix the path and run again, or keep it with \
+             --json > FILE"
+        }));
     }
+    shown?;
     Ok(())
 }

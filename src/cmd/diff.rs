@@ -2,7 +2,7 @@
 //! diagnoses, which functions grew and what their hot code does on each side. The kind is told
 //! from the files' content.
 
-use super::{labels, load_diagnosis, load_fingerprint, saved_kind, terminal_width};
+use super::{Input, labels, terminal_width};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use cpudoctor::diagnose::{SavedKind, compare, compare_render};
@@ -13,7 +13,8 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct DiffArgs {
-    /// The baseline fingerprint or diagnosis (the machine where the software ran as expected).
+    /// The baseline fingerprint or diagnosis (the machine where the software ran as expected);
+    /// `-` reads stdin. Each file is read once, so a FIFO or `<(...)` works.
     #[arg(value_name = "OLD.json")]
     pub old: PathBuf,
     /// The fingerprint or diagnosis to compare with it (the same kind as OLD).
@@ -45,12 +46,12 @@ pub enum FailOn {
 pub struct Regressed(pub String);
 
 /// Two saved diagnoses: functions ranked by growth, hot code side by side.
-fn diff_diagnoses(args: &DiffArgs) -> Result<()> {
+fn diff_diagnoses(args: &DiffArgs, inputs: &[Input]) -> Result<()> {
     if args.fail_on.is_some() {
         return Err(InputError::FailOnDiagnoses.into());
     }
-    let old = load_diagnosis(&args.old)?;
-    let new = load_diagnosis(&args.new)?;
+    let old = inputs[0].diagnosis()?;
+    let new = inputs[1].diagnosis()?;
     let names = labels(&[args.old.as_path(), args.new.as_path()]);
     let d = compare::compare(&old, &new, &names[0], &names[1]);
     let mut out = std::io::stdout().lock();
@@ -69,7 +70,8 @@ fn diff_diagnoses(args: &DiffArgs) -> Result<()> {
 }
 
 pub fn run(args: DiffArgs) -> Result<()> {
-    let kinds = (saved_kind(&args.old), saved_kind(&args.new));
+    let inputs = Input::read_all(&[args.old.as_path(), args.new.as_path()])?;
+    let kinds = (inputs[0].kind(), inputs[1].kind());
     let shown = |p: &PathBuf| p.display().to_string();
     match kinds {
         (Some(SavedKind::Diagnosis), Some(SavedKind::Fingerprint)) => {
@@ -89,12 +91,12 @@ pub fn run(args: DiffArgs) -> Result<()> {
             .into());
         }
         (Some(SavedKind::Diagnosis), _) | (_, Some(SavedKind::Diagnosis)) => {
-            return diff_diagnoses(&args);
+            return diff_diagnoses(&args, &inputs);
         }
         _ => {}
     }
-    let old = load_fingerprint(&args.old)?;
-    let new = load_fingerprint(&args.new)?;
+    let old = inputs[0].fingerprint()?;
+    let new = inputs[1].fingerprint()?;
     let d = diff::diff(
         &old,
         &new,

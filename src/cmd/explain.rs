@@ -20,7 +20,8 @@ pub struct ExplainArgs {
     /// Without it, the hazards are listed.
     #[arg(value_name = "HAZARD")]
     pub hazard: Option<String>,
-    /// A fingerprint saved with `--save` to read instead of measuring this machine.
+    /// A fingerprint saved with `--save` to read instead of measuring this machine (`-`:
+    /// stdin).
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
 }

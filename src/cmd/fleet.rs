@@ -6,6 +6,7 @@ use clap::Args;
 use cpudoctor::error::InputError;
 use cpudoctor::report::fleet::{self, Host, HostFingerprint};
 use cpudoctor::schema::SCHEMA_VERSION;
+use cpudoctor::schema::json::{FingerprintError, check_schema_version};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -23,7 +24,9 @@ pub struct FleetArgs {
     pub html: Option<PathBuf>,
 }
 
-/// The files to read: each file as given, each directory's `*.json`, sorted.
+/// The files to read: each file as given, each directory's `*.json`, sorted. A `*.json` in a
+/// directory that is no readable file (a dangling symlink, a symlink loop, a directory, a
+/// FIFO) is named with why, never skipped silently.
 fn expand(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
     let (mut files, mut bad) = (Vec::new(), Vec::new());
     for p in paths {
@@ -33,10 +36,15 @@ fn expand(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
                     let mut found: Vec<PathBuf> = entries
                         .flatten()
                         .map(|e| e.path())
-                        .filter(|f| f.extension().is_some_and(|x| x == "json") && f.is_file())
+                        .filter(|f| f.extension().is_some_and(|x| x == "json"))
                         .collect();
                     found.sort();
-                    files.extend(found);
+                    for f in found {
+                        match not_a_file(&f) {
+                            None => files.push(f),
+                            Some(why) => bad.push((f, why)),
+                        }
+                    }
                 }
                 Err(e) => bad.push((p.clone(), format!("cannot list it ({e})"))),
             }
@@ -45,6 +53,26 @@ fn expand(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
         }
     }
     (files, bad)
+}
+
+/// Why a directory entry named `*.json` cannot be read as a fingerprint, if it cannot.
+fn not_a_file(f: &Path) -> Option<String> {
+    match std::fs::metadata(f) {
+        Ok(m) if m.is_file() => None,
+        Ok(m) if m.is_dir() => Some("it is a directory".into()),
+        Ok(_) => Some("not a regular file (a FIFO, device or socket)".into()),
+        Err(e) => Some(match e.raw_os_error() {
+            Some(libc::ELOOP) => "a symlink loop".into(),
+            Some(libc::ENOENT) => match std::fs::read_link(f) {
+                Ok(to) => format!(
+                    "a dangling symlink (to {}, which does not exist)",
+                    to.display()
+                ),
+                Err(_) => "it vanished while being read".into(),
+            },
+            _ => format!("cannot read it ({e})"),
+        }),
+    }
 }
 
 /// One file, or why it cannot be used.
@@ -57,12 +85,14 @@ fn read_one(path: &Path) -> Result<Host, String> {
             format!("not a cpudoctor fingerprint ({e})")
         }
     })?;
-    if fp.schema_version != SCHEMA_VERSION {
-        return Err(format!(
-            "schema_version {}, this cpudoctor reads {SCHEMA_VERSION}",
-            fp.schema_version
-        ));
-    }
+    // The same versions `diff`, `report` and `explain` read, refused in the same words.
+    check_schema_version(u64::from(fp.schema_version)).map_err(|e| match e {
+        FingerprintError::NewerSchema { found } => format!(
+            "schema_version {found}, newer than this cpudoctor reads ({SCHEMA_VERSION}); \
+             upgrade cpudoctor to read it"
+        ),
+        other => format!("not a cpudoctor fingerprint ({other})"),
+    })?;
     let label = path.file_stem().map_or_else(
         || path.display().to_string(),
         |s| s.to_string_lossy().into(),
@@ -87,9 +117,12 @@ fn read_all(files: &[PathBuf]) -> Vec<Result<Host, String>> {
 }
 
 pub fn run(args: FleetArgs) -> Result<()> {
-    if let Some(path) = &args.html {
-        super::check_output_dir(path)?;
-    }
+    let inputs: Vec<&Path> = args.paths.iter().map(PathBuf::as_path).collect();
+    super::check_outputs(
+        &[("--html", args.html.as_deref())],
+        &inputs,
+        args.json.then_some("--json"),
+    )?;
     let (files, mut bad) = expand(&args.paths);
     let mut hosts = Vec::new();
     for (file, r) in files.iter().zip(read_all(&files)) {
@@ -114,7 +147,7 @@ pub fn run(args: FleetArgs) -> Result<()> {
         .into());
     }
     let report = fleet::analyse(&hosts);
-    let mut out = std::io::stdout().lock();
+    let mut out = super::screen(super::stdout_is_an_output(&[args.html.as_deref()]));
     if args.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
@@ -133,7 +166,7 @@ pub fn run(args: FleetArgs) -> Result<()> {
             cpudoctor::report::html::fleet::fleet_to_html(&report).as_bytes(),
         )?;
         if !args.json {
-            writeln!(out, "Report written to {}.", path.display())?;
+            writeln!(out, "Report written to {}.", super::shown(path))?;
         }
     }
     Ok(())

@@ -2,7 +2,8 @@
 //! model lock with .NET's two spin policies. Kept out of `check`: a full run takes minutes.
 
 use super::{
-    BarProgress, OutputArgs, check_save_target, positive, terminal_width, write_atomically,
+    BarProgress, OutputArgs, check_output_args, millis_arg, screen, stdout_is_an_output,
+    terminal_width, write_output,
 };
 use anyhow::Result;
 use clap::Args;
@@ -27,14 +28,15 @@ pub struct HandoffArgs {
     pub handoff: bool,
     /// Items per run (default 100; 20 with --quick).
     #[arg(long, requires = "handoff", value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub items: Option<u64>,
-    /// Busy work per item while the worker holds the lock, in ms (default 10).
+    /// Busy work per item while the worker holds the lock, in ms (default 10; at most a day).
     #[arg(
         long,
         requires = "handoff",
         value_name = "MS",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = millis_arg
     )]
     pub work_ms: Option<f64>,
     /// Sender delays after each item, in ms, comma-separated (default 1,2,...,9; 1,2,5,9 with --quick).
@@ -43,7 +45,8 @@ pub struct HandoffArgs {
         requires = "handoff",
         value_delimiter = ',',
         value_name = "MS,...",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = millis_arg
     )]
     pub delays: Option<Vec<f64>>,
     /// Short version: 20 items, delays 1,2,5,9 ms (about a minute instead of five).
@@ -52,7 +55,7 @@ pub struct HandoffArgs {
     /// Runs per runtime and delay; tables show the median (default 3, the fewest the model
     /// lock's legacy/normalized ratio is reported over).
     #[arg(long, requires = "handoff", value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repetitions: Option<u32>,
     /// Runtimes to run, comma-separated: names (c_pthread_adaptive, rust_std, ...) or groups
     /// (c, rust, go, java, model). Default: all.
@@ -91,15 +94,12 @@ pub struct ModelOptions {
 }
 
 pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
-    if let Some(ns) = args.pause_ns {
-        positive("--pause-ns", ns)?;
-    }
-    let work_ms = positive("--work-ms", h.work_ms.unwrap_or(10.0))?;
+    let work_ms = h.work_ms.unwrap_or(10.0);
     let delays_ms = match &h.delays {
         Some(d) => {
             let mut seen: Vec<f64> = Vec::new();
             for &v in d {
-                if seen.contains(&positive("--delays", v)?) {
+                if seen.contains(&v) {
                     return Err(InputError::RepeatedValue {
                         what: "--delays",
                         value: v.to_string(),
@@ -124,7 +124,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         verbose: false,
         runs: 1,
     };
-    check_save_target(&output)?;
+    check_output_args(&output)?;
 
     let host = Host::detect();
     let profile = if h.quick {
@@ -183,10 +183,12 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
     hazards::judge_into(&mut fp);
 
     let bytes = json::to_json_bytes(&fp);
+    let to_stderr = stdout_is_an_output(&[output.save.as_deref()]);
+    // Saved first: minutes of runs are not lost to a screen that cannot be written.
     if let Some(path) = &output.save {
-        write_atomically(path, &bytes)?;
+        write_output(path, &bytes)?;
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = screen(to_stderr);
     if output.json {
         out.write_all(&bytes)?;
         return Ok(());
@@ -200,7 +202,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
     write!(out, "{}", terminal::render_verdicts(&fp.verdicts, width))?;
     writeln!(out)?;
     if let Some(path) = &output.save {
-        writeln!(out, "Fingerprint saved to {}", path.display())?;
+        writeln!(out, "Fingerprint saved to {}", super::shown(path))?;
     }
     Ok(())
 }

@@ -20,10 +20,12 @@ use cpudoctor::error::InputError;
 use cpudoctor::measure::Progress;
 use cpudoctor::report::terminal;
 use cpudoctor::schema::{Fingerprint, json};
+use cpudoctor::{output, process};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 #[derive(Args)]
 pub struct OutputArgs {
@@ -87,16 +89,29 @@ impl Progress for BarProgress {
     }
 }
 
-/// `v` when it is a finite number above zero, else the [`InputError`] naming the option `what`.
-pub fn positive(what: &'static str, v: f64) -> Result<f64, InputError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(InputError::NotPositive {
-            what,
-            value: v.to_string(),
-        })
-    }
+/// The longest duration any option takes, in seconds: a day. A longer one is a typo (`1e30`),
+/// and would overflow the clocks a duration is added to.
+pub const A_DAY_S: f64 = 86_400.0;
+/// The dearest PAUSE `--pause-ns` models: 10 us, seventy times the slowest PAUSE measured
+/// (Skylake-SP's ~140 ns); beyond it the spin model's products lose meaning.
+pub const MAX_MODEL_PAUSE_NS: f64 = 10_000.0;
+/// The most cores `--cores` models: Linux's largest `NR_CPUS` (CONFIG_MAXSMP, 8192) eight
+/// times over; the .NET legacy limit (20000 x cores) still fits in a u64 many times.
+pub const MAX_CORES: u64 = 65_536;
+
+/// A number of seconds above 0 and at most a day (`--duration`, `--budget`).
+pub fn seconds_arg(text: &str) -> Result<f64, String> {
+    cpudoctor::format::parse_positive_at_most(text, A_DAY_S)
+}
+
+/// A number of milliseconds above 0 and at most a day (`--work-ms`, `--delays`).
+pub fn millis_arg(text: &str) -> Result<f64, String> {
+    cpudoctor::format::parse_positive_at_most(text, A_DAY_S * 1e3)
+}
+
+/// A PAUSE cost in ns to model, above 0 and at most [`MAX_MODEL_PAUSE_NS`].
+pub fn pause_ns_arg(text: &str) -> Result<f64, String> {
+    cpudoctor::format::parse_positive_at_most(text, MAX_MODEL_PAUSE_NS)
 }
 
 /// Columns to wrap at: the terminal's width, else `COLUMNS` (as a shell exports it for a
@@ -120,41 +135,115 @@ pub fn stdout_style() -> terminal::Style {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// failure never leaves a half-written file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .with_context(|| format!("cannot write {}", path.display()));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+/// Checks, before any work, every output a command will write: each can be written, no two
+/// name one file, none is one of `inputs`, and `-` is not given where `stdout_taken` (what
+/// already prints on stdout, `--json`) would mix with it. One line, exit 2.
+pub fn check_outputs(
+    outputs: &[(&'static str, Option<&Path>)],
+    inputs: &[&Path],
+    stdout_taken: Option<&'static str>,
+) -> Result<()> {
+    let named: Vec<(&'static str, &Path)> = outputs
+        .iter()
+        .filter_map(|&(what, p)| Some((what, p?)))
+        .collect();
+    output::check_all(&named, inputs, stdout_taken)?;
+    Ok(())
 }
 
-/// [`write_atomically`] for a file the user named: the directory is checked first, and a write
-/// that fails anyway is an [`InputError`] naming the path (exit 2), nothing left behind.
+/// True when one of `outputs` is stdout (`-`, `/dev/stdout`): the screen text then goes to
+/// stderr, so that stdout carries the output alone (`check --save - | jq`).
+pub fn stdout_is_an_output(outputs: &[Option<&Path>]) -> bool {
+    outputs
+        .iter()
+        .flatten()
+        .any(|p| output::destination(p).is_ok_and(|d| d.is_stdout()))
+}
+
+/// Where the screen text goes: stdout, or stderr when stdout carries an output.
+pub fn screen(to_stderr: bool) -> Box<dyn Write> {
+    if to_stderr {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    }
+}
+
+/// Writes one output the user named, through [`output::write`] (whole or not at all, symlinks
+/// followed, FIFOs and devices written as they are, the old file's mode kept).
 pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
-    check_output_dir(path)?;
-    write_atomically(path, bytes).map_err(|e| {
-        InputError::OutputNotWritable {
-            path: path.display().to_string(),
-            reason: e.root_cause().to_string(),
+    // What was printed before reaches stdout first, should the output be stdout too.
+    std::io::stdout().flush()?;
+    output::write(path, bytes)
+}
+
+/// An output path as a reader is told it: `stdout` for `-`.
+pub fn shown(path: &Path) -> String {
+    if path.as_os_str() == output::STDOUT {
+        "stdout".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// A line on stderr that may fail (a terminal hung up by SIGHUP) without ending the run.
+pub fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// Set while `diagnose` records and writes: the first fatal signal stops the workload and lets
+/// what was recorded be written ([`STOP`]); a second one ends cpudoctor at once.
+pub static DEFER_SIGNALS: AtomicBool = AtomicBool::new(false);
+/// What `diagnose`'s recording polls: a fatal signal arrived.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+/// The fatal signal caught while deferring, 0 when none.
+static CAUGHT: AtomicI32 = AtomicI32::new(0);
+
+/// Catches SIGHUP, SIGINT, SIGQUIT and SIGTERM for the whole run. Outside `diagnose`'s
+/// recording, one removes the temporary file of a write in progress and ends cpudoctor as the
+/// signal would have ([`die_by`]).
+pub fn handle_fatal_signals() {
+    let Ok(mut caught) = process::catch_fatal_signals() else {
+        return; // the default actions stay: nothing worse than before
+    };
+    std::thread::spawn(move || {
+        while let Some(sig) = caught.wait() {
+            let sig = sig as i32;
+            if DEFER_SIGNALS.load(Ordering::SeqCst)
+                && CAUGHT
+                    .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                STOP.store(true, Ordering::SeqCst);
+                continue;
+            }
+            output::remove_temporaries();
+            die_by(sig);
         }
-        .into()
-    })
+    });
+}
+
+/// The fatal signal `diagnose` stopped for, if one came.
+pub fn caught_signal() -> Option<i32> {
+    Some(CAUGHT.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// Ends cpudoctor as signal `sig` would, so that a shell sees 128 + `sig` (130 after Ctrl-C)
+/// and a script's loop stops, as after `perf record`: the default action, raised again.
+/// SIGQUIT exits with 131 instead of dumping core.
+pub fn die_by(sig: i32) -> ! {
+    if sig != libc::SIGQUIT {
+        // SAFETY: restoring the default action and raising a signal on ourselves.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+    }
+    std::process::exit(128 + sig)
 }
 
 /// How files are named to a reader: the file name alone, unless two share it (then the paths
@@ -188,34 +277,137 @@ fn read_reason(e: &std::io::Error) -> String {
     }
 }
 
-/// What a saved file is, from its content; `None` when it cannot be read or is not JSON.
-pub fn saved_kind(path: &Path) -> Option<SavedKind> {
-    let bytes = std::fs::read(path).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    Some(SavedKind::of(&v))
+/// A saved file read once, whole: `-` is stdin, and FIFOs and `/dev/fd/N` (process
+/// substitution) work because nothing opens the path twice.
+pub struct Input {
+    /// The path as given (`-` for stdin).
+    pub path: PathBuf,
+    /// Its bytes, or why they could not be read.
+    pub bytes: std::io::Result<Vec<u8>>,
 }
 
-/// Reads a saved diagnosis; every way the file can be wrong is an [`InputError`] that names
-/// the file.
-pub fn load_diagnosis(path: &Path) -> Result<Diagnosis> {
-    let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| InputError::UnreadableDiagnosis {
-        path: shown.clone(),
-        reason: read_reason(&e),
-    })?;
-    from_json_bytes(&bytes).map_err(|e| {
-        anyhow::Error::from(match e {
-            DiagnosisError::Newer { found } => InputError::NewerDiagnosis {
-                path: shown,
-                found,
-                known: DIAGNOSIS_VERSION,
-            },
-            other => InputError::NotADiagnosis {
-                path: shown,
-                reason: other.to_string(),
-            },
+impl Input {
+    /// Reads `path` (stdin for `-`) to its end.
+    pub fn read(path: &Path) -> Input {
+        let bytes = if path.as_os_str() == output::STDOUT {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v).map(|_| v)
+        } else {
+            std::fs::read(path)
+        };
+        Input {
+            path: path.to_path_buf(),
+            bytes,
+        }
+    }
+
+    /// Reads each of `paths` once; stdin may be named once only.
+    pub fn read_all(paths: &[&Path]) -> Result<Vec<Input>> {
+        if paths
+            .iter()
+            .filter(|p| p.as_os_str() == output::STDOUT)
+            .count()
+            > 1
+        {
+            return Err(InputError::StdinTwice.into());
+        }
+        Ok(paths.iter().map(|p| Input::read(p)).collect())
+    }
+
+    fn shown(&self) -> String {
+        if self.path.as_os_str() == output::STDOUT {
+            "stdin".into()
+        } else {
+            self.path.display().to_string()
+        }
+    }
+
+    /// What the file is, from its content; `None` when it cannot be read or is not JSON.
+    pub fn kind(&self) -> Option<SavedKind> {
+        let bytes = self.bytes.as_ref().ok()?;
+        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        Some(SavedKind::of(&v))
+    }
+
+    /// The saved diagnosis; every way the file can be wrong is an [`InputError`] that names it.
+    pub fn diagnosis(&self) -> Result<Diagnosis> {
+        let shown = self.shown();
+        let bytes = self
+            .bytes
+            .as_ref()
+            .map_err(|e| InputError::UnreadableDiagnosis {
+                path: shown.clone(),
+                reason: read_reason(e),
+            })?;
+        from_json_bytes(bytes).map_err(|e| {
+            anyhow::Error::from(match e {
+                DiagnosisError::Newer { found } => InputError::NewerDiagnosis {
+                    path: shown,
+                    found,
+                    known: DIAGNOSIS_VERSION,
+                },
+                other => InputError::NotADiagnosis {
+                    path: shown,
+                    reason: other.to_string(),
+                },
+            })
         })
-    })
+    }
+
+    /// The saved fingerprint; every way the file can be wrong is an [`InputError`] that names
+    /// it (a saved diagnosis is said to be one).
+    pub fn fingerprint(&self) -> Result<Fingerprint> {
+        let shown = self.shown();
+        let bytes = self
+            .bytes
+            .as_ref()
+            .map_err(|e| InputError::UnreadableFingerprint {
+                path: shown.clone(),
+                reason: read_reason(e),
+            })?;
+        if self.kind() == Some(SavedKind::Diagnosis) {
+            return Err(InputError::NotAFingerprint {
+                path: shown,
+                reason: format!("it is {}", SavedKind::Diagnosis.describe()),
+            }
+            .into());
+        }
+        json::from_json_bytes(bytes).map_err(|e| {
+            anyhow::Error::from(match e {
+                json::FingerprintError::NewerSchema { found } => InputError::NewerFingerprint {
+                    path: shown,
+                    found,
+                    known: cpudoctor::schema::SCHEMA_VERSION,
+                },
+                json::FingerprintError::NoSuchSchema { found } => InputError::NotAFingerprint {
+                    path: shown,
+                    reason: json::FingerprintError::NoSuchSchema { found }.to_string(),
+                },
+                json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
+                    path: shown,
+                    reason: match err.classify() {
+                        serde_json::error::Category::Data => format!("wrong shape: {err}"),
+                        _ => format!("not JSON: {err}"),
+                    },
+                },
+            })
+        })
+    }
+}
+
+/// Reads a saved fingerprint ([`Input::fingerprint`]).
+pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {
+    Input::read(path).fingerprint()
+}
+
+/// The outputs of [`OutputArgs`], named by their options.
+pub fn outputs_of(o: &OutputArgs) -> [(&'static str, Option<&Path>); 2] {
+    [("--save", o.save.as_deref()), ("--prom", o.prom.as_deref())]
+}
+
+/// Checks `--save` and `--prom` before minutes of measuring, not after.
+pub fn check_output_args(o: &OutputArgs) -> Result<()> {
+    check_outputs(&outputs_of(o), &[], o.json.then_some("--json"))
 }
 
 /// Prints the fingerprint (summary or JSON) and saves it. The results are printed first, so a
@@ -225,14 +417,18 @@ pub fn emit(fp: &Fingerprint, output: &OutputArgs) -> Result<()> {
 }
 
 /// [`emit`], and with `figures` every probe's figures even without `--verbose` (what
-/// `probe` is run for).
+/// `probe` is run for). The summary goes to stderr when an output is stdout (`--save -`).
 pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result<()> {
     let bytes = json::to_json_bytes(fp);
-    let mut out = std::io::stdout().lock();
+    let to_stderr = stdout_is_an_output(&[output.save.as_deref(), output.prom.as_deref()]);
+    let mut out = screen(to_stderr);
     if output.json {
         out.write_all(&bytes)?;
     } else {
-        let style = stdout_style();
+        let style = terminal::Style {
+            color: stdout_style().color && !to_stderr,
+            ..stdout_style()
+        };
         write!(out, "{}", terminal::render_check(fp, style, output.verbose))?;
         if figures && !output.verbose {
             write!(
@@ -244,98 +440,23 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
     }
     out.flush()?;
     if let Some(path) = &output.save {
-        write_atomically(path, &bytes).context(
+        write_output(path, &bytes).context(
             "the results above were not saved; fix the path and run again, or keep them \
              with --json > FILE",
         )?;
         if !output.json {
-            writeln!(out, "Saved to {}.", path.display())?;
+            writeln!(out, "Saved to {}.", shown(path))?;
         }
     }
     if let Some(path) = &output.prom {
-        write_atomically(
+        write_output(
             path,
             cpudoctor::report::prom::prometheus_text(fp).as_bytes(),
         )
         .context("the Prometheus export was not written; fix the path and run again")?;
         if !output.json {
-            writeln!(out, "Prometheus figures written to {}.", path.display())?;
+            writeln!(out, "Prometheus figures written to {}.", shown(path))?;
         }
     }
     Ok(())
-}
-
-pub fn check_save_target(output: &OutputArgs) -> Result<()> {
-    // Fail before minutes of measuring, not after.
-    for path in output.save.iter().chain(&output.prom) {
-        check_output_dir(path)?;
-    }
-    Ok(())
-}
-
-/// Reads a saved fingerprint; every way the file can be wrong is an [`InputError`] that names
-/// the file.
-pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {
-    let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| InputError::UnreadableFingerprint {
-        path: shown.clone(),
-        reason: read_reason(&e),
-    })?;
-    json::from_json_bytes(&bytes).map_err(|e| {
-        anyhow::Error::from(match e {
-            json::FingerprintError::NewerSchema { found } => InputError::NewerFingerprint {
-                path: shown,
-                found,
-                known: cpudoctor::schema::SCHEMA_VERSION,
-            },
-            json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
-                path: shown,
-                reason: match err.classify() {
-                    serde_json::error::Category::Data => format!("wrong shape: {err}"),
-                    _ => format!("not JSON: {err}"),
-                },
-            },
-        })
-    })
-}
-
-/// Fails with an [`InputError`] when `path` cannot be written (its directory missing, or not
-/// writable by this user: tried by creating and removing a file there), before any work is
-/// done.
-pub fn check_output_dir(path: &Path) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(InputError::OutputDirMissing {
-            path: path.display().to_string(),
-            dir: dir.display().to_string(),
-        }
-        .into());
-    }
-    if path.is_dir() {
-        return Err(InputError::OutputNotWritable {
-            path: path.display().to_string(),
-            reason: "it is a directory".into(),
-        }
-        .into());
-    }
-    let probe = dir.join(format!(".cpudoctor-write-test-{}", std::process::id()));
-    match std::fs::File::create(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            Ok(())
-        }
-        Err(e) => Err(InputError::OutputNotWritable {
-            path: path.display().to_string(),
-            reason: match e.kind() {
-                std::io::ErrorKind::PermissionDenied => {
-                    format!("no permission to write in {}", dir.display())
-                }
-                _ => format!("{} refuses new files ({e})", dir.display()),
-            },
-        }
-        .into()),
-    }
 }

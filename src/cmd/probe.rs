@@ -1,6 +1,6 @@
 //! `cpudoctor probe`: the full microbenchmarks, with their knobs.
 
-use super::{BarProgress, OutputArgs, check_save_target, emit_with, terminal_width};
+use super::{BarProgress, OutputArgs, check_output_args, emit_with, seconds_arg, terminal_width};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
@@ -9,6 +9,7 @@ use cpudoctor::measure::buffer::{self, PageKind};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::report::heatmap;
 use cpudoctor::session::{self, Host};
+use std::io::Write;
 use std::time::Duration;
 
 #[derive(Args)]
@@ -23,7 +24,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Repetitions per measurement (default: by profile).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repetitions: Option<u32>,
     /// Use the quick profile (what `check` runs) instead of the full one.
     #[arg(long)]
@@ -32,12 +33,14 @@ pub struct ProbeArgs {
     pub output: OutputArgs,
     /// c2c: time budget in seconds for the CPU-pair matrix; when all pairs would not fit,
     /// a sample of pairs covering every topology group is measured (default 60, quick 2).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = seconds_arg)]
     pub budget: Option<f64>,
     /// split-lock-neighbour: seconds of bus locking in total (default 0.3, quick 0.15, at
-    /// most 10). Bus locks slow every other tenant of a shared host (other VMs and
-    /// containers on the same machine), not only this process: keep it short there.
-    #[arg(long, value_name = "SECONDS")]
+    /// most 10). Where split locks are bus locks (not trapped by the kernel or the host),
+    /// they slow every other tenant of a shared host (other VMs and containers on the same
+    /// machine), not only this process: keep it short there. The split-lock probe itself
+    /// bus-locks for ~10 ms (quick) to ~70 ms (full).
+    #[arg(long, value_name = "SECONDS", value_parser = seconds_arg)]
     pub duration: Option<f64>,
     /// Buffer sizes of the mem-latency curve, as a list like 16K,1M,64M,1G (default: 16 KiB
     /// to the larger of 4x the last-level cache and 1 GiB, powers of two and the points
@@ -150,14 +153,15 @@ fn more_than_available(bytes: u64, kinds: &[PageKind], available: u64) -> Option
 
 pub fn run(args: ProbeArgs) -> Result<()> {
     if args.list {
+        let mut out = std::io::stdout().lock();
         for p in probes::all() {
-            println!("{:<22} {}", p.name(), p.about());
+            writeln!(out, "{:<22} {}", p.name(), p.about())?;
         }
         return Ok(());
     }
     let selected = session::select_probes(&args.names)?;
     let knobs = memory_knobs(&args)?;
-    check_save_target(&args.output)?;
+    check_output_args(&args.output)?;
     let cpus = args
         .cpus
         .as_deref()
@@ -179,7 +183,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         },
         cpus,
         repetitions: args.repetitions.map(|r| r as usize),
-        budget: seconds("--budget", args.budget)?,
+        budget: args.budget.map(Duration::from_secs_f64),
         duration: bus_locking_seconds(args.duration)?,
         sizes: knobs.sizes,
         max_size: knobs.max_size,
@@ -201,39 +205,28 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         &BarProgress::new(),
         args.output.runs as usize,
     );
-    emit_with(&fp, &args.output, true)?;
+    let emitted = emit_with(&fp, &args.output, true);
+    // The heatmaps belong to the screen, which goes where the summary went.
+    let to_stderr =
+        super::stdout_is_an_output(&[args.output.save.as_deref(), args.output.prom.as_deref()]);
     if !args.output.json {
+        let mut out = super::screen(to_stderr);
         for p in &fp.probes {
             if let Some(map) = heatmap::render_c2c(p, terminal_width()) {
-                print!("\n{map}");
+                write!(out, "\n{map}")?;
             }
         }
     }
-    Ok(())
-}
-
-/// A seconds option: absent, or a positive finite number (at most a day).
-fn seconds(what: &'static str, value: Option<f64>) -> Result<Option<Duration>, InputError> {
-    value
-        .map(|v| {
-            Duration::try_from_secs_f64(v)
-                .ok()
-                .filter(|d| !d.is_zero() && v <= 86_400.0)
-                .ok_or(InputError::NotPositive {
-                    what,
-                    value: v.to_string(),
-                })
-        })
-        .transpose()
+    emitted
 }
 
 /// Longest `--duration` accepted: seconds of bus locking, which slow every tenant of a shared
 /// host. Ten seconds is thirty times the default, plenty for a steadier figure.
 pub const MAX_DURATION_S: u32 = 10;
 
-/// `--duration`: a positive number of seconds, at most [`MAX_DURATION_S`].
+/// `--duration` (already above 0 and at most a day): at most [`MAX_DURATION_S`].
 fn bus_locking_seconds(value: Option<f64>) -> Result<Option<Duration>, InputError> {
-    let d = seconds("--duration", value)?;
+    let d = value.map(Duration::from_secs_f64);
     match value {
         Some(v) if v > MAX_DURATION_S as f64 => Err(InputError::TooLong {
             what: "--duration",

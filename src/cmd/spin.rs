@@ -1,6 +1,6 @@
 //! `cpudoctor spin`: the spin-before-block model at this machine's PAUSE or a given one.
 
-use super::{BarProgress, positive, terminal_width};
+use super::{BarProgress, MAX_CORES, pause_ns_arg, terminal_width};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::probes::{ProbeOptions, Profile};
@@ -13,10 +13,11 @@ use std::io::Write;
 #[derive(Args)]
 pub struct SpinArgs {
     /// Model a PAUSE of this many ns instead of measuring this machine's (43 = the seed's Skylake-SP).
-    #[arg(long, value_name = "NS")]
+    #[arg(long, value_name = "NS", value_parser = pause_ns_arg, allow_negative_numbers = true)]
     pub pause_ns: Option<f64>,
-    /// Core count the .NET spin limit scales with (default: this machine's logical CPUs).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Core count the .NET spin limit scales with, 1 to 65536 (default: this machine's
+    /// logical CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_CORES))]
     pub cores: Option<u64>,
     /// Print the model as JSON (with --handoff: the fingerprint).
     #[arg(long)]
@@ -33,9 +34,6 @@ pub fn run(args: SpinArgs) -> Result<()> {
             json: args.json,
         };
         return super::handoff::run(&args.handoff, &model);
-    }
-    if let Some(ns) = args.pause_ns {
-        positive("--pause-ns", ns)?;
     }
     let host = Host::detect();
     let cores = args.cores.unwrap_or(host.machine.logical_cpus as u64);

@@ -163,7 +163,12 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
             (u64::MAX, _) => (0, 0, 0),
             (s, Some(off)) if s & (PAGE - 1) <= *off => {
                 let back = s & (PAGE - 1);
-                (s - back, limit.next_multiple_of(PAGE), off - back)
+                // Saturating: a saved file's address may sit at the top of the address space.
+                (
+                    s - back,
+                    limit.checked_next_multiple_of(PAGE).unwrap_or(u64::MAX),
+                    off - back,
+                )
             }
             (s, _) => (s, (*limit).max(s), 0),
         };

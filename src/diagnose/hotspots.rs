@@ -345,10 +345,11 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         let first_ip = *f.ips.keys().next().expect("a sampled function has samples");
         // Whole function when its size is known; else up to past the last sample, far enough
         // to reach the backward branch that closes a loop around it.
+        // Saturating: a perf map may place a symbol at the top of the address space.
         let end = if sym.size > 0 {
-            sym.addr + sym.size
+            sym.addr.saturating_add(sym.size)
         } else {
-            last_ip + 256
+            last_ip.saturating_add(256)
         };
         let start = if end - sym.addr > MAX_DECODE_BYTES {
             // Too long to decode whole: a window before the first sample; its first
@@ -357,7 +358,9 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         } else {
             sym.addr
         };
-        let len = end.min(start + MAX_DECODE_BYTES) - start;
+        let len = end
+            .min(start.saturating_add(MAX_DECODE_BYTES))
+            .saturating_sub(start);
         let Some(code) = symz.code(&f.loc, start, len) else {
             out.notes.push(format!(
                 "{} ({:.1}% of samples): code not readable (anonymous memory of a process that \

@@ -258,6 +258,12 @@ pub enum DiagnosisError {
         /// The version in the file.
         found: u64,
     },
+    /// A version no cpudoctor ever wrote (0: versions start at 1).
+    #[error("it has diagnosis_version {found}, which no cpudoctor writes (versions start at 1)")]
+    NoSuchVersion {
+        /// The version in the file.
+        found: u64,
+    },
 }
 
 /// Parses a saved diagnosis, refusing a newer layout before looking at its fields.
@@ -272,10 +278,12 @@ pub fn from_json_value(v: serde_json::Value) -> Result<Diagnosis, DiagnosisError
         SavedKind::Diagnosis => {}
         other => return Err(DiagnosisError::OtherKind(other)),
     }
-    if let Some(found) = v.get("diagnosis_version").and_then(|x| x.as_u64())
-        && found > u64::from(DIAGNOSIS_VERSION)
-    {
-        return Err(DiagnosisError::Newer { found });
+    match v.get("diagnosis_version").and_then(|x| x.as_u64()) {
+        Some(0) => return Err(DiagnosisError::NoSuchVersion { found: 0 }),
+        Some(found) if found > u64::from(DIAGNOSIS_VERSION) => {
+            return Err(DiagnosisError::Newer { found });
+        }
+        _ => {}
     }
     serde_json::from_value(v).map_err(DiagnosisError::Shape)
 }

@@ -350,7 +350,7 @@ impl State {
                     pid,
                     MapEntry {
                         start,
-                        end: start + len,
+                        end: start.saturating_add(len),
                         pgoff,
                         path: filename.into(),
                     },

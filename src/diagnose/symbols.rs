@@ -170,7 +170,9 @@ pub struct Symbol {
 pub fn symbol_containing(symbols: &[Symbol], addr: u64) -> Option<&Symbol> {
     let i = symbols.partition_point(|s| s.addr <= addr);
     let s = symbols.get(i.checked_sub(1)?)?;
-    (s.size == 0 || addr < s.addr + s.size).then_some(s)
+    // `addr - s.addr`: a perf map (anyone's file in /tmp) may put a symbol at the top of the
+    // address space, where `addr + size` would overflow.
+    (s.size == 0 || addr - s.addr < s.size).then_some(s)
 }
 
 /// Parses a perf map: `START SIZE NAME` per line, START and SIZE in hex with or without `0x`
@@ -257,8 +259,8 @@ impl ElfModule {
     pub fn vaddr_of(&self, file_offset: u64) -> Option<u64> {
         self.segments
             .iter()
-            .find(|(off, size, _)| (*off..off + size).contains(&file_offset))
-            .map(|(off, _, vaddr)| vaddr + (file_offset - off))
+            .find(|(off, size, _)| (*off..off.saturating_add(*size)).contains(&file_offset))
+            .map(|(off, _, vaddr)| vaddr.wrapping_add(file_offset - off))
     }
 
     /// Up to `len` bytes of the file image at virtual address `vaddr` (clipped to its segment).
@@ -266,9 +268,10 @@ impl ElfModule {
         let (off, size, seg) = self
             .segments
             .iter()
-            .find(|(_, size, seg)| (*seg..seg + size).contains(&vaddr))?;
-        let start = off + (vaddr - seg);
-        let end = (start + len).min(off + size);
+            .find(|(_, size, seg)| (*seg..seg.saturating_add(*size)).contains(&vaddr))?;
+        // Saturating: a malformed ELF file's segment may claim the whole address space.
+        let start = off.saturating_add(vaddr - seg);
+        let end = start.saturating_add(len).min(off.saturating_add(*size));
         self.data.get(start as usize..end as usize)
     }
 

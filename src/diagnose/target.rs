@@ -10,7 +10,9 @@
 //! process it started* are signalled. The descendants are known from the sampler's fork
 //! records (which follow daemons that leave the process group, unlike a group kill) and held
 //! as pidfds, so a recycled PID is never signalled. The command stays in diagnose's process
-//! group and keeps the terminal: an interactive command reads it as usual.
+//! group and keeps the terminal: an interactive command reads it as usual. The command itself
+//! dies with diagnose even when diagnose is killed by SIGKILL (`PR_SET_PDEATHSIG`); the
+//! processes it started then are its own to stop.
 
 use crate::process::{self, Held, Stop};
 use nix::sys::wait::WaitStatus;
@@ -126,10 +128,23 @@ pub fn launch(
     c_envp.push(std::ptr::null());
     let (go_r, go_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| cannot(e.to_string()))?;
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| cannot(e.to_string()))?;
-    // SAFETY: the child only calls close, read, dup2, execve, write and _exit, all
-    // async-signal-safe, on memory allocated before the fork.
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the child only calls prctl, getppid, signal, close, read, dup2, execve, write
+    // and _exit, all async-signal-safe, on memory allocated before the fork.
     match unsafe { fork() }.map_err(|e| cannot(e.to_string()))? {
         ForkResult::Child => unsafe {
+            // The command dies with diagnose, even when diagnose is killed by SIGKILL and
+            // cannot stop it (the kernel ties this to the forking thread: the recording runs
+            // on the main thread, which lives until the end). If diagnose died before the
+            // prctl took, the child has been reparented already: leave.
+            process::die_with_parent();
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
+            // Rust ignores SIGPIPE and execve keeps an ignored signal: the command gets the
+            // default, as from a shell.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             // The child's copy of the write end must go, or it would never read EOF when
             // diagnose gives up on it (O_CLOEXEC closes it only at the exec it is waiting for).
             libc::close(go_w.as_raw_fd());

@@ -59,7 +59,13 @@ pub fn parse_bracketed_choice(text: &str) -> Option<String> {
 }
 
 /// How split locks are handled, from what the kernel exposes.
+///
+/// `summary` is derived text: read from a file it is written again from `effective` and
+/// `mitigate` ([`SplitLockMode::summary`]), so a fingerprint saved by an older build says what
+/// this build knows (files before issue 19 told a guest its split locks "run at full hardware
+/// cost", which a guest cannot know: the Emerald Rapids host traps them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredSplitLockState")]
 pub struct SplitLockState {
     /// cpuinfo flag `split_lock_detect`: #AC on split locks is available and the kernel uses it.
     pub cpu_split_lock_detect: bool,
@@ -73,6 +79,29 @@ pub struct SplitLockState {
     pub effective: SplitLockMode,
     /// One sentence saying what a split lock costs a program here.
     pub summary: String,
+}
+
+/// [`SplitLockState`] as a file has it; the summary it carries is replaced on reading.
+#[derive(Deserialize)]
+struct StoredSplitLockState {
+    cpu_split_lock_detect: bool,
+    cpu_bus_lock_detect: bool,
+    cmdline: Option<String>,
+    mitigate: Option<u32>,
+    effective: SplitLockMode,
+}
+
+impl From<StoredSplitLockState> for SplitLockState {
+    fn from(s: StoredSplitLockState) -> SplitLockState {
+        SplitLockState {
+            summary: s.effective.summary(),
+            cpu_split_lock_detect: s.cpu_split_lock_detect,
+            cpu_bus_lock_detect: s.cpu_bus_lock_detect,
+            cmdline: s.cmdline,
+            mitigate: s.mitigate,
+            effective: s.effective,
+        }
+    }
 }
 
 /// What the kernel does when a program takes a split lock (Documentation/admin-guide/
@@ -108,6 +137,37 @@ impl SplitLockMode {
             self,
             SplitLockMode::WarnSleep | SplitLockMode::Fatal | SplitLockMode::Ratelimit(_)
         )
+    }
+
+    /// One sentence saying what the kernel does with a split lock, and no more than the
+    /// kernel can know: where it cannot see them (every guest), whether the host traps them
+    /// is for the split-lock probe's per-op times to tell.
+    pub fn summary(self) -> String {
+        match self {
+            SplitLockMode::NotDetected => {
+                "the kernel cannot see split locks here (no split_lock_detect or \
+                 bus_lock_detect flag, as in every guest): it neither reports nor slows them; \
+                 they cost a bus lock, or in a guest whatever the host does with them (a host \
+                 may trap them)"
+                    .into()
+            }
+            SplitLockMode::Off => {
+                "detection is off (split_lock_detect=off): split locks run at full hardware cost"
+                    .into()
+            }
+            SplitLockMode::Fatal => {
+                "a split lock kills the process with SIGBUS (split_lock_detect=fatal)".into()
+            }
+            SplitLockMode::Ratelimit(n) => format!(
+                "bus locks are rate-limited per second (ratelimit:{n}): excess lockers are slowed"
+            ),
+            SplitLockMode::WarnSleep => "each trapped split lock logs a warning and the task \
+                                         sleeps 10 ms (kernel.split_lock_mitigate=1)"
+                .into(),
+            SplitLockMode::Warn => {
+                "split locks are logged once per task and otherwise run at hardware cost".into()
+            }
+        }
     }
 }
 
@@ -174,46 +234,22 @@ pub fn split_lock_state(
         .strip_prefix("ratelimit:")
         .and_then(|n| n.parse::<u32>().ok())
         .filter(|n| (1..=1000).contains(n));
-    let (effective, summary) = if !detectable {
-        (
-            SplitLockMode::NotDetected,
-            "the kernel cannot see split locks here (no split_lock_detect or bus_lock_detect \
-             flag): they run at full hardware cost, unreported"
-                .to_string(),
-        )
+    let effective = if !detectable {
+        SplitLockMode::NotDetected
     } else if asked == "off" {
-        (
-            SplitLockMode::Off,
-            "detection is off (split_lock_detect=off): split locks run at full hardware cost"
-                .into(),
-        )
+        SplitLockMode::Off
     } else if asked == "fatal" {
-        (
-            SplitLockMode::Fatal,
-            "a split lock kills the process with SIGBUS (split_lock_detect=fatal)".into(),
-        )
+        SplitLockMode::Fatal
     } else if let Some(n) = ratelimit {
-        (
-            SplitLockMode::Ratelimit(n),
-            format!(
-                "bus locks are rate-limited per second (ratelimit:{n}): excess lockers are slowed"
-            ),
-        )
+        SplitLockMode::Ratelimit(n)
     } else if cpu_split_lock_detect && mitigate.unwrap_or(1) == 1 {
         // The 10 ms sleep is on the #AC split-lock path only; #DB bus-lock detection (a CPU
         // with bus_lock_detect alone) just warns.
-        (
-            SplitLockMode::WarnSleep,
-            "each trapped split lock logs a warning and the task sleeps 10 ms \
-             (kernel.split_lock_mitigate=1)"
-                .into(),
-        )
+        SplitLockMode::WarnSleep
     } else {
-        (
-            SplitLockMode::Warn,
-            "split locks are logged once per task and otherwise run at hardware cost".into(),
-        )
+        SplitLockMode::Warn
     };
+    let summary = effective.summary();
     SplitLockState {
         cpu_split_lock_detect,
         cpu_bus_lock_detect,
@@ -259,6 +295,21 @@ mod tests {
         // This machine: no flags, no cmdline value, sysctl present and 1.
         let s = split_lock_state(false, false, None, Some(1));
         assert_eq!(s.effective, SplitLockMode::NotDetected);
+    }
+
+    #[test]
+    fn a_guest_is_not_told_its_split_locks_run_at_hardware_cost() {
+        // The Emerald Rapids guest: no detection flag (no guest gets one), yet its host traps
+        // split locks at 100-500 us each. The kernel cannot know either way.
+        let s = split_lock_state(false, false, None, Some(1));
+        assert!(!s.summary.contains("full hardware cost"), "{}", s.summary);
+        assert!(s.summary.contains("host may trap"), "{}", s.summary);
+        // A file saved before carries the old words; reading it writes this build's.
+        let old = r#"{"cpu_split_lock_detect": false, "cpu_bus_lock_detect": false,
+            "cmdline": null, "mitigate": 1, "effective": "not_detected",
+            "summary": "they run at full hardware cost, unreported"}"#;
+        let read: SplitLockState = serde_json::from_str(old).unwrap();
+        assert_eq!(read, s);
     }
 
     #[test]

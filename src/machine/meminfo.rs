@@ -22,7 +22,9 @@ pub fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
 
 /// `MemAvailable` in bytes, from meminfo text.
 pub fn mem_available_bytes(meminfo: &BTreeMap<String, u64>) -> Option<u64> {
-    meminfo.get("MemAvailable").map(|kb| kb * 1024)
+    meminfo
+        .get("MemAvailable")
+        .map(|kb| kb.saturating_mul(1024))
 }
 
 /// `MemAvailable` of this machine now, in bytes.

@@ -64,6 +64,11 @@ pub struct Topology {
     pub caches: Vec<Cache>,
 }
 
+/// The most CPUs a list may name: Linux's largest `NR_CPUS` (8192 with CONFIG_MAXSMP) eight
+/// times over. A CPU at or above it makes a list malformed, so `--cpus 0-99999999999` is
+/// refused instead of building a list of a hundred billion CPUs.
+pub const MAX_CPUS: usize = 65_536;
+
 /// Parses a Linux cpu list (`0-3,8,10-11`). Malformed pieces make the whole list `None`. A CPU
 /// named twice (`0,0`, `0-1,1`) is kept once, where it first appears: a probe given the same
 /// CPU twice would otherwise pair a CPU with itself.
@@ -77,12 +82,12 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a {
+                if b < a || b >= MAX_CPUS {
                     return None;
                 }
                 out.extend(a..=b);
             }
-            None => out.push(part.trim().parse().ok()?),
+            None => out.push(part.trim().parse().ok().filter(|&c| c < MAX_CPUS)?),
         }
     }
     Some(dedup_keeping_order(out))

@@ -17,6 +17,24 @@ pub enum FingerprintError {
         /// The version in the file.
         found: u64,
     },
+    /// A version no cpudoctor ever wrote (0: versions start at 1).
+    #[error("it has schema_version {found}, which no cpudoctor writes (versions start at 1)")]
+    NoSuchSchema {
+        /// The version in the file.
+        found: u64,
+    },
+}
+
+/// Refuses a `schema_version` this build cannot read: one no cpudoctor wrote (0), or a newer
+/// one. What `diff`, `report`, `explain` and `fleet` all check.
+pub fn check_schema_version(found: u64) -> Result<(), FingerprintError> {
+    if found == 0 {
+        Err(FingerprintError::NoSuchSchema { found })
+    } else if found > u64::from(SCHEMA_VERSION) {
+        Err(FingerprintError::NewerSchema { found })
+    } else {
+        Ok(())
+    }
 }
 
 /// The fingerprint as pretty-printed JSON, newline-terminated.
@@ -29,10 +47,8 @@ pub fn to_json_bytes(fp: &Fingerprint) -> Vec<u8> {
 /// Parses a fingerprint, refusing one from a newer schema before looking at its fields.
 pub fn from_json_bytes(bytes: &[u8]) -> Result<Fingerprint, FingerprintError> {
     let value: serde_json::Value = serde_json::from_slice(bytes)?;
-    if let Some(found) = value.get("schema_version").and_then(|v| v.as_u64())
-        && found > u64::from(SCHEMA_VERSION)
-    {
-        return Err(FingerprintError::NewerSchema { found });
+    if let Some(found) = value.get("schema_version").and_then(|v| v.as_u64()) {
+        check_schema_version(found)?;
     }
     Ok(serde_json::from_value(value)?)
 }
@@ -55,6 +71,17 @@ mod tests {
         v["schema_version"] = 99.into();
         let err = from_json_bytes(v.to_string().as_bytes()).unwrap_err();
         assert!(err.to_string().contains("schema_version 99"), "{err}");
+    }
+
+    #[test]
+    fn schema_version_0_is_refused() {
+        let mut v = serde_json::to_value(sample_fingerprint()).unwrap();
+        v["schema_version"] = 0.into();
+        let err = from_json_bytes(v.to_string().as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, FingerprintError::NoSuchSchema { found: 0 }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod handoff;
 pub mod json;
+pub mod split_lock;
 #[cfg(test)]
 pub(crate) mod test_support;
 

@@ -71,24 +71,26 @@ impl LegacySpin {
     /// The schedule for `cores` cores (`cores` = 0 is treated as 1).
     pub fn new(cores: u64) -> LegacySpin {
         let cores = cores.max(1);
-        let limit_pauses = LIMIT_PAUSES_PER_CORE * cores;
+        // Saturating throughout: at u64::MAX cores the limit saturates, the rounds reach it
+        // (at most 41 of them) and the loop ends; wrapping arithmetic spun forever here.
+        let limit_pauses = LIMIT_PAUSES_PER_CORE.saturating_mul(cores);
         let mut rounds = Vec::new();
         let mut duration = INITIAL_ROUND_PAUSES;
         // do { spin(duration); duration *= 3; } while (duration < limit);
         loop {
             rounds.push(duration);
-            duration *= BACKOFF_FACTOR;
+            duration = duration.saturating_mul(BACKOFF_FACTOR);
             if duration >= limit_pauses {
                 break;
             }
         }
-        let pauses_per_repetition: u64 = rounds.iter().sum();
+        let pauses_per_repetition = rounds.iter().fold(0u64, |a, &r| a.saturating_add(r));
         LegacySpin {
             cores,
             limit_pauses,
             last_round_pauses: *rounds.last().expect("at least one round"),
             pauses_per_repetition,
-            total_pauses: pauses_per_repetition * REPETITIONS,
+            total_pauses: pauses_per_repetition.saturating_mul(REPETITIONS),
             rounds,
         }
     }
@@ -178,6 +180,27 @@ impl NormalizedSpin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overflow_the_spin_model_at_the_extremes_never_wraps_or_hangs() {
+        // Regression (issue 23): `spin --cores 18446744073709551615` spun forever growing
+        // ~1 GB/s, and a huge count printed a wrapped limit.
+        for cores in [0, 1, 65_536, u64::MAX / 20_000, u64::MAX] {
+            let s = LegacySpin::new(cores);
+            assert!(s.rounds.len() <= 41, "{cores}: {} rounds", s.rounds.len());
+            assert!(s.limit_pauses >= LIMIT_PAUSES_PER_CORE.min(s.limit_pauses));
+            assert!(s.total_pauses >= s.pauses_per_repetition);
+            assert!(s.rounds.windows(2).all(|w| w[0] <= w[1]), "{cores}");
+        }
+        assert_eq!(LegacySpin::new(u64::MAX).limit_pauses, u64::MAX);
+        for pause_ns in [0.0, -1.0, 1e30, f64::NAN, f64::INFINITY, f64::MIN_POSITIVE] {
+            let n = NormalizedSpin::new(pause_ns);
+            assert!(n.iteration_pauses.len() <= NORMALIZED_SPIN_ITERATIONS as usize);
+            for p in crate::spin::RUNTIMES {
+                let _ = crate::spin::spin_cost(p, pause_ns, u64::MAX);
+            }
+        }
+    }
 
     // The seed's figures: "On 24 or 48 cores that is 4,920,000 PAUSEs: 19.7 ms at 4 ns per
     // PAUSE, 246 ms at 50 ns; the last round alone is 328,050 PAUSEs." The exact sum is

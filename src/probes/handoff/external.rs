@@ -16,6 +16,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The cap on a run's time limit: a year, far beyond any run the command line allows, and
+/// far from where adding it to the clock could overflow.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
+
 const C_SOURCE: &str = include_str!("../../../runtimes/handoff/handoff.c");
 const GO_SOURCE: &str = include_str!("../../../runtimes/handoff/handoff.go");
 const JAVA_SOURCE: &str = include_str!("../../../runtimes/handoff/Handoff.java");
@@ -288,7 +292,8 @@ impl RunArgs<'_> {
             .map(|&d| super::ideal_ms(self.items, self.work_ms, d))
             .sum::<f64>()
             * self.repetitions as f64;
-        Duration::from_secs_f64(ideal_ms * 10.0 / 1e3 + 60.0)
+        // Saturating: absurd arguments (refused by the command line) never panic here.
+        Duration::try_from_secs_f64(ideal_ms * 10.0 / 1e3 + 60.0).unwrap_or(LONGEST_TIMEOUT)
     }
 }
 
@@ -303,6 +308,8 @@ pub fn command(built: &Built, args: &RunArgs) -> Command {
         }
     };
     cmd.args(args.argv());
+    // A handoff run takes minutes: it must not go on spinning when cpudoctor is killed.
+    process::tie_to_parent(&mut cmd);
     cmd
 }
 

@@ -49,9 +49,16 @@ impl Monitor for StdMonitor {
 }
 
 /// Busy work for `ms` of wall time, as the seed's `SimulateWork`: the thread keeps its CPU.
+/// Saturating: NaN or a negative is no work, and a duration beyond the clock's range spins
+/// until stopped rather than panicking in a worker (which left the other waiting forever).
 pub fn busy_ms(ms: f64) {
-    let end = Instant::now() + Duration::from_secs_f64(ms.max(0.0) / 1e3);
-    while Instant::now() < end {
+    let d = Duration::try_from_secs_f64(ms / 1e3).unwrap_or(if ms > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    });
+    let end = Instant::now().checked_add(d);
+    while end.is_none_or(|e| Instant::now() < e) {
         std::hint::black_box(());
     }
 }
@@ -158,5 +165,9 @@ mod tests {
         let t = Instant::now();
         busy_ms(2.0);
         assert!(t.elapsed() >= Duration::from_millis(2));
+        // The extremes end at once instead of panicking.
+        for ms in [f64::NAN, -1.0, 0.0, f64::NEG_INFINITY] {
+            busy_ms(ms);
+        }
     }
 }

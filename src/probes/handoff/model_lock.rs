@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// A deadline that never comes: a year, where a modelled spin would pass the clock's range.
+const FAR_FUTURE: Duration = Duration::from_secs(365 * 86_400);
+
 /// What happened to acquisitions of one model lock, for the fingerprint's effects.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct LockStats {
@@ -112,7 +115,11 @@ impl ModelLock {
             .plan
             .follow(
                 |end| {
-                    let d = t0 + Duration::from_secs_f64(end as f64 * self.modelled_pause_ns / 1e9);
+                    // Saturating: a modelled spin beyond the clock's range never panics.
+                    let spin =
+                        Duration::try_from_secs_f64(end as f64 * self.modelled_pause_ns / 1e9)
+                            .unwrap_or(Duration::MAX);
+                    let d = t0.checked_add(spin).unwrap_or(t0 + FAR_FUTURE);
                     deadline.set(d);
                     pauses += spin_until(d);
                 },

@@ -8,8 +8,13 @@
 //! probe uses the same child as its aggressor in every mode, so the path is exercised on
 //! machines without detection too.
 //!
-//! Parent and child talk through one shared anonymous page: the parent writes a command word,
-//! the child answers with its state and running totals. After `fork` the child calls only
+//! The same child times split locks one by one on command ([`Locker::time_ops`], through
+//! [`super::per_op`]), so where the kernel traps, the per-op times show its mitigation (a mode
+//! near 10 ms for the sleep) without cpudoctor itself being trapped.
+//!
+//! Parent and child talk through one shared anonymous mapping: the parent writes a command
+//! word, the child answers with its state and running totals, and leaves per-op times in the
+//! mapping's tail. After `fork` the child calls only
 //! async-signal-safe functions (prctl, affinity, clock, nanosleep, `_exit`) and inline
 //! assembly; it never allocates, since another thread of the parent may have held the
 //! allocator's lock.
@@ -21,6 +26,8 @@
 //! `prctl`), and while idle looks at `getppid` too. The death signal follows the *thread*
 //! that forked; a [`Locker`] is not `Send`, so it lives and dies on that thread.
 
+use super::per_op::{Block, context_switches};
+use crate::measure::Clock;
 use crate::measure::SPLIT_OFFSET;
 use crate::measure::clock::monotonic_ns;
 use crate::process;
@@ -29,8 +36,14 @@ use nix::unistd::{ForkResult, Pid, fork};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const PAGE_BYTES: usize = 4096;
-// Word offsets in the shared page, one line each so the parent's polling does not share a
+/// Most split locks one [`Locker::time_ops`] block may time: where the kernel sleeps 10 ms
+/// per trap and then lets split locks through for two ticks, the time budget, not the count,
+/// must end a block (a ~1 us bus lock fills 16384 in ~16 ms).
+pub const MAX_TIMED_OPS: usize = 16384;
+/// The header page of the shared mapping: command, state, totals, the locked block.
+const HEADER_BYTES: usize = 4096;
+const MAP_BYTES: usize = HEADER_BYTES + MAX_TIMED_OPS * 8;
+// Word offsets in the shared mapping, one line each so the parent's polling does not share a
 // line with the counters the child writes.
 const CMD: usize = 0;
 const STATE: usize = 64;
@@ -38,20 +51,34 @@ const OPS: usize = 128;
 const LOCK_NS: usize = 192;
 /// A 128-byte-aligned block; the child locks the 8 bytes at `SPLIT_OFFSET` in it.
 const TARGET_BLOCK: usize = 256;
+/// Split locks per burst between looks at the command word.
+const BATCH: usize = 512;
+/// Parameters and results of a timed block: most ops, budget in clock ticks, ops timed,
+/// context switches meanwhile.
+const TIME_MAX_OPS: usize = 576;
+const TIME_BUDGET_TICKS: usize = 640;
+const TIMED_OPS: usize = 704;
+const TIMED_VOLUNTARY: usize = 768;
+const TIMED_INVOLUNTARY: usize = 832;
+/// Where the per-op ticks of a timed block start.
+const TICKS: usize = HEADER_BYTES;
 
 const CMD_IDLE: u64 = 0;
 const CMD_LOCK: u64 = 1;
 const CMD_EXIT: u64 = 2;
+const CMD_TIME: u64 = 3;
 const STATE_STARTING: u64 = 0;
 const STATE_IDLE: u64 = 1;
 const STATE_LOCKING: u64 = 2;
 const STATE_PIN_FAILED: u64 = 3;
+const STATE_TIMED: u64 = 4;
 /// How long the child waits for the scheduler to move it onto its CPU after setting its
 /// affinity (the same bound `measure::pin_to_cpu` uses).
 const PIN_DEADLINE_NS: u64 = 100_000_000;
 
 /// How long the parent waits for the child to answer a command. A trapped split lock with
-/// `split_lock_mitigate=1` takes ~10 ms, so a second is generous.
+/// `split_lock_mitigate=1` takes ~10 ms, and a timed block is tens of ms, so two seconds are
+/// generous.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a dropped locker's child gets to exit on command before it is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
@@ -109,8 +136,9 @@ impl Locker {
     }
 
     /// Forks a child pinned to `cpu` that waits for [`Locker::start`]; each locking burst is
-    /// `batch` split locks between looks at the command word.
-    pub fn spawn(cpu: usize, batch: u64) -> Result<Locker, String> {
+    /// `batch` split locks between looks at the command word. `clock` times the child's
+    /// per-op blocks.
+    pub fn spawn(cpu: usize, batch: u64, clock: &Clock) -> Result<Locker, String> {
         if cpu >= libc::CPU_SETSIZE as usize {
             return Err(format!(
                 "CPU {cpu} is beyond what an affinity mask can name"
@@ -120,7 +148,7 @@ impl Locker {
         let page = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                PAGE_BYTES,
+                MAP_BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_ANONYMOUS,
                 -1,
@@ -131,15 +159,19 @@ impl Locker {
             return Err(format!("mmap: {}", std::io::Error::last_os_error()));
         }
         let page = page.cast::<u8>();
+        // SAFETY: in the fresh mapping, an aligned word.
+        unsafe { AtomicU64::from_ptr(page.add(BATCH).cast()) }
+            .store(batch.max(1), Ordering::Relaxed);
+        let clock = clock.clone();
         let parent = nix::unistd::getpid();
         // SAFETY: the child runs only async-signal-safe code (see `child_main`).
         match unsafe { fork() } {
             Err(e) => {
                 // SAFETY: mapped above, not shared with anyone.
-                unsafe { libc::munmap(page.cast(), PAGE_BYTES) };
+                unsafe { libc::munmap(page.cast(), MAP_BYTES) };
                 Err(format!("fork: {e}"))
             }
-            Ok(ForkResult::Child) => child_main(page, cpu, batch, parent.as_raw()),
+            Ok(ForkResult::Child) => child_main(page, cpu, &clock, parent.as_raw()),
             Ok(ForkResult::Parent { child }) => {
                 let locker = Locker {
                     pid: child,
@@ -215,6 +247,43 @@ impl Locker {
         Ok(self.totals())
     }
 
+    /// Split locks per burst from the next burst on (the child reads it between bursts).
+    pub fn set_batch(&self, batch: u64) {
+        self.word(BATCH).store(batch.max(1), Ordering::Relaxed);
+    }
+
+    /// Times up to `max_ops` (at most [`MAX_TIMED_OPS`]) split locks one by one in the child,
+    /// stopping once `budget` is spent, and returns them with the child's context switches
+    /// meanwhile. The child must be idle. An error carries how the child ended when it did
+    /// not survive (SIGBUS under `split_lock_detect=fatal`).
+    pub fn time_ops(
+        &self,
+        clock: &Clock,
+        max_ops: usize,
+        budget: Duration,
+    ) -> Result<Block, String> {
+        let max_ops = max_ops.clamp(1, MAX_TIMED_OPS);
+        let budget_ticks = (budget.as_nanos() as f64 / clock.ns_per_tick()) as u64;
+        self.word(TIME_MAX_OPS)
+            .store(max_ops as u64, Ordering::Relaxed);
+        self.word(TIME_BUDGET_TICKS)
+            .store(budget_ticks, Ordering::Relaxed);
+        self.word(CMD).store(CMD_TIME, Ordering::Release);
+        let timed = self.wait_state(|s| s == STATE_TIMED);
+        self.word(CMD).store(CMD_IDLE, Ordering::Release);
+        timed?;
+        let n = (self.word(TIMED_OPS).load(Ordering::Acquire) as usize).min(max_ops);
+        let block = Block {
+            per_op_ns: (0..n)
+                .map(|i| clock.ticks_to_ns(self.word(TICKS + 8 * i).load(Ordering::Relaxed)))
+                .collect(),
+            voluntary_switches: self.word(TIMED_VOLUNTARY).load(Ordering::Relaxed),
+            involuntary_switches: self.word(TIMED_INVOLUNTARY).load(Ordering::Relaxed),
+        };
+        self.wait_state(|s| s == STATE_IDLE)?;
+        Ok(block)
+    }
+
     /// The child's running count of split locks, for sampling alongside other work (it
     /// advances once per batch).
     pub fn ops_counter(&self) -> &AtomicU64 {
@@ -243,13 +312,13 @@ impl Drop for Locker {
             }
         }
         // SAFETY: mapped in `spawn`; the child is gone.
-        unsafe { libc::munmap(self.page.cast(), PAGE_BYTES) };
+        unsafe { libc::munmap(self.page.cast(), MAP_BYTES) };
     }
 }
 
 /// The child: tie its life to the parent's, pin, then obey the command word until told to
 /// exit.
-fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
+fn child_main(page: *mut u8, cpu: usize, clock: &Clock, parent: libc::pid_t) -> ! {
     // SAFETY (whole function): `page` is the shared mapping, inherited across fork; only
     // async-signal-safe calls follow, and the process leaves through `_exit`.
     unsafe {
@@ -272,27 +341,47 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
         let mut ops = 0u64;
         let mut locking_ns = 0u64;
         let mut burst_start = 0u64;
-        let mut locking = false;
-        word(STATE).store(STATE_IDLE, Ordering::Release);
+        let mut state;
+        macro_rules! set_state {
+            ($s:expr) => {{
+                state = $s;
+                word(STATE).store(state, Ordering::Release);
+            }};
+        }
+        set_state!(STATE_IDLE);
         loop {
             match word(CMD).load(Ordering::Acquire) {
                 CMD_LOCK => {
-                    if !locking {
-                        locking = true;
+                    if state != STATE_LOCKING {
                         burst_start = monotonic_ns();
-                        word(STATE).store(STATE_LOCKING, Ordering::Release);
+                        set_state!(STATE_LOCKING);
                     }
+                    let batch = word(BATCH).load(Ordering::Relaxed).max(1);
                     split_lock_add(target, batch);
                     ops += batch;
                     word(OPS).store(ops, Ordering::Release);
                 }
-                CMD_IDLE => {
-                    if locking {
-                        locking = false;
+                CMD_TIME if state != STATE_TIMED => {
+                    let max = (word(TIME_MAX_OPS).load(Ordering::Relaxed) as usize)
+                        .clamp(1, MAX_TIMED_OPS);
+                    let budget = word(TIME_BUDGET_TICKS).load(Ordering::Relaxed);
+                    let ticks = std::slice::from_raw_parts_mut(page.add(TICKS).cast::<u64>(), max);
+                    let (v0, i0) = context_switches(libc::RUSAGE_SELF);
+                    let n = time_split_locks(clock, target, ticks, budget);
+                    let (v1, i1) = context_switches(libc::RUSAGE_SELF);
+                    word(TIMED_VOLUNTARY).store(v1.saturating_sub(v0), Ordering::Relaxed);
+                    word(TIMED_INVOLUNTARY).store(i1.saturating_sub(i0), Ordering::Relaxed);
+                    word(TIMED_OPS).store(n as u64, Ordering::Relaxed);
+                    set_state!(STATE_TIMED);
+                }
+                CMD_IDLE | CMD_TIME => {
+                    if state == STATE_LOCKING {
                         locking_ns += monotonic_ns() - burst_start;
                         word(LOCK_NS).store(locking_ns, Ordering::Release);
                         word(OPS).store(ops, Ordering::Release);
-                        word(STATE).store(STATE_IDLE, Ordering::Release);
+                    }
+                    if state != STATE_IDLE && word(CMD).load(Ordering::Acquire) == CMD_IDLE {
+                        set_state!(STATE_IDLE);
                     }
                     if orphaned() {
                         libc::_exit(4);
@@ -306,6 +395,30 @@ fn child_main(page: *mut u8, cpu: usize, batch: u64, parent: libc::pid_t) -> ! {
                 _ => libc::_exit(0),
             }
         }
+    }
+}
+
+/// Times split locks one by one (see [`super::per_op::time_split_locks`]); only x86-64 has
+/// them here.
+///
+/// # Safety
+/// As for `arch::lock_add_loop`.
+unsafe fn time_split_locks(
+    clock: &Clock,
+    target: *mut u8,
+    ticks: &mut [u64],
+    budget: u64,
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        super::per_op::time_split_locks(clock, target, ticks, budget)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (clock, target, ticks, budget);
+        // SAFETY: `_exit` is async-signal-safe; a panic after fork is not.
+        unsafe { libc::_exit(5) }
     }
 }
 
@@ -354,10 +467,14 @@ mod tests {
     use super::*;
     use nix::sys::signal::{Signal, kill};
 
+    fn test_clock() -> Clock {
+        Clock::clock_gettime("test".into())
+    }
+
     #[test]
     fn child_locks_on_command_and_reports_totals() {
         let cpu = *crate::measure::allowed_cpus().last().unwrap();
-        let l = Locker::spawn(cpu, 16).unwrap();
+        let l = Locker::spawn(cpu, 16, &test_clock()).unwrap();
         let before = l.totals();
         assert_eq!(before.ops, 0);
         l.start().unwrap();
@@ -373,10 +490,28 @@ mod tests {
     }
 
     #[test]
+    fn the_child_times_split_locks_one_by_one_and_locks_again_after() {
+        let cpu = *crate::measure::allowed_cpus().last().unwrap();
+        let clock = test_clock();
+        let l = Locker::spawn(cpu, 1, &clock).unwrap();
+        let b = l.time_ops(&clock, 100, Duration::from_secs(1)).unwrap();
+        assert_eq!(b.per_op_ns.len(), 100);
+        assert!(b.per_op_ns.iter().sum::<f64>() > 0.0);
+        assert!(b.per_op_ns.iter().all(|&ns| ns < 1e9), "{:?}", b.per_op_ns);
+        // A spent budget ends the block after one op.
+        let b = l.time_ops(&clock, 100, Duration::ZERO).unwrap();
+        assert_eq!(b.per_op_ns.len(), 1);
+        l.set_batch(4);
+        l.start().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(l.stop().unwrap().ops > 0);
+    }
+
+    #[test]
     fn a_child_killed_by_sigbus_is_reported_as_such() {
         // What `split_lock_detect=fatal` does to the locker, delivered by hand.
         let cpu = *crate::measure::allowed_cpus().last().unwrap();
-        let l = Locker::spawn(cpu, 16).unwrap();
+        let l = Locker::spawn(cpu, 16, &test_clock()).unwrap();
         l.start().unwrap();
         kill(l.pid(), Signal::SIGBUS).unwrap();
         // Delivery to a process running on another CPU is not instant.
@@ -390,7 +525,24 @@ mod tests {
     }
 
     #[test]
+    fn a_timed_block_in_a_child_killed_by_sigbus_says_so() {
+        // What split_lock_detect=fatal does to the per-op timing, delivered by hand.
+        let cpu = *crate::measure::allowed_cpus().last().unwrap();
+        let clock = test_clock();
+        let l = Locker::spawn(cpu, 1, &clock).unwrap();
+        kill(l.pid(), Signal::SIGBUS).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while l.poll_end().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let err = l
+            .time_ops(&clock, 10, Duration::from_millis(10))
+            .unwrap_err();
+        assert!(err.contains("SIGBUS"), "{err}");
+    }
+
+    #[test]
     fn pinning_outside_the_mask_is_an_error() {
-        assert!(Locker::spawn(1 << 20, 1).is_err());
+        assert!(Locker::spawn(1 << 20, 1, &test_clock()).is_err());
     }
 }
