@@ -240,18 +240,37 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
     first
 }
 
-/// A saved fingerprint as this build would judge it: each probe result whose probe can
-/// recompute its figures from the saved samples ([`Probe::reanalyze`]) gets them recomputed,
-/// then every hazard is judged again. Files from machines no longer at hand (the corpus of
-/// real machines in `tests/fixtures/machines/`) stay comparable as the analysis improves.
+/// A saved fingerprint as this build would judge it: its figures recomputed ([`reanalyze`]),
+/// then every hazard judged again. Files from machines no longer at hand (the corpus of real
+/// machines in `tests/fixtures/machines/`) stay comparable as the analysis improves.
 pub fn rejudge(fp: &Fingerprint) -> Fingerprint {
+    let mut out = reanalyze(fp);
+    hazards::judge_into(&mut out);
+    out
+}
+
+/// A saved fingerprint with each probe result whose probe can recompute its figures from the
+/// saved samples ([`Probe::reanalyze`]) recomputed by this build's analysis; its stored
+/// verdicts are left as saved (`diff` and `report` judge again, and fall back on them).
+/// A result of `--runs N` saved only its first run's samples: there a figure both analyses
+/// give keeps its saved value (the median across the runs, with their interval), a figure
+/// only the new analysis gives comes from the first run, and one it no longer gives is gone.
+pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
     let mut out = fp.clone();
     for p in out.probes.iter_mut() {
-        if let Some(fresh) = probes::by_name(&p.name).and_then(|probe| probe.reanalyze(p)) {
-            *p = fresh;
+        let Some(mut fresh) = probes::by_name(&p.name).and_then(|probe| probe.reanalyze(p)) else {
+            continue;
+        };
+        let runs = p.params.get("runs").and_then(|r| r.as_u64()).unwrap_or(1);
+        if runs > 1 {
+            for m in fresh.metrics.iter_mut() {
+                if let Some(saved) = p.metric(&m.name) {
+                    *m = saved.clone();
+                }
+            }
         }
+        *p = fresh;
     }
-    hazards::judge_into(&mut out);
     out
 }
 

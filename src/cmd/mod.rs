@@ -372,26 +372,30 @@ impl Input {
             }
             .into());
         }
-        json::from_json_bytes(bytes).map_err(|e| {
-            anyhow::Error::from(match e {
-                json::FingerprintError::NewerSchema { found } => InputError::NewerFingerprint {
-                    path: shown,
-                    found,
-                    known: cpudoctor::schema::SCHEMA_VERSION,
-                },
-                json::FingerprintError::NoSuchSchema { found } => InputError::NotAFingerprint {
-                    path: shown,
-                    reason: json::FingerprintError::NoSuchSchema { found }.to_string(),
-                },
-                json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
-                    path: shown,
-                    reason: match err.classify() {
-                        serde_json::error::Category::Data => format!("wrong shape: {err}"),
-                        _ => format!("not JSON: {err}"),
+        json::from_json_bytes(bytes)
+            // Saved samples read with this build's analysis, as `diff`, `report` and
+            // `explain` judge with this build's rules.
+            .map(|fp| cpudoctor::session::reanalyze(&fp))
+            .map_err(|e| {
+                anyhow::Error::from(match e {
+                    json::FingerprintError::NewerSchema { found } => InputError::NewerFingerprint {
+                        path: shown,
+                        found,
+                        known: cpudoctor::schema::SCHEMA_VERSION,
                     },
-                },
+                    json::FingerprintError::NoSuchSchema { found } => InputError::NotAFingerprint {
+                        path: shown,
+                        reason: json::FingerprintError::NoSuchSchema { found }.to_string(),
+                    },
+                    json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
+                        path: shown,
+                        reason: match err.classify() {
+                            serde_json::error::Category::Data => format!("wrong shape: {err}"),
+                            _ => format!("not JSON: {err}"),
+                        },
+                    },
+                })
             })
-        })
     }
 }
 

@@ -1,0 +1,403 @@
+//! The corpus of real machines (`tests/fixtures/machines/`): one directory per CPU and
+//! hypervisor met, each holding `check --runs 3 --save` fingerprints (`check-*.json`) and,
+//! where they were taken in the same minutes, independent references (`refs.txt`, written by
+//! `bench/reference.sh`: plain C loops for PAUSE, split locks, false sharing and a pointer
+//! chase). Every machine is judged again by this build (`session::rejudge`: today's analysis
+//! of the saved samples, today's rules), and each verdict is held to what that machine's
+//! references imply, so a change that is right on the machine in hand and wrong on another
+//! (the first Intel machine broke three verdicts) fails here.
+
+use cpudoctor::schema::json::from_json_bytes;
+use cpudoctor::schema::{Fingerprint, Level, Verdict};
+use std::path::{Path, PathBuf};
+
+/// One corpus machine: its directory name, its checks, and its references if taken.
+struct CorpusMachine {
+    name: String,
+    checks: Vec<(String, Fingerprint)>,
+    refs: Option<Refs>,
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines")
+}
+
+fn corpus() -> Vec<CorpusMachine> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .expect("tests/fixtures/machines exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let mut checks = Vec::new();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy();
+                n.starts_with("check") && n.ends_with(".json")
+            })
+            .collect();
+        files.sort();
+        for f in files {
+            let fp = from_json_bytes(&std::fs::read(&f).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            checks.push((name, cpudoctor::session::rejudge(&fp)));
+        }
+        let refs = std::fs::read_to_string(dir.join("refs.txt"))
+            .ok()
+            .map(|t| Refs::parse(&t));
+        out.push(CorpusMachine {
+            name: dir.file_name().unwrap().to_string_lossy().into_owned(),
+            checks,
+            refs,
+        });
+    }
+    out
+}
+
+/// The figures of a `refs.txt` (the format `bench/reference.sh` prints; the Emerald Rapids
+/// entry's older layout too).
+#[derive(Debug, Default)]
+struct Refs {
+    /// ns per PAUSE, one per CPU.
+    pause_ns: Vec<f64>,
+    /// Mean ns per aligned `lock add`, one per round.
+    aligned_lock_ns: Vec<f64>,
+    /// Mean ns per split `lock add`, one per round (and per-op means where given).
+    split_lock_ns: Vec<f64>,
+    /// Median per-op split lock in ns, one per round that timed ops one by one.
+    split_lock_p50_ns: Vec<f64>,
+    /// (offset bytes, mode, slower thread's ns/op): mode 0 plain, 1 atomic, 2 writer/reader.
+    sharing: Vec<(u32, u32, f64)>,
+    /// (MiB, THP ns, 4 KiB ns) per chase size.
+    chase: Vec<(u64, f64, f64)>,
+}
+
+impl Refs {
+    fn parse(text: &str) -> Refs {
+        let mut r = Refs::default();
+        let mut section = "";
+        let num = |w: &str| w.trim_end_matches([',', ';']).parse::<f64>().ok();
+        for line in text.lines() {
+            if let Some(h) = line.strip_prefix("## ") {
+                section = if h.starts_with("PAUSE") {
+                    "pause"
+                } else if h.starts_with("split lock") {
+                    "split"
+                } else if h.starts_with("false sharing") {
+                    "sharing"
+                } else if h.starts_with("pointer chase") {
+                    "chase"
+                } else {
+                    ""
+                };
+                continue;
+            }
+            let w: Vec<&str> = line.split_whitespace().collect();
+            let after = |key: &str| {
+                w.iter()
+                    .position(|x| *x == key)
+                    .and_then(|i| w.get(i + 1))
+                    .and_then(|x| num(x))
+            };
+            match section {
+                "pause" if w.len() >= 2 && w[0].starts_with("cpu") => {
+                    r.pause_ns.extend(num(w[1]));
+                }
+                "split" => {
+                    if w.first() == Some(&"aligned") {
+                        r.aligned_lock_ns.extend(after("aligned"));
+                        r.split_lock_ns.extend(after("split"));
+                    }
+                    if line.contains("percentiles (us)") {
+                        r.split_lock_p50_ns.extend(after("p50").map(|us| us * 1e3));
+                    }
+                }
+                "sharing" if w.first().is_some_and(|x| x.starts_with("off=")) => {
+                    let field = |k: &str| {
+                        w.iter()
+                            .find_map(|x| x.strip_prefix(k))
+                            .and_then(|x| x.parse::<u32>().ok())
+                    };
+                    if let (Some(off), Some(mode), Some(t0), Some(t1)) =
+                        (field("off="), field("mode="), after("t0"), after("t1"))
+                    {
+                        r.sharing.push((off, mode, t0.max(t1)));
+                    }
+                }
+                "chase" if w.len() >= 5 && w[1] == "MiB" => {
+                    if let (Some(mib), Some(thp), Some(small)) =
+                        (num(w[0]), after("THP:"), after("4K:"))
+                    {
+                        r.chase.push((mib as u64, thp, small));
+                    }
+                }
+                _ => {}
+            }
+        }
+        r.chase.sort_by_key(|c| c.0);
+        r
+    }
+
+    /// Packed (8 bytes apart) over padded (128 bytes apart) for one sharing mode: the median of
+    /// the rounds' slower threads on each side.
+    fn sharing_ratio(&self, mode: u32) -> Option<f64> {
+        let side = |off| {
+            median(
+                self.sharing
+                    .iter()
+                    .filter(|s| s.0 == off && s.1 == mode)
+                    .map(|s| s.2)
+                    .collect(),
+            )
+        };
+        Some(side(8)? / side(128)?)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+fn verdict<'a>(fp: &'a Fingerprint, hazard: &str) -> Option<&'a Verdict> {
+    fp.verdicts.iter().find(|v| v.hazard == hazard)
+}
+
+fn metric(fp: &Fingerprint, probe: &str, name: &str) -> Option<f64> {
+    fp.metric(probe, name).map(|m| m.value)
+}
+
+/// The highest level a verdict reaches, its borderline neighbour included.
+fn reach(v: &Verdict) -> Level {
+    v.borderline.map_or(v.level, |b| b.max(v.level))
+}
+
+#[test]
+fn the_corpus_holds_every_machine_met_and_parses() {
+    let machines = corpus();
+    let names: Vec<&str> = machines.iter().map(|m| m.name.as_str()).collect();
+    for expected in ["emerald-rapids-kvm"] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+    for m in &machines {
+        assert!(!m.checks.is_empty(), "{}: no check-*.json", m.name);
+        if let Some(r) = &m.refs {
+            assert!(!r.pause_ns.is_empty(), "{}: refs without PAUSE", m.name);
+            assert!(
+                !r.split_lock_ns.is_empty(),
+                "{}: refs without split locks",
+                m.name
+            );
+            assert!(!r.sharing.is_empty(), "{}: refs without sharing", m.name);
+            assert!(!r.chase.is_empty(), "{}: refs without a chase", m.name);
+        }
+    }
+}
+
+#[test]
+fn the_emerald_rapids_references_parse_to_their_figures() {
+    let text = std::fs::read_to_string(corpus_dir().join("emerald-rapids-kvm/refs.txt")).unwrap();
+    let r = Refs::parse(&text);
+    assert_eq!(r.pause_ns, [16.754, 14.316]);
+    assert_eq!(r.aligned_lock_ns, [6.1, 6.0, 6.0]);
+    assert_eq!(r.split_lock_ns, [99123.4, 70300.9, 67510.9]);
+    assert_eq!(r.split_lock_p50_ns.len(), 3);
+    let atomic = r.sharing_ratio(1).unwrap();
+    assert!((4.5..5.0).contains(&atomic), "{atomic}");
+    assert_eq!(r.chase.first().map(|c| c.0), Some(4));
+    assert_eq!(r.chase.last().map(|c| c.0), Some(2048));
+}
+
+#[test]
+fn every_hazard_is_judged_on_every_corpus_machine() {
+    // A check runs every probe: a hazard with no verdict there is a gap in the tool, not in
+    // the machine (the Emerald Rapids guest lost its 4 KiB page penalty verdict silently).
+    for m in corpus() {
+        for (file, fp) in &m.checks {
+            for rule in cpudoctor::hazards::all() {
+                assert!(
+                    verdict(fp, rule.id()).is_some(),
+                    "{}/{file}: {} not judged: {:?}",
+                    m.name,
+                    rule.id(),
+                    fp.not_judged
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pause_agrees_with_the_c_loop() {
+    for m in corpus() {
+        let Some(r) = &m.refs else { continue };
+        // The check reports the fastest CPU; the C loop ran on each.
+        let reference = r.pause_ns.iter().copied().fold(f64::INFINITY, f64::min);
+        for (file, fp) in &m.checks {
+            let ours = metric(fp, "pause", "pause_ns").unwrap();
+            let ratio = ours / reference;
+            assert!(
+                (0.6..1.6).contains(&ratio),
+                "{}/{file}: PAUSE {ours:.1} ns vs the C loop's {reference:.1} ns",
+                m.name
+            );
+        }
+    }
+}
+
+#[test]
+fn split_locks_are_named_by_the_mechanism_the_references_show() {
+    use cpudoctor::schema::split_lock::TRAP_BOUNDARY_NS;
+    for m in corpus() {
+        for (file, fp) in &m.checks {
+            let v = verdict(fp, "split_lock").unwrap();
+            let at = format!("{}/{file}: {} | {}", m.name, v.figure, v.explanation);
+            let trapped_by_host = v.figure.starts_with("trapped by the host");
+            match &m.refs {
+                // The C loop's mean per split lock: a guest paying 10 us or more has them
+                // trapped by its host (the Emerald Rapids guest: 67-186 us, bimodal 2 us /
+                // 100-500 us); below, they are bus locks at hardware cost.
+                Some(r) => {
+                    let reference = median(r.split_lock_ns.clone()).unwrap();
+                    let guest = fp.machine.hypervisor.is_some();
+                    let kernel_acts = fp.machine.split_lock.effective.kernel_acts();
+                    if guest && !kernel_acts && reference >= TRAP_BOUNDARY_NS {
+                        assert!(trapped_by_host, "{at}");
+                        assert!(!v.explanation.contains("every tenant"), "{at}");
+                    } else {
+                        assert!(!trapped_by_host, "{at}");
+                    }
+                    if reference >= 1000.0 {
+                        assert_eq!(v.level, Level::Hazard, "{at}");
+                    }
+                }
+                // The AMD guests without same-minute references: 1.1-1.6 us bus locks that
+                // slowed the other core's DRAM accesses 4.7-9.9x.
+                None => {
+                    assert!(!trapped_by_host, "{at}");
+                    assert_eq!(v.level, Level::Hazard, "{at}");
+                    assert!(v.explanation.contains("slow every tenant"), "{at}");
+                }
+            }
+            // What the neighbour felt is said as measured: never "every tenant" when the
+            // neighbour's DRAM latency did not move.
+            if let Some(ratio) = metric(
+                fp,
+                "split-lock-neighbour",
+                "split_lock_neighbour_latency_ratio",
+            ) && ratio < 1.25
+            {
+                assert!(!v.explanation.contains("every tenant"), "{at}");
+            }
+        }
+    }
+}
+
+#[test]
+fn false_sharing_is_judged_on_the_worst_pattern_the_references_show() {
+    const PATTERNS: [(u32, &str); 3] = [(0, "plain"), (1, "atomic"), (2, "reader")];
+    for m in corpus() {
+        let Some(r) = &m.refs else { continue };
+        let ratios: Vec<(f64, &str)> = PATTERNS
+            .iter()
+            .filter_map(|(mode, name)| Some((r.sharing_ratio(*mode)?, *name)))
+            .collect();
+        let (worst, worst_name) = ratios
+            .iter()
+            .copied()
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .unwrap();
+        for (file, fp) in &m.checks {
+            let v = verdict(fp, "false_sharing").unwrap();
+            let at = format!(
+                "{}/{file}: {} ({:?}) vs references {ratios:?}",
+                m.name, v.figure, v.level
+            );
+            // The Netflix case's 3x is a hazard; from 1.5x a notice. A verdict may sit on the
+            // line between two levels (borderline), but never below what the worst pattern
+            // the C program measured implies by a whole level.
+            if worst >= 3.0 {
+                assert!(v.level >= Level::Notice, "{at}");
+            } else if worst >= 1.5 {
+                assert!(reach(v) >= Level::Notice, "{at}");
+            } else {
+                assert!(v.level <= Level::Notice, "{at}");
+            }
+            // The pattern named first is the worst here too (or within 30% of it: two
+            // patterns of one machine often cost alike). Files from before the atomic and
+            // reader patterns were measured name their one atomic written from two cores.
+            let named = v.figure.split_whitespace().next().unwrap_or("");
+            let close: Vec<&str> = ratios
+                .iter()
+                .filter(|(x, _)| *x >= worst / 1.3)
+                .map(|(_, n)| *n)
+                .collect();
+            if fp.metric("sharing", "false_sharing_atomic_ratio").is_some() {
+                assert!(close.contains(&named), "{at}: named {named}");
+            } else if worst_name == "atomic" {
+                assert!(v.figure.contains("atomic"), "{at}");
+            }
+        }
+    }
+}
+
+#[test]
+fn dram_and_the_4k_page_penalty_agree_with_the_c_chase() {
+    for m in corpus() {
+        let Some(r) = &m.refs else { continue };
+        // The C chase's DRAM: the THP latency from 16 MiB (past every guest's share of the
+        // L3) to 512 MiB (before huge-page walks lift it), its median.
+        let plateau = median(
+            r.chase
+                .iter()
+                .filter(|c| (16..=512).contains(&c.0))
+                .map(|c| c.1)
+                .collect(),
+        )
+        .unwrap();
+        for (file, fp) in &m.checks {
+            let at = format!("{}/{file}", m.name);
+            let dram = metric(fp, "mem-latency", "dram_latency_ns")
+                .unwrap_or_else(|| panic!("{at}: no DRAM latency: {:?}", fp.not_judged));
+            // DRAM found from the curve, not from the sizes sysfs reports: the Emerald Rapids
+            // guest's 260 MiB L3 hid a 140-155 ns DRAM plateau from 16 MiB on.
+            assert!(
+                (0.7..1.5).contains(&(dram / plateau)),
+                "{at}: DRAM {dram:.0} ns vs the C chase's {plateau:.0} ns"
+            );
+            // The penalty at the size the check read it, against the C chase's at the nearest
+            // size: same side of the notice line, same order.
+            let ours = metric(fp, "mem-latency", "tlb_penalty_ratio").unwrap();
+            let size_mib = metric(fp, "mem-latency", "tlb_penalty_size_bytes")
+                .map_or(512, |b| (b as u64) >> 20);
+            let (_, thp, small) = r
+                .chase
+                .iter()
+                .min_by_key(|c| c.0.abs_diff(size_mib))
+                .copied()
+                .unwrap();
+            let theirs = small / thp;
+            assert!(
+                (0.6..1.5).contains(&(ours / theirs)),
+                "{at}: 4 KiB penalty {ours:.2}x at {size_mib} MiB vs the C chase's {theirs:.2}x"
+            );
+            let v = verdict(fp, "small_page_penalty").unwrap();
+            if theirs >= 1.5 {
+                assert!(reach(v) >= Level::Notice, "{at}: {v:?}");
+            }
+        }
+    }
+}
