@@ -253,10 +253,11 @@ fn report_of_a_real_fingerprint_draws_every_chart() {
     // Every probe, measured on this 2-vCPU guest.
     let report = write_report(dir.path(), &["zen4-kvm-probe-all.json"]);
     let result = render_in_browser(&chromium, dir.path(), &report);
-    // Ten charts' worth of series; four add nothing and are left out: the 2 x 2 core-to-core
-    // matrices (one pair, one figure), the one-group topology bars, and the latency curve in
-    // cycles beside the same curve in ns.
-    assert_eq!(result["figures"].as_array().unwrap().len(), 6, "{result}");
+    // Eleven charts' worth of series (the file read with this build's analysis, which adds
+    // the 4 KiB penalty at each DRAM size); four add nothing and are left out: the 2 x 2
+    // core-to-core matrices (one pair, one figure), the one-group topology bars, and the
+    // latency curve in cycles beside the same curve in ns.
+    assert_eq!(result["figures"].as_array().unwrap().len(), 7, "{result}");
     // Ten runtimes, one bar each.
     assert_drawn(&result, "chart-spin-before-block", 10);
     // Two CPUs, one bar each.
@@ -273,6 +274,13 @@ fn report_of_a_real_fingerprint_draws_every_chart() {
         &result,
         "chart-mem-latency-extra-latency-cycles-4-kib-over-huge-pages-size-bytes-spanned-one-line-per-4-kib-page",
         1 + 27,
+    );
+    // The 4 KiB penalty at each size of the curve's DRAM plateau (11 of them): a line
+    // and its markers.
+    assert_drawn(
+        &result,
+        "chart-mem-latency-latency-ratio-4-kib-over-huge-pages-size-bytes",
+        1 + 11,
     );
     // Read bandwidth: 1 and 2 threads, 4 KiB and THP, with and without prefetch.
     assert_drawn(&result, "chart-bandwidth-read-bw-gbs", 10);
