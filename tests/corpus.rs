@@ -71,7 +71,8 @@ struct Refs {
     split_lock_ns: Vec<f64>,
     /// Median per-op split lock in ns, one per round that timed ops one by one.
     split_lock_p50_ns: Vec<f64>,
-    /// (offset bytes, mode, slower thread's ns/op): mode 0 plain, 1 atomic, 2 writer/reader.
+    /// (offset bytes, mode, ns/op): mode 0 plain and 1 atomic (the slower thread), 2 the
+    /// reader of a line the other thread writes.
     sharing: Vec<(u32, u32, f64)>,
     /// (MiB, THP ns, 4 KiB ns) per chase size.
     chase: Vec<(u64, f64, f64)>,
@@ -126,7 +127,8 @@ impl Refs {
                     if let (Some(off), Some(mode), Some(t0), Some(t1)) =
                         (field("off="), field("mode="), after("t0"), after("t1"))
                     {
-                        r.sharing.push((off, mode, t0.max(t1)));
+                        // Mode 2 times the reader (thread 1); the others, the slower thread.
+                        r.sharing.push((off, mode, if mode == 2 { t1 } else { t0.max(t1) }));
                     }
                 }
                 "chase" if w.len() >= 5 && w[1] == "MiB" => {
@@ -189,7 +191,13 @@ fn reach(v: &Verdict) -> Level {
 fn the_corpus_holds_every_machine_met_and_parses() {
     let machines = corpus();
     let names: Vec<&str> = machines.iter().map(|m| m.name.as_str()).collect();
-    for expected in ["emerald-rapids-kvm", "zen2-kvm", "zen3-kvm", "zen4-kvm"] {
+    for expected in [
+        "emerald-rapids-kvm",
+        "zen2-kvm",
+        "zen3-kvm",
+        "zen4-kvm",
+        "zen5-kvm",
+    ] {
         assert!(names.contains(&expected), "{names:?}");
     }
     for m in &machines {
@@ -260,7 +268,10 @@ fn pause_agrees_with_the_c_loop() {
 
 #[test]
 fn split_locks_are_named_by_the_mechanism_the_references_show() {
-    use cpudoctor::schema::split_lock::TRAP_BOUNDARY_NS;
+    // Written here, not taken from the library, so a change to the tool's boundary cannot
+    // move the expectation with it: the slowest bus lock on record is ~7 us (Alder Lake
+    // P-cores), the fastest trap the Emerald Rapids host's 100 us.
+    const TRAPPED_FROM_NS: f64 = 10_000.0;
     for m in corpus() {
         for (file, fp) in &m.checks {
             let v = verdict(fp, "split_lock").unwrap();
@@ -274,7 +285,7 @@ fn split_locks_are_named_by_the_mechanism_the_references_show() {
                     let reference = median(r.split_lock_ns.clone()).unwrap();
                     let guest = fp.machine.hypervisor.is_some();
                     let kernel_acts = fp.machine.split_lock.effective.kernel_acts();
-                    if guest && !kernel_acts && reference >= TRAP_BOUNDARY_NS {
+                    if guest && !kernel_acts && reference >= TRAPPED_FROM_NS {
                         assert!(trapped_by_host, "{at}");
                         assert!(!v.explanation.contains("every tenant"), "{at}");
                     } else {
@@ -358,12 +369,15 @@ fn false_sharing_is_judged_on_the_worst_pattern_the_references_show() {
 fn dram_and_the_4k_page_penalty_agree_with_the_c_chase() {
     for m in corpus() {
         let Some(r) = &m.refs else { continue };
-        // The C chase's DRAM: the THP latency from 16 MiB (past every guest's share of the
-        // L3) to 512 MiB (before huge-page walks lift it), its median.
+        // The C chase's DRAM: the median THP latency of the sizes up to 512 MiB (before
+        // huge-page walks lift it) within 20% of the 512 MiB one, found from the curve as
+        // the tool must (the Emerald Rapids guest's plateau starts at 16 MiB, inside the L3
+        // it reports; the Zen 5 guest's at 64 MiB, past its 32 MiB L3).
+        let top = r.chase.iter().find(|c| c.0 == 512).unwrap().1;
         let plateau = median(
             r.chase
                 .iter()
-                .filter(|c| (16..=512).contains(&c.0))
+                .filter(|c| c.0 <= 512 && c.1 >= top * 0.8)
                 .map(|c| c.1)
                 .collect(),
         )
