@@ -128,7 +128,8 @@ impl Refs {
                         (field("off="), field("mode="), after("t0"), after("t1"))
                     {
                         // Mode 2 times the reader (thread 1); the others, the slower thread.
-                        r.sharing.push((off, mode, if mode == 2 { t1 } else { t0.max(t1) }));
+                        r.sharing
+                            .push((off, mode, if mode == 2 { t1 } else { t0.max(t1) }));
                     }
                 }
                 "chase" if w.len() >= 5 && w[1] == "MiB" => {

@@ -211,6 +211,24 @@ pub fn run_probe(probe: &dyn Probe, ctx: &ProbeContext) -> ProbeResult {
     result
 }
 
+/// For tests that move a line between two CPUs: whether this process may use two. Without
+/// them the test fails, as the integration tests' `missing_hardware` does, unless
+/// `CPUDOCTOR_ALLOW_SKIP=1` turns that into a skip said on stderr: a test that could not run
+/// never passes silently.
+#[cfg(test)]
+pub(crate) fn two_cpus_or_skip() -> bool {
+    if crate::measure::allowed_cpus().len() >= 2 {
+        return true;
+    }
+    if std::env::var("CPUDOCTOR_ALLOW_SKIP").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: this process may use one CPU; the test needs two");
+        return false;
+    }
+    panic!(
+        "this test needs two CPUs (taskset or a cpuset allows one); CPUDOCTOR_ALLOW_SKIP=1 skips it"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -361,10 +361,10 @@ mod tests {
     fn one_block_serves_several_runs_on_a_pair() {
         // Regression: the split-lock probe reuses its block for each round; a value left at
         // the previous run's end made the next run spin forever.
-        let cpus = crate::measure::allowed_cpus();
-        if cpus.len() < 2 {
+        if !crate::probes::two_cpus_or_skip() {
             return;
         }
+        let cpus = crate::measure::allowed_cpus();
         let clock = Clock::detect(crate::arch::SUPPORTED);
         let plan = Plan {
             warmup: 10,

@@ -355,6 +355,24 @@ pub fn tlb_reach(points: &[TlbPoint], core_hz: f64) -> Option<u64> {
     (first_walk > 0).then(|| points[first_walk - 1].pages * 4096)
 }
 
+/// The caches sysfs reports on the Emerald Rapids KVM guest (its L3 shared with the host's
+/// other tenants), for the tests here and in the probe.
+#[cfg(test)]
+pub(super) const EMERALD_RAPIDS_GUEST: [CacheSize; 3] = [
+    CacheSize {
+        level: 1,
+        bytes: 48 << 10,
+    },
+    CacheSize {
+        level: 2,
+        bytes: 2 << 20,
+    },
+    CacheSize {
+        level: 3,
+        bytes: 260 << 20,
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,21 +477,6 @@ mod tests {
         assert_eq!(d.at_size_bytes, 1 << 30);
         assert!(dram(&c, &[]).unwrap_err().contains("no cache sizes"));
     }
-
-    const EMERALD_RAPIDS_GUEST: [CacheSize; 3] = [
-        CacheSize {
-            level: 1,
-            bytes: 48 << 10,
-        },
-        CacheSize {
-            level: 2,
-            bytes: 2 << 20,
-        },
-        CacheSize {
-            level: 3,
-            bytes: 260 << 20,
-        },
-    ];
 
     #[test]
     fn the_emerald_rapids_guest_reaches_dram_inside_its_reported_l3() {

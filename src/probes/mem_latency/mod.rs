@@ -542,22 +542,8 @@ mod tests {
             quick_sizes(&ZEN5, largest_size(Some(32 << 20))),
             [16 << 10, 256 << 10, 8 << 20, 64 << 20, 256 << 20, 1 << 30]
         );
-        let emr = [
-            CacheSize {
-                level: 1,
-                bytes: 48 << 10,
-            },
-            CacheSize {
-                level: 2,
-                bytes: 2 << 20,
-            },
-            CacheSize {
-                level: 3,
-                bytes: 260 << 20,
-            },
-        ];
         assert_eq!(
-            quick_sizes(&emr, largest_size(Some(260 << 20))),
+            quick_sizes(&curve::EMERALD_RAPIDS_GUEST, largest_size(Some(260 << 20))),
             [16 << 10, 512 << 10, 65 << 20, 260 << 20, 1040 << 20]
         );
     }

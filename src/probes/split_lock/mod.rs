@@ -468,8 +468,7 @@ mod tests {
         // Regression: where the kernel traps, the child's single-thread figure was reported
         // as split_lock_latency_ns and divided by the two-thread aligned handoff, so a diff of
         // a trapping host against a guest compared different experiments under one name.
-        let cpus = crate::measure::allowed_cpus();
-        if cpus.len() < 2 {
+        if !crate::probes::two_cpus_or_skip() {
             return;
         }
         let mut machine = crate::machine::Machine::detect();
@@ -500,8 +499,7 @@ mod tests {
 
     #[test]
     fn this_machine_gets_a_mechanism_and_a_per_op_histogram() {
-        let cpus = crate::measure::allowed_cpus();
-        if cpus.len() < 2 {
+        if !crate::probes::two_cpus_or_skip() {
             return;
         }
         let machine = crate::machine::Machine::detect();

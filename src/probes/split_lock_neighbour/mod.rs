@@ -536,7 +536,7 @@ mod tests {
         // host did, and a 1 GiB victim buffer took 5 s to build for a 1.0x ratio), the victim
         // buffer is the smallest, and the aggressor's achieved rate is kept.
         use crate::probes::{ProbeOptions, Profile};
-        if crate::measure::allowed_cpus().len() < 2 {
+        if !crate::probes::two_cpus_or_skip() {
             return;
         }
         let mut machine = crate::machine::Machine::detect();
