@@ -36,6 +36,10 @@
 //! again, up to [`MAX_ATTEMPTS`] times, and when it never ran as separate cores it publishes no
 //! sharing ratio, only why (`not_measured`).
 
+// Elsewhere than x86-64 the probe skips before measuring (`arch::require_x86_64`) and the
+// kernels it times do not exist, so its measuring half is compiled but never called there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
+
 use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::machine::Machine;
