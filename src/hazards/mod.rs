@@ -293,19 +293,19 @@ pub fn judge_all(fp: &Fingerprint) -> Vec<Verdict> {
     all().iter().filter_map(|h| h.judge(fp)).collect()
 }
 
-/// Every hazard whose probes ran but which has no verdict, with why, in rule order.
-pub fn not_judged_all(fp: &Fingerprint) -> Vec<NotJudged> {
-    all()
-        .iter()
-        .filter(|h| h.judge(fp).is_none())
-        .filter_map(|h| h.not_judged(fp))
-        .collect()
-}
-
-/// Judges `fp` again with this build's rules: its verdicts and what could not be judged.
+/// Judges `fp` again with this build's rules, each hazard once: its verdicts, and the hazards
+/// whose probes ran but which have no verdict, with why, both in rule order.
 pub fn judge_into(fp: &mut Fingerprint) {
-    fp.verdicts = judge_all(fp);
-    fp.not_judged = not_judged_all(fp);
+    let mut verdicts = Vec::new();
+    let mut not_judged = Vec::new();
+    for h in all() {
+        match h.judge(fp) {
+            Some(v) => verdicts.push(v),
+            None => not_judged.extend(h.not_judged(fp)),
+        }
+    }
+    fp.verdicts = verdicts;
+    fp.not_judged = not_judged;
 }
 
 #[cfg(test)]

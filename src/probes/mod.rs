@@ -229,6 +229,23 @@ pub(crate) fn two_cpus_or_skip() -> bool {
     )
 }
 
+/// For tests that run a probe on this machine as `machine` describes it (a fact changed to
+/// reach a path the machine in hand does not take): the clock detected, no progress shown.
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) fn run_here(
+    probe: &dyn Probe,
+    machine: &Machine,
+    options: &ProbeOptions,
+) -> Result<ProbeResult, ProbeFailure> {
+    let clock = Clock::detect(machine.cpu.tsc_invariant);
+    probe.run(&ProbeContext {
+        machine,
+        clock: &clock,
+        options,
+        progress: &crate::measure::NoProgress,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -477,16 +477,9 @@ mod tests {
         }
         let mut machine = crate::machine::Machine::detect();
         machine.split_lock.effective = crate::machine::SplitLockMode::WarnSleep;
-        let clock = crate::measure::Clock::detect(machine.cpu.tsc_invariant);
         let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
         options.repetitions = Some(3);
-        let ctx = ProbeContext {
-            machine: &machine,
-            clock: &clock,
-            options: &options,
-            progress: &crate::measure::NoProgress,
-        };
-        let r = SplitLockProbe.run(&ctx).unwrap();
+        let r = crate::probes::run_here(&SplitLockProbe, &machine, &options).unwrap();
         assert_eq!(r.effects["split_lock_measured"], "kernel_mitigation");
         assert!(
             r.metric("split_lock_trapped_ns").is_some(),
@@ -507,16 +500,9 @@ mod tests {
             return;
         }
         let machine = crate::machine::Machine::detect();
-        let clock = crate::measure::Clock::detect(machine.cpu.tsc_invariant);
         let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
         options.repetitions = Some(3);
-        let ctx = ProbeContext {
-            machine: &machine,
-            clock: &clock,
-            options: &options,
-            progress: &crate::measure::NoProgress,
-        };
-        let r = SplitLockProbe.run(&ctx).unwrap();
+        let r = crate::probes::run_here(&SplitLockProbe, &machine, &options).unwrap();
         let word = r.effects["split_lock_mechanism"].as_str().unwrap();
         assert!(SplitLockMechanism::from_word(word).is_some(), "{word}");
         let h: OpHistogram =

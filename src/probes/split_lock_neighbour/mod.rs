@@ -541,16 +541,9 @@ mod tests {
         }
         let mut machine = crate::machine::Machine::detect();
         machine.split_lock.effective = crate::machine::SplitLockMode::WarnSleep;
-        let clock = crate::measure::Clock::detect(machine.cpu.tsc_invariant);
         let mut options = ProbeOptions::new(Profile::Quick);
         options.duration = Some(std::time::Duration::from_millis(30));
-        let ctx = ProbeContext {
-            machine: &machine,
-            clock: &clock,
-            options: &options,
-            progress: &crate::measure::NoProgress,
-        };
-        let r = SplitLockNeighbourProbe.run(&ctx).unwrap();
+        let r = crate::probes::run_here(&SplitLockNeighbourProbe, &machine, &options).unwrap();
         assert_eq!(r.params["buffer_bytes"], TRAPPED_BUFFER_BYTES);
         assert_eq!(r.effects["aggressor_trapped"], true);
         assert!(r.effects["aggressor_alone_ns_per_lock"].as_f64().unwrap() > 0.0);
