@@ -414,8 +414,22 @@ impl ElfModule {
             } else {
                 NameSource::DynamicOnly
             };
-            // Sized symbols before unsized ones at the same address; the first name kept.
-            symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+            // At one address: sized symbols before unsized ones, then the public name before
+            // glibc's internal aliases (`__GI___lll_lock_wait`, `___pthread_mutex_lock`);
+            // the first is kept.
+            let alias_rank = |s: &Symbol| {
+                let n = s.name.as_str();
+                (
+                    n.starts_with("__GI_"),
+                    n.len() - n.trim_start_matches('_').len(),
+                )
+            };
+            symbols.sort_by(|a, b| {
+                a.addr
+                    .cmp(&b.addr)
+                    .then(b.size.cmp(&a.size))
+                    .then_with(|| alias_rank(a).cmp(&alias_rank(b)))
+            });
             symbols.dedup_by_key(|s| s.addr);
             (segments, symbols, names_from, cfi_functions(&file), lines_from)
         };
