@@ -83,7 +83,8 @@ pub struct MachineCosts {
     /// A split lock (`split_lock_latency_ns`, or `split_lock_trapped_ns` where the kernel
     /// traps them).
     pub split_lock_ns: Option<f64>,
-    /// Where they came from.
+    /// Where they came from (`from`: `saved_check` with its `file`, or `measured_now`).
+    #[serde(flatten)]
     pub source: CostSource,
 }
 
