@@ -76,7 +76,10 @@ fn saved_c2c(dir: &Path, ns: f64, cpu_name: Option<&str>) -> PathBuf {
 fn two_cpus() -> bool {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     if n < 2 {
-        missing_hardware("a second CPU", "two CPUs for a contended line and the c2c probe");
+        missing_hardware(
+            "a second CPU",
+            "two CPUs for a contended line and the c2c probe",
+        );
         return false;
     }
     true

@@ -76,13 +76,23 @@ fn a_stripped_program_gets_its_names_from_a_debug_file_by_build_id() {
     assert_eq!(full.names_from, NameSource::OwnSymbols);
     let Some(()) = binutils(
         dir.path(),
-        &["objcopy", "--only-keep-debug", "locked_counter", "full.debug"],
+        &[
+            "objcopy",
+            "--only-keep-debug",
+            "locked_counter",
+            "full.debug",
+        ],
     ) else {
         return;
     };
     binutils(dir.path(), &["strip", "--strip-all", "locked_counter"]).unwrap();
     let stripped = ElfModule::load_with(prog.to_str().unwrap(), &no_roots()).unwrap();
-    assert!(stripped.symbols.iter().all(|s| s.name != "contended_increment"));
+    assert!(
+        stripped
+            .symbols
+            .iter()
+            .all(|s| s.name != "contended_increment")
+    );
     // /usr/lib/debug's layout under a temporary root.
     let id = build_id(&prog);
     let root = dir.path().join("debug");
@@ -189,7 +199,10 @@ fn minidebuginfo_built_the_fedora_way_gives_the_names_of_a_stripped_program() {
         return;
     };
     let d = dir.path();
-    let Some(()) = binutils(d, &["objcopy", "--only-keep-debug", "locked_counter", "dbg"]) else {
+    let Some(()) = binutils(
+        d,
+        &["objcopy", "--only-keep-debug", "locked_counter", "dbg"],
+    ) else {
         return;
     };
     let script = "nm -D locked_counter --format=posix --defined-only | awk '{print $1}' | sort > dynsyms && \
@@ -242,11 +255,15 @@ fn debian_libc_internal_functions_are_bounded_by_cfi_and_named_by_libc6_dbg() {
         return;
     }
     let id = build_id(libc);
-    let debug = Path::new("/usr/lib/debug/.build-id").join(format!("{}/{}.debug", &id[..2], &id[2..]));
+    let debug =
+        Path::new("/usr/lib/debug/.build-id").join(format!("{}/{}.debug", &id[..2], &id[2..]));
     let m = ElfModule::load_with(libc.to_str().unwrap(), &no_roots()).unwrap();
     assert!(m.cfi_functions.len() > 1000, "{}", m.cfi_functions.len());
     if !debug.exists() {
-        missing_tool("libc6-dbg (glibc's debug file)", "apt-get install libc6-dbg");
+        missing_tool(
+            "libc6-dbg (glibc's debug file)",
+            "apt-get install libc6-dbg",
+        );
         return;
     }
     let named = ElfModule::load(libc.to_str().unwrap()).unwrap();
@@ -258,7 +275,10 @@ fn debian_libc_internal_functions_are_bounded_by_cfi_and_named_by_libc6_dbg() {
         .find(|s| s.name == "__lll_lock_wait")
         .expect("libc6-dbg names __lll_lock_wait");
     assert!(m.symbols.iter().all(|s| s.name != "__lll_lock_wait"));
-    assert_eq!(m.cfi_function(wait.addr + 1).map(|(s, _)| s), Some(wait.addr));
+    assert_eq!(
+        m.cfi_function(wait.addr + 1).map(|(s, _)| s),
+        Some(wait.addr)
+    );
 }
 
 fn diagnose(args: &[&str]) -> Value {

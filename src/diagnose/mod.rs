@@ -316,9 +316,10 @@ pub fn needs_pause_cost(hot: &HotSpots) -> bool {
 /// Which line costs the findings will quote: `(line transfer, split lock)`, from the locked
 /// hot sites and bus-lock counters (the caller then reads a saved check or measures them).
 pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> (bool, bool) {
-    let locked = hot.sites.iter().any(|s| {
-        s.kind == disasm::SiteKind::LockedRmw && s.share >= rules::NOTICE_SHARE
-    });
+    let locked = hot
+        .sites
+        .iter()
+        .any(|s| s.kind == disasm::SiteKind::LockedRmw && s.share >= rules::NOTICE_SHARE);
     let split = hot.sites.iter().any(|s| s.split_note.is_some());
     let hitm = counters::signal_total(counters, events::Signal::CrossCoreHitm).is_some();
     (locked || hitm, split)

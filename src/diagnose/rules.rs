@@ -139,7 +139,10 @@ pub struct Context<'a> {
 /// What a core-to-core line transfer costs here, as a finding says it; without a figure,
 /// where to get one (no other machine's figure stands in).
 fn line_transfer_text(ctx: &Context) -> String {
-    match ctx.costs.and_then(|c| Some((c.line_transfer_ns?, &c.source))) {
+    match ctx
+        .costs
+        .and_then(|c| Some((c.line_transfer_ns?, &c.source)))
+    {
         Some((ns, source)) => format!(
             "~{} per transfer between cores ({})",
             human_ns(ns),
@@ -834,7 +837,10 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
             Level::Notice,
             format!("{k:.2} loads per 1000 instructions served from another core's modified line"),
             format!("{n:.0} cross-core transfers"),
-            &format!("Each costs {} instead of an L1 hit.", line_transfer_text(ctx)),
+            &format!(
+                "Each costs {} instead of an L1 hit.",
+                line_transfer_text(ctx)
+            ),
             "Keep data written by one thread on lines no other thread reads in a hot path.",
         ));
     }

@@ -283,8 +283,7 @@ fn cfi_functions(file: &object::File) -> Vec<(u64, u64)> {
     // A malformed entry ends the walk: the FDEs before it are still good.
     while let Ok(Some(entry)) = entries.next() {
         if let gimli::CieOrFde::Fde(partial) = entry
-            && let Ok(fde) =
-                partial.parse(|section, bases, o| section.cie_from_offset(bases, o))
+            && let Ok(fde) = partial.parse(|section, bases, o| section.cie_from_offset(bases, o))
             && fde.len() > 0
         {
             out.push((fde.initial_address(), fde.len()));
@@ -431,7 +430,13 @@ impl ElfModule {
                     .then_with(|| alias_rank(a).cmp(&alias_rank(b)))
             });
             symbols.dedup_by_key(|s| s.addr);
-            (segments, symbols, names_from, cfi_functions(&file), lines_from)
+            (
+                segments,
+                symbols,
+                names_from,
+                cfi_functions(&file),
+                lines_from,
+            )
         };
         let lines = lines_from.and_then(|p| addr2line::Loader::new(p).ok());
         Some(ElfModule {
