@@ -651,11 +651,15 @@ impl Symbolizer {
                 let m = self.modules[&key].as_ref();
                 // No symbol: the function its CFI entry bounds, named `file@0xSTART`, so its
                 // samples add up per function and its code can be decoded from the start.
+                // A symbol of unknown size reaches only as far as the next function CFI
+                // bounds (`_init` and hand-written assembly often have size 0).
+                let by_cfi = m.and_then(|m| m.cfi_function(address));
                 let symbol = m
                     .and_then(|m| symbol_containing(&m.symbols, address))
+                    .filter(|s| s.size > 0 || by_cfi.is_none_or(|(start, _)| start <= s.addr))
                     .cloned()
                     .or_else(|| {
-                        let (start, len) = m?.cfi_function(address)?;
+                        let (start, len) = by_cfi?;
                         let file = module.rsplit('/').next().unwrap_or(&module);
                         Some(Symbol {
                             addr: start,
