@@ -1069,6 +1069,38 @@ mod tests {
     }
 
     #[test]
+    fn line_costs_are_quoted_from_the_check_given_and_never_typed_in() {
+        // Guards issue 20's bug: "~22 ns within a Zen 4 CCX" printed on an Intel machine.
+        let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 400), (11, 380)]);
+        s.split_note = Some("the 8-byte operand at 0x403c ... a split lock".into());
+        let hot = HotSpots {
+            sites: vec![s],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let costs = MachineCosts {
+            line_transfer_ns: Some(61.5),
+            aligned_lock_ns: Some(58.0),
+            split_lock_ns: Some(1234.0),
+            source: CostSource::SavedCheck {
+                file: "icx.json".into(),
+            },
+        };
+        let mut c = ctx(&hot, &m, &[]);
+        c.costs = Some(&costs);
+        let f = findings(&c);
+        assert!(f[0].explanation.contains("~1.2 us per split lock against ~58.0 ns aligned"));
+        assert!(f[1].explanation.contains("~61.5 ns per transfer between cores"));
+        assert!(f.iter().all(|f| f.explanation.contains("check in icx.json")));
+        // Without figures: where to get them, and no other machine's.
+        let f = findings(&ctx(&hot, &m, &[]));
+        for f in &f {
+            assert!(f.explanation.contains("--check FILE"), "{}", f.explanation);
+            assert!(!f.explanation.contains(" ns"), "{}", f.explanation);
+        }
+    }
+
+    #[test]
     fn a_possibly_split_register_relative_operand_is_evidence_not_a_split_lock_hazard() {
         // Guards the overclaim: an operand that crosses a line only if its base register is
         // line-aligned is noted on the locked finding, not reported as a split lock.
