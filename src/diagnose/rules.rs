@@ -1089,9 +1089,18 @@ mod tests {
         let mut c = ctx(&hot, &m, &[]);
         c.costs = Some(&costs);
         let f = findings(&c);
-        assert!(f[0].explanation.contains("~1.2 us per split lock against ~58.0 ns aligned"));
-        assert!(f[1].explanation.contains("~61.5 ns per transfer between cores"));
-        assert!(f.iter().all(|f| f.explanation.contains("check in icx.json")));
+        assert!(
+            f[0].explanation
+                .contains("~1.2 us per split lock against ~58.0 ns aligned")
+        );
+        assert!(
+            f[1].explanation
+                .contains("~61.5 ns per transfer between cores")
+        );
+        assert!(
+            f.iter()
+                .all(|f| f.explanation.contains("check in icx.json"))
+        );
         // Without figures: where to get them, and no other machine's.
         let f = findings(&ctx(&hot, &m, &[]));
         for f in &f {
