@@ -1,12 +1,12 @@
 //! Wiring one run: detect the machine, calibrate the clock, run the chosen probes, judge the
 //! hazards, and hand back the fingerprint. The binary calls this; so do integration tests.
 
-use crate::diagnose::rules::PauseCost;
+use crate::diagnose::rules::{CostSource, MachineCosts, PauseCost};
 use crate::error::InputError;
 use crate::hazards;
 use crate::machine::Machine;
 use crate::measure::{Clock, Progress, pin};
-use crate::probes::{self, Probe, ProbeContext, ProbeOptions};
+use crate::probes::{self, Probe, ProbeContext, ProbeOptions, Profile};
 use crate::schema::{Fingerprint, SCHEMA_VERSION, Tool};
 
 /// The machine and its clock, set up once per run.
@@ -137,6 +137,47 @@ pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
             .and_then(|p| p.reason.clone())
             .unwrap_or_else(|| "no result".to_string())),
     }
+}
+
+/// The line-transfer and lock costs a fingerprint holds (`c2c`, `split-lock`), for the
+/// findings of a diagnosis; `None` when it holds neither.
+pub fn line_costs_of(fp: &Fingerprint, source: CostSource) -> Option<MachineCosts> {
+    let value = |probe: &str, metric: &str| fp.metric(probe, metric).map(|m| m.value);
+    let costs = MachineCosts {
+        line_transfer_ns: value("c2c", "c2c_latency_ns"),
+        aligned_lock_ns: value("split-lock", "aligned_lock_latency_ns"),
+        split_lock_ns: value("split-lock", "split_lock_latency_ns")
+            .or_else(|| value("split-lock", "split_lock_trapped_ns")),
+        source,
+    };
+    (costs.line_transfer_ns.is_some() || costs.split_lock_ns.is_some()).then_some(costs)
+}
+
+/// Measures the line costs a diagnosis needs with the probes' quick profile: `c2c` for a line
+/// transfer, `split-lock` for a split lock.
+pub fn measure_line_costs(
+    host: &Host,
+    line_transfer: bool,
+    split_lock: bool,
+    progress: &dyn Progress,
+) -> Option<MachineCosts> {
+    let names = [("c2c", line_transfer), ("split-lock", split_lock)];
+    let selected: Vec<&dyn Probe> = names
+        .iter()
+        .filter(|(_, wanted)| *wanted)
+        .filter_map(|(name, _)| probes::by_name(name))
+        .collect();
+    if selected.is_empty() {
+        return None;
+    }
+    let fp = run(
+        host,
+        "diagnose",
+        &selected,
+        &ProbeOptions::new(Profile::Quick),
+        progress,
+    );
+    line_costs_of(&fp, CostSource::MeasuredNow)
 }
 
 /// Runs the battery `runs` times (at least once) and keeps every run in one fingerprint: see

@@ -53,6 +53,11 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "SAVED.json",
           conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "save"])]
     pub from: Option<PathBuf>,
+    /// A fingerprint saved by `cpudoctor check --save` on this machine: the line-transfer and
+    /// lock costs the findings quote come from it. Without it (or when it was measured on
+    /// another CPU) they are measured after the workload with the probes' quick profile.
+    #[arg(long, value_name = "CHECK.json", conflicts_with = "from")]
+    pub check: Option<PathBuf>,
     /// The command to run, after `--`. A JVM it starts gets JAVA_TOOL_OPTIONS with
     /// -XX:+DumpPerfMapAtExit (JIT code named at exit) and -XX:+PreserveFramePointer (stacks
     /// through Java frames); an attached JVM is asked with `jcmd PID Compiler.perfmap`. Node
@@ -125,6 +130,45 @@ fn from_saved(path: &Path, args: &DiagnoseArgs) -> Result<()> {
     Ok(())
 }
 
+/// The line costs the findings quote: from the saved check when it was taken on this CPU,
+/// else measured now (quick profile) when a finding will quote them.
+fn line_costs(
+    args: &DiagnoseArgs,
+    saved_check: Option<&(&PathBuf, cpudoctor::schema::Fingerprint)>,
+    hot: &hotspots::HotSpots,
+    rec: &diagnose::record::Recording,
+    host: &Host,
+) -> Option<diagnose::rules::MachineCosts> {
+    let (transfer, split) = diagnose::needs_line_costs(hot, &rec.counter_values);
+    if !(transfer || split) || STOP.load(Ordering::SeqCst) {
+        return None;
+    }
+    if let Some((path, fp)) = saved_check {
+        if fp.machine.cpu_line() == host.machine.cpu_line() {
+            let source = diagnose::rules::CostSource::SavedCheck {
+                file: path.display().to_string(),
+            };
+            if let Some(costs) = session::line_costs_of(fp, source)
+                && (!transfer || costs.line_transfer_ns.is_some())
+                && (!split || costs.split_lock_ns.is_some())
+            {
+                return Some(costs);
+            }
+            note(&format!(
+                "{} lacks the c2c or split-lock figures the findings need: measuring them now",
+                args.check.as_deref().unwrap_or(path).display()
+            ));
+        } else {
+            note(&format!(
+                "{} was measured on {}, not this CPU: measuring the costs here instead",
+                path.display(),
+                fp.machine.cpu_line()
+            ));
+        }
+    }
+    session::measure_line_costs(host, transfer, split, &BarProgress::new())
+}
+
 pub fn run(args: DiagnoseArgs) -> Result<()> {
     if let Some(path) = &args.from {
         return from_saved(path, &args);
@@ -141,6 +185,11 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     // Every output is checked before the workload starts: a recording is never lost to a
     // path found wrong at the end.
     check_outputs(&outputs(&args), &[], args.json.then_some("--json"))?;
+    // Read now: a bad file is one line before the workload starts, not after.
+    let saved_check = match &args.check {
+        Some(path) => Some((path, super::load_fingerprint(path)?)),
+        None => None,
+    };
     let to_stdout = stdout_is_an_output(&outputs(&args).map(|(_, p)| p));
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),
@@ -197,7 +246,8 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     } else {
         None
     };
-    let d = diagnose::build(rec, hot, machine, reason, counter_note, pause);
+    let costs = line_costs(&args, saved_check.as_ref(), &hot, &rec, &host);
+    let d = diagnose::build(rec, hot, machine, reason, counter_note, pause, costs);
     let json = serde_json::to_vec_pretty(&d)?;
     // The files first: after SIGHUP the terminal is gone and only they can keep the result.
     // A file that fails does not stop the others or the screen.

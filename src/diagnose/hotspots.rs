@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 /// A function and its samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HotFunction {
-    /// Symbol name, or `module+0xaddr` when there is none.
+    /// Symbol name; `file@0xSTART` for a function of a stripped file known by its CFI
+    /// bounds; `module+0xaddr` when there is neither.
     pub symbol: String,
     /// File or region.
     pub module: String,
@@ -257,8 +258,9 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     let mut thread_samples: BTreeMap<u32, u64> = BTreeMap::new();
     for (loc, tids) in &rec.samples {
         let named = symz.name(loc);
-        // Unnamed code in an ELF image: per address (a stripped function has no bounds to
-        // go by). Unnamed code elsewhere (JIT code without a perf map): per mapping, so that
+        // Code in an ELF image with no name: the symbolizer names the function its CFI
+        // entry bounds (`file@0xSTART`), so it groups like a symbol; what even CFI does not
+        // cover, per address. Unnamed code elsewhere (JIT code without a perf map): per mapping, so that
         // one region's samples add up instead of scattering over its addresses.
         let group = match (&named.symbol, named.mapping) {
             (Some(s), _) => s.addr,

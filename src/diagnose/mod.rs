@@ -42,7 +42,7 @@ use counters::CounterValue;
 use hotspots::{HotFunction, HotSite, HotSpots, KindShare, ThreadReport};
 use memory::ProcessMemory;
 use record::{ProcessTotals, Recording};
-use rules::{Finding, PauseCost};
+use rules::{Finding, MachineCosts, PauseCost};
 use sampler::SamplingMode;
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +123,10 @@ pub struct MachineReport {
     pub split_lock: String,
     /// PAUSE measured during this diagnosis (only when a PAUSE spin was found).
     pub pause: Option<PauseCost>,
+    /// Line-transfer and lock costs the findings quote (only when a locked hot site was
+    /// found): from a saved check given with `--check`, or measured after the workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<MachineCosts>,
 }
 
 /// Hardware counters.
@@ -309,6 +313,18 @@ pub fn needs_pause_cost(hot: &HotSpots) -> bool {
             .any(|s| s.kind == disasm::SiteKind::PauseSpin && s.share >= rules::NOTICE_SHARE)
 }
 
+/// Which line costs the findings will quote: `(line transfer, split lock)`, from the locked
+/// hot sites and bus-lock counters (the caller then reads a saved check or measures them).
+pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> (bool, bool) {
+    let locked = hot
+        .sites
+        .iter()
+        .any(|s| s.kind == disasm::SiteKind::LockedRmw && s.share >= rules::NOTICE_SHARE);
+    let split = hot.sites.iter().any(|s| s.split_note.is_some());
+    let hitm = counters::signal_total(counters, events::Signal::CrossCoreHitm).is_some();
+    (locked || hitm, split)
+}
+
 /// Assembles the diagnosis: evidence, findings, facts.
 pub fn build(
     rec: Recording,
@@ -317,6 +333,7 @@ pub fn build(
     mode_reason: String,
     counter_note: String,
     pause: Option<PauseCost>,
+    costs: Option<MachineCosts>,
 ) -> Diagnosis {
     let findings = rules::findings(&rules::Context {
         hot: &hot,
@@ -326,6 +343,7 @@ pub fn build(
         counters: &rec.counter_values,
         frequency_hz: rec.frequency_hz,
         jvms: &rec.jvms,
+        costs: costs.as_ref(),
     });
     let mut notes = rec.notes.clone();
     notes.extend(hot.notes.iter().cloned());
@@ -370,6 +388,7 @@ pub fn build(
                 machine.split_lock.effective, machine.split_lock.summary
             ),
             pause,
+            costs,
         },
         findings,
         hot_sites: hot.sites,

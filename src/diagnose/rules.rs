@@ -3,10 +3,11 @@
 //! machine's own figures, and what to do.
 //!
 //! Share thresholds are cpudoctor's: at 5% of samples a site is where a profile reader looks
-//! (notice); at 25% a quarter of the workload's CPU time goes there (hazard). Reference costs
-//! come from the design notes: core-to-core line transfers on Zen 4 (~22 ns within a CCX,
-//! ~100 ns across CCDs), split locks (~1.1 us on a Zen 4 VM against ~100 ns aligned), second-
-//! level TLBs of 1536 (Skylake) to 3072 (Zen 4) entries.
+//! (notice); at 25% a quarter of the workload's CPU time goes there (hazard). The costs a
+//! finding quotes are this machine's ([`MachineCosts`]: a saved `check` the user gave, else
+//! the probe's quick measurement taken after the workload), never another CPU's: a line
+//! transfer costs ~22 ns inside a Zen 4 CCX and several times that on other parts, so a
+//! figure typed in here would be wrong on most machines that read it.
 
 use super::counters::{self, CounterValue};
 use super::disasm::SiteKind;
@@ -46,6 +47,45 @@ pub struct PauseCost {
     pub ns: f64,
     /// Core cycles per PAUSE, when the core clock was estimated.
     pub cycles: Option<f64>,
+}
+
+/// Where the figures of [`MachineCosts`] came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "from")]
+pub enum CostSource {
+    /// A fingerprint saved by `cpudoctor check` on this machine, given with `--check`.
+    SavedCheck {
+        /// The file, as given.
+        file: String,
+    },
+    /// The probes' quick profile, run after the workload.
+    MeasuredNow,
+}
+
+impl CostSource {
+    /// How a finding says where its figure came from.
+    fn phrase(&self) -> String {
+        match self {
+            CostSource::SavedCheck { file } => format!("this machine's check in {file}"),
+            CostSource::MeasuredNow => "measured on this machine after the workload".into(),
+        }
+    }
+}
+
+/// Costs of moving and locking cache lines on this machine, for the findings that quote
+/// them: from the `c2c` and `split-lock` probes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineCosts {
+    /// One-way core-to-core handoff of a line by `lock cmpxchg` (c2c's `c2c_latency_ns`).
+    pub line_transfer_ns: Option<f64>,
+    /// An aligned locked handoff (split-lock's `aligned_lock_latency_ns`).
+    pub aligned_lock_ns: Option<f64>,
+    /// A split lock (`split_lock_latency_ns`, or `split_lock_trapped_ns` where the kernel
+    /// traps them).
+    pub split_lock_ns: Option<f64>,
+    /// Where they came from (`from`: `saved_check` with its `file`, or `measured_now`).
+    #[serde(flatten)]
+    pub source: CostSource,
 }
 
 /// One finding.
@@ -92,6 +132,26 @@ pub struct Context<'a> {
     pub frequency_hz: u64,
     /// HotSpot JVMs followed (process id -> home and version).
     pub jvms: &'a BTreeMap<u32, Jvm>,
+    /// Line-transfer and lock costs of this machine, when measured or given.
+    pub costs: Option<&'a MachineCosts>,
+}
+
+/// What a core-to-core line transfer costs here, as a finding says it; without a figure,
+/// where to get one (no other machine's figure stands in).
+fn line_transfer_text(ctx: &Context) -> String {
+    match ctx
+        .costs
+        .and_then(|c| Some((c.line_transfer_ns?, &c.source)))
+    {
+        Some((ns, source)) => format!(
+            "~{} per transfer between cores ({})",
+            human_ns(ns),
+            source.phrase()
+        ),
+        None => "a core-to-core transfer, whose cost on this machine `cpudoctor check` \
+                 measures (c2c_latency_ns; give a saved one with --check FILE)"
+            .into(),
+    }
 }
 
 fn level_for_share(share: f64) -> Option<Level> {
@@ -535,9 +595,9 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
         ));
     }
     f.explanation = format!(
-        "A locked instruction waits until it owns the cache line. Uncontended that is ~20 \
-         cycles in L1; when another core wrote the line last, the line must move first: ~22 ns \
-         within a Zen 4 CCX, ~100 ns across CCDs, ~200 ns across sockets. {}",
+        "A locked instruction waits until it owns the cache line. When another core wrote \
+         the line last, the line must move first: {}. {}",
+        line_transfer_text(ctx),
         if contended {
             "Here several threads hit the same line, so most executions pay a transfer, and \
              neighbouring fields on that line pay it too (false sharing, the Netflix case)."
@@ -576,15 +636,35 @@ fn split_lock(site: &HotSite, note: &str, ctx: &Context) -> Finding {
     }
     f.explanation = format!(
         "A locked operation on a value that straddles two cache lines cannot lock one line: \
-         the CPU takes a bus lock, which stalls memory access on every core: ~1.1 us on a Zen \
-         4 VM against ~100 ns aligned, and up to 10x slower L2/L3/DRAM for the other cores. \
-         This kernel: {}",
+         the CPU takes a bus lock, which stalls memory access on every core: {}. This \
+         kernel: {}",
+        split_lock_text(ctx),
         ctx.machine.split_lock.summary
     );
     f.advice = "Align every atomic to its size (alignas, no #pragma pack or packed structs \
                 around atomics, no pointer arithmetic that misaligns them)."
         .into();
     f
+}
+
+/// What a split lock costs here against an aligned one, or where to measure it.
+fn split_lock_text(ctx: &Context) -> String {
+    match ctx
+        .costs
+        .and_then(|c| Some((c.split_lock_ns?, c.aligned_lock_ns, &c.source)))
+    {
+        Some((split, aligned, source)) => format!(
+            "~{} per split lock{} ({})",
+            human_ns(split),
+            aligned
+                .map(|a| format!(" against ~{} aligned", human_ns(a)))
+                .unwrap_or_default(),
+            source.phrase()
+        ),
+        None => "what that costs on this machine, `cpudoctor check` measures (its split-lock \
+                 probe; give a saved check with --check FILE)"
+            .into(),
+    }
 }
 
 fn small_pages(ctx: &Context) -> Option<Finding> {
@@ -757,7 +837,10 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
             Level::Notice,
             format!("{k:.2} loads per 1000 instructions served from another core's modified line"),
             format!("{n:.0} cross-core transfers"),
-            "Each costs a core-to-core transfer (~22-100 ns on Zen 4) instead of an L1 hit.",
+            &format!(
+                "Each costs {} instead of an L1 hit.",
+                line_transfer_text(ctx)
+            ),
             "Keep data written by one thread on lines no other thread reads in a hot path.",
         ));
     }
@@ -874,6 +957,7 @@ mod tests {
             counters: &[],
             frequency_hz: 1000,
             jvms: &NO_JVMS,
+            costs: None,
         }
     }
 
@@ -982,6 +1066,47 @@ mod tests {
         assert_eq!(ids, ["split_lock", "locked_rmw"]);
         assert!(f[1].title.starts_with("contended"));
         assert!(f[0].evidence.iter().any(|e| e.contains("0x403c")));
+    }
+
+    #[test]
+    fn line_costs_are_quoted_from_the_check_given_and_never_typed_in() {
+        // Guards issue 20's bug: "~22 ns within a Zen 4 CCX" printed on an Intel machine.
+        let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 400), (11, 380)]);
+        s.split_note = Some("the 8-byte operand at 0x403c ... a split lock".into());
+        let hot = HotSpots {
+            sites: vec![s],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let costs = MachineCosts {
+            line_transfer_ns: Some(61.5),
+            aligned_lock_ns: Some(58.0),
+            split_lock_ns: Some(1234.0),
+            source: CostSource::SavedCheck {
+                file: "icx.json".into(),
+            },
+        };
+        let mut c = ctx(&hot, &m, &[]);
+        c.costs = Some(&costs);
+        let f = findings(&c);
+        assert!(
+            f[0].explanation
+                .contains("~1.2 us per split lock against ~58.0 ns aligned")
+        );
+        assert!(
+            f[1].explanation
+                .contains("~61.5 ns per transfer between cores")
+        );
+        assert!(
+            f.iter()
+                .all(|f| f.explanation.contains("check in icx.json"))
+        );
+        // Without figures: where to get them, and no other machine's.
+        let f = findings(&ctx(&hot, &m, &[]));
+        for f in &f {
+            assert!(f.explanation.contains("--check FILE"), "{}", f.explanation);
+            assert!(!f.explanation.contains(" ns"), "{}", f.explanation);
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! in `/tmp/perf-PID.map` for code in anonymous memory (HotSpot with perf-map-agent or
 //! `-XX:+DumpPerfMapAtExit`, .NET with `DOTNET_PerfMapEnabled=1`, V8 with `--perf-basic-prof`).
 
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
@@ -199,24 +199,190 @@ pub fn parse_perf_map(text: &str) -> Vec<Symbol> {
     v
 }
 
-/// An ELF file's code: load segments, symbols, and DWARF lines when present.
+/// Where a file's function names came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameSource {
+    /// Its own symbol table.
+    OwnSymbols,
+    /// A separate debug file (by build-id or `.gnu_debuglink`), at this path.
+    DebugFile(String),
+    /// Its MiniDebugInfo (`.gnu_debugdata`: an xz-compressed ELF with a symbol table).
+    MiniDebugInfo,
+    /// Only its dynamic symbols (exported functions) and, elsewhere, CFI bounds.
+    DynamicOnly,
+}
+
+/// Where separate debug files are looked for: `/usr/lib/debug` unless a test gives its own.
+#[derive(Debug, Clone)]
+pub struct DebugDirs {
+    /// Global debug directories (`.build-id/xx/rest.debug` and `<dir>/<debuglink>` under each).
+    pub roots: Vec<std::path::PathBuf>,
+}
+
+impl Default for DebugDirs {
+    fn default() -> Self {
+        DebugDirs {
+            roots: vec!["/usr/lib/debug".into()],
+        }
+    }
+}
+
+/// An ELF file's code: load segments, symbols (its own, a separate debug file's or its
+/// MiniDebugInfo's), CFI function bounds, and DWARF lines when present.
 pub struct ElfModule {
     data: Vec<u8>,
     segments: Vec<(u64, u64, u64)>, // (file offset, file size, virtual address)
     /// Function symbols, sorted by address.
     pub symbols: Vec<Symbol>,
+    /// Where the names came from.
+    pub names_from: NameSource,
+    /// Function bounds `(start, length)` from `.eh_frame` FDEs, sorted by start: code with no
+    /// symbol is still grouped and disassembled per function.
+    pub cfi_functions: Vec<(u64, u64)>,
     lines: Option<addr2line::Loader>,
 }
 
+/// Function symbols of an object file (symbol table and dynamic symbols), demangled.
+fn function_symbols(file: &object::File) -> Vec<Symbol> {
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            Some(Symbol {
+                addr: s.address(),
+                size: s.size(),
+                name: addr2line::demangle_auto(name.into(), None).into_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The `(start, length)` of every function an `.eh_frame` FDE covers, sorted.
+fn cfi_functions(file: &object::File) -> Vec<(u64, u64)> {
+    use addr2line::gimli::{self, UnwindSection};
+    let Some(section) = file.section_by_name(".eh_frame") else {
+        return Vec::new();
+    };
+    let Ok(data) = section.data() else {
+        return Vec::new();
+    };
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let mut eh = gimli::EhFrame::new(data, endian);
+    eh.set_address_size(if file.is_64() { 8 } else { 4 });
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address());
+    if let Some(text) = file.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    let mut out = Vec::new();
+    let mut entries = eh.entries(&bases);
+    // A malformed entry ends the walk: the FDEs before it are still good.
+    while let Ok(Some(entry)) = entries.next() {
+        if let gimli::CieOrFde::Fde(partial) = entry
+            && let Ok(fde) = partial.parse(|section, bases, o| section.cie_from_offset(bases, o))
+            && fde.len() > 0
+        {
+            out.push((fde.initial_address(), fde.len()));
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The build-id of an object file, as lowercase hex.
+fn build_id_hex(file: &object::File) -> Option<String> {
+    let id = file.build_id().ok()??;
+    (!id.is_empty()).then(|| id.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The separate debug file of `path` (whose object is `file`): by build-id under each debug
+/// root, else by `.gnu_debuglink` (beside it, in `.debug/` beside it, under each root at its
+/// directory) with the link's CRC checked, as GDB looks them up. A build-id candidate must
+/// carry the same build-id.
+fn find_debug_file(file: &object::File, path: &str, dirs: &DebugDirs) -> Option<(String, Vec<u8>)> {
+    if let Some(id) = build_id_hex(file)
+        && id.len() > 2
+    {
+        for root in &dirs.roots {
+            let p = root.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]));
+            if let Ok(data) = std::fs::read(&p)
+                && object::File::parse(&*data)
+                    .ok()
+                    .is_some_and(|d| build_id_hex(&d).as_deref() == Some(&id))
+            {
+                return Some((p.to_string_lossy().into_owned(), data));
+            }
+        }
+    }
+    let (name, crc) = file.gnu_debuglink().ok()??;
+    let name = std::str::from_utf8(name).ok()?;
+    let own = std::path::Path::new(path);
+    let dir = own.parent()?;
+    let mut candidates = vec![dir.join(name), dir.join(".debug").join(name)];
+    for root in &dirs.roots {
+        let rel = dir.strip_prefix("/").unwrap_or(dir);
+        candidates.push(root.join(rel).join(name));
+    }
+    candidates.into_iter().find_map(|p| {
+        // The link may name the file itself (a debug file beside an unstripped copy).
+        if p == own {
+            return None;
+        }
+        let data = std::fs::read(&p).ok()?;
+        (crc32fast::hash(&data) == crc).then(|| (p.to_string_lossy().into_owned(), data))
+    })
+}
+
+/// The symbols of a MiniDebugInfo section: an xz stream holding an ELF with a `.symtab`.
+fn mini_debug_info_symbols(file: &object::File) -> Option<Vec<Symbol>> {
+    let packed = file.section_by_name(".gnu_debugdata")?.data().ok()?;
+    let mut elf = Vec::new();
+    lzma_rs::xz_decompress(&mut std::io::BufReader::new(packed), &mut elf).ok()?;
+    let inner = object::File::parse(&*elf).ok()?;
+    Some(function_symbols(&inner))
+}
+
 impl ElfModule {
-    /// Loads `path`; `None` when it is not a readable object file.
+    /// Loads `path`, with separate debug files from `/usr/lib/debug`; `None` when it is not a
+    /// readable object file.
     pub fn load(path: &str) -> Option<ElfModule> {
-        ElfModule::parse(std::fs::read(path).ok()?, Some(path))
+        ElfModule::load_with(path, &DebugDirs::default())
+    }
+
+    /// Loads `path`, looking for its separate debug file in `dirs`.
+    pub fn load_with(path: &str, dirs: &DebugDirs) -> Option<ElfModule> {
+        let data = std::fs::read(path).ok()?;
+        let debug = {
+            let file = object::File::parse(&*data).ok()?;
+            // A file with its own full symbol table and DWARF needs nothing else.
+            let complete = file.section_by_name(".symtab").is_some()
+                && file.section_by_name(".debug_line").is_some();
+            if complete {
+                None
+            } else {
+                find_debug_file(&file, path, dirs)
+            }
+        };
+        ElfModule::parse_with(data, Some(path), debug)
     }
 
     /// Parses an ELF image; DWARF lines are read from `path` when given and present.
     pub fn parse(data: Vec<u8>, path: Option<&str>) -> Option<ElfModule> {
-        let (segments, symbols, has_dwarf) = {
+        ElfModule::parse_with(data, path, None)
+    }
+
+    /// Parses an ELF image with its separate debug file `(path, bytes)` when one was found:
+    /// names and lines come from the debug file then.
+    fn parse_with(
+        data: Vec<u8>,
+        path: Option<&str>,
+        debug: Option<(String, Vec<u8>)>,
+    ) -> Option<ElfModule> {
+        let (segments, symbols, names_from, cfi, lines_from) = {
             let file = object::File::parse(&*data).ok()?;
             let segments = file
                 .segments()
@@ -225,34 +391,69 @@ impl ElfModule {
                     (off, size, s.address())
                 })
                 .collect();
-            let mut symbols: Vec<Symbol> = file
-                .symbols()
-                .chain(file.dynamic_symbols())
-                .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
-                .filter_map(|s| {
-                    let name = s.name().ok()?;
-                    Some(Symbol {
-                        addr: s.address(),
-                        size: s.size(),
-                        name: addr2line::demangle_auto(name.into(), None).into_owned(),
-                    })
-                })
-                .collect();
-            symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
+            let mut symbols = function_symbols(&file);
+            let own_symtab = file.symbols().any(|s| s.kind() == SymbolKind::Text);
+            let debug_file = debug
+                .as_ref()
+                .and_then(|(p, d)| Some((p, object::File::parse(&**d).ok()?)));
+            let mut lines_from = path
+                .filter(|_| file.section_by_name(".debug_line").is_some())
+                .map(str::to_string);
+            let names_from = if let Some((p, d)) = &debug_file {
+                symbols.extend(function_symbols(d));
+                if d.section_by_name(".debug_line").is_some() {
+                    lines_from = Some(p.to_string());
+                }
+                NameSource::DebugFile(p.to_string())
+            } else if own_symtab {
+                NameSource::OwnSymbols
+            } else if let Some(mini) = mini_debug_info_symbols(&file) {
+                symbols.extend(mini);
+                NameSource::MiniDebugInfo
+            } else {
+                NameSource::DynamicOnly
+            };
+            // At one address: sized symbols before unsized ones, then the public name before
+            // glibc's internal aliases (`__GI___lll_lock_wait`, `___pthread_mutex_lock`);
+            // the first is kept.
+            let alias_rank = |s: &Symbol| {
+                let n = s.name.as_str();
+                (
+                    n.starts_with("__GI_"),
+                    n.len() - n.trim_start_matches('_').len(),
+                )
+            };
+            symbols.sort_by(|a, b| {
+                a.addr
+                    .cmp(&b.addr)
+                    .then(b.size.cmp(&a.size))
+                    .then_with(|| alias_rank(a).cmp(&alias_rank(b)))
+            });
             symbols.dedup_by_key(|s| s.addr);
-            let has_dwarf = file.section_by_name(".debug_line").is_some();
-            (segments, symbols, has_dwarf)
+            (
+                segments,
+                symbols,
+                names_from,
+                cfi_functions(&file),
+                lines_from,
+            )
         };
-        let lines = match path {
-            Some(p) if has_dwarf => addr2line::Loader::new(p).ok(),
-            _ => None,
-        };
+        let lines = lines_from.and_then(|p| addr2line::Loader::new(p).ok());
         Some(ElfModule {
             data,
             segments,
             symbols,
+            names_from,
+            cfi_functions: cfi,
             lines,
         })
+    }
+
+    /// The function an FDE says contains `vaddr`: `(start, length)`.
+    pub fn cfi_function(&self, vaddr: u64) -> Option<(u64, u64)> {
+        let i = self.cfi_functions.partition_point(|(s, _)| *s <= vaddr);
+        let (start, len) = *self.cfi_functions.get(i.checked_sub(1)?)?;
+        (vaddr - start < len).then_some((start, len))
     }
 
     /// The virtual address at which the byte at `file_offset` is loaded.
@@ -324,6 +525,8 @@ pub struct Symbolizer {
     jit_code: HashMap<u32, Vec<(u64, Vec<u8>)>>,
     /// Where code bytes of anonymous memory can still be read (live processes only).
     pub live_pids: Vec<u32>,
+    /// Where separate debug files are looked for.
+    pub debug_dirs: DebugDirs,
 }
 
 impl Symbolizer {
@@ -355,7 +558,7 @@ impl Symbolizer {
                     let loaded = self
                         .modules
                         .entry(key)
-                        .or_insert_with(|| ElfModule::load(&p));
+                        .or_insert_with(|| ElfModule::load_with(&p, &self.debug_dirs));
                     loaded.is_some().then_some(key)
                 })
         };
@@ -444,15 +647,33 @@ impl Symbolizer {
             Location::Unknown { .. } => "[unknown]".into(),
         };
         match self.numbering(loc) {
-            Numbering::Elf(key, address) => Named {
-                module,
-                address,
-                symbol: self.modules[&key]
-                    .as_ref()
+            Numbering::Elf(key, address) => {
+                let m = self.modules[&key].as_ref();
+                // No symbol: the function its CFI entry bounds, named `file@0xSTART`, so its
+                // samples add up per function and its code can be decoded from the start.
+                // A symbol of unknown size reaches only as far as the next function CFI
+                // bounds (`_init` and hand-written assembly often have size 0).
+                let by_cfi = m.and_then(|m| m.cfi_function(address));
+                let symbol = m
                     .and_then(|m| symbol_containing(&m.symbols, address))
-                    .cloned(),
-                mapping: None,
-            },
+                    .filter(|s| s.size > 0 || by_cfi.is_none_or(|(start, _)| start <= s.addr))
+                    .cloned()
+                    .or_else(|| {
+                        let (start, len) = by_cfi?;
+                        let file = module.rsplit('/').next().unwrap_or(&module);
+                        Some(Symbol {
+                            addr: start,
+                            size: len,
+                            name: format!("{file}@{start:#x}"),
+                        })
+                    });
+                Named {
+                    module,
+                    address,
+                    symbol,
+                    mapping: None,
+                }
+            }
             Numbering::Absolute { pid, addr, mapping } => Named {
                 module,
                 address: addr,

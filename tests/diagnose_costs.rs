@@ -1,0 +1,139 @@
+//! The costs a diagnose finding quotes are this machine's: from a saved check given with
+//! `--check`, else measured after the workload by the probe's quick profile; never another
+//! CPU's figure typed into the text (the "~22 ns within a Zen 4 CCX" printed on Intel).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::*;
+
+fn locked_counter(dir: &Path) -> Option<PathBuf> {
+    let cc = c_compiler()?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/locked_counter.c");
+    let out = dir.join("locked_counter");
+    let ok = std::process::Command::new(&cc)
+        .args(["-O2", "-g", "-pthread", "-fno-omit-frame-pointer", "-o"])
+        .arg(&out)
+        .arg(src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    Some(out)
+}
+
+fn diagnose(args: &[&str]) -> Value {
+    let out = cpudoctor()
+        .args(["diagnose", "--json"])
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).unwrap()
+}
+
+fn locked_rmw(d: &Value) -> &Value {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "locked_rmw")
+        .unwrap_or_else(|| panic!("no locked_rmw finding: {:#}", d["findings"]))
+}
+
+/// A c2c fingerprint of this machine, saved as `check --save` would, with its headline
+/// line-transfer figure set to `ns` (a figure this machine would not measure, to find it in
+/// the text) and, when given, its CPU renamed.
+fn saved_c2c(dir: &Path, ns: f64, cpu_name: Option<&str>) -> PathBuf {
+    let path = dir.join("check.json");
+    cpudoctor()
+        .args(["probe", "c2c", "--quick", "--save"])
+        .arg(&path)
+        .assert()
+        .success();
+    let mut fp: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let c2c = fp["probes"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["name"] == "c2c")
+        .unwrap();
+    let m = c2c["metrics"]
+        .as_array_mut()
+        .and_then(|ms| ms.iter_mut().find(|m| m["name"] == "c2c_latency_ns"))
+        .expect("c2c_latency_ns measured (two CPUs)");
+    m["value"] = ns.into();
+    if let Some(name) = cpu_name {
+        fp["machine"]["cpu"]["model_name"] = name.into();
+    }
+    std::fs::write(&path, serde_json::to_vec(&fp).unwrap()).unwrap();
+    path
+}
+
+fn two_cpus() -> bool {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 {
+        missing_hardware(
+            "a second CPU",
+            "two CPUs for a contended line and the c2c probe",
+        );
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_contended_atomic_quotes_the_line_transfer_of_the_saved_check_given() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(prog) = locked_counter(dir.path()) else {
+        return;
+    };
+    let check = saved_c2c(dir.path(), 777.7, None);
+    let d = diagnose(&[
+        "--check",
+        check.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "1",
+    ]);
+    let f = locked_rmw(&d);
+    let text = f["explanation"].as_str().unwrap();
+    assert!(text.contains("~777.7 ns per transfer"), "{text}");
+    assert!(text.contains("check.json"), "{text}");
+    assert!(!text.contains("Zen"), "{text}");
+    assert_eq!(d["machine"]["costs"]["from"], "saved_check");
+    assert_eq!(d["machine"]["costs"]["line_transfer_ns"], 777.7);
+}
+
+#[test]
+fn without_a_saved_check_the_cost_is_measured_here_and_another_cpus_check_is_not_used() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(prog) = locked_counter(dir.path()) else {
+        return;
+    };
+    // A check from another CPU: its figure must not be quoted.
+    let check = saved_c2c(dir.path(), 777.7, Some("Some Other CPU"));
+    let d = diagnose(&[
+        "--check",
+        check.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        "1",
+    ]);
+    let costs = &d["machine"]["costs"];
+    assert_eq!(costs["from"], "measured_now", "{costs:#}");
+    let ns = costs["line_transfer_ns"].as_f64().unwrap();
+    assert!(ns > 0.0 && ns != 777.7, "{ns}");
+    let text = locked_rmw(&d)["explanation"].as_str().unwrap();
+    assert!(text.contains("measured on this machine"), "{text}");
+    assert!(!text.contains("777.7") && !text.contains("Zen"), "{text}");
+}
