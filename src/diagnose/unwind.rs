@@ -156,14 +156,24 @@ impl FileCfi {
         self.eh_frame.is_some() || self.debug_frame.is_some()
     }
 
-    /// The virtual address the byte at `file_offset` is loaded at.
+    /// The virtual address the byte at `file_offset` (a mapping's page-aligned offset) is
+    /// loaded at. A segment's mapping starts at its offset rounded down to a page, which can
+    /// lie inside the previous segment (lld's layout: text at file 0x18f70, vaddr 0x19f70,
+    /// mapped from 0x18000), so the last segment whose page-rounded range holds the offset is
+    /// the one mapped there.
     fn vaddr_of(&self, file_offset: u64) -> Option<u64> {
         self.segments
             .iter()
-            .find(|(off, size, _)| file_offset >= *off && file_offset < off + size)
-            .map(|(off, _, vaddr)| vaddr + (file_offset - off))
+            .filter(|(off, size, _)| {
+                file_offset >= off & !(PAGE_BYTES - 1) && file_offset < off + size
+            })
+            .max_by_key(|(off, _, _)| *off)
+            .map(|(off, _, vaddr)| (vaddr + file_offset).wrapping_sub(*off))
     }
 }
+
+/// Page size mappings are aligned to (x86-64).
+const PAGE_BYTES: u64 = 4096;
 
 /// One process's modules.
 #[derive(Default)]
