@@ -450,5 +450,17 @@ mod tests {
             .filter(|r| matches!(r, Record::Sample { tid: t, .. } if *t as i32 == tid))
             .count();
         assert!(mine >= 20, "only {mine} samples in 200 ms of CPU at 1 kHz");
+        // Each carries this thread's registers and a stack copy that starts at its SP.
+        let with_stack = out
+            .iter()
+            .filter(|r| {
+                matches!(r, Record::Sample { tid: t, user: Some(u), .. }
+                    if *t as i32 == tid && !u.bytes.is_empty() && u.regs.sp != 0)
+            })
+            .count();
+        assert!(
+            with_stack * 10 >= mine * 9,
+            "{with_stack} of {mine} with a stack copy"
+        );
     }
 }

@@ -336,3 +336,81 @@ impl StackUnwinder {
         self.processes.insert(pid, p);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::perf_records::UserRegs;
+
+    fn segments_only(segments: Vec<(u64, u64, u64)>) -> FileCfi {
+        FileCfi {
+            text_svma: None,
+            text: None,
+            eh_frame_svma: None,
+            eh_frame: None,
+            eh_frame_hdr_svma: None,
+            eh_frame_hdr: None,
+            debug_frame: None,
+            got_svma: None,
+            segments,
+        }
+    }
+
+    #[test]
+    fn a_text_segment_mapped_from_inside_the_previous_one_gets_its_own_address() {
+        // The segments of a rustc/lld release binary (readelf -l): read-only data at file 0,
+        // text at file 0x18f70, vaddr 0x19f70; the text mapping's offset is 0x18000.
+        let f = segments_only(vec![(0, 0x18f6c, 0), (0x18f70, 0x431d0, 0x19f70)]);
+        assert_eq!(f.vaddr_of(0x18000), Some(0x19000));
+        assert_eq!(f.vaddr_of(0), Some(0));
+        assert_eq!(f.vaddr_of(0x100000), None);
+    }
+
+    #[test]
+    fn the_kernel_chain_is_kept_where_the_stack_walk_finds_less() {
+        let mut u = StackUnwinder::default();
+        // No stack copy: the kernel's chain, or the leaf alone.
+        let k = u.unwind(1, &[], 0x1000, None, vec![0x2000, 0x3000], 127);
+        assert_eq!(k.method, UnwindMethod::KernelCallchain);
+        assert_eq!(k.callers, vec![0x2000, 0x3000]);
+        assert_eq!(
+            u.unwind(1, &[], 0x1000, None, vec![], 127).method,
+            UnwindMethod::LeafOnly
+        );
+        // A stack copy with no module and a frame pointer into nothing: the walk stops at
+        // once, the kernel's longer chain wins.
+        let user = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x9000,
+            },
+            bytes: vec![0; 64],
+        };
+        let k = u.unwind(1, &[], 0x1000, Some(&user), vec![0x2000], 127);
+        assert_eq!(k.method, UnwindMethod::KernelCallchain);
+        // A frame-pointer frame in the copy: bp -> (saved bp 0, return 0x4321), no CFI.
+        let mut bytes = vec![0u8; 64];
+        bytes[16..24].copy_from_slice(&0u64.to_ne_bytes());
+        bytes[24..32].copy_from_slice(&0x4321u64.to_ne_bytes());
+        let user = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x7010,
+            },
+            bytes,
+        };
+        let w = u.unwind(1, &[], 0x1000, Some(&user), vec![], 127);
+        assert_eq!(w.method, UnwindMethod::FramePointers);
+        assert_eq!(w.callers.first(), Some(&0x4321));
+        let r = u.report();
+        assert_eq!(r.samples, 4);
+        assert_eq!(r.samples_by_method[&UnwindMethod::KernelCallchain], 2);
+        assert!(
+            r.line().starts_with("unwound by kernel callchain 50%"),
+            "{}",
+            r.line()
+        );
+    }
+}
