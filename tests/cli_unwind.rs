@@ -165,3 +165,44 @@ fn rust_release_mutex_shows_the_users_loop_down_to_the_lock() {
         "{full} of {n} stacks reach the thread's start"
     );
 }
+
+#[test]
+fn a_stripped_distribution_binary_gets_stacks_to_its_start() {
+    // Debian's gzip: stripped, no frame pointers; its .eh_frame is all there is to walk by.
+    let Some(gzip) = ["/usr/bin/gzip", "/bin/gzip"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+    else {
+        missing_tool("gzip", "apt-get install gzip");
+        return;
+    };
+    let script = format!(
+        "head -c 1500000000 /dev/zero | {} -1 >/dev/null",
+        gzip.display()
+    );
+    let (d, lines) = diagnose_folded(Path::new("/bin/sh"), &["-c", &script]);
+    let in_gzip = |f: &String| f.starts_with("gzip+0x");
+    let all: u64 = lines
+        .iter()
+        .filter(|(f, _)| f.last().is_some_and(in_gzip))
+        .map(|(_, n)| n)
+        .sum();
+    // From the sampled gzip code through gzip's callers to libc's start of main.
+    let deep: u64 = lines
+        .iter()
+        .filter(|(f, _)| f.last().is_some_and(in_gzip))
+        .filter(|(f, _)| {
+            f.len() >= 5
+                && f.iter().any(|x| x == "__libc_start_main")
+                && f.iter().rev().skip(1).take(2).all(in_gzip)
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(all > 50, "few samples in gzip: {lines:?}");
+    assert!(
+        deep * 10 >= all * 8,
+        "{deep} of {all} gzip samples reach __libc_start_main through gzip's callers: {lines:?}"
+    );
+    assert!(cfi_samples(&d) > 0, "{}", d["sampling"]);
+}
