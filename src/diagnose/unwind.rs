@@ -1,7 +1,8 @@
 //! Call stacks without frame pointers: each sample's user registers and stack copy
 //! ([`UserStack`]) walked with the mapped binaries' CFI (`.eh_frame` through `.eh_frame_hdr`,
-//! `.debug_frame`) by `framehop`, the unwinder samply uses. Code with no CFI (JIT code named by
-//! a perf map, hand-written assembly) is walked by frame pointers, framehop's fallback. When
+//! `.debug_frame`) by `framehop`, the unwinder samply uses; the vDSO's CFI comes from this
+//! process's own copy of it. Code with no CFI (JIT code named by a perf map, hand-written
+//! assembly) is walked by frame pointers, framehop's fallback. When
 //! no stack was copied, or the walk ends early where the kernel's frame-pointer chain went
 //! further, the kernel's chain is kept.
 //!
@@ -9,7 +10,7 @@
 //! mappings change (an exec, a library loaded).
 
 use super::perf_records::UserStack;
-use super::symbols::MapEntry;
+use super::symbols::{MapEntry, parse_proc_maps, read_process_memory};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
@@ -116,8 +117,26 @@ struct FileCfi {
 
 impl FileCfi {
     fn read(path: &str) -> Option<FileCfi> {
-        let data = std::fs::read(path).ok()?;
-        let file = object::File::parse(&*data).ok()?;
+        FileCfi::parse(&std::fs::read(path).ok()?)
+    }
+
+    /// The vDSO's image, read from this process: the kernel maps the same one into every
+    /// 64-bit process, so its CFI serves the target's `[vdso]` (where `clock_gettime` and
+    /// `Instant::now` run).
+    fn vdso() -> Option<FileCfi> {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let m = parse_proc_maps(&maps)
+            .into_iter()
+            .find(|m| &*m.path == VDSO)?;
+        FileCfi::parse(&read_process_memory(
+            std::process::id(),
+            m.start,
+            m.end - m.start,
+        )?)
+    }
+
+    fn parse(data: &[u8]) -> Option<FileCfi> {
+        let file = object::File::parse(data).ok()?;
         let section = |name: &str| {
             let s = file.section_by_name(name)?;
             Some((
@@ -171,6 +190,9 @@ impl FileCfi {
             .map(|(off, _, vaddr)| (vaddr + file_offset).wrapping_sub(*off))
     }
 }
+
+/// The vDSO's name in maps and mmap records.
+const VDSO: &str = "[vdso]";
 
 /// Page size mappings are aligned to (x86-64).
 const PAGE_BYTES: u64 = 4096;
@@ -285,23 +307,31 @@ impl StackUnwinder {
         self.report.clone()
     }
 
-    /// Makes `pid`'s modules those of `maps` (file-backed executable mappings).
+    /// Makes `pid`'s modules those of `maps` (file-backed executable mappings and the vDSO).
     fn sync(&mut self, pid: u32, maps: &[MapEntry]) {
+        let with_cfi = |m: &&MapEntry| m.is_file() || &*m.path == VDSO;
         let current: Vec<(u64, u64, PathBuf)> = maps
             .iter()
-            .filter(|m| m.is_file())
+            .filter(with_cfi)
             .map(|m| (m.start, m.pgoff, PathBuf::from(&*m.path)))
             .collect();
         if self.processes.get(&pid).is_some_and(|p| p.from == current) {
             return;
         }
         let mut p = ProcessModules::default();
-        for m in maps.iter().filter(|m| m.is_file()) {
+        for m in maps.iter().filter(with_cfi) {
             let path = PathBuf::from(&*m.path);
             let Some(cfi) = self
                 .files
                 .entry(path.clone())
-                .or_insert_with(|| FileCfi::read(&m.path).map(Arc::new))
+                .or_insert_with(|| {
+                    if &*m.path == VDSO {
+                        FileCfi::vdso()
+                    } else {
+                        FileCfi::read(&m.path)
+                    }
+                    .map(Arc::new)
+                })
                 .clone()
             else {
                 continue;
