@@ -576,6 +576,7 @@ mod tests {
             samples,
             stacks: HashMap::new(),
             callchains: false,
+            unwinding: None,
             total_samples: total,
             lost: 0,
             thread_names: BTreeMap::new(),

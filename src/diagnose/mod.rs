@@ -35,6 +35,7 @@ pub mod sampler;
 pub mod symbols;
 pub mod target;
 pub mod threads;
+pub mod unwind;
 
 use crate::machine::Machine;
 use crate::schema::Tool;
@@ -104,6 +105,10 @@ pub struct SamplingReport {
     pub samples: u64,
     /// Records the kernel dropped.
     pub lost: u64,
+    /// How call stacks were unwound (CFI, frame pointers, the kernel's chain) and the share
+    /// of samples with a full stack; absent when no call chains were sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<unwind::UnwindReport>,
 }
 
 /// Machine facts the findings use.
@@ -376,6 +381,7 @@ pub fn build(
             wall_s: rec.wall_s,
             samples: rec.total_samples,
             lost: rec.lost,
+            stacks: rec.unwinding.clone(),
         },
         machine: MachineReport {
             cpu: machine.cpu_line(),

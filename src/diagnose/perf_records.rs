@@ -1,7 +1,8 @@
 //! The records of a perf ring buffer, parsed: pure byte parsing, apart from the unsafe ring
 //! code in [`super::sampler`] that reads them out of shared memory. The layout follows the
-//! attributes the sampler opens with (`sample_type = IP | TID | TIME [| CALLCHAIN]`,
-//! `sample_id_all`), as `perf_event_open(2)` documents each `PERF_RECORD_*` type.
+//! attributes the sampler opens with (`sample_type = IP | TID | TIME [| CALLCHAIN]
+//! [| REGS_USER | STACK_USER]`, `sample_id_all`), as `perf_event_open(2)` documents each
+//! `PERF_RECORD_*` type.
 
 use perf_event_open_sys::bindings::{
     PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
@@ -24,6 +25,9 @@ pub enum Record {
         /// Return addresses of the user call chain, innermost caller first (the leaf `ip`
         /// is not repeated); empty when call chains are not sampled or the walk found none.
         callers: Vec<u64>,
+        /// The user registers and a copy of the top of the user stack, when sampled: what
+        /// [`super::unwind`] walks with the binaries' CFI.
+        user: Option<UserStack>,
     },
     /// An executable mapping appeared.
     Mmap {
@@ -94,6 +98,63 @@ impl Record {
     }
 }
 
+/// The user registers an unwinder needs on x86-64 (`PERF_SAMPLE_REGS_USER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserRegs {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer.
+    pub sp: u64,
+    /// Frame pointer (`rbp`).
+    pub bp: u64,
+}
+
+/// Registers at the sample and the stack bytes copied from `regs.sp` upwards
+/// (`PERF_SAMPLE_STACK_USER`, only the part the kernel could copy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserStack {
+    /// Registers.
+    pub regs: UserRegs,
+    /// Stack bytes from `regs.sp`.
+    pub bytes: Vec<u8>,
+}
+
+/// `perf_event_x86_regs` bit numbers of the registers in [`UserRegs`]; the kernel writes the
+/// sampled registers in increasing bit order (BP, SP, IP).
+const X86_REG_BP: u32 = 6;
+const X86_REG_SP: u32 = 7;
+const X86_REG_IP: u32 = 8;
+
+/// `sample_regs_user` for [`UserRegs`].
+pub const USER_REGS_MASK: u64 = (1 << X86_REG_BP) | (1 << X86_REG_SP) | (1 << X86_REG_IP);
+
+/// What a sample record holds beyond IP, TID and TIME: the sampler's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleLayout {
+    /// `PERF_SAMPLE_CALLCHAIN`.
+    pub callchain: bool,
+    /// `PERF_SAMPLE_REGS_USER` with [`USER_REGS_MASK`] and `PERF_SAMPLE_STACK_USER`.
+    pub user_stack: bool,
+}
+
+impl SampleLayout {
+    /// The sampled address only.
+    pub const LEAF: SampleLayout = SampleLayout {
+        callchain: false,
+        user_stack: false,
+    };
+    /// The kernel's frame-pointer call chain.
+    pub const CHAIN: SampleLayout = SampleLayout {
+        callchain: true,
+        user_stack: false,
+    };
+    /// The kernel's call chain, and registers and stack for unwinding with CFI.
+    pub const CHAIN_AND_STACK: SampleLayout = SampleLayout {
+        callchain: true,
+        user_stack: true,
+    };
+}
+
 struct Cursor<'a> {
     b: &'a [u8],
 }
@@ -108,6 +169,11 @@ impl<'a> Cursor<'a> {
         let (v, rest) = self.b.split_first_chunk::<8>()?;
         self.b = rest;
         Some(u64::from_ne_bytes(*v))
+    }
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (v, rest) = (self.b.get(..n)?, self.b.get(n..)?);
+        self.b = rest;
+        Some(v)
     }
     fn skip(&mut self, n: usize) -> Option<()> {
         self.b = self.b.get(n..)?;
@@ -131,9 +197,9 @@ impl<'a> Cursor<'a> {
 pub const MAX_STACK_FRAMES: usize = 127;
 
 /// Parses one record body (after the 8-byte header) written with this module's attributes:
-/// `sample_type = IP | TID | TIME`, plus `CALLCHAIN` when `callchain` is set, and
-/// `sample_id_all`. Unknown types give `None`.
-pub fn parse_record(kind: u32, misc: u16, body: &[u8], callchain: bool) -> Option<Record> {
+/// `sample_type = IP | TID | TIME`, plus what `layout` adds, and `sample_id_all`. Unknown
+/// types give `None`.
+pub fn parse_record(kind: u32, misc: u16, body: &[u8], layout: SampleLayout) -> Option<Record> {
     let mut c = Cursor { b: body };
     match kind {
         PERF_RECORD_SAMPLE => {
@@ -142,7 +208,7 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], callchain: bool) -> Optio
             let tid = c.u32()?;
             let time_ns = c.u64()?;
             let mut callers = Vec::new();
-            if callchain {
+            if layout.callchain {
                 let nr = c.u64()? as usize;
                 // Entries at or above PERF_CONTEXT_MAX mark where kernel, user or guest
                 // frames begin: markers, not addresses. The user chain starts with the
@@ -160,12 +226,18 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], callchain: bool) -> Optio
                     }
                 }
             }
+            let user = if layout.user_stack {
+                parse_user_stack(&mut c)?
+            } else {
+                None
+            };
             Some(Record::Sample {
                 pid,
                 tid,
                 time_ns,
                 ip,
                 callers,
+                user,
             })
         }
         PERF_RECORD_MMAP2 => {
@@ -226,6 +298,32 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], callchain: bool) -> Optio
     }
 }
 
+/// `REGS_USER` then `STACK_USER`: `abi` (0 when the sample hit no user context, then no
+/// registers follow), the registers of [`USER_REGS_MASK`], `size`, `size` bytes and, when
+/// `size` is not 0, `dyn_size` (how many of them the kernel copied). `Some(None)`: well formed,
+/// nothing to unwind.
+fn parse_user_stack(c: &mut Cursor) -> Option<Option<UserStack>> {
+    let abi = c.u64()?;
+    let regs = if abi != 0 {
+        let bp = c.u64()?;
+        let sp = c.u64()?;
+        let ip = c.u64()?;
+        Some(UserRegs { ip, sp, bp })
+    } else {
+        None
+    };
+    let size = c.u64()? as usize;
+    if size == 0 {
+        return Some(None);
+    }
+    let data = c.bytes(size)?;
+    let dyn_size = (c.u64()? as usize).min(size);
+    Some(regs.map(|regs| UserStack {
+        regs,
+        bytes: data[..dyn_size].to_vec(),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,14 +341,55 @@ mod tests {
     fn sample_record_gives_ip_thread_and_time() {
         let body = bytes(&[0x401136, pid_tid(100, 101), 5_000]);
         assert_eq!(
-            parse_record(PERF_RECORD_SAMPLE, 0, &body, false),
+            parse_record(PERF_RECORD_SAMPLE, 0, &body, SampleLayout::LEAF),
             Some(Record::Sample {
                 pid: 100,
                 tid: 101,
                 time_ns: 5_000,
                 ip: 0x401136,
                 callers: vec![],
+                user: None,
             })
+        );
+    }
+
+    #[test]
+    fn user_registers_and_stack_copy_are_read_and_cut_to_what_the_kernel_copied() {
+        // ip, pid/tid, time, a chain of one return address, then REGS_USER (abi 2 = 64-bit;
+        // BP, SP, IP in bit order) and STACK_USER (size 24, of which dyn_size 16 copied).
+        let mut words = vec![0x401136, pid_tid(3, 4), 11, 2, PERF_CONTEXT_USER, 0x401136];
+        words.extend([2, 0x7ffd_0100, 0x7ffd_00f0, 0x401136]);
+        words.extend([24, 0x1111, 0x401200, 0xdead, 16]);
+        let body = bytes(&words);
+        let Some(Record::Sample { callers, user, .. }) =
+            parse_record(PERF_RECORD_SAMPLE, 0, &body, SampleLayout::CHAIN_AND_STACK)
+        else {
+            panic!("not a sample");
+        };
+        assert!(callers.is_empty());
+        let user = user.expect("registers and stack");
+        assert_eq!(
+            user.regs,
+            UserRegs {
+                ip: 0x401136,
+                sp: 0x7ffd_00f0,
+                bp: 0x7ffd_0100
+            }
+        );
+        assert_eq!(user.bytes, bytes(&[0x1111, 0x401200]));
+        // No user context (abi 0) and an empty copy: a sample, nothing to unwind.
+        let body = bytes(&[0x401136, pid_tid(3, 4), 11, 0, 0, 0]);
+        let Some(Record::Sample { user, .. }) =
+            parse_record(PERF_RECORD_SAMPLE, 0, &body, SampleLayout::CHAIN_AND_STACK)
+        else {
+            panic!("not a sample");
+        };
+        assert_eq!(user, None);
+        // A stack copy cut short is rejected.
+        let body = bytes(&words[..words.len() - 2]);
+        assert_eq!(
+            parse_record(PERF_RECORD_SAMPLE, 0, &body, SampleLayout::CHAIN_AND_STACK),
+            None
         );
     }
 
@@ -269,7 +408,7 @@ mod tests {
             0x401300,
         ]);
         let Some(Record::Sample { ip, callers, .. }) =
-            parse_record(PERF_RECORD_SAMPLE, 0, &body, true)
+            parse_record(PERF_RECORD_SAMPLE, 0, &body, SampleLayout::CHAIN)
         else {
             panic!("not a sample");
         };
@@ -277,7 +416,12 @@ mod tests {
         assert_eq!(callers, vec![0x401200, 0x401300]);
         // A chain cut short by the record's end is rejected, not misread.
         assert_eq!(
-            parse_record(PERF_RECORD_SAMPLE, 0, &body[..body.len() - 8], true),
+            parse_record(
+                PERF_RECORD_SAMPLE,
+                0,
+                &body[..body.len() - 8],
+                SampleLayout::CHAIN
+            ),
             None
         );
     }
@@ -290,7 +434,7 @@ mod tests {
         body.extend(b"/usr/bin/true\0\0\0"); // padded to 8
         body.extend(bytes(&[pid_tid(7, 7), 42]));
         assert_eq!(
-            parse_record(PERF_RECORD_MMAP2, 0, &body, false),
+            parse_record(PERF_RECORD_MMAP2, 0, &body, SampleLayout::LEAF),
             Some(Record::Mmap {
                 pid: 7,
                 start: 0x5555_0000,
@@ -311,7 +455,7 @@ mod tests {
             PERF_RECORD_COMM,
             PERF_RECORD_MISC_COMM_EXEC as u16,
             &body,
-            true,
+            SampleLayout::CHAIN,
         );
         assert_eq!(
             r,
@@ -327,8 +471,14 @@ mod tests {
 
     #[test]
     fn truncated_records_are_rejected_not_misread() {
-        assert_eq!(parse_record(PERF_RECORD_SAMPLE, 0, &[0u8; 12], false), None);
-        assert_eq!(parse_record(PERF_RECORD_COMM, 0, &[0u8; 8], false), None);
-        assert_eq!(parse_record(999, 0, &[0u8; 64], false), None);
+        assert_eq!(
+            parse_record(PERF_RECORD_SAMPLE, 0, &[0u8; 12], SampleLayout::LEAF),
+            None
+        );
+        assert_eq!(
+            parse_record(PERF_RECORD_COMM, 0, &[0u8; 8], SampleLayout::LEAF),
+            None
+        );
+        assert_eq!(parse_record(999, 0, &[0u8; 64], SampleLayout::LEAF), None);
     }
 }

@@ -6,10 +6,11 @@ use super::counters::{CounterSpec, CounterValue, Counters};
 use super::jit::{self, HotCode, PerfMapRequest};
 use super::memory::{self, ProcessMemory};
 use super::perf_map::PerfMapFollower;
-use super::sampler::{self, OpenError, Record, Sampler, SamplingMode};
+use super::sampler::{self, OpenError, Record, SampleLayout, Sampler, SamplingMode};
 use super::symbols::{self, AddressSpaces, Location, MapEntry, Symbol};
 use super::target::{self, TargetError};
 use super::threads::{ThreadFigures, ThreadTracker};
+use super::unwind::{StackUnwinder, UnwindReport};
 use crate::error::InputError;
 use crate::machine::pmu::PerfErrno;
 use anyhow::Result;
@@ -45,13 +46,50 @@ pub struct RecordOptions {
     pub counters: Vec<CounterSpec>,
     /// Send a started command's stdout to stderr (keeps a JSON report clean).
     pub child_stdout_to_stderr: bool,
-    /// Sample user call chains (frame pointers) with each sample.
+    /// Sample user call chains with each sample: the user stack and registers for CFI
+    /// unwinding, and the kernel's frame-pointer chain as the fallback.
     pub callchains: bool,
 }
 
-/// Opens the sampler, with call chains when asked and the kernel takes them; without, and a
-/// note that says so, when it refuses them (a kernel too old for `sample_max_stack`).
+/// Opens the sampler, with stack copies and call chains when asked and the kernel takes them;
+/// with call chains only when it refuses the stack copies (or the 2 MiB rings they need, over
+/// an unprivileged user's `perf_event_mlock_kb`), without when it refuses call chains too (a
+/// kernel too old for `sample_max_stack`), with a note each time.
 fn open_sampler(
+    opts: &RecordOptions,
+    tasks: &[i32],
+    enable_on_exec: bool,
+    notes: &mut Vec<String>,
+) -> Result<Sampler, OpenError> {
+    if opts.callchains && cfg!(target_arch = "x86_64") {
+        match open_sampler_layout(opts, tasks, enable_on_exec, SampleLayout::CHAIN_AND_STACK) {
+            Ok(s) => return Ok(s),
+            Err(e) => notes.push(format!(
+                "the kernel refused user stack copies ({}); stacks are walked by frame pointers",
+                e.io()
+            )),
+        }
+    }
+    open_sampler_chain(opts, tasks, enable_on_exec, notes)
+}
+
+fn open_sampler_layout(
+    opts: &RecordOptions,
+    tasks: &[i32],
+    enable_on_exec: bool,
+    layout: SampleLayout,
+) -> Result<Sampler, OpenError> {
+    Sampler::open(
+        tasks,
+        &opts.cpus,
+        opts.mode,
+        opts.frequency_hz,
+        enable_on_exec,
+        layout,
+    )
+}
+
+fn open_sampler_chain(
     opts: &RecordOptions,
     tasks: &[i32],
     enable_on_exec: bool,
@@ -64,7 +102,11 @@ fn open_sampler(
             opts.mode,
             opts.frequency_hz,
             enable_on_exec,
-            callchain,
+            if callchain {
+                SampleLayout::CHAIN
+            } else {
+                SampleLayout::LEAF
+            },
         )
     };
     if !opts.callchains {
@@ -124,6 +166,8 @@ pub struct Recording {
     pub stacks: HashMap<Vec<Location>, u64>,
     /// True when samples carried user call chains.
     pub callchains: bool,
+    /// How stacks were unwound (absent when no call chains were sampled).
+    pub unwinding: Option<UnwindReport>,
     /// Total samples.
     pub total_samples: u64,
     /// Records the kernel dropped.
@@ -277,6 +321,7 @@ fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
 #[derive(Default)]
 struct State {
     spaces: AddressSpaces,
+    unwinder: StackUnwinder,
     samples: HashMap<Location, BTreeMap<u32, u64>>,
     stacks: HashMap<Vec<Location>, u64>,
     total: u64,
@@ -310,9 +355,21 @@ impl State {
                     tid,
                     ip,
                     callers,
+                    user,
                     ..
                 } => {
                     self.total += 1;
+                    let callers = self
+                        .unwinder
+                        .unwind(
+                            pid,
+                            self.spaces.maps(pid),
+                            ip,
+                            user.as_ref(),
+                            callers,
+                            super::perf_records::MAX_STACK_FRAMES,
+                        )
+                        .callers;
                     let loc = self.spaces.locate(pid, ip);
                     // Mappings change (a library unloaded, JIT code moved), so every frame is
                     // located now, at the time of the sample.
@@ -778,7 +835,8 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         ended,
         samples: st.samples,
         stacks: st.stacks,
-        callchains: sampler.callchain(),
+        callchains: sampler.layout().callchain,
+        unwinding: sampler.layout().callchain.then(|| st.unwinder.report()),
         total_samples: st.total,
         lost: st.lost,
         thread_names: st.names,

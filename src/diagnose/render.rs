@@ -71,6 +71,9 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
             String::new()
         }
     );
+    if let Some(u) = d.sampling.stacks.as_ref().filter(|u| u.samples > 0) {
+        let _ = writeln!(o, "Stacks      {}", u.line());
+    }
     if d.counters.available {
         let cpi = d
             .counters

@@ -17,12 +17,14 @@
 //! disassembly layer allows for.
 
 pub use super::perf_records::Record;
-use super::perf_records::{MAX_STACK_FRAMES, parse_record};
+pub use super::perf_records::SampleLayout;
+use super::perf_records::{MAX_STACK_FRAMES, USER_REGS_MASK, parse_record};
 use crate::machine::pmu::PerfErrno;
 use perf_event_open_sys::bindings::{
     PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CALLCHAIN,
-    PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
-    perf_event_attr, perf_event_mmap_page,
+    PERF_SAMPLE_IP, PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER, PERF_SAMPLE_TID,
+    PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, perf_event_attr,
+    perf_event_mmap_page,
 };
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -122,12 +124,15 @@ fn sampling_attr(
     mode: SamplingMode,
     frequency_hz: u64,
     enable_on_exec: bool,
-    callchain: bool,
+    layout: SampleLayout,
 ) -> perf_event_attr {
     let (type_, config) = mode.type_and_config();
     let mut sample_type = (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME) as u64;
-    if callchain {
+    if layout.callchain {
         sample_type |= PERF_SAMPLE_CALLCHAIN as u64;
+    }
+    if layout.user_stack {
+        sample_type |= (PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER) as u64;
     }
     let mut attr = perf_event_attr {
         type_,
@@ -135,11 +140,15 @@ fn sampling_attr(
         sample_type,
         ..Default::default()
     };
-    if callchain {
-        // The user stack only, walked by frame pointers in the kernel at the sample: no
-        // stack copy, so the cost stays a few hundred ns per sample.
+    if layout.callchain {
+        // The user stack only, walked by frame pointers in the kernel at the sample: kept
+        // beside the stack copy as the fallback where CFI unwinding finds nothing.
         attr.set_exclude_callchain_kernel(1);
         attr.sample_max_stack = MAX_STACK_FRAMES as u16;
+    }
+    if layout.user_stack {
+        attr.sample_regs_user = USER_REGS_MASK;
+        attr.sample_stack_user = USER_STACK_BYTES;
     }
     attr.__bindgen_anon_1.sample_freq = frequency_hz;
     attr.set_freq(1);
@@ -157,6 +166,13 @@ fn sampling_attr(
     attr
 }
 
+/// Bytes of user stack copied with each sample for CFI unwinding. perf's own default is 8 KiB;
+/// 16 KiB holds the frames from a thread's start to a leaf in the programs this tool meets
+/// (a C `main` -> worker -> spin is under 1 KiB; a Rust thread's start, closure shims and
+/// `Mutex::lock` -> futex take 2-4 KiB; a JVM's interpreter frames more), while the copy stays
+/// a memcpy of ~1 us per sample. The kernel copies only up to the top of the stack.
+pub const USER_STACK_BYTES: u32 = 16 * 1024;
+
 /// One mmap ring buffer.
 struct Ring {
     base: *mut u8,
@@ -164,15 +180,15 @@ struct Ring {
     data_offset: usize,
     data_size: usize,
     scratch: Vec<u8>,
-    /// Samples carry a call chain.
-    callchain: bool,
+    /// What samples carry.
+    layout: SampleLayout,
 }
 
 // SAFETY: the mapping is owned by the Ring and only touched through &mut self.
 unsafe impl Send for Ring {}
 
 impl Ring {
-    fn map(fd: &OwnedFd, data_pages: usize, callchain: bool) -> io::Result<Ring> {
+    fn map(fd: &OwnedFd, data_pages: usize, layout: SampleLayout) -> io::Result<Ring> {
         let page = page_size();
         let len = page * (1 + data_pages);
         // SAFETY: mapping a perf fd as the kernel documents: one header page plus 2^n data
@@ -205,7 +221,7 @@ impl Ring {
             data_offset,
             data_size,
             scratch: Vec::new(),
-            callchain,
+            layout,
         })
     }
 
@@ -241,7 +257,7 @@ impl Ring {
             }
             self.scratch.resize(size as usize - 8, 0);
             copy_wrapped(data, (at + 8) % self.data_size, &mut self.scratch);
-            if let Some(r) = parse_record(kind, misc, &self.scratch, self.callchain) {
+            if let Some(r) = parse_record(kind, misc, &self.scratch, self.layout) {
                 out.push(r);
             }
             tail += size;
@@ -274,6 +290,10 @@ fn page_size() -> usize {
 /// 30-frame chains, half a second at 4 kHz on one CPU, far more than the 50 ms between drains.
 const DATA_PAGES: usize = 128;
 
+/// Data pages per ring when samples carry a [`USER_STACK_BYTES`] stack copy (~16.5 KiB each):
+/// 2 MiB holds ~120 samples, 120 ms at 999 Hz on one CPU, over twice the time between drains.
+const DATA_PAGES_WITH_STACKS: usize = 512;
+
 /// The open sampling events and their rings.
 pub struct Sampler {
     rings: Vec<Ring>,
@@ -284,20 +304,20 @@ pub struct Sampler {
     mode: SamplingMode,
     frequency_hz: u64,
     enable_on_exec: bool,
-    callchain: bool,
+    layout: SampleLayout,
 }
 
 impl Sampler {
     /// Opens sampling events for `tasks` (thread ids; one is enough for a process that is about
-    /// to exec, whose threads are then inherited) on every CPU in `cpus`, with user call
-    /// chains when `callchain` is set.
+    /// to exec, whose threads are then inherited) on every CPU in `cpus`, with what `layout`
+    /// asks beyond the sampled address (call chains, registers and stack copies).
     pub fn open(
         tasks: &[i32],
         cpus: &[usize],
         mode: SamplingMode,
         frequency_hz: u64,
         enable_on_exec: bool,
-        callchain: bool,
+        layout: SampleLayout,
     ) -> Result<Sampler, OpenError> {
         let mut s = Sampler {
             rings: Vec::new(),
@@ -306,16 +326,21 @@ impl Sampler {
             mode,
             frequency_hz,
             enable_on_exec,
-            callchain,
+            layout,
+        };
+        let pages = if layout.user_stack {
+            DATA_PAGES_WITH_STACKS
+        } else {
+            DATA_PAGES
         };
         for &cpu in cpus {
-            let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, callchain);
+            let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, layout);
             let Some((&first, _)) = tasks.split_first() else {
                 break;
             };
             let fd = open_event(&mut attr, first, cpu as i32)?;
             s.rings
-                .push(Ring::map(&fd, DATA_PAGES, callchain).map_err(OpenError::from_io)?);
+                .push(Ring::map(&fd, pages, layout).map_err(OpenError::from_io)?);
             s.leaders.push((cpu, fd.as_raw_fd()));
             s.fds.push(fd);
         }
@@ -338,7 +363,7 @@ impl Sampler {
                 self.mode,
                 self.frequency_hz,
                 self.enable_on_exec,
-                self.callchain,
+                self.layout,
             );
             let fd = open_event(&mut attr, task, cpu as i32)?;
             // SAFETY: both fds are open perf events on the same CPU.
@@ -353,9 +378,9 @@ impl Sampler {
         Ok(())
     }
 
-    /// True when samples carry user call chains.
-    pub fn callchain(&self) -> bool {
-        self.callchain
+    /// What samples carry.
+    pub fn layout(&self) -> SampleLayout {
+        self.layout
     }
 
     /// Starts every event (attach mode; a launched command starts at its exec).
@@ -402,7 +427,14 @@ mod tests {
         // cpu-clock must produce samples of the calling thread.
         let tid = nix::unistd::gettid().as_raw();
         let cpus: Vec<usize> = crate::measure::allowed_cpus();
-        let mut s = match Sampler::open(&[tid], &cpus, SamplingMode::CpuClock, 1000, false, true) {
+        let mut s = match Sampler::open(
+            &[tid],
+            &cpus,
+            SamplingMode::CpuClock,
+            1000,
+            false,
+            SampleLayout::CHAIN_AND_STACK,
+        ) {
             Ok(s) => s,
             Err(e) if e.kind() == PerfErrno::NotPermitted => return, // the CLI tests cover it
             Err(e) => panic!("cannot open cpu-clock: {e:?}"),
@@ -418,5 +450,17 @@ mod tests {
             .filter(|r| matches!(r, Record::Sample { tid: t, .. } if *t as i32 == tid))
             .count();
         assert!(mine >= 20, "only {mine} samples in 200 ms of CPU at 1 kHz");
+        // Each carries this thread's registers and a stack copy that starts at its SP.
+        let with_stack = out
+            .iter()
+            .filter(|r| {
+                matches!(r, Record::Sample { tid: t, user: Some(u), .. }
+                    if *t as i32 == tid && !u.bytes.is_empty() && u.regs.sp != 0)
+            })
+            .count();
+        assert!(
+            with_stack * 10 >= mine * 9,
+            "{with_stack} of {mine} with a stack copy"
+        );
     }
 }

@@ -1,0 +1,446 @@
+//! Call stacks without frame pointers: each sample's user registers and stack copy
+//! ([`UserStack`]) walked with the mapped binaries' CFI (`.eh_frame` through `.eh_frame_hdr`,
+//! `.debug_frame`) by `framehop`, the unwinder samply uses; the vDSO's CFI comes from this
+//! process's own copy of it. Code with no CFI (JIT code named by a perf map, hand-written
+//! assembly) is walked by frame pointers, framehop's fallback. When
+//! no stack was copied, or the walk ends early where the kernel's frame-pointer chain went
+//! further, the kernel's chain is kept.
+//!
+//! Binaries are read once per file; each process gets its own module list, rebuilt when its
+//! mappings change (an exec, a library loaded).
+
+use super::perf_records::UserStack;
+use super::symbols::{MapEntry, parse_proc_maps, read_process_memory};
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use object::{Object, ObjectSection, ObjectSegment};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How one sample's stack was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnwindMethod {
+    /// The binaries' CFI, from the copied stack.
+    Cfi,
+    /// Frame pointers in the copied stack (the sampled code has no CFI: JIT code).
+    FramePointers,
+    /// The kernel's frame-pointer walk at the sample.
+    KernelCallchain,
+    /// The sampled address only.
+    LeafOnly,
+}
+
+impl UnwindMethod {
+    /// Words for the terminal.
+    pub fn describe(self) -> &'static str {
+        match self {
+            UnwindMethod::Cfi => "CFI",
+            UnwindMethod::FramePointers => "frame pointers",
+            UnwindMethod::KernelCallchain => "kernel callchain",
+            UnwindMethod::LeafOnly => "leaf only",
+        }
+    }
+}
+
+/// How a recording's stacks were unwound: the typed summary each diagnosis carries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnwindReport {
+    /// Samples per method.
+    pub samples_by_method: BTreeMap<UnwindMethod, u64>,
+    /// Samples whose walk reached the bottom of the stack (the thread's start, `_start`).
+    pub full_stacks: u64,
+    /// Samples counted.
+    pub samples: u64,
+}
+
+impl UnwindReport {
+    /// Share of samples with a full stack, 0 to 1.
+    pub fn full_share(&self) -> f64 {
+        if self.samples == 0 {
+            0.0
+        } else {
+            self.full_stacks as f64 / self.samples as f64
+        }
+    }
+
+    /// The method most samples used.
+    pub fn main_method(&self) -> Option<UnwindMethod> {
+        self.samples_by_method
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(m, _)| *m)
+    }
+
+    /// One line: `unwound by CFI 97%, kernel callchain 3%; full stacks (...) 95% of 1234 samples`.
+    pub fn line(&self) -> String {
+        let total = self.samples.max(1) as f64;
+        let mut by: Vec<_> = self.samples_by_method.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1));
+        let methods: Vec<String> = by
+            .iter()
+            .map(|(m, n)| format!("{} {:.0}%", m.describe(), **n as f64 * 100.0 / total))
+            .collect();
+        format!(
+            "unwound by {}; full stacks (to the thread's start) {:.0}% of {} samples",
+            methods.join(", "),
+            self.full_share() * 100.0,
+            self.samples
+        )
+    }
+
+    fn count(&mut self, method: UnwindMethod, full: bool) {
+        *self.samples_by_method.entry(method).or_default() += 1;
+        self.samples += 1;
+        if full {
+            self.full_stacks += 1;
+        }
+    }
+}
+
+/// The unwind sections of one binary, read once.
+struct FileCfi {
+    text_svma: Option<Range<u64>>,
+    text: Option<Vec<u8>>,
+    eh_frame_svma: Option<Range<u64>>,
+    eh_frame: Option<Vec<u8>>,
+    eh_frame_hdr_svma: Option<Range<u64>>,
+    eh_frame_hdr: Option<Vec<u8>>,
+    debug_frame: Option<Vec<u8>>,
+    got_svma: Option<Range<u64>>,
+    /// (file offset, file size, virtual address) of each load segment.
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl FileCfi {
+    fn read(path: &str) -> Option<FileCfi> {
+        FileCfi::parse(&std::fs::read(path).ok()?)
+    }
+
+    /// The vDSO's image, read from this process: the kernel maps the same one into every
+    /// 64-bit process, so its CFI serves the target's `[vdso]` (where `clock_gettime` and
+    /// `Instant::now` run).
+    fn vdso() -> Option<FileCfi> {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        let m = parse_proc_maps(&maps)
+            .into_iter()
+            .find(|m| &*m.path == VDSO)?;
+        FileCfi::parse(&read_process_memory(
+            std::process::id(),
+            m.start,
+            m.end - m.start,
+        )?)
+    }
+
+    fn parse(data: &[u8]) -> Option<FileCfi> {
+        let file = object::File::parse(data).ok()?;
+        let section = |name: &str| {
+            let s = file.section_by_name(name)?;
+            Some((
+                s.address()..s.address() + s.size(),
+                s.uncompressed_data().ok()?.into_owned(),
+            ))
+        };
+        let (text_svma, text) = section(".text").unzip();
+        let (eh_frame_svma, eh_frame) = section(".eh_frame").unzip();
+        let (eh_frame_hdr_svma, eh_frame_hdr) = section(".eh_frame_hdr").unzip();
+        let debug_frame = section(".debug_frame").map(|(_, d)| d);
+        let got_svma = file
+            .section_by_name(".got")
+            .map(|s| s.address()..s.address() + s.size());
+        let segments = file
+            .segments()
+            .map(|s| {
+                let (off, size) = s.file_range();
+                (off, size, s.address())
+            })
+            .collect();
+        Some(FileCfi {
+            text_svma,
+            text,
+            eh_frame_svma,
+            eh_frame,
+            eh_frame_hdr_svma,
+            eh_frame_hdr,
+            debug_frame,
+            got_svma,
+            segments,
+        })
+    }
+
+    fn has_cfi(&self) -> bool {
+        self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    /// The virtual address the byte at `file_offset` (a mapping's page-aligned offset) is
+    /// loaded at. A segment's mapping starts at its offset rounded down to a page, which can
+    /// lie inside the previous segment (lld's layout: text at file 0x18f70, vaddr 0x19f70,
+    /// mapped from 0x18000), so the last segment whose page-rounded range holds the offset is
+    /// the one mapped there.
+    fn vaddr_of(&self, file_offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .filter(|(off, size, _)| {
+                file_offset >= off & !(PAGE_BYTES - 1) && file_offset < off + size
+            })
+            .max_by_key(|(off, _, _)| *off)
+            .map(|(off, _, vaddr)| (vaddr + file_offset).wrapping_sub(*off))
+    }
+}
+
+/// The vDSO's name in maps and mmap records.
+const VDSO: &str = "[vdso]";
+
+/// Page size mappings are aligned to (x86-64).
+const PAGE_BYTES: u64 = 4096;
+
+/// One process's modules.
+#[derive(Default)]
+struct ProcessModules {
+    unwinder: UnwinderX86_64<Vec<u8>>,
+    /// The mappings the modules were made from, to notice a change.
+    from: Vec<(u64, u64, PathBuf)>,
+    /// Address ranges of modules with CFI.
+    cfi_ranges: Vec<Range<u64>>,
+}
+
+/// Unwinds samples of many processes.
+pub struct StackUnwinder {
+    files: HashMap<PathBuf, Option<Arc<FileCfi>>>,
+    processes: HashMap<u32, ProcessModules>,
+    cache: CacheX86_64,
+    report: UnwindReport,
+}
+
+/// What one sample's walk gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwound {
+    /// Return addresses, innermost caller first (the leaf not repeated).
+    pub callers: Vec<u64>,
+    /// How.
+    pub method: UnwindMethod,
+}
+
+impl Default for StackUnwinder {
+    fn default() -> StackUnwinder {
+        StackUnwinder {
+            files: HashMap::new(),
+            processes: HashMap::new(),
+            cache: CacheX86_64::new(),
+            report: UnwindReport::default(),
+        }
+    }
+}
+
+impl StackUnwinder {
+    /// The stack of one sample of `pid` at `ip`: the CFI walk of `user` over the process's
+    /// mappings `maps`, or the kernel's `kernel_callers` where that went further.
+    pub fn unwind(
+        &mut self,
+        pid: u32,
+        maps: &[MapEntry],
+        ip: u64,
+        user: Option<&UserStack>,
+        kernel_callers: Vec<u64>,
+        max_frames: usize,
+    ) -> Unwound {
+        let kernel = |callers: Vec<u64>| Unwound {
+            method: if callers.is_empty() {
+                UnwindMethod::LeafOnly
+            } else {
+                UnwindMethod::KernelCallchain
+            },
+            callers,
+        };
+        let Some(user) = user else {
+            let u = kernel(kernel_callers);
+            self.report.count(u.method, false);
+            return u;
+        };
+        self.sync(pid, maps);
+        let p = self.processes.get(&pid).expect("synced");
+        let sp = user.regs.sp;
+        let bytes = &user.bytes;
+        let mut read_stack = |addr: u64| {
+            let at = addr.checked_sub(sp).ok_or(())? as usize;
+            let word = bytes.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
+        };
+        let regs = UnwindRegsX86_64::new(ip, sp, user.regs.bp);
+        let mut frames = p
+            .unwinder
+            .iter_frames(ip, regs, &mut self.cache, &mut read_stack);
+        let mut callers = Vec::new();
+        let full = loop {
+            match frames.next() {
+                Ok(Some(f)) => {
+                    if let framehop::FrameAddress::ReturnAddress(_) = f {
+                        if callers.len() >= max_frames {
+                            break false;
+                        }
+                        callers.push(f.address());
+                    }
+                }
+                Ok(None) => break true,
+                Err(_) => break false,
+            }
+        };
+        if !full && callers.len() < kernel_callers.len() {
+            let u = kernel(kernel_callers);
+            self.report.count(u.method, false);
+            return u;
+        }
+        let method = if p.cfi_ranges.iter().any(|r| r.contains(&ip)) {
+            UnwindMethod::Cfi
+        } else {
+            UnwindMethod::FramePointers
+        };
+        self.report.count(method, full);
+        Unwound { callers, method }
+    }
+
+    /// What was unwound how.
+    pub fn report(&self) -> UnwindReport {
+        self.report.clone()
+    }
+
+    /// Makes `pid`'s modules those of `maps` (file-backed executable mappings and the vDSO).
+    fn sync(&mut self, pid: u32, maps: &[MapEntry]) {
+        let with_cfi = |m: &&MapEntry| m.is_file() || &*m.path == VDSO;
+        let current: Vec<(u64, u64, PathBuf)> = maps
+            .iter()
+            .filter(with_cfi)
+            .map(|m| (m.start, m.pgoff, PathBuf::from(&*m.path)))
+            .collect();
+        if self.processes.get(&pid).is_some_and(|p| p.from == current) {
+            return;
+        }
+        let mut p = ProcessModules::default();
+        for m in maps.iter().filter(with_cfi) {
+            let path = PathBuf::from(&*m.path);
+            let Some(cfi) = self
+                .files
+                .entry(path.clone())
+                .or_insert_with(|| {
+                    if &*m.path == VDSO {
+                        FileCfi::vdso()
+                    } else {
+                        FileCfi::read(&m.path)
+                    }
+                    .map(Arc::new)
+                })
+                .clone()
+            else {
+                continue;
+            };
+            let Some(vaddr) = cfi.vaddr_of(m.pgoff) else {
+                continue;
+            };
+            let base_avma = m.start.wrapping_sub(vaddr);
+            if cfi.has_cfi() {
+                p.cfi_ranges.push(m.start..m.end);
+            }
+            let info = ExplicitModuleSectionInfo {
+                base_svma: 0,
+                text_svma: cfi.text_svma.clone(),
+                text: cfi.text.clone(),
+                got_svma: cfi.got_svma.clone(),
+                eh_frame_svma: cfi.eh_frame_svma.clone(),
+                eh_frame: cfi.eh_frame.clone(),
+                eh_frame_hdr_svma: cfi.eh_frame_hdr_svma.clone(),
+                eh_frame_hdr: cfi.eh_frame_hdr.clone(),
+                debug_frame: cfi.debug_frame.clone(),
+                ..Default::default()
+            };
+            p.unwinder.add_module(Module::new(
+                path.to_string_lossy().into_owned(),
+                m.start..m.end,
+                base_avma,
+                info,
+            ));
+        }
+        p.from = current;
+        self.processes.insert(pid, p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::perf_records::UserRegs;
+
+    fn segments_only(segments: Vec<(u64, u64, u64)>) -> FileCfi {
+        FileCfi {
+            text_svma: None,
+            text: None,
+            eh_frame_svma: None,
+            eh_frame: None,
+            eh_frame_hdr_svma: None,
+            eh_frame_hdr: None,
+            debug_frame: None,
+            got_svma: None,
+            segments,
+        }
+    }
+
+    #[test]
+    fn a_text_segment_mapped_from_inside_the_previous_one_gets_its_own_address() {
+        // The segments of a rustc/lld release binary (readelf -l): read-only data at file 0,
+        // text at file 0x18f70, vaddr 0x19f70; the text mapping's offset is 0x18000.
+        let f = segments_only(vec![(0, 0x18f6c, 0), (0x18f70, 0x431d0, 0x19f70)]);
+        assert_eq!(f.vaddr_of(0x18000), Some(0x19000));
+        assert_eq!(f.vaddr_of(0), Some(0));
+        assert_eq!(f.vaddr_of(0x100000), None);
+    }
+
+    #[test]
+    fn the_kernel_chain_is_kept_where_the_stack_walk_finds_less() {
+        let mut u = StackUnwinder::default();
+        // No stack copy: the kernel's chain, or the leaf alone.
+        let k = u.unwind(1, &[], 0x1000, None, vec![0x2000, 0x3000], 127);
+        assert_eq!(k.method, UnwindMethod::KernelCallchain);
+        assert_eq!(k.callers, vec![0x2000, 0x3000]);
+        assert_eq!(
+            u.unwind(1, &[], 0x1000, None, vec![], 127).method,
+            UnwindMethod::LeafOnly
+        );
+        // A stack copy with no module and a frame pointer into nothing: the walk stops at
+        // once, the kernel's longer chain wins.
+        let user = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x9000,
+            },
+            bytes: vec![0; 64],
+        };
+        let k = u.unwind(1, &[], 0x1000, Some(&user), vec![0x2000], 127);
+        assert_eq!(k.method, UnwindMethod::KernelCallchain);
+        // A frame-pointer frame in the copy: bp -> (saved bp 0, return 0x4321), no CFI.
+        let mut bytes = vec![0u8; 64];
+        bytes[16..24].copy_from_slice(&0u64.to_ne_bytes());
+        bytes[24..32].copy_from_slice(&0x4321u64.to_ne_bytes());
+        let user = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x7010,
+            },
+            bytes,
+        };
+        let w = u.unwind(1, &[], 0x1000, Some(&user), vec![], 127);
+        assert_eq!(w.method, UnwindMethod::FramePointers);
+        assert_eq!(w.callers.first(), Some(&0x4321));
+        let r = u.report();
+        assert_eq!(r.samples, 4);
+        assert_eq!(r.samples_by_method[&UnwindMethod::KernelCallchain], 2);
+        assert!(
+            r.line().starts_with("unwound by kernel callchain 50%"),
+            "{}",
+            r.line()
+        );
+    }
+}
