@@ -59,6 +59,9 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         "Workload    {what} (pid {}): {}, {:.2} s recorded",
         d.target.pid, d.target.ended, d.sampling.wall_s
     );
+    for n in &d.target.namespaces {
+        let _ = writeln!(o, "Namespaces  {}", n.describe());
+    }
     let _ = writeln!(
         o,
         "Sampling    {} at {} Hz: {} samples{}",
