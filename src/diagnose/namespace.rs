@@ -2,9 +2,10 @@
 //! its PID is another inside. Files it names (`/proc/PID/maps`, a JVM's home) are read through
 //! `/proc/PID/root`; a JIT's perf map is `/tmp/perf-<inner PID>.map` in its own `/tmp`
 //! (HotSpot, .NET and V8 name it by `getpid()`, which is the PID the container sees, the last
-//! field of `NSpid:` in `/proc/PID/status`). The root is held open while the process runs, so
-//! that a map written at exit (`-XX:+DumpPerfMapAtExit`) is still read after `/proc/PID` is
-//! gone. What cannot be read is said, per process, in the diagnosis.
+//! field of `NSpid:` in `/proc/PID/status`). Its root and its `/tmp` are held open while the
+//! process runs, so that a map written at exit (`-XX:+DumpPerfMapAtExit`) is still read after
+//! `/proc/PID` is gone (and with it the namespace, which unmounts a `/tmp` of its own from
+//! every path but an open descriptor). What cannot be read is said, per process, in the diagnosis.
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -88,6 +89,8 @@ pub struct ProcessView {
     pub own_pids: bool,
     /// `/proc/PID/root`, held open (other mount namespace only).
     root: Option<File>,
+    /// Its `/tmp`, held open (other mount namespace only).
+    tmp: Option<File>,
     /// Opening the root failed.
     root_unreadable: bool,
 }
@@ -127,7 +130,11 @@ impl ProcessView {
         let root = own_mounts
             .then(|| File::open(format!("/proc/{pid}/root")).ok())
             .flatten();
+        let tmp = own_mounts
+            .then(|| File::open(format!("/proc/{pid}/root/tmp")).ok())
+            .flatten();
         ProcessView {
+            tmp,
             pid,
             inner_pid,
             own_mounts,
@@ -154,6 +161,11 @@ impl ProcessView {
         }
     }
 
+    /// True when it holds the `/tmp` of another mount namespace open.
+    pub fn holds_tmp(&self) -> bool {
+        self.tmp.is_some()
+    }
+
     /// The perf map path inside the process (named by its own PID).
     pub fn perf_map_inside(&self) -> PathBuf {
         PathBuf::from(format!("/tmp/perf-{}.map", self.inner_pid))
@@ -161,7 +173,14 @@ impl ProcessView {
 
     /// Where diagnose reads the process's perf map.
     pub fn perf_map(&self) -> PathBuf {
-        self.path(&self.perf_map_inside())
+        match &self.tmp {
+            Some(tmp) => PathBuf::from(format!(
+                "/proc/self/fd/{}/perf-{}.map",
+                tmp.as_raw_fd(),
+                self.inner_pid
+            )),
+            None => self.path(&self.perf_map_inside()),
+        }
     }
 
     /// The report's entry for this process (`None` when it shares diagnose's namespaces);

@@ -112,11 +112,15 @@ impl PerfMapFollower {
         self.file = None;
     }
 
-    /// Where process `pid`'s map is read (its namespaces looked at once, at the first call).
+    /// Where process `pid`'s map is read. Its namespaces are looked at again at each call
+    /// while it runs (a container's `/tmp` may be mounted after it started) and the last view
+    /// taken while it ran is kept after it exits.
     pub fn path(&mut self, pid: u32) -> std::path::PathBuf {
-        self.view
-            .get_or_insert_with(|| ProcessView::of(pid))
-            .perf_map()
+        let now = ProcessView::of(pid);
+        if self.view.is_none() || now.holds_tmp() {
+            self.view = Some(now);
+        }
+        self.view.as_ref().expect("set above").perf_map()
     }
 
     /// The process's namespaces, when they were looked at.
