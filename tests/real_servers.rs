@@ -344,3 +344,64 @@ fn postgresql_under_pgbench_with_a_hot_row_is_followed_into_its_backends_and_nam
         assert!(spin_finding.is_none(), "{:#}", d["findings"]);
     }
 }
+
+#[test]
+#[ignore = "needs hot code without a symbol disassembled and grouped by function (issue 20 \
+            part 2): Debian's stress-ng is stripped and its lockbus loop is static"]
+fn stress_ng_lockbus_is_a_locked_hotspot_found_at_its_lock_instruction() {
+    let _serial = one_at_a_time();
+    if !on_path("stress-ng") {
+        missing("stress-ng");
+        return;
+    }
+    // Short: bus locks slow every core of the host.
+    let out = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+        .args([
+            "diagnose",
+            "--json",
+            "--",
+            "stress-ng",
+            "--lockbus",
+            "1",
+            "-t",
+            "2",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "diagnose failed");
+    let d: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let f = d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            (f["id"] == "split_lock" || f["id"] == "locked_rmw")
+                && f["module"]
+                    .as_str()
+                    .is_some_and(|m| m.ends_with("stress-ng"))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no locked finding in stress-ng: {:#}\nnotes: {:#}",
+                d["findings"], d["notes"]
+            )
+        });
+    // Found at the instruction: the disassembly marks a lock-prefixed one in stress-ng's
+    // function (named, or grouped by its bounds as stress-ng@0x...).
+    let marked: Vec<&str> = f["disassembly"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .filter(|l| l.trim_start().starts_with("=>"))
+        .collect();
+    assert!(
+        marked.iter().any(|l| l.contains("lock ")),
+        "no lock instruction marked: {f:#}"
+    );
+    assert!(
+        !f["symbol"].as_str().unwrap().contains("+0x"),
+        "stress-ng's function not named nor grouped: {f:#}"
+    );
+}
