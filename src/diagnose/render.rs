@@ -60,7 +60,7 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         d.target.pid, d.target.ended, d.sampling.wall_s
     );
     for n in &d.target.namespaces {
-        let _ = writeln!(o, "Namespaces  {}", n.describe());
+        o.push_str(&wrap(&n.describe(), "Namespaces  ", w));
     }
     let _ = writeln!(
         o,
