@@ -184,7 +184,7 @@ impl ProcessView {
     }
 
     /// The report's entry for this process (`None` when it shares diagnose's namespaces);
-    /// `perf_map_wanted` says the process is a JIT whose map was looked for and not read.
+    /// `perf_map_missing` says the process is a JIT whose map was looked for and not read.
     pub fn report(&self, perf_map_missing: bool) -> Option<NamespacedProcess> {
         if !self.is_foreign() {
             return None;
