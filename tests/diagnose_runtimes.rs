@@ -374,3 +374,154 @@ fn a_contended_glibc_adaptive_mutex_spin_gets_glibcs_tunable() {
     assert!(text(&f["advice"]).contains("glibc.pthread.mutex_spin_count"));
     assert!(!text(&f["advice"]).contains("GOMAXPROCS"));
 }
+
+/// The classes copied out of /tmp (a namespace's own /tmp hides the host's), for a JVM in a
+/// PID and mount namespace.
+fn classes_outside_tmp(classes: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for e in std::fs::read_dir(classes).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    dir
+}
+
+/// True when this user can make PID and mount namespaces (root, or CAP_SYS_ADMIN).
+fn can_unshare() -> bool {
+    std::process::Command::new("unshare")
+        .args(["--pid", "--mount", "--fork", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `unshare` arguments that run `java` in its own PID and mount namespaces with a /tmp of its
+/// own (as a container has): PID 1 inside, its perf map only under /proc/PID/root.
+fn in_namespaces(java: &Path, classes: &Path, seconds: &str) -> Vec<String> {
+    let script = format!(
+        "mount -t tmpfs tmpfs /tmp && exec {} -cp {} SecondarySupers {seconds} 2",
+        java.display(),
+        classes.display()
+    );
+    [
+        "unshare",
+        "--pid",
+        "--mount",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(["sh".into(), "-c".into(), script])
+    .collect()
+}
+
+/// The target's process that runs as PID 1 of its own PID namespace.
+fn namespaced_jvm(d: &Value) -> &Value {
+    d["target"]["namespaces"]
+        .as_array()
+        .and_then(|a| a.iter().find(|n| n["own_pids"] == true))
+        .unwrap_or_else(|| panic!("no process in its own PID namespace: {:#}", d["target"]))
+}
+
+#[test]
+fn a_jvm_in_its_own_pid_and_mount_namespaces_started_by_diagnose_gets_jit_names_and_the_finding() {
+    let _serial = one_at_a_time();
+    let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
+        missing("JDK 17 (javac)");
+        return;
+    };
+    if !can_unshare() {
+        missing("unshare of PID and mount namespaces (run as root)");
+        return;
+    }
+    let inside = classes_outside_tmp(classes);
+    let args = in_namespaces(&home.join("bin/java"), inside.path(), "4");
+    let mut argv = vec!["--"];
+    argv.extend(args.iter().map(String::as_str));
+    let d = diagnose_until("hotspot_secondary_supers", &argv);
+    let n = namespaced_jvm(&d);
+    assert_eq!(n["inner_pid"], 1, "{n:#}");
+    assert!(
+        n["own_mounts"] == true && n.get("unreadable").is_none(),
+        "{n:#}"
+    );
+    let named = named_share(&d);
+    assert!(named >= 0.9, "only {named:.3} named: {:#}", d["notes"]);
+    let f = finding(&d, "hotspot_secondary_supers");
+    assert!(
+        f["symbol"].as_str().unwrap().contains("SecondarySupers"),
+        "{f:#}"
+    );
+    assert!(text(&f["evidence"]).contains("HotSpot 17."), "{f:#}");
+}
+
+#[test]
+fn a_jvm_in_its_own_pid_and_mount_namespaces_attached_to_gets_jit_names_through_jcmd_inside() {
+    let _serial = one_at_a_time();
+    let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
+        missing("JDK 17 (javac)");
+        return;
+    };
+    if !can_unshare() {
+        missing("unshare of PID and mount namespaces (run as root)");
+        return;
+    }
+    let inside = classes_outside_tmp(classes);
+    let args = in_namespaces(&home.join("bin/java"), inside.path(), "60");
+    /// Kills the namespace (unshare --kill-child takes its PID 1 with it) even on failure.
+    struct Namespace(std::process::Child);
+    impl Drop for Namespace {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let ns = Namespace(
+        std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // unshare's one child is the JVM (sh execs it); give it a second to compile its loop.
+    let unshare_pid = ns.0.id();
+    let mut jvm = None;
+    for _ in 0..100 {
+        let children =
+            std::fs::read_to_string(format!("/proc/{unshare_pid}/task/{unshare_pid}/children"))
+                .unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next()
+            && std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|e| e.file_name().is_some_and(|n| n == "java"))
+        {
+            jvm = Some(pid.to_string());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let jvm = jvm.expect("the JVM started in its namespaces");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let d = diagnose_until(
+        "hotspot_secondary_supers",
+        &["--pid", &jvm, "--duration", "4"],
+    );
+    let n = namespaced_jvm(&d);
+    assert_eq!(n["pid"].to_string(), jvm, "{n:#}");
+    assert_eq!(n["inner_pid"], 1, "{n:#}");
+    assert!(n.get("unreadable").is_none(), "{n:#}");
+    assert!(
+        text(&d["notes"]).contains("Compiler.perfmap"),
+        "{:#}",
+        d["notes"]
+    );
+    let named = named_share(&d);
+    assert!(named >= 0.9, "only {named:.3} named: {:#}", d["notes"]);
+    let f = finding(&d, "hotspot_secondary_supers");
+    assert!(
+        f["symbol"].as_str().unwrap().contains("SecondarySupers"),
+        "{f:#}"
+    );
+    assert!(text(&f["evidence"]).contains("HotSpot 17."), "{f:#}");
+    drop(ns);
+}

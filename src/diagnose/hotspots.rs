@@ -590,6 +590,7 @@ mod tests {
             jit_code: HashMap::new(),
             live_pids: Vec::new(),
             jvms: BTreeMap::new(),
+            namespaces: Vec::new(),
             notes: Vec::new(),
         }
     }

@@ -11,6 +11,7 @@
 //! bytes around its hottest addresses in anonymous executable memory are copied ([`HotCode`]),
 //! bounded per process, newest copy last (a JIT reuses addresses for new code).
 
+use super::namespace::ProcessView;
 use super::symbols::{self, MapEntry};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -32,9 +33,10 @@ pub fn java_tool_options() -> (String, String) {
     ("JAVA_TOOL_OPTIONS".into(), value)
 }
 
-/// The perf map path of process `pid`.
+/// Where diagnose reads the perf map of running process `pid`: `/tmp/perf-PID.map`, or in a
+/// container the one in its own `/tmp` named by the PID it has inside.
 pub fn perf_map_path(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/tmp/perf-{pid}.map"))
+    ProcessView::of(pid).perf_map()
 }
 
 /// The Java home of a process that maps HotSpot (`HOME/lib/server/libjvm.so`).
@@ -84,16 +86,30 @@ pub struct PerfMapRequest {
 const JCMD_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl PerfMapRequest {
-    /// Starts `jcmd PID Compiler.perfmap`, with the JVM's own `jcmd` when it has one.
+    /// Starts `jcmd PID Compiler.perfmap`, with the JVM's own `jcmd` when it has one. A JVM in
+    /// another mount namespace (a container) is asked by its own `jcmd` run in its mount and
+    /// PID namespaces (`nsenter -t PID -m -p`) with the PID it has there; without a `jcmd`
+    /// inside, by diagnose's (a JDK 10 or later attaches through `/proc/PID/root` itself).
     pub fn start(pid: u32, home: &Path) -> std::io::Result<PerfMapRequest> {
+        let view = ProcessView::of(pid);
         let own = home.join("bin/jcmd");
-        let jcmd = if own.exists() {
-            own
+        let mut command = if view.own_mounts && view.path(&own).exists() {
+            let mut c = Command::new("nsenter");
+            c.args(["-t", &pid.to_string(), "-m", "-p", "--"])
+                .arg(&own)
+                .arg(view.inner_pid.to_string());
+            c
         } else {
-            PathBuf::from("jcmd")
+            let jcmd = if own.exists() && !view.own_mounts {
+                own
+            } else {
+                PathBuf::from("jcmd")
+            };
+            let mut c = Command::new(jcmd);
+            c.arg(pid.to_string());
+            c
         };
-        let child = Command::new(jcmd)
-            .arg(pid.to_string())
+        let child = command
             .arg("Compiler.perfmap")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

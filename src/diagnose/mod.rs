@@ -24,6 +24,7 @@ pub mod flame;
 pub mod hotspots;
 pub mod jit;
 pub mod memory;
+pub mod namespace;
 pub mod perf_map;
 pub mod perf_records;
 pub mod profile_proto;
@@ -88,6 +89,10 @@ pub struct TargetReport {
     pub pid: u32,
     /// How it ended.
     pub ended: String,
+    /// Its processes that run in other namespaces (a container), and what of theirs could
+    /// not be read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<namespace::NamespacedProcess>,
 }
 
 /// How samples were taken.
@@ -373,6 +378,7 @@ pub fn build(
             command: rec.command.clone(),
             pid: rec.root_pid,
             ended: rec.ended.clone(),
+            namespaces: rec.namespaces.clone(),
         },
         sampling: SamplingReport {
             event: rec.mode,

@@ -5,6 +5,7 @@
 //! symbol is copied from the process at once, so that hot JIT code can be disassembled after
 //! the process has exited (the map and the memory are gone by then).
 
+use super::namespace::ProcessView;
 use super::symbols::{self, Symbol};
 use std::collections::HashSet;
 use std::io::{Read, Seek, SeekFrom};
@@ -30,13 +31,16 @@ pub struct PerfMapFollower {
     code: Vec<(u64, Vec<u8>)>,
     copied: HashSet<(u64, u64)>,
     code_bytes: usize,
+    /// The process's namespaces and root, taken at the first refresh (while it runs): its
+    /// map is named by its own PID in its own `/tmp`.
+    view: Option<ProcessView>,
 }
 
 impl PerfMapFollower {
-    /// Reads what was appended to `/tmp/perf-PID.map` since the last call and copies the new
-    /// symbols' code from process `pid`.
+    /// Reads what was appended to `/tmp/perf-PID.map` (in the process's own mount namespace,
+    /// by its own PID) since the last call and copies the new symbols' code from process `pid`.
     pub fn refresh(&mut self, pid: u32) {
-        let path = format!("/tmp/perf-{pid}.map");
+        let path = self.path(pid);
         let Ok(mut f) = std::fs::File::open(&path) else {
             return;
         };
@@ -106,6 +110,22 @@ impl PerfMapFollower {
     /// (`jcmd Compiler.perfmap`) rewrites the whole file, possibly in place.
     pub fn reread(&mut self) {
         self.file = None;
+    }
+
+    /// Where process `pid`'s map is read. Its namespaces are looked at again at each call
+    /// while it runs (a container's `/tmp` may be mounted after it started) and the last view
+    /// taken while it ran is kept after it exits.
+    pub fn path(&mut self, pid: u32) -> std::path::PathBuf {
+        let now = ProcessView::of(pid);
+        if self.view.is_none() || now.holds_tmp() {
+            self.view = Some(now);
+        }
+        self.view.as_ref().expect("set above").perf_map()
+    }
+
+    /// The process's namespaces, when they were looked at.
+    pub fn view(&self) -> Option<&ProcessView> {
+        self.view.as_ref()
     }
 
     /// Number of symbols read.

@@ -5,6 +5,7 @@
 use super::counters::{CounterSpec, CounterValue, Counters};
 use super::jit::{self, HotCode, PerfMapRequest};
 use super::memory::{self, ProcessMemory};
+use super::namespace::NamespacedProcess;
 use super::perf_map::PerfMapFollower;
 use super::sampler::{self, OpenError, Record, SampleLayout, Sampler, SamplingMode};
 use super::symbols::{self, AddressSpaces, Location, MapEntry, Symbol};
@@ -194,6 +195,8 @@ pub struct Recording {
     pub live_pids: Vec<u32>,
     /// HotSpot JVMs among the followed processes.
     pub jvms: BTreeMap<u32, Jvm>,
+    /// Followed processes in other namespaces (containers).
+    pub namespaces: Vec<NamespacedProcess>,
     /// What the recording could not do or chose not to.
     pub notes: Vec<String>,
 }
@@ -784,7 +787,8 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
                  to JAVA_TOOL_OPTIONS)"
                     .to_string()
             } else {
-                format!("{}", jit::perf_map_path(pid).display())
+                let f = perf_maps.entry(pid).or_default();
+                format!("{}", f.path(pid).display())
             }
         });
         let version = jvm.version.as_deref().unwrap_or("version unknown");
@@ -804,9 +808,17 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
             )),
         }
         if ours {
-            let _ = std::fs::remove_file(jit::perf_map_path(pid));
+            let _ = std::fs::remove_file(perf_maps.entry(pid).or_default().path(pid));
         }
     }
+    // Processes in other namespaces (containers), and what of theirs could not be read.
+    let namespaces: Vec<NamespacedProcess> = perf_maps
+        .iter()
+        .filter_map(|(pid, f)| {
+            let unnamed_jvm = jvms.get(pid).is_some_and(|j| j.names_from.is_none());
+            f.view()?.report(unnamed_jvm)
+        })
+        .collect();
     let (mut perf_map_symbols, mut jit_code) = (HashMap::new(), HashMap::new());
     for (pid, f) in perf_maps {
         if !f.is_empty() {
@@ -850,6 +862,7 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
         jit_code,
         live_pids,
         jvms,
+        namespaces,
         notes,
     })
 }

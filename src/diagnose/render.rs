@@ -59,6 +59,9 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         "Workload    {what} (pid {}): {}, {:.2} s recorded",
         d.target.pid, d.target.ended, d.sampling.wall_s
     );
+    for n in &d.target.namespaces {
+        o.push_str(&wrap(&n.describe(), "Namespaces  ", w));
+    }
     let _ = writeln!(
         o,
         "Sampling    {} at {} Hz: {} samples{}",

@@ -4,7 +4,7 @@
 //! runtime, the lock (the lock-entry function and the caller above it in the stack), what the
 //! spin costs at this CPU's PAUSE, and that runtime's own remedy, never another's.
 
-use crate::spin::runtimes::{RUNTIMES, SpinCost, SpinPolicy, spin_cost};
+use crate::spin::runtimes::{POSTGRESQL_S_LOCK, RUNTIMES, SpinCost, SpinPolicy, spin_cost};
 
 /// A runtime with lock code diagnose knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,6 +21,8 @@ pub enum Runtime {
     RustStd,
     /// The parking_lot crate.
     ParkingLot,
+    /// PostgreSQL's spinlocks (`s_lock`, buffer headers, LWLock wait lists).
+    PostgreSql,
 }
 
 /// What a known function does in the lock's slow path.
@@ -61,7 +63,7 @@ struct Known {
 
 use Name::{Contains, Exact, Prefix};
 use Role::{Enter, Spin, Wait};
-use Runtime::{Dotnet, Glibc, Go, HotSpot, ParkingLot, RustStd};
+use Runtime::{Dotnet, Glibc, Go, HotSpot, ParkingLot, PostgreSql, RustStd};
 
 /// The table. Names as the symbol tables spell them (C++ demangled without parameters
 /// matched by prefix; Go's as its symbol table writes them, with and without the
@@ -135,6 +137,16 @@ const KNOWN: &[Known] = &[
         Contains("parking_lot_core::parking_lot::park"),
         Wait,
     ),
+    // PostgreSQL: s_lock (the SpinLockAcquire slow path) and perform_spin_delay spin with
+    // SPIN_DELAY (PAUSE, inlined from spin_delay), then pg_usleep. The functions that take a
+    // spinlock themselves say which: a buffer header, an LWLock's wait list, WAL insertion.
+    k(PostgreSql, Exact("s_lock"), Spin),
+    k(PostgreSql, Exact("perform_spin_delay"), Spin),
+    k(PostgreSql, Exact("spin_delay"), Spin),
+    k(PostgreSql, Exact("LockBufHdr"), Enter),
+    k(PostgreSql, Exact("WaitBufHdrUnlocked"), Enter),
+    k(PostgreSql, Exact("LWLockWaitListLock"), Enter),
+    k(PostgreSql, Exact("ReserveXLogInsertLocation"), Enter),
 ];
 
 const fn k(runtime: Runtime, name: Name, role: Role) -> Known {
@@ -163,6 +175,7 @@ impl Runtime {
             Dotnet => ".NET",
             RustStd => "Rust std",
             ParkingLot => "parking_lot",
+            PostgreSql => "PostgreSQL",
         }
     }
 
@@ -175,12 +188,14 @@ impl Runtime {
             Dotnet => "Monitor (lock)",
             RustStd => "std::sync::Mutex",
             ParkingLot => "parking_lot::Mutex",
+            PostgreSql => "spinlock (s_lock)",
         }
     }
 
     /// Its spin policy in the spin model.
     pub fn policy(self) -> Option<&'static SpinPolicy> {
         let key = match self {
+            PostgreSql => return Some(&POSTGRESQL_S_LOCK),
             HotSpot => "HotSpot",
             Glibc => "glibc",
             Go => "Go",
@@ -229,6 +244,14 @@ impl Runtime {
             ParkingLot => {
                 "parking_lot spins a few exponential rounds, yields, then parks: shorten the \
                  critical section or shard the data behind several locks."
+            }
+            PostgreSql => {
+                "PostgreSQL's spinlocks have no setting (s_lock adapts spins_per_delay by \
+                 itself): fewer backends should want the same buffer or shared structure at \
+                 once. Put a connection pooler (PgBouncer, pool_mode=transaction) in front so \
+                 active connections stay near the PostgreSQL wiki's ((cores * 2) + disks), and \
+                 spread a hot row (a counter row per client or per shard, summed when read) \
+                 instead of having every client update one."
             }
         }
     }
@@ -299,13 +322,14 @@ mod tests {
 
     #[test]
     fn each_runtime_has_a_spin_policy_and_its_own_remedy() {
-        for rt in [HotSpot, Glibc, Go, Dotnet, RustStd, ParkingLot] {
+        for rt in [HotSpot, Glibc, Go, Dotnet, RustStd, ParkingLot, PostgreSql] {
             assert!(rt.policy().is_some(), "{rt:?} has no spin policy");
             let others = [
                 ("GOMAXPROCS", Go),
                 ("mutex_spin_count", Glibc),
                 ("LongAdder", HotSpot),
                 (".NET Core 3.0", Dotnet),
+                ("PgBouncer", PostgreSql),
             ];
             for (word, owner) in others {
                 assert!(
@@ -352,5 +376,24 @@ mod tests {
         assert_eq!(l.waiter.as_deref(), Some("void Contended.increment()"));
         assert_eq!(classify("__lll_lock_wait"), Some((Glibc, Wait)));
         assert_eq!(lock_in_stack(["main", "start"]), None);
+    }
+
+    #[test]
+    fn a_postgresql_spinlock_stack_names_the_buffer_header_and_the_function_that_pins_it() {
+        // The shape of PostgreSQL 15's buffer-header spin (bufmgr.c, s_lock.c).
+        let stack = [
+            "perform_spin_delay",
+            "LockBufHdr",
+            "ReadBuffer_common",
+            "ReadBufferExtended",
+            "heapam_index_fetch_tuple",
+        ];
+        let l = lock_in_stack(stack).unwrap();
+        assert_eq!(l.runtime, PostgreSql);
+        assert_eq!(l.enter.as_deref(), Some("LockBufHdr"));
+        assert_eq!(l.waiter.as_deref(), Some("ReadBuffer_common"));
+        assert_eq!(classify("s_lock"), Some((PostgreSql, Spin)));
+        let c = PostgreSql.spin_cost(40.0, 2).unwrap();
+        assert_eq!(c.spin_ns, 100.0 * 40.0);
     }
 }

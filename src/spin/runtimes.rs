@@ -121,6 +121,17 @@ pub const RUNTIMES: &[SpinPolicy] = &[
     },
 ];
 
+/// PostgreSQL's spinlock (`s_lock`): a database server rather than a runtime the `spin` model
+/// compares, so not in [`RUNTIMES`]; `diagnose` quotes it when a backend spins in it.
+pub const POSTGRESQL_S_LOCK: SpinPolicy = SpinPolicy {
+    runtime: "PostgreSQL",
+    primitive: "spinlock (s_lock)",
+    budget: SpinBudget::Pauses { pauses: 100 },
+    then: "pg_usleep from 1 ms, growing to 1 s",
+    source: "src/backend/storage/lmgr/s_lock.c: DEFAULT_SPINS_PER_DELAY 100, adapted between \
+             10 and 1000 per backend; SPIN_DELAY is PAUSE on x86-64",
+};
+
 /// What a policy costs at one PAUSE latency and core count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpinCost {
