@@ -346,8 +346,6 @@ fn postgresql_under_pgbench_with_a_hot_row_is_followed_into_its_backends_and_nam
 }
 
 #[test]
-#[ignore = "needs hot code without a symbol disassembled and grouped by function (issue 20 \
-            part 2): Debian's stress-ng is stripped and its lockbus loop is static"]
 fn stress_ng_lockbus_is_a_locked_hotspot_found_at_its_lock_instruction() {
     let _serial = one_at_a_time();
     if !on_path("stress-ng") {
