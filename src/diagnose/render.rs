@@ -75,7 +75,7 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         }
     );
     if let Some(u) = d.sampling.stacks.as_ref().filter(|u| u.samples > 0) {
-        let _ = writeln!(o, "Stacks      {}", u.line());
+        o.push_str(&wrap(&u.line(), "Stacks      ", w));
     }
     if d.counters.available {
         let cpi = d
@@ -85,13 +85,12 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
             .unwrap_or_default();
         let _ = writeln!(o, "Counters    {cpi}events: {}", d.counters.note);
     } else {
-        let _ = writeln!(
-            o,
-            "PMU         none: {}. Hardware counters (CPI, TLB misses, bus locks, machine \
-             clears, HITM) are not available; everything below comes from timer samples, \
-             the code and /proc.",
+        let pmu = format!(
+            "none: {}. Hardware counters (CPI, TLB misses, bus locks, machine clears, HITM) \
+             are not available; everything below comes from timer samples, the code and /proc.",
             d.machine.pmu_reason.as_deref().unwrap_or("not usable")
         );
+        o.push_str(&wrap(&pmu, "PMU         ", w));
     }
     let _ = writeln!(
         o,
