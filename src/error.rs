@@ -323,6 +323,24 @@ pub enum InputError {
         /// Files skipped.
         skipped: usize,
     },
+    /// `experiment` without a command after `--`.
+    #[error(
+        "nothing to run: give the command after -- (`cpudoctor experiment --pages -- ./bench`)"
+    )]
+    NoExperimentCommand,
+    /// `experiment` with no variant to compare.
+    #[error(
+        "nothing to vary: give --pages, --neighbour split-locks|memory|atomics, --placement or          --cpus 1,2,4"
+    )]
+    NoVariant,
+    /// `experiment --metric` with an expression that does not compile.
+    #[error("--metric '{regex}' is not a regular expression: {reason}")]
+    BadMetric {
+        /// The expression given.
+        regex: String,
+        /// The parser's complaint, on one line.
+        reason: String,
+    },
 }
 
 fn perf_not_permitted(paranoid: Option<i32>) -> String {

@@ -219,6 +219,8 @@ pub struct Plan {
     pub comparisons: Vec<PlannedComparison>,
     /// Variants this machine cannot do, one line each (`--placement: no SMT siblings here`).
     pub not_run: Vec<String>,
+    /// What the kernel allows, where it shapes a variant (THP `always` or `madvise`).
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -326,6 +328,10 @@ pub struct Comparison {
     /// The arm's effect as a speed factor: above 1 the arm is faster than its baseline
     /// (1 / ratio for a lower-is-better measure, the ratio itself for a higher-is-better one).
     pub speed: Option<f64>,
+    /// Lower end of the speed factor's interval.
+    pub speed_low: Option<f64>,
+    /// Upper end of the speed factor's interval.
+    pub speed_high: Option<f64>,
     /// One line saying what it means.
     pub meaning: String,
 }
@@ -405,6 +411,8 @@ pub struct ExperimentResult {
     pub scaling: Option<Scaling>,
     /// Variants this machine could not do, one line each.
     pub not_run: Vec<String>,
+    /// What the kernel allows, where it shapes a variant.
+    pub notes: Vec<String>,
 }
 
 impl ExperimentResult {

@@ -27,14 +27,13 @@ pub fn plan(
     topology: Option<&Topology>,
     allowed: &[usize],
     thp: Option<ThpEnabled>,
-    notes: &mut Vec<String>,
 ) -> Plan {
     let mut p = Plan::default();
     if asked.pages {
         match pages_allowed(thp) {
             Err(line) => p.not_run.push(line),
             Ok(note) => {
-                notes.extend(note);
+                p.notes.extend(note);
                 p.compare(
                     Family::Pages,
                     Variant::Pages {
@@ -145,8 +144,7 @@ mod tests {
             placement: false,
             cpus: vec![1, 2],
         };
-        let mut notes = Vec::new();
-        let p = plan(&asked, None, &[0], Some(ThpEnabled::Never), &mut notes);
+        let p = plan(&asked, None, &[0], Some(ThpEnabled::Never));
         assert_eq!(p.not_run.len(), 4, "{:?}", p.not_run);
         assert!(p.not_run[0].starts_with("--pages: transparent huge pages are 'never'"));
         assert!(p.not_run[1].starts_with("--neighbour memory: needs a second CPU"));
@@ -154,11 +152,11 @@ mod tests {
         assert!(p.not_run[3].starts_with("--cpus: only 1 of the counts asked fits"));
         assert!(p.comparisons.is_empty());
 
-        let p = plan(&asked, None, &[0, 1], Some(ThpEnabled::Madvise), &mut notes);
+        let p = plan(&asked, None, &[0, 1], Some(ThpEnabled::Madvise));
         assert!(p.not_run.is_empty(), "{:?}", p.not_run);
         // Pages (2 arms), neighbour (2), cpus (2).
         assert_eq!(p.arms.len(), 6);
         assert_eq!(p.comparisons.len(), 3);
-        assert!(notes.iter().any(|n| n.contains("glibc.malloc.hugetlb=1")));
+        assert!(p.notes.iter().any(|n| n.contains("glibc.malloc.hugetlb=1")));
     }
 }

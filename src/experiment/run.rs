@@ -193,6 +193,32 @@ pub fn run_once(command: &[String], setup: &Setup) -> std::io::Result<RunOutcome
     })
 }
 
+/// Whether `program` can be started: a path to an executable file, or a name found in
+/// `PATH`; otherwise why not (checked before any run, so a typo is one line, not a failed
+/// arm per variant).
+pub fn startable(program: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = std::path::Path::new(program);
+        return if !p.exists() {
+            Err("no such file".into())
+        } else if executable(p) {
+            Ok(())
+        } else {
+            Err("not an executable file".into())
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| executable(&d.join(program))) {
+        Ok(())
+    } else {
+        Err("not found in PATH".into())
+    }
+}
+
 /// What the user asked to run, besides the variants.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -381,6 +407,7 @@ pub fn execute(
         comparisons,
         scaling,
         not_run: plan.not_run.clone(),
+        notes: plan.notes.clone(),
     }
 }
 

@@ -105,7 +105,7 @@ pub fn meaning(
         (Family::Pages, _) => {
             let got = huge_words(baseline);
             if unclear {
-                format!("4 KiB pages: {effect} than huge pages asked ({got})")
+                format!("4 KiB pages against huge pages asked: {effect} ({got})")
             } else if s < 1.0 {
                 format!(
                     "on 4 KiB pages it runs {:.2}x slower: page walks (TLB misses) cost it; {got}",
@@ -130,7 +130,11 @@ pub fn meaning(
         }
         (Family::Placement, Variant::Placement { class, .. }) => {
             let base = baseline.variant.name();
-            format!("on {}: {effect} than on {base}", class.label())
+            if unclear {
+                format!("on {} against {base}: {effect}", class.label())
+            } else {
+                format!("on {} it runs {effect} than on {base}", class.label())
+            }
         }
         (Family::Cpus, Variant::Cpus { n, .. }) => {
             let n0 = baseline.variant.cpus().map_or(1, <[usize]>::len);
@@ -180,6 +184,8 @@ pub fn compare(
                 coverage: r.map(|r| r.coverage),
                 pairs: r.map_or(0, |r| r.pairs),
                 speed: speed.map(|s| s.0),
+                speed_low: speed.map(|s| s.1),
+                speed_high: speed.map(|s| s.2),
                 meaning: meaning(p.family, arm, base, speed),
             }
         })
