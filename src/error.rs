@@ -333,6 +333,22 @@ pub enum InputError {
         "nothing to vary: give --pages, --neighbour split-locks|memory|atomics, --placement or          --cpus 1,2,4"
     )]
     NoVariant,
+    /// `report` given an experiment beside files of another kind.
+    #[error("{experiment} is an experiment and {other} is not; a report shows experiments alone")]
+    MixedExperiment {
+        /// The experiment file.
+        experiment: String,
+        /// The other file.
+        other: String,
+    },
+    /// An experiment file this build cannot read (newer schema, or damaged).
+    #[error("{path} is not an experiment this cpudoctor reads ({reason})")]
+    BadExperiment {
+        /// The path given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// `experiment --metric` with an expression that does not compile.
     #[error("--metric '{regex}' is not a regular expression: {reason}")]
     BadMetric {

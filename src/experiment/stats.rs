@@ -120,10 +120,10 @@ pub fn meaning(
             if trapped {
                 format!("the host traps split locks: the neighbour barely locked the bus, {effect}")
             } else if unclear {
-                format!("a {} neighbour on another CPU: {effect}", kind.as_str())
+                format!("the {} neighbour on another CPU: {effect}", kind.as_str())
             } else {
                 format!(
-                    "a {} neighbour on another CPU makes it {effect}",
+                    "the {} neighbour on another CPU makes it {effect}",
                     kind.as_str()
                 )
             }
