@@ -272,14 +272,6 @@ impl Measure {
             }
         )
     }
-
-    /// The unit for a reader: `s` for wall time, `(metric)` for a figure from the output.
-    pub fn unit(&self) -> &'static str {
-        match self {
-            Measure::WallTime => "s",
-            Measure::Metric { .. } => "",
-        }
-    }
 }
 
 /// One arm's runs.

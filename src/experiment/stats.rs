@@ -23,9 +23,13 @@ use crate::measure::stats::{CONFIDENCE, median_interval, paired_ratios};
 /// curve far below 0.8 says contention, not noise.
 pub const SCALING_FALLS_AWAY_EFFICIENCY: f64 = 0.8;
 
-/// A ratio within this factor of 1 whose interval also holds 1 is "no measurable effect".
+/// A ratio within this factor of 1 whose interval holds 1 is "no measurable effect" when...
 /// 3%: less than the round-to-round spread of most programs on a shared machine.
 pub const NO_EFFECT_WITHIN: f64 = 0.03;
+
+/// ... and its interval lies within this factor of 1 on both sides: a wider interval that
+/// holds 1 is "no clear effect", not "none".
+pub const NO_EFFECT_INTERVAL: f64 = 1.10;
 
 /// Median of the per-round ratios `arm / baseline` and its interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,8 +79,17 @@ pub fn as_speed(r: &PairedRatio, higher_is_better: bool) -> (f64, f64, f64) {
 /// `1.42x slower` / `1.10x faster` / `no measurable effect`, from a speed factor and its
 /// interval.
 pub fn effect_words(speed: f64, low: f64, high: f64) -> String {
-    if low <= 1.0 && 1.0 <= high && (speed - 1.0).abs() <= NO_EFFECT_WITHIN {
-        return "no measurable effect".into();
+    if low <= 1.0 && 1.0 <= high {
+        let narrow = low >= 1.0 / NO_EFFECT_INTERVAL && high <= NO_EFFECT_INTERVAL;
+        return if (speed - 1.0).abs() <= NO_EFFECT_WITHIN && narrow {
+            "no measurable effect".into()
+        } else {
+            format!(
+                "no clear effect ({:.2}x {}, but the interval holds 1)",
+                if speed >= 1.0 { speed } else { 1.0 / speed },
+                if speed >= 1.0 { "faster" } else { "slower" }
+            )
+        };
     }
     if speed >= 1.0 {
         format!("{:.2}x faster", speed)
@@ -283,6 +296,14 @@ mod tests {
         assert_eq!(effect_words(0.5, 0.4, 0.6), "2.00x slower");
         assert_eq!(effect_words(1.42, 1.4, 1.45), "1.42x faster");
         assert_eq!(effect_words(1.01, 0.97, 1.05), "no measurable effect");
+        assert_eq!(
+            effect_words(1.01, 0.7, 1.5),
+            "no clear effect (1.01x faster, but the interval holds 1)"
+        );
+        assert_eq!(
+            effect_words(0.8, 0.6, 1.01),
+            "no clear effect (1.25x slower, but the interval holds 1)"
+        );
         // Within 3% but the interval excludes 1: a small effect, still named.
         assert_eq!(effect_words(1.02, 1.01, 1.03), "1.02x faster");
     }

@@ -21,10 +21,17 @@ pub fn effect_text(c: &Comparison) -> String {
     if words.starts_with("no measurable") {
         return format!("no effect [{slo:.2}, {shi:.2}]");
     }
+    // An interval that holds 1 gets a question mark: the direction is not established.
+    let mark = if slo <= 1.0 && 1.0 <= shi { "?" } else { "" };
     if s >= 1.0 {
-        format!("{words} [{slo:.2}, {shi:.2}]")
+        format!("{s:.2}x faster{mark} [{slo:.2}, {shi:.2}]")
     } else {
-        format!("{words} [{:.2}, {:.2}]", 1.0 / shi, 1.0 / slo)
+        format!(
+            "{:.2}x slower{mark} [{:.2}, {:.2}]",
+            1.0 / s,
+            1.0 / shi,
+            1.0 / slo
+        )
     }
 }
 
@@ -237,7 +244,7 @@ fn scaling_text(out: &mut String, s: &Scaling) {
             100.0 * stats::SCALING_FALLS_AWAY_EFFICIENCY
         ),
         None => format!(
-            "It stays within {:.0}% of ideal over the counts measured.",
+            "It stays above {:.0}% of ideal over the counts measured.",
             100.0 * stats::SCALING_FALLS_AWAY_EFFICIENCY
         ),
     };
