@@ -173,10 +173,11 @@ fn a_split_lock_neighbour_slows_a_memory_stream_or_is_said_to_be_trapped() {
     let c = comparison(&v, "neighbour");
     let arm = &v["arms"][c["arm"].as_u64().unwrap() as usize];
     let meaning = c["meaning"].as_str().unwrap();
-    if arm["neighbour"]["trapped_by_host"] == true {
+    if arm["neighbour"]["trapped"] == true {
         // A host that traps split locks: the neighbour barely locks the bus, and the line
         // says so beside the figure.
         assert!(meaning.contains("traps split locks"), "{meaning}");
+        assert!(meaning.contains("trapped"), "{meaning}");
     } else {
         // Bus locks are real here (Zen 4 guests run them: 5-10x slower DRAM streams in the
         // split-lock-neighbour probe); on a shared machine the locker gets part of its CPU,

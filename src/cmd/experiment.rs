@@ -83,7 +83,7 @@ fn cpu_counts(text: &str) -> Result<CpuCounts, String> {
             .trim()
             .parse()
             .ok()
-            .filter(|&n| n >= 1 && n <= cpudoctor::machine::topology::MAX_CPUS)
+            .filter(|n| (1..=cpudoctor::machine::topology::MAX_CPUS).contains(n))
             .ok_or_else(|| format!("'{part}' is not a count of CPUs (1 or more)"))?;
         if v.contains(&n) {
             return Err(format!("{n} is listed twice"));

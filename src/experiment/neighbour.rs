@@ -42,8 +42,8 @@ pub struct NeighbourReport {
     /// The CPU it ran on.
     pub cpu: usize,
     /// Split locks: the split-lock probe's rule found them trapped (by this kernel or by the
-    /// host), so the neighbour barely locked the bus.
-    pub trapped_by_host: bool,
+    /// host: `mechanism` says which), so the neighbour barely locked the bus.
+    pub trapped: bool,
     /// Split locks: the mechanism the split-lock rule named (`bus_lock`, `trapped_by_host`,
     /// `trapped_by_kernel`, `fatal`).
     pub mechanism: Option<String>,
@@ -99,7 +99,7 @@ impl Neighbour {
         let mut report = NeighbourReport {
             kind,
             cpu,
-            trapped_by_host: false,
+            trapped: false,
             mechanism: None,
             alone_split_lock_ns: None,
             rate_per_s: None,
@@ -121,10 +121,10 @@ impl Neighbour {
                     mean_ns: None,
                 };
                 let mechanism = classify(&evidence).map(|(m, _)| m);
-                report.trapped_by_host = mechanism.is_some_and(|m| m.trapped());
+                report.trapped = mechanism.is_some_and(|m| m.trapped());
                 report.mechanism = mechanism.map(|m| m.as_str().to_string());
                 report.alone_split_lock_ns = alone.mean_ns();
-                if report.trapped_by_host {
+                if report.trapped {
                     // Trapped locks take 10 us or more each: look at the command word often.
                     locker.set_batch(1);
                 }

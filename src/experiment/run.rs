@@ -426,7 +426,7 @@ fn one_run(
         n.start().map_err(|e| format!("the neighbour: {e}"))?;
     }
     let outcome = run_once(&spec.command, setup);
-    if let Some(n) = neighbour.as_deref_mut() {
+    if let Some(n) = neighbour {
         n.stop().map_err(|e| format!("the neighbour: {e}"))?;
     }
     let o = outcome.map_err(|e| format!("cannot run {}: {e}", spec.command[0]))?;

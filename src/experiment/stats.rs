@@ -129,9 +129,17 @@ pub fn meaning(
             }
         }
         (Family::Neighbour, Variant::Neighbour { kind, .. }) => {
-            let trapped = arm.neighbour.as_ref().is_some_and(|n| n.trapped_by_host);
-            if trapped {
-                format!("the host traps split locks: the neighbour barely locked the bus, {effect}")
+            let trapped = arm.neighbour.as_ref().filter(|n| n.trapped);
+            if let Some(n) = trapped {
+                let by = if n.mechanism.as_deref() == Some("trapped_by_kernel") {
+                    "this kernel"
+                } else {
+                    "the host"
+                };
+                format!(
+                    "{by} traps split locks: the neighbour barely locked the bus, so \
+                     trapped, {effect}"
+                )
             } else if unclear {
                 format!("the {} neighbour on another CPU: {effect}", kind.as_str())
             } else {
@@ -166,7 +174,7 @@ fn huge_words(arm: &ArmResult) -> String {
     let got: Vec<u64> = arm.anon_huge_bytes.iter().flatten().copied().collect();
     match crate::measure::stats::median(&got.iter().map(|&b| b as f64).collect::<Vec<_>>()) {
         None => "its huge pages could not be read".into(),
-        Some(b) if b == 0.0 => "it got no huge pages when asked".into(),
+        Some(0.0) => "it got no huge pages when asked".into(),
         Some(b) => format!(
             "it got {} of huge pages when asked",
             crate::format::human_bytes(b as u64)
@@ -306,6 +314,48 @@ mod tests {
         );
         // Within 3% but the interval excludes 1: a small effect, still named.
         assert_eq!(effect_words(1.02, 1.01, 1.03), "1.02x faster");
+    }
+
+    fn arm(variant: Variant, samples: &[f64]) -> ArmResult {
+        ArmResult {
+            variant,
+            samples: samples.iter().map(|&x| Some(x)).collect(),
+            wall_s: Vec::new(),
+            anon_huge_bytes: Vec::new(),
+            median: None,
+            failure: None,
+            neighbour: None,
+        }
+    }
+
+    #[test]
+    fn a_trapped_neighbour_is_named_beside_the_figure() {
+        use crate::experiment::NeighbourKind;
+        use crate::experiment::neighbour::NeighbourReport;
+        let mut loaded = arm(
+            Variant::Neighbour {
+                kind: NeighbourKind::SplitLocks,
+                cpus: vec![0],
+                neighbour_cpu: 1,
+            },
+            &[1.0; 6],
+        );
+        loaded.neighbour = Some(NeighbourReport {
+            kind: NeighbourKind::SplitLocks,
+            cpu: 1,
+            trapped: true,
+            mechanism: Some("trapped_by_host".into()),
+            alone_split_lock_ns: Some(180_000.0),
+            rate_per_s: Some(5400.0),
+            failure: None,
+        });
+        let alone = arm(Variant::Plain { cpus: vec![0] }, &[1.0; 6]);
+        let m = meaning(Family::Neighbour, &loaded, &alone, Some((1.0, 0.99, 1.01)));
+        assert_eq!(
+            m,
+            "the host traps split locks: the neighbour barely locked the bus, so trapped, \
+             no measurable effect"
+        );
     }
 
     fn point(cpus: usize, s: f64, lo: f64, hi: f64) -> ScalingPoint {

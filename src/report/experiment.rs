@@ -193,8 +193,12 @@ pub fn neighbour_line(n: &crate::experiment::neighbour::NeighbourReport) -> Stri
             n.mechanism.as_deref().unwrap_or("unclassified")
         );
     }
-    if n.trapped_by_host {
-        s.push_str("; trapped by the host, so it barely locks the bus");
+    if n.trapped {
+        s.push_str(if n.mechanism.as_deref() == Some("trapped_by_kernel") {
+            "; trapped by this kernel, so it barely locks the bus"
+        } else {
+            "; trapped by the host, so it barely locks the bus"
+        });
     }
     if let Some(f) = &n.failure {
         let _ = write!(s, "; it stopped: {f}");
