@@ -341,3 +341,85 @@ fn a_variant_the_machine_cannot_do_is_one_line_and_the_rest_runs() {
     );
     assert!(text.contains("THP off"), "{text}");
 }
+
+#[test]
+fn report_draws_saved_experiments_and_refuses_to_mix_them() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("experiment.html");
+    let out = cpudoctor()
+        .arg("report")
+        .arg(fixtures.join("experiment/pages_neighbour.json"))
+        .arg(fixtures.join("experiment/scaling_packed.json"))
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Effect on the command"));
+    assert!(html.contains("Throughput against CPUs"));
+    let fingerprint = std::fs::read_dir(fixtures.join("fingerprints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let out = cpudoctor()
+        .arg("report")
+        .arg(fixtures.join("experiment/scaling_packed.json"))
+        .arg(&fingerprint)
+        .arg("-o")
+        .arg(dir.path().join("mixed.html"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is an experiment and"), "{err}");
+    assert!(!dir.path().join("mixed.html").exists());
+}
+
+#[test]
+fn prepare_runs_before_every_run_and_a_missing_metric_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("prepared");
+    let prepare = format!("echo x >> {}", log.display());
+    let out = cpudoctor()
+        .args([
+            "experiment",
+            "--pages",
+            "--runs",
+            "2",
+            "--warmup",
+            "1",
+            "--prepare",
+            &prepare,
+            "--metric",
+            r"score: ([0-9]+)",
+            "--",
+            "echo",
+            "score: 42",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Two arms, three rounds (one warmup).
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(lines, 6);
+    let (v, code) = experiment(
+        &["--pages", "--runs", "2", "--metric", r"score: ([0-9]+)"],
+        &["echo", "no figure here"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        v["arms"][0]["failure"],
+        "no number matching /score: ([0-9]+)/ in its output"
+    );
+}
