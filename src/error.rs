@@ -323,6 +323,40 @@ pub enum InputError {
         /// Files skipped.
         skipped: usize,
     },
+    /// `experiment` without a command after `--`.
+    #[error(
+        "nothing to run: give the command after -- (`cpudoctor experiment --pages -- ./bench`)"
+    )]
+    NoExperimentCommand,
+    /// `experiment` with no variant to compare.
+    #[error(
+        "nothing to vary: give --pages, --neighbour split-locks|memory|atomics, --placement or          --cpus 1,2,4"
+    )]
+    NoVariant,
+    /// `report` given an experiment beside files of another kind.
+    #[error("{experiment} is an experiment and {other} is not; a report shows experiments alone")]
+    MixedExperiment {
+        /// The experiment file.
+        experiment: String,
+        /// The other file.
+        other: String,
+    },
+    /// An experiment file this build cannot read (newer schema, or damaged).
+    #[error("{path} is not an experiment this cpudoctor reads ({reason})")]
+    BadExperiment {
+        /// The path given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// `experiment --metric` with an expression that does not compile.
+    #[error("--metric '{regex}' is not a regular expression: {reason}")]
+    BadMetric {
+        /// The expression given.
+        regex: String,
+        /// The parser's complaint, on one line.
+        reason: String,
+    },
 }
 
 fn perf_not_permitted(paranoid: Option<i32>) -> String {

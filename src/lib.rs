@@ -14,6 +14,7 @@
 pub mod arch;
 pub mod diagnose;
 pub mod error;
+pub mod experiment;
 pub mod format;
 pub mod hazards;
 pub mod machine;

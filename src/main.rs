@@ -142,6 +142,31 @@ enum Command {
             cpudoctor diagnose --from old.json --folded old.folded"
     )]
     Diagnose(cmd::diagnose::DiagnoseArgs),
+    /// Run your command under controlled variants (pages, a noisy neighbour, placement, CPU count): each effect as a ratio with its interval.
+    #[command(
+        long_about = "Runs CMD under controlled variants, interleaved (A B A B ..., so drift \
+            hits every variant alike) and repeated, and reports each variant's effect as a \
+            ratio with a 95% interval and a line of meaning: the experiments the four cases \
+            each ran by hand, on your program.\n\n\
+            --pages: transparent huge pages off (PR_SET_THP_DISABLE) against asked for \
+            (GLIBC_TUNABLES=glibc.malloc.hugetlb=1), with the huge pages the command got.\n\
+            --neighbour split-locks|memory|atomics: the probes' aggressors on a CPU the \
+            command does not use (the split-lock case's noisy neighbour; a host that traps \
+            split locks is named).\n\
+            --placement: two CPUs as SMT siblings, sharing a cache, across a cache or NUMA \
+            boundary (those the machine has).\n\
+            --cpus 1,2,4: a scaling curve against the ideal line (the Netflix JVM case's \
+            question).\n\n\
+            The measure is wall time, or --metric REGEX from the command's stdout \
+            (--higher-is-better for rates and scores). A variant this machine cannot do, or \
+            a run that fails, is one line; the rest still runs. Exit status 1 when nothing \
+            could be measured.\n\n\
+            Examples: cpudoctor experiment --pages -- ./chase 1024\n          \
+            cpudoctor experiment --neighbour split-locks --runs 20 -- sysbench memory run\n          \
+            cpudoctor experiment --cpus 1,2,4,8 --metric 'ops/s: ([0-9.]+)' \\\n            \
+            --higher-is-better --save scaling.json -- ./server-bench"
+    )]
+    Experiment(cmd::experiment::ExperimentArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(long_about = "Prints a completion script for SHELL on stdout.\n\n\
             Examples: cpudoctor completions bash > ~/.local/share/bash-completion/completions/cpudoctor\n          \
@@ -167,6 +192,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
         Command::Diagnose(a) => cmd::diagnose::run(a),
+        Command::Experiment(a) => cmd::experiment::run(a),
         Command::Explain(a) => cmd::explain::run(a),
         // Both are made in memory and written in one go: clap_complete panics on a write
         // error (a full disk, `> /dev/full`), and a failed write is an error like any other.

@@ -10,22 +10,23 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 15] = [
-    "error",     // input errors, the one thiserror enum every layer may return
-    "format",    // numbers and units as text
-    "output",    // the one writer of named outputs: symlinks, FIFOs, modes, temp files
-    "process",   // child processes: deadline, SIGTERM, SIGKILL, reap
-    "arch",      // inline assembly
-    "machine",   // host facts: CPU, topology, kernel, memory, PMU, the CPUs we may use
-    "measure",   // clocks, pinning, statistics, buffers (which read smaps to see what took)
-    "spin",      // runtimes' spin policies, pure arithmetic
-    "reference", // reference figures quoted by more than one part, each with its source
-    "schema",    // the fingerprint's typed vocabulary (what probes write, everything reads)
-    "probes",    // measurements into the schema
-    "hazards",   // verdicts from a fingerprint
-    "diagnose",  // a running workload's profile and findings
-    "report",    // terminal, diff, HTML, Prometheus, fleet
-    "session",   // runs probes and judges hazards into one fingerprint
+const LAYERS: [&str; 16] = [
+    "error",      // input errors, the one thiserror enum every layer may return
+    "format",     // numbers and units as text
+    "output",     // the one writer of named outputs: symlinks, FIFOs, modes, temp files
+    "process",    // child processes: deadline, SIGTERM, SIGKILL, reap
+    "arch",       // inline assembly
+    "machine",    // host facts: CPU, topology, kernel, memory, PMU, the CPUs we may use
+    "measure",    // clocks, pinning, statistics, buffers (which read smaps to see what took)
+    "spin",       // runtimes' spin policies, pure arithmetic
+    "reference",  // reference figures quoted by more than one part, each with its source
+    "schema",     // the fingerprint's typed vocabulary (what probes write, everything reads)
+    "probes",     // measurements into the schema
+    "hazards",    // verdicts from a fingerprint
+    "diagnose",   // a running workload's profile and findings
+    "experiment", // the user's command under variants: ratios with intervals
+    "report",     // terminal, diff, HTML, Prometheus, fleet
+    "session",    // runs probes and judges hazards into one fingerprint
 ];
 
 fn rank(module: &str) -> Option<usize> {

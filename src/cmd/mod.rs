@@ -4,6 +4,7 @@
 pub mod check;
 pub mod diagnose;
 pub mod diff;
+pub mod experiment;
 pub mod explain;
 pub mod fleet;
 pub mod handoff;

@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
+use cpudoctor::experiment::{self, ExperimentResult};
 use cpudoctor::report::html::diagnoses::{self, DiagnosisRun};
 use cpudoctor::report::html::{self, Run, Runs};
 use std::io::Write;
@@ -50,10 +51,63 @@ fn report_diagnoses(args: &ReportArgs, paths: &[&Path], inputs: &[Input]) -> Res
     Ok(())
 }
 
+/// Saved experiments (`experiment --save`): each one's table, its effects with their
+/// intervals, its scaling curve against ideal.
+fn report_experiments(args: &ReportArgs, paths: &[&Path], inputs: &[Input]) -> Result<()> {
+    let mut results = Vec::new();
+    for ((input, label), path) in inputs.iter().zip(labels(paths)).zip(paths) {
+        let bad = |reason: String| InputError::BadExperiment {
+            path: path.display().to_string(),
+            reason,
+        };
+        let bytes = input.bytes.as_ref().map_err(|e| bad(e.to_string()))?;
+        let r: ExperimentResult = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        if r.schema_version > experiment::SCHEMA_VERSION {
+            return Err(bad(format!(
+                "schema_version {}, newer than {}",
+                r.schema_version,
+                experiment::SCHEMA_VERSION
+            ))
+            .into());
+        }
+        results.push((label, r));
+    }
+    let page = cpudoctor::report::experiment::render_html(&results);
+    write_output(&args.output, page.as_bytes())?;
+    let mut out = super::screen(super::stdout_is_an_output(&[Some(&args.output)]));
+    writeln!(
+        out,
+        "Report written to {} ({} experiment(s))",
+        super::shown(&args.output),
+        results.len()
+    )?;
+    Ok(())
+}
+
 pub fn run(args: ReportArgs) -> Result<()> {
     let paths: Vec<&Path> = args.files.iter().map(PathBuf::as_path).collect();
     check_outputs(&[("-o", Some(&args.output))], &paths, None)?;
     let inputs = Input::read_all(&paths)?;
+    let is_experiment: Vec<bool> = inputs
+        .iter()
+        .map(|i| {
+            i.bytes
+                .as_ref()
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+                .is_some_and(|v| ExperimentResult::is_experiment(&v))
+        })
+        .collect();
+    if let Some(e) = is_experiment.iter().position(|x| *x) {
+        if let Some(o) = is_experiment.iter().position(|x| !*x) {
+            return Err(InputError::MixedExperiment {
+                experiment: paths[e].display().to_string(),
+                other: paths[o].display().to_string(),
+            }
+            .into());
+        }
+        return report_experiments(&args, &paths, &inputs);
+    }
     let kinds: Vec<Option<SavedKind>> = inputs.iter().map(Input::kind).collect();
     let find = |k: SavedKind| kinds.iter().position(|x| *x == Some(k));
     match (find(SavedKind::Diagnosis), find(SavedKind::Fingerprint)) {

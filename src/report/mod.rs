@@ -7,6 +7,7 @@
 
 pub mod charts;
 pub mod diff;
+pub mod experiment;
 pub mod fleet;
 pub mod fleet_text;
 pub mod handoff;

@@ -1,0 +1,542 @@
+//! An experiment ([`ExperimentResult`]) as text: one screen for the terminal (each variant's
+//! effect with its interval and a line of meaning, the scaling curve against ideal, what was
+//! not run and why), Markdown for `--export-markdown`, and the HTML page of `report` with a
+//! chart of the effects (a dot and its interval per variant, on a log axis so 2x slower and
+//! 2x faster sit equally far from 1) and the scaling curve against the ideal line.
+
+use crate::experiment::{Comparison, ExperimentResult, Measure, Scaling, stats};
+use crate::format::human_bytes;
+use crate::report::charts::{Line, xy_chart};
+use std::fmt::Write;
+
+/// The width the terminal screen is wrapped to.
+pub const SCREEN_COLUMNS: usize = 80;
+
+/// `1.42x slower [1.38, 1.47]`: the effect and its interval in the same direction.
+pub fn effect_text(c: &Comparison) -> String {
+    let Some((s, slo, shi)) = speed_interval(c) else {
+        return "not measured".into();
+    };
+    let words = stats::effect_words(s, slo, shi);
+    if words.starts_with("no measurable") {
+        return format!("no effect [{slo:.2}, {shi:.2}]");
+    }
+    // An interval that holds 1 gets a question mark: the direction is not established.
+    let mark = if slo <= 1.0 && 1.0 <= shi { "?" } else { "" };
+    if s >= 1.0 {
+        format!("{s:.2}x faster{mark} [{slo:.2}, {shi:.2}]")
+    } else {
+        format!(
+            "{:.2}x slower{mark} [{:.2}, {:.2}]",
+            1.0 / s,
+            1.0 / shi,
+            1.0 / slo
+        )
+    }
+}
+
+/// The comparison's speed factor and interval (above 1 faster).
+fn speed_interval(c: &Comparison) -> Option<(f64, f64, f64)> {
+    Some((c.speed?, c.speed_low?, c.speed_high?))
+}
+
+fn measure_words(m: &Measure) -> String {
+    match m {
+        Measure::WallTime => "wall time, lower is better".into(),
+        Measure::Metric {
+            regex,
+            higher_is_better,
+        } => format!(
+            "/{regex}/ from its output, {} is better",
+            if *higher_is_better { "higher" } else { "lower" }
+        ),
+    }
+}
+
+fn median_text(m: &Measure, v: Option<f64>) -> String {
+    match (m, v) {
+        (_, None) => "-".into(),
+        (Measure::WallTime, Some(s)) => crate::format::human_ns(s * 1e9),
+        (Measure::Metric { .. }, Some(x)) => crate::report::charts::short_number(x),
+    }
+}
+
+fn wrap_into(out: &mut String, text: &str, indent: &str) {
+    let opts = textwrap::Options::new(SCREEN_COLUMNS)
+        .initial_indent(indent)
+        .subsequent_indent(indent)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    for l in textwrap::wrap(text, opts) {
+        let _ = writeln!(out, "{l}");
+    }
+}
+
+/// The machine in one line.
+fn machine_line(r: &ExperimentResult) -> String {
+    let m = &r.machine;
+    format!(
+        "{} · {} CPU{} allowed · THP {} · split locks: {}{}",
+        m.cpu,
+        m.allowed_cpus.len(),
+        if m.allowed_cpus.len() == 1 { "" } else { "s" },
+        m.thp.as_deref().unwrap_or("unknown"),
+        m.split_lock,
+        m.hypervisor
+            .as_ref()
+            .map_or(String::new(), |h| format!(" · {h} guest"))
+    )
+}
+
+/// The one screen: 80 columns.
+pub fn render_text(r: &ExperimentResult) -> String {
+    let mut out = String::new();
+    wrap_into(
+        &mut out,
+        &format!(
+            "cpudoctor experiment: {} ({} runs each after {} warmup, interleaved; {})",
+            r.command.join(" "),
+            r.runs,
+            r.warmup,
+            measure_words(&r.measure)
+        ),
+        "",
+    );
+    wrap_into(&mut out, &machine_line(r), "");
+    out.push('\n');
+    if !r.comparisons.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<22} {:<18} {:>8}  effect [95% interval]",
+            "variant", "against", "median"
+        );
+    }
+    for c in &r.comparisons {
+        let arm = &r.arms[c.arm];
+        let base = &r.arms[c.baseline];
+        let _ = writeln!(
+            out,
+            "{:<22} {:<18} {:>8}  {}",
+            arm.variant.name(),
+            base.variant.name(),
+            median_text(&r.measure, arm.median),
+            effect_text(c)
+        );
+        wrap_into(&mut out, &c.meaning, "  ");
+        if let Some(n) = &arm.neighbour {
+            wrap_into(&mut out, &neighbour_line(n), "  ");
+        }
+        if let Some(cov) = c.coverage
+            && cov < crate::measure::stats::CONFIDENCE
+        {
+            wrap_into(
+                &mut out,
+                &format!(
+                    "({} rounds: the interval is their range, {:.0}% sure; --runs 6 or more \
+                     for 95%)",
+                    c.pairs,
+                    100.0 * cov
+                ),
+                "  ",
+            );
+        }
+    }
+    if let Some(s) = &r.scaling {
+        out.push('\n');
+        scaling_text(&mut out, s);
+    }
+    let failed: Vec<_> = r.arms.iter().filter(|a| a.failure.is_some()).collect();
+    if !failed.is_empty() {
+        out.push('\n');
+        let _ = writeln!(out, "Failed:");
+        for a in failed {
+            wrap_into(
+                &mut out,
+                &format!(
+                    "{}: {}",
+                    a.variant.name(),
+                    a.failure.as_deref().unwrap_or_default()
+                ),
+                "  ",
+            );
+        }
+    }
+    if !r.notes.is_empty() {
+        out.push('\n');
+        for l in &r.notes {
+            wrap_into(&mut out, l, "");
+        }
+    }
+    if !r.not_run.is_empty() {
+        out.push('\n');
+        let _ = writeln!(out, "Not run on this machine:");
+        for l in &r.not_run {
+            wrap_into(&mut out, l, "  ");
+        }
+    }
+    out
+}
+
+/// What a neighbour did, in one line.
+pub fn neighbour_line(n: &crate::experiment::neighbour::NeighbourReport) -> String {
+    use crate::experiment::NeighbourKind::*;
+    let rate = n.rate_per_s.map_or("-".to_string(), |r| match n.kind {
+        SplitLocks => format!("{} split locks/s", crate::report::charts::short_number(r)),
+        Memory => format!("{}/s read", human_bytes(r as u64)),
+        Atomics => format!("{} locked adds/s", crate::report::charts::short_number(r)),
+    });
+    let mut s = format!("neighbour on CPU {}: {rate}", n.cpu);
+    if let Some(ns) = n.alone_split_lock_ns {
+        let _ = write!(
+            s,
+            "; {} per split lock alone ({})",
+            crate::format::human_ns(ns),
+            n.mechanism.as_deref().unwrap_or("unclassified")
+        );
+    }
+    if n.trapped {
+        s.push_str(if n.mechanism.as_deref() == Some("trapped_by_kernel") {
+            "; trapped by this kernel, so it barely locks the bus"
+        } else {
+            "; trapped by the host, so it barely locks the bus"
+        });
+    }
+    if let Some(f) = &n.failure {
+        let _ = write!(s, "; it stopped: {f}");
+    }
+    s
+}
+
+fn scaling_text(out: &mut String, s: &Scaling) {
+    let _ = writeln!(
+        out,
+        "Scaling (throughput against {} CPU{}):",
+        s.points[0].cpus,
+        if s.points[0].cpus == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(
+        out,
+        "  {:>5}  {:>8}  {:<16}  {:>6}  {:>10}",
+        "CPUs", "speedup", "[95% interval]", "ideal", "efficiency"
+    );
+    for p in &s.points {
+        let interval = match (p.speedup_low, p.speedup_high) {
+            (Some(l), Some(h)) if l != h => format!("[{l:.2}, {h:.2}]"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:>8}  {:<16}  {:>6.2}  {:>10}{}",
+            p.cpus,
+            p.speedup.map_or("-".into(), |v| format!("{v:.2}")),
+            interval,
+            p.ideal,
+            p.efficiency
+                .map_or("-".into(), |e| format!("{:.0}%", 100.0 * e)),
+            if s.falls_away_at == Some(p.cpus) {
+                "  <- falls away"
+            } else {
+                ""
+            }
+        );
+    }
+    let line = match s.falls_away_at {
+        Some(n) => format!(
+            "It falls away from ideal at {n} CPUs: the whole interval is below {:.0}% of \
+             ideal, so more CPUs buy little (contention: a shared line, a lock, memory \
+             bandwidth), the Netflix JVM case's question answered before buying the bigger \
+             machine.",
+            100.0 * stats::SCALING_FALLS_AWAY_EFFICIENCY
+        ),
+        None => format!(
+            "It stays above {:.0}% of ideal over the counts measured.",
+            100.0 * stats::SCALING_FALLS_AWAY_EFFICIENCY
+        ),
+    };
+    wrap_into(out, &line, "  ");
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// The experiment as Markdown (a table per section).
+pub fn render_markdown(r: &ExperimentResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# cpudoctor experiment: `{}`\n", r.command.join(" "));
+    let _ = writeln!(
+        out,
+        "{} runs each after {} warmup, interleaved; {}.  \n{}\n",
+        r.runs,
+        r.warmup,
+        measure_words(&r.measure),
+        machine_line(r)
+    );
+    if !r.comparisons.is_empty() {
+        let _ = writeln!(
+            out,
+            "| Variant | Against | Median | Effect [95% interval] | Meaning |\n|---|---|---:|---|---|"
+        );
+        for c in &r.comparisons {
+            let arm = &r.arms[c.arm];
+            let mut meaning = c.meaning.clone();
+            if let Some(n) = &arm.neighbour {
+                let _ = write!(meaning, " ({})", neighbour_line(n));
+            }
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                md_escape(&arm.variant.name()),
+                md_escape(&r.arms[c.baseline].variant.name()),
+                median_text(&r.measure, arm.median),
+                effect_text(c),
+                md_escape(&meaning)
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(s) = &r.scaling {
+        let _ = writeln!(
+            out,
+            "## Scaling\n\n| CPUs | Speedup | Interval | Ideal | Efficiency |\n|---:|---:|---|---:|---:|"
+        );
+        for p in &s.points {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.2} | {} |",
+                p.cpus,
+                p.speedup.map_or("-".into(), |v| format!("{v:.2}")),
+                match (p.speedup_low, p.speedup_high) {
+                    (Some(l), Some(h)) => format!("[{l:.2}, {h:.2}]"),
+                    _ => "-".into(),
+                },
+                p.ideal,
+                p.efficiency
+                    .map_or("-".into(), |e| format!("{:.0}%", 100.0 * e))
+            );
+        }
+        if let Some(n) = s.falls_away_at {
+            let _ = writeln!(out, "\nFalls away from ideal at {n} CPUs.");
+        }
+        out.push('\n');
+    }
+    let failed: Vec<_> = r.arms.iter().filter(|a| a.failure.is_some()).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "## Failed\n");
+        for a in failed {
+            let _ = writeln!(
+                out,
+                "- {}: {}",
+                md_escape(&a.variant.name()),
+                md_escape(a.failure.as_deref().unwrap_or_default())
+            );
+        }
+        out.push('\n');
+    }
+    if !r.not_run.is_empty() {
+        let _ = writeln!(out, "## Not run on this machine\n");
+        for l in &r.not_run {
+            let _ = writeln!(out, "- {}", md_escape(l));
+        }
+    }
+    out
+}
+
+/// Chart of the effects: per comparison a dot at its speed factor with its interval as a
+/// whisker, on a log axis centred on 1 (no effect). Hand-drawn SVG: a dot-and-whisker plot is
+/// a few lines, and the chart module's bar charts have no whiskers.
+pub fn effects_svg(r: &ExperimentResult) -> Option<String> {
+    let rows: Vec<(String, f64, f64, f64)> = r
+        .comparisons
+        .iter()
+        .filter_map(|c| {
+            let (s, lo, hi) = speed_interval(c)?;
+            Some((
+                format!(
+                    "{} vs {}",
+                    r.arms[c.arm].variant.name(),
+                    r.arms[c.baseline].variant.name()
+                ),
+                s,
+                lo,
+                hi,
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    // Symmetric log range around 1, at least 0.5x..2x.
+    let span = rows
+        .iter()
+        .flat_map(|(_, s, lo, hi)| [*s, *lo, *hi])
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .map(|v| v.ln().abs())
+        .fold(2f64.ln(), f64::max)
+        * 1.15;
+    let (left, right, row_h, top) = (260.0, 860.0, 30.0, 40.0);
+    let x = |v: f64| left + (v.ln() + span) / (2.0 * span) * (right - left);
+    let height = top + row_h * rows.len() as f64 + 40.0;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\
+         <text x=\"450\" y=\"18\" text-anchor=\"middle\" font-size=\"14\">Effect on the \
+         command (speed against its baseline; right is faster, log scale)</text>"
+    );
+    let axis_y = top + row_h * rows.len() as f64 + 5.0;
+    for t in [0.1f64, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0] {
+        if t.ln().abs() <= span {
+            let _ = write!(
+                svg,
+                "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{top}\" y2=\"{axis_y}\" stroke=\"{1}\"/>\
+                 <text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}x</text>",
+                x(t),
+                if t == 1.0 { "#444" } else { "#ddd" },
+                axis_y + 16.0,
+                t
+            );
+        }
+    }
+    for (i, (label, s, lo, hi)) in rows.iter().enumerate() {
+        let y = top + row_h * (i as f64 + 0.5);
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#1f77b4\" \
+             stroke-width=\"2\"/><circle cx=\"{:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"#1f77b4\">\
+             <title>{:.3} [{:.3}, {:.3}]</title></circle>",
+            left - 10.0,
+            y + 4.0,
+            super::html::escape(label),
+            x(*lo),
+            x(*hi),
+            x(*s),
+            s,
+            lo,
+            hi
+        );
+    }
+    svg.push_str("</svg>");
+    Some(svg)
+}
+
+/// Chart of the scaling curve against the ideal line.
+pub fn scaling_svg(s: &Scaling) -> Option<String> {
+    let measured: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| Some((p.cpus as f64, p.speedup?)))
+        .collect();
+    let line = |label: &str, color, dashed, points| Line {
+        label: label.into(),
+        color,
+        dashed,
+        points,
+    };
+    let lines = vec![
+        line("measured", 0, false, measured),
+        line(
+            "ideal",
+            1,
+            true,
+            s.points.iter().map(|p| (p.cpus as f64, p.ideal)).collect(),
+        ),
+        line(
+            "interval low",
+            0,
+            true,
+            s.points
+                .iter()
+                .filter_map(|p| Some((p.cpus as f64, p.speedup_low?)))
+                .collect(),
+        ),
+        line(
+            "interval high",
+            0,
+            true,
+            s.points
+                .iter()
+                .filter_map(|p| Some((p.cpus as f64, p.speedup_high?)))
+                .collect(),
+        ),
+    ];
+    xy_chart(
+        "Throughput against CPUs (relative to the fewest)",
+        "CPUs",
+        "speedup",
+        &lines,
+    )
+    .ok()
+}
+
+/// The HTML page of `report` for experiments: per experiment its screen as a table, the
+/// effects chart and the scaling chart.
+pub fn render_html(results: &[(String, ExperimentResult)]) -> String {
+    let mut h = String::new();
+    let title = format!(
+        "cpudoctor experiment: {}",
+        results
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{t}</title>\n<style>{s}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
+        t = super::html::escape(&title),
+        s = super::html::STYLE
+    );
+    for (label, r) in results {
+        let esc = super::html::escape;
+        let _ = writeln!(
+            h,
+            "<h2>{}: <code>{}</code></h2>\n<p class=\"machine\">{}</p>",
+            esc(label),
+            esc(&r.command.join(" ")),
+            esc(&machine_line(r))
+        );
+        let _ = writeln!(
+            h,
+            "<table><tr><th>Variant</th><th>Against</th><th>Median</th>\
+             <th>Effect [95% interval]</th><th>Meaning</th></tr>"
+        );
+        for c in &r.comparisons {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.arms[c.arm].variant.name()),
+                esc(&r.arms[c.baseline].variant.name()),
+                esc(&median_text(&r.measure, r.arms[c.arm].median)),
+                esc(&effect_text(c)),
+                esc(&c.meaning)
+            );
+        }
+        h.push_str("</table>\n");
+        if let Some(svg) = effects_svg(r) {
+            let _ = writeln!(h, "<figure>{svg}</figure>");
+        }
+        if let Some(svg) = r.scaling.as_ref().and_then(scaling_svg) {
+            let _ = writeln!(h, "<figure>{svg}</figure>");
+        }
+        for l in r
+            .not_run
+            .iter()
+            .cloned()
+            .chain(r.arms.iter().filter_map(|a| {
+                a.failure
+                    .as_ref()
+                    .map(|f| format!("{} failed: {f}", a.variant.name()))
+            }))
+        {
+            let _ = writeln!(h, "<p>{}</p>", esc(&l));
+        }
+    }
+    h.push_str("</body>\n</html>\n");
+    h
+}
