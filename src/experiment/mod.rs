@@ -367,7 +367,7 @@ pub struct ExperimentMachine {
     /// Transparent huge page mode (`always`, `madvise`, `never`), when readable.
     pub thp: Option<String>,
     /// What the kernel does with split locks (its word: `off`, `warn`, `not_detected` ...).
-    pub split_lock: String,
+    pub split_lock: crate::machine::SplitLockMode,
     /// Hypervisor, when a guest.
     pub hypervisor: Option<String>,
 }

@@ -290,7 +290,7 @@ pub fn machine_facts(m: &Machine) -> ExperimentMachine {
         cpu: m.cpu_line(),
         allowed_cpus: m.allowed_cpus.clone(),
         thp: m.thp.as_ref().map(|t| t.enabled.as_str().to_string()),
-        split_lock: m.split_lock.effective.to_string(),
+        split_lock: m.split_lock.effective,
         hypervisor: m.hypervisor.as_ref().map(|h| h.vendor.clone()),
     }
 }

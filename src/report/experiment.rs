@@ -75,12 +75,15 @@ fn wrap_into(out: &mut String, text: &str, indent: &str) {
 fn machine_line(r: &ExperimentResult) -> String {
     let m = &r.machine;
     format!(
-        "{} · {} CPU{} allowed · THP {} · split locks: {}{}",
+        "{} · {} CPU{} allowed · THP {} · {}{}",
         m.cpu,
         m.allowed_cpus.len(),
         if m.allowed_cpus.len() == 1 { "" } else { "s" },
         m.thp.as_deref().unwrap_or("unknown"),
-        m.split_lock,
+        match m.split_lock {
+            crate::machine::SplitLockMode::NotDetected => "split locks unseen by the kernel".into(),
+            mode => format!("split_lock_detect={mode}"),
+        },
         m.hypervisor
             .as_ref()
             .map_or(String::new(), |h| format!(" · {h} guest"))
