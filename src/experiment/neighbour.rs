@@ -18,6 +18,7 @@
 
 use super::NeighbourKind;
 use crate::machine::SplitLockMode;
+#[cfg(target_arch = "x86_64")]
 use crate::measure::buffer::{Buffer, PageKind};
 use crate::measure::{Clock, pin_to_cpu};
 use crate::probes::split_lock::locker::{LockTotals, Locker};
@@ -66,6 +67,7 @@ struct Spinner {
 
 enum Aggressor {
     Locks(Locker),
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Thread(Spinner),
 }
 
@@ -130,6 +132,7 @@ impl Neighbour {
                 }
                 Aggressor::Locks(locker)
             }
+            #[cfg(target_arch = "x86_64")]
             NeighbourKind::Memory => Aggressor::Thread(spawn_thread(cpu, move || {
                 let width = crate::arch::VectorWidth::widest();
                 let buf = Buffer::allocate(memory_bytes(llc_bytes) as u64, PageKind::Thp)
@@ -149,6 +152,7 @@ impl Neighbour {
                     }
                 })
             })?),
+            #[cfg(target_arch = "x86_64")]
             NeighbourKind::Atomics => Aggressor::Thread(spawn_thread(cpu, || {
                 // Its own line: 64-byte aligned, touched by nobody else.
                 #[repr(align(64))]
@@ -161,6 +165,12 @@ impl Neighbour {
                     units.fetch_add(BATCH, Ordering::Relaxed);
                 })
             })?),
+            // `require_x86_64` above has already refused.
+            #[cfg(not(target_arch = "x86_64"))]
+            NeighbourKind::Memory | NeighbourKind::Atomics => {
+                let _ = llc_bytes;
+                return Err("the memory and atomics neighbours need x86-64".into());
+            }
         };
         Ok(Neighbour {
             aggressor,
@@ -244,6 +254,7 @@ impl Drop for Neighbour {
 /// returned here) and then, while `stop` is clear, calls the work it made over and over (each
 /// call a short burst that adds what it did to the counter); it waits while `stop` is set and
 /// ends when `exit` is.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn spawn_thread<W>(
     cpu: usize,
     make: impl FnOnce() -> Result<W, String> + Send + 'static,
