@@ -377,8 +377,16 @@ fn a_contended_glibc_adaptive_mutex_spin_gets_glibcs_tunable() {
 
 /// The classes copied out of /tmp (a namespace's own /tmp hides the host's), for a JVM in a
 /// PID and mount namespace.
+/// The target directory itself may lie under /tmp (a checkout in /tmp, as CI's clean clone),
+/// then /var/tmp.
 fn classes_outside_tmp(classes: &Path) -> tempfile::TempDir {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base = if target_tmp.starts_with("/tmp") {
+        Path::new("/var/tmp")
+    } else {
+        target_tmp
+    };
+    let dir = tempfile::tempdir_in(base).unwrap();
     for e in std::fs::read_dir(classes).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
