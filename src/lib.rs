@@ -27,3 +27,4 @@ pub mod report;
 pub mod schema;
 pub mod session;
 pub mod spin;
+pub mod words;

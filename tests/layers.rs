@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 16] = [
+const LAYERS: [&str; 17] = [
     "error",      // input errors, the one thiserror enum every layer may return
     "format",     // numbers and units as text
     "output",     // the one writer of named outputs: symlinks, FIFOs, modes, temp files
@@ -21,6 +21,7 @@ const LAYERS: [&str; 16] = [
     "spin",       // runtimes' spin policies, pure arithmetic
     "reference",  // reference figures quoted by more than one part, each with its source
     "schema",     // the fingerprint's typed vocabulary (what probes write, everything reads)
+    "words",      // every sentence a verdict, finding or comparison prints
     "probes",     // measurements into the schema
     "hazards",    // verdicts from a fingerprint
     "diagnose",   // a running workload's profile and findings
