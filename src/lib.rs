@@ -12,6 +12,7 @@
 //! exits; the `cpudoctor` binary parses arguments and wires these parts.
 
 pub mod arch;
+pub mod compare;
 pub mod diagnose;
 pub mod error;
 pub mod experiment;

@@ -208,11 +208,11 @@ fn load_fingerprint(bytes: &[u8]) {
             color: false,
         };
         let _ = cpudoctor::report::terminal::render_check(&fp, style, true);
-        let d = cpudoctor::report::diff::diff(&fp, &fp, "a", "b");
+        let d = cpudoctor::compare::fingerprint::diff(&fp, &fp, "a", "b");
         let _ = cpudoctor::report::diff::render_diff_with(&d, 100, true);
     }
     // What `fleet` reads of each host.
-    let _ = serde_json::from_slice::<cpudoctor::report::fleet::HostFingerprint>(bytes);
+    let _ = serde_json::from_slice::<cpudoctor::compare::fleet::HostFingerprint>(bytes);
 }
 
 /// Loads a diagnosis as `diff`, `report` and `diagnose --from` do, and renders it.

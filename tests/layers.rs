@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 17] = [
+const LAYERS: [&str; 18] = [
     "error",      // input errors, the one thiserror enum every layer may return
     "format",     // numbers and units as text
     "output",     // the one writer of named outputs: symlinks, FIFOs, modes, temp files
@@ -26,6 +26,7 @@ const LAYERS: [&str; 17] = [
     "hazards",    // verdicts from a fingerprint
     "diagnose",   // a running workload's profile and findings
     "experiment", // the user's command under variants: ratios with intervals
+    "compare",    // fingerprints, profiles, fleets compared: typed results, no prose
     "report",     // terminal, diff, HTML, Prometheus, fleet
     "session",    // runs probes and judges hazards into one fingerprint
 ];

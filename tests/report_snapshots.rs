@@ -4,7 +4,8 @@
 //! heatmap and the handoff table (`check`'s terminal view is in `check_render.rs`). Review
 //! changes with `cargo insta review` (or compare the `.snap.new` files).
 
-use cpudoctor::report::diff::{Change, VerdictMove, diff, diff_to_json, render_diff};
+use cpudoctor::compare::fingerprint::{Change, VerdictMove, diff};
+use cpudoctor::report::diff::{diff_to_json, render_diff};
 use cpudoctor::schema::Fingerprint;
 use cpudoctor::schema::json::from_json_bytes;
 
@@ -254,8 +255,9 @@ fn handoff_table_of_a_quick_spin_run_matches_its_snapshot() {
 
 #[test]
 fn html_report_of_a_pause_only_check_matches_its_snapshot() {
-    use cpudoctor::report::html::{Run, Runs, render_report};
-    let runs = Runs::new(vec![Run {
+    use cpudoctor::compare::fingerprint::{Compared, Run};
+    use cpudoctor::report::html::render_report;
+    let runs = Compared::new(vec![Run {
         label: "zen4-kvm-check.json".into(),
         fp: fixture("zen4-kvm-check.json"),
     }])

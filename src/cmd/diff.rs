@@ -5,9 +5,10 @@
 use super::{Input, labels, terminal_width};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+use cpudoctor::compare::fingerprint::{self, Change, VerdictMove};
 use cpudoctor::diagnose::{SavedKind, compare, compare_render};
 use cpudoctor::error::InputError;
-use cpudoctor::report::diff::{self, Change, VerdictMove};
+use cpudoctor::report::diff;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -97,7 +98,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
     }
     let old = inputs[0].fingerprint()?;
     let new = inputs[1].fingerprint()?;
-    let d = diff::diff(
+    let d = fingerprint::diff(
         &old,
         &new,
         &args.old.display().to_string(),

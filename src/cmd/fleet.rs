@@ -1,10 +1,10 @@
 //! `cpudoctor fleet FILE... | DIR...`: many hosts' saved fingerprints, read in parallel, a bad
-//! file named on stderr and skipped, then the bands of [`cpudoctor::report::fleet`].
+//! file named on stderr and skipped, then the bands of [`cpudoctor::compare::fleet`].
 
 use anyhow::Result;
 use clap::Args;
+use cpudoctor::compare::fleet::{self, Host, HostFingerprint};
 use cpudoctor::error::InputError;
-use cpudoctor::report::fleet::{self, Host, HostFingerprint};
 use cpudoctor::schema::SCHEMA_VERSION;
 use cpudoctor::schema::json::{FingerprintError, check_schema_version};
 use std::io::Write;

@@ -4,11 +4,12 @@
 use super::{Input, check_outputs, labels, write_output};
 use anyhow::{Context, Result};
 use clap::Args;
+use cpudoctor::compare::fingerprint::{Compared, Run};
 use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
 use cpudoctor::experiment::{self, ExperimentResult};
+use cpudoctor::report::html;
 use cpudoctor::report::html::diagnoses::{self, DiagnosisRun};
-use cpudoctor::report::html::{self, Run, Runs};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -130,15 +131,15 @@ pub fn run(args: ReportArgs) -> Result<()> {
         });
     }
     // clap requires at least one file, so this holds; the type makes the page rely on it.
-    let runs = Runs::new(runs).context("no fingerprint to report on")?;
-    let report = html::render_report(&runs);
+    let compared = Compared::new(runs).context("no fingerprint to report on")?;
+    let report = html::render_report(&compared);
     write_output(&args.output, report.html.as_bytes())?;
     let mut out = super::screen(super::stdout_is_an_output(&[Some(&args.output)]));
     writeln!(
         out,
         "Report written to {} ({} fingerprint(s), {} chart(s))",
         super::shown(&args.output),
-        runs.as_slice().len(),
+        compared.runs().len(),
         report.charts
     )?;
     for skipped in &report.charts_skipped {

@@ -1,8 +1,8 @@
 //! The fleet analysis as text for a terminal: per group of alike hosts, the figures that split
 //! them into bands (each band's centre, share and hosts) and, in one line, those that do not.
 
+use crate::compare::fleet::{BandedFigure, FleetReport, Group};
 use crate::format::human_value;
-use crate::report::fleet::{BandedFigure, FleetReport, Group};
 use crate::report::terminal::wrap;
 use std::fmt::Write;
 

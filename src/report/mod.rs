@@ -8,7 +8,6 @@
 pub mod charts;
 pub mod diff;
 pub mod experiment;
-pub mod fleet;
 pub mod fleet_text;
 pub mod handoff;
 pub mod heatmap;

@@ -2,12 +2,13 @@
 //! table. Each function returns a `String` for a given width, so output is snapshot-testable
 //! and the binary decides where it goes.
 
-use crate::format::{group_thousands, human_bytes, human_value};
-use crate::machine::topology::Topology;
+use crate::format::{group_thousands, human_value};
 use crate::machine::{Machine, SplitLockMode};
 use crate::measure::ClockInfo;
 use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
+use crate::words::compare::summary_of;
+use crate::words::machine::{caches_line, split_lock_words, topology_line};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use std::fmt::Write;
 
@@ -19,38 +20,6 @@ pub(crate) fn table(width: u16, header: &[&str]) -> Table {
         .set_width(width)
         .set_header(header.to_vec());
     t
-}
-
-/// Cores, sockets, NUMA nodes and SMT in one line: `2 cores, 1 socket(s), 1 NUMA node(s), SMT off`.
-pub fn topology_line(t: &Topology) -> String {
-    format!(
-        "{} cores, {} socket(s), {} NUMA node(s), SMT {}",
-        t.cores,
-        t.packages,
-        t.numa_nodes,
-        if t.smt { "on" } else { "off" }
-    )
-}
-
-/// The data and unified caches in one line: `L1 32 KiB x2, L2 1 MiB x2, L3 32 MiB`.
-pub fn caches_line(t: &Topology) -> String {
-    t.caches
-        .iter()
-        .filter(|c| c.kind != "Instruction")
-        .map(|c| {
-            format!(
-                "L{} {}{}",
-                c.level,
-                human_bytes(c.size_bytes),
-                if c.instances > 1 {
-                    format!(" x{}", c.instances)
-                } else {
-                    String::new()
-                }
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The machine summary: one fact per line.
@@ -251,33 +220,10 @@ pub fn level_cell(v: &Verdict) -> String {
     }
 }
 
-/// The verdict's one line of meaning; for files written before verdicts carried one, the
-/// explanation's first sentence.
-pub fn summary_of(v: &Verdict) -> String {
-    if !v.summary.is_empty() {
-        return v.summary.clone();
-    }
-    let first = v
-        .explanation
-        .split_inclusive(". ")
-        .next()
-        .unwrap_or(&v.explanation);
-    first.trim_end().trim_end_matches('.').to_string()
-}
-
 /// A figure's confidence interval in its unit, when the fingerprint has one:
 /// `95% CI 24.2-24.7 ns` (see [`Metric::interval_text`]).
 pub fn interval_words(m: &Metric) -> Option<String> {
     m.interval_text()
-}
-
-/// The split-lock state in a few words: `split locks invisible to the kernel`.
-pub fn split_lock_words(effective: SplitLockMode) -> String {
-    match effective {
-        SplitLockMode::NotDetected => "split locks invisible to the kernel".into(),
-        SplitLockMode::Off => "split-lock detection off".into(),
-        other => format!("split locks trapped ({other})"),
-    }
 }
 
 /// The machine in two lines: what it is, then the facts that change the verdicts.

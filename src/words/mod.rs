@@ -9,5 +9,7 @@
 //! Each function here takes typed facts (numbers with units in their names, levels, names) and
 //! returns text; none measures, judges or reads a file.
 
+pub mod compare;
 pub mod findings;
+pub mod machine;
 pub mod verdicts;

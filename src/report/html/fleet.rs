@@ -3,9 +3,9 @@
 //! and hosts; the figures with one band in a line.
 
 use super::{STYLE, escape};
+use crate::compare::fleet::FleetReport;
 use crate::format::human_value;
 use crate::report::charts::strip_chart;
-use crate::report::fleet::FleetReport;
 use std::fmt::Write;
 
 /// The page. A chart that cannot be drawn says so in its place.

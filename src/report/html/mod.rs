@@ -13,34 +13,11 @@ pub mod figures;
 pub mod fleet;
 
 use super::charts::run_color;
-use super::diff::{self, Change, Diff, VerdictMove};
+use super::diff;
+use crate::compare::Side;
+use crate::compare::fingerprint::{Change, Compared, Diff, FactRow, Run, VerdictMove};
 use crate::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
 use std::fmt::Write;
-
-/// One fingerprint and the name it goes by on the page (usually its file name).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Run {
-    /// Name shown in legends and tables.
-    pub label: String,
-    /// The fingerprint.
-    pub fp: Fingerprint,
-}
-
-/// The fingerprints of one report: at least one, by construction.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Runs(Vec<Run>);
-
-impl Runs {
-    /// The runs, or `None` when there are none: a report shows at least one fingerprint.
-    pub fn new(runs: Vec<Run>) -> Option<Runs> {
-        (!runs.is_empty()).then_some(Runs(runs))
-    }
-
-    /// The runs, the first being the one the others are compared with.
-    pub fn as_slice(&self) -> &[Run] {
-        &self.0
-    }
-}
 
 /// A written report page.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,8 +152,8 @@ pub(crate) fn swatch(i: usize) -> String {
 
 /// The whole report page. A chart that cannot be drawn is left out with a note; the page
 /// itself always renders.
-pub fn render_report(runs: &Runs) -> Report {
-    let runs = runs.as_slice();
+pub fn render_report(compared: &Compared) -> Report {
+    let runs = compared.runs();
     let mut h = String::new();
     let title = match runs {
         [one] => format!("cpudoctor report: {}", one.label),
@@ -192,14 +169,10 @@ pub fn render_report(runs: &Runs) -> Report {
         escape(&title),
         escape(&title)
     );
-    // Each run judged once with today's rules; the cards and the sections read the same.
-    let verdicts: Vec<Vec<Verdict>> = runs
-        .iter()
-        .map(|r| diff::effective_verdicts(&r.fp))
-        .collect();
-    header_section(&mut h, runs, &verdicts);
+    let verdicts = compared.verdicts();
+    header_section(&mut h, runs, verdicts, compared.not_judged());
     let figures = figures::figures(runs);
-    let placed = hazard_sections(&mut h, runs, &verdicts, &figures);
+    let placed = hazard_sections(&mut h, runs, verdicts, &figures);
     let others: Vec<&figures::FigurePart> = figures
         .parts
         .iter()
@@ -216,14 +189,13 @@ pub fn render_report(runs: &Runs) -> Report {
     for f in others {
         h.push_str(&f.html);
     }
-    machine_section(&mut h, runs);
+    machine_section(&mut h, runs, compared.machine());
     runs_section(&mut h, runs);
     if let [one] = runs {
         metrics_section(&mut h, one);
     } else {
-        for other in &runs[1..] {
-            let d = diff::diff(&runs[0].fp, &other.fp, &runs[0].label, &other.label);
-            diff_section(&mut h, &d);
+        for d in compared.diffs() {
+            diff_section(&mut h, d);
         }
     }
     let _ = write!(
@@ -259,25 +231,25 @@ fn runs_section(h: &mut String, runs: &[Run]) {
     h.push_str("</table></div>\n");
 }
 
-fn machine_section(h: &mut String, runs: &[Run]) {
+fn machine_section(h: &mut String, runs: &[Run], facts: &[FactRow]) {
     h.push_str("<h2 id=\"machine\">Machine</h2>\n<div class=\"wide\"><table><tr><th>Fact</th>");
     for r in runs {
         let _ = write!(h, "<th>{}</th>", escape(&r.label));
     }
     h.push_str("</tr>\n");
-    let facts: Vec<Vec<diff::MachineFact>> =
-        runs.iter().map(|r| diff::machine_facts(&r.fp)).collect();
-    // `Runs` holds at least one run, so there is a first column to compare with.
-    for (i, first) in facts[0].iter().enumerate() {
-        let differs = facts.iter().any(|f| !f[i].same_as(first));
+    for row in facts {
         let _ = write!(
             h,
             "<tr{}><th>{}</th>",
-            if differs { " class=\"differs\"" } else { "" },
-            escape(first.name)
+            if row.differs {
+                " class=\"differs\""
+            } else {
+                ""
+            },
+            escape(row.fact)
         );
-        for f in &facts {
-            let _ = write!(h, "<td>{}</td>", escape(&f[i].shown));
+        for shown in &row.shown {
+            let _ = write!(h, "<td>{}</td>", escape(shown));
         }
         h.push_str("</tr>\n");
     }
@@ -315,7 +287,12 @@ fn chart_owner(order: &[String], probe: &str) -> Option<String> {
 
 /// The top of the page: what was measured, then one card per hazard (level, title, headline
 /// figure, one line of meaning) linking to its section, and the counts.
-fn header_section(h: &mut String, runs: &[Run], verdicts: &[Vec<Verdict>]) {
+fn header_section(
+    h: &mut String,
+    runs: &[Run],
+    verdicts: &[Vec<Verdict>],
+    not_judged: &[Vec<crate::schema::NotJudged>],
+) {
     for (i, r) in runs.iter().enumerate() {
         let lines = crate::report::terminal::machine_lines(&r.fp.machine, &r.fp.clock, u16::MAX);
         let _ = writeln!(
@@ -331,11 +308,6 @@ fn header_section(h: &mut String, runs: &[Run], verdicts: &[Vec<Verdict>]) {
             lines.lines().map(escape).collect::<Vec<_>>().join("<br>")
         );
     }
-    let not_judged: Vec<Vec<crate::schema::NotJudged>> = runs
-        .iter()
-        .zip(verdicts)
-        .map(|(r, vs)| diff::effective_not_judged(&r.fp, vs))
-        .collect();
     let order = hazard_order(verdicts);
     if order.is_empty() {
         h.push_str("<p>No verdicts: no probe that a hazard rule reads ran successfully.</p>\n");
@@ -363,7 +335,7 @@ fn header_section(h: &mut String, runs: &[Run], verdicts: &[Vec<Verdict>]) {
                 escape(&crate::report::terminal::level_cell(v)),
                 escape(&v.title),
                 escape(&v.figure),
-                escape(&crate::report::terminal::summary_of(v))
+                escape(&crate::words::compare::summary_of(v))
             );
         }
     }
@@ -443,7 +415,7 @@ fn hazard_sections(
                         level_class(v.level),
                         escape(&crate::report::terminal::level_cell(v)),
                         escape(&v.figure),
-                        escape(&crate::report::terminal::summary_of(v))
+                        escape(&crate::words::compare::summary_of(v))
                     );
                     let _ = writeln!(
                         h,
@@ -593,13 +565,13 @@ fn diff_section(h: &mut String, d: &Diff) {
         h,
         "</table>\n<p>{}. <span class=\"muted\">Rule: {}.</span></p>",
         escape(&diff::summary_line(d)),
-        escape(&d.rule)
+        escape(&d.rule.words())
     );
     for n in &d.not_measured {
         let _ = writeln!(
             h,
             "<p class=\"muted\">Not measured in {}: probe {} ({}); not compared.</p>",
-            escape(if n.missing_in == diff::Side::Old {
+            escape(if n.missing_in == Side::Old {
                 &d.old.label
             } else {
                 &d.new.label
@@ -612,7 +584,7 @@ fn diff_section(h: &mut String, d: &Diff) {
         let _ = writeln!(
             h,
             "<p class=\"muted\">{}.</p>",
-            escape(&diff::text::duplicate_words(d, dup))
+            escape(&diff::duplicate_words(d, dup))
         );
     }
     if d.hazards.is_empty() {
@@ -667,7 +639,7 @@ mod tests {
     }
 
     fn page(runs: Vec<Run>) -> String {
-        render_report(&Runs::new(runs).unwrap()).html
+        render_report(&Compared::new(runs).unwrap()).html
     }
 
     #[test]
@@ -769,7 +741,7 @@ mod tests {
     #[test]
     fn a_report_needs_a_fingerprint() {
         // Regression guard: an empty list indexed facts[0] and panicked; now it cannot be built.
-        assert!(Runs::new(Vec::new()).is_none());
+        assert!(Compared::new(Vec::new()).is_none());
     }
 
     #[test]

@@ -3,21 +3,15 @@
 //! with the software patterns each hurts. Built from the schema alone (metric directions,
 //! spreads, hazard ids), so probes added later are compared without changes here.
 //!
-//! [`diff`] computes a [`Diff`] (this module; the machine facts in [`facts`]); [`text`] turns
-//! it into a table or JSON, with the cell wording the HTML report shares.
+//! [`diff`] computes a [`Diff`] (the machine facts in [`super::facts`]); `report::diff` turns
+//! it into a table or JSON.
 
-pub mod facts;
-pub mod text;
-
-pub use facts::{MachineFact, machine_facts};
-pub use text::{
-    change_words, diff_to_json, format_value, judged_cell, ratio_cell, render_diff,
-    render_diff_with, side_cell, summary_line, verdict_move_words,
-};
-
+pub use super::Side;
+use super::facts::{MachineFact, machine_facts};
 use crate::hazards;
 use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
-use serde::Serialize;
+use crate::words;
+use serde::{Serialize, Serializer};
 
 /// How many scaled MADs a median must move before it counts as changed. The scaled MAD
 /// estimates the standard deviation of the samples (see `measure::stats`), so 2 is about two
@@ -167,26 +161,6 @@ pub struct MetricDiff {
     pub change: Change,
 }
 
-/// One of the two runs `diff` compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Side {
-    /// The first file (the baseline).
-    Old,
-    /// The second file.
-    New,
-}
-
-impl Side {
-    /// The word in JSON and text (`old`).
-    pub fn word(self) -> &'static str {
-        match self {
-            Side::Old => "old",
-            Side::New => "new",
-        }
-    }
-}
-
 /// Which rule set the smallest move of a metric that counts as a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -304,8 +278,8 @@ pub struct Diff {
     pub hazards_unchanged: Vec<String>,
     /// Summary counts over `metrics`.
     pub counts: DiffCounts,
-    /// The change rule, in words, for readers of the JSON.
-    pub rule: String,
+    /// The change rule; the JSON says it in words, for its readers.
+    pub rule: ChangeRules,
     /// Probes a file lists more than once (the first entry is the one compared).
     pub duplicate_probes: Vec<DuplicateProbe>,
     /// For each hazard that reads a figure which moved beyond noise: what it costs software
@@ -332,26 +306,34 @@ pub struct HazardCost {
     pub new_cost: Option<String>,
 }
 
-/// The rule that decides whether a metric changed, in words.
-pub fn rule_text(guests: bool) -> String {
-    let mut rule = format!(
-        "a figure counts as changed when the confidence intervals of its median in the two \
-         runs (95%, or the level their values reach: 3 runs of --runs reach 75%) do not \
-         overlap and it moved by at least {:.0}%; a figure without an interval (older \
-         files) must move by more than {SPREAD_FACTOR} x the larger scaled MAD and {:.0}%, or \
-         {:.0}% and its probe's noise when it has no samples",
-        INTERVAL_PRACTICAL_CHANGE * 100.0,
-        MIN_RELATIVE_CHANGE * 100.0,
-        DERIVED_RELATIVE_CHANGE * 100.0,
-    );
-    if guests {
-        rule.push_str(&format!(
-            "; both runs are VM guests, so a move within {GUEST_HOST_DRIFT}x \
-             ({GUEST_PLACEMENT_DRIFT}x for figures that move a line between vCPUs) is what the \
-             host moves with nothing changed, and is not counted"
-        ));
+/// The rules that decide whether a figure changed, for one diff: the same figures for every
+/// diff, plus whether both runs were VM guests (and so the host-drift rule applied).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChangeRules {
+    /// Both runs were VM guests: moves within [`GUEST_HOST_DRIFT`] (or
+    /// [`GUEST_PLACEMENT_DRIFT`]) do not count.
+    pub guests: bool,
+}
+
+impl ChangeRules {
+    /// The rules in words, from the figures above.
+    pub fn words(&self) -> String {
+        words::compare::change_rule(&words::compare::ChangeRuleFigures {
+            interval_practical_change: INTERVAL_PRACTICAL_CHANGE,
+            spread_factor: SPREAD_FACTOR,
+            min_relative_change: MIN_RELATIVE_CHANGE,
+            derived_relative_change: DERIVED_RELATIVE_CHANGE,
+            guest_drift: self
+                .guests
+                .then_some((GUEST_HOST_DRIFT, GUEST_PLACEMENT_DRIFT)),
+        })
     }
-    rule
+}
+
+impl Serialize for ChangeRules {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.words())
+    }
 }
 
 /// The verdicts to compare for one run: each hazard this build knows is judged again with
@@ -385,6 +367,103 @@ pub fn effective_not_judged(fp: &Fingerprint, verdicts: &[Verdict]) -> Vec<NotJu
         .collect()
 }
 
+/// One fingerprint and the name it goes by (usually its file name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Name shown in legends and tables.
+    pub label: String,
+    /// The fingerprint.
+    pub fp: Fingerprint,
+}
+
+/// Fingerprints compared for one report: each judged once with today's rules (so every view of
+/// it reads the same verdicts), and each later one diffed against the first. At least one run,
+/// by construction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compared {
+    runs: Vec<Run>,
+    verdicts: Vec<Vec<Verdict>>,
+    not_judged: Vec<Vec<NotJudged>>,
+    machine: Vec<FactRow>,
+    diffs: Vec<Diff>,
+}
+
+/// One machine fact across every run of a [`Compared`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactRow {
+    /// What the fact is (`CPU`, `Kernel`, ...).
+    pub fact: &'static str,
+    /// As each run shows it, in run order.
+    pub shown: Vec<String>,
+    /// True when some run's value differs from the first's (compared on raw values).
+    pub differs: bool,
+}
+
+fn fact_rows(runs: &[Run]) -> Vec<FactRow> {
+    let facts: Vec<Vec<MachineFact>> = runs.iter().map(|r| machine_facts(&r.fp)).collect();
+    let Some(first) = facts.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FactRow {
+            fact: f.name,
+            shown: facts.iter().map(|run| run[i].shown.clone()).collect(),
+            differs: facts.iter().any(|run| !run[i].same_as(f)),
+        })
+        .collect()
+}
+
+impl Compared {
+    /// The comparison of `runs`, the first the baseline; `None` when there are none.
+    pub fn new(runs: Vec<Run>) -> Option<Compared> {
+        let first = runs.first()?;
+        let diffs = runs[1..]
+            .iter()
+            .map(|other| diff(&first.fp, &other.fp, &first.label, &other.label))
+            .collect();
+        let verdicts: Vec<Vec<Verdict>> = runs.iter().map(|r| effective_verdicts(&r.fp)).collect();
+        let not_judged = runs
+            .iter()
+            .zip(&verdicts)
+            .map(|(r, vs)| effective_not_judged(&r.fp, vs))
+            .collect();
+        Some(Compared {
+            machine: fact_rows(&runs),
+            runs,
+            verdicts,
+            not_judged,
+            diffs,
+        })
+    }
+
+    /// The runs, the first being the one the others are compared with.
+    pub fn runs(&self) -> &[Run] {
+        &self.runs
+    }
+
+    /// Each run's verdicts ([`effective_verdicts`]), in run order.
+    pub fn verdicts(&self) -> &[Vec<Verdict>] {
+        &self.verdicts
+    }
+
+    /// Each run's hazards not judged ([`effective_not_judged`]), in run order.
+    pub fn not_judged(&self) -> &[Vec<NotJudged>] {
+        &self.not_judged
+    }
+
+    /// Every machine fact across the runs, in the order [`machine_facts`] lists them.
+    pub fn machine(&self) -> &[FactRow] {
+        &self.machine
+    }
+
+    /// Each later run against the first, in run order.
+    pub fn diffs(&self) -> &[Diff] {
+        &self.diffs
+    }
+}
+
 fn run_info(fp: &Fingerprint, label: &str) -> RunInfo {
     RunInfo {
         label: label.to_string(),
@@ -406,11 +485,6 @@ fn side(m: &Metric) -> MetricSide {
         mad: m.spread.as_ref().map(|s| s.mad),
         relative_spread: m.spread.as_ref().map(|s| s.relative_spread),
     }
-}
-
-/// Compares one metric measured in both runs, on its own spreads alone.
-pub fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
-    compare_metric_in_probe(probe, old, new, 0.0)
 }
 
 /// The widest relative spread among the sampled metrics of a probe in either run: the noise a
@@ -682,7 +756,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         hazards: hazard_changes,
         hazards_unchanged,
         counts,
-        rule: rule_text(guests),
+        rule: ChangeRules { guests },
         duplicate_probes,
         costs,
     }
@@ -711,15 +785,15 @@ fn hazard_costs(ov: &[Verdict], nv: &[Verdict], metrics: &[MetricDiff]) -> Vec<H
             moved,
             old: o.map(judged),
             new: n.map(judged),
-            old_cost: o.map(crate::report::terminal::summary_of),
-            new_cost: n.map(crate::report::terminal::summary_of),
+            old_cost: o.map(words::compare::summary_of),
+            new_cost: n.map(words::compare::summary_of),
         });
     }
     out
 }
 
 /// Which way a verdict judged in both runs moved. Worse or better only when a metric the
-/// hazard reads moved beyond both runs' spread (the rule of [`compare_metric`]); when none
+/// hazard reads moved beyond both runs' spread (the rule of [`compare_metric_in_probe`]); when none
 /// did, the change counts only if the figures' noise does not explain it: the new run is
 /// judged again with the old run's figures in place of those within noise, and if that gives
 /// the old verdict, the figures merely crossed a threshold within noise. A rule that reads no
@@ -810,10 +884,14 @@ fn one_sided(probe: &str, m: &Metric, change: Change) -> MetricDiff {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::schema::test_support::sample_fingerprint;
     use crate::schema::{ProbeResult, Series};
+
+    fn compare_metric(probe: &str, old: &Metric, new: &Metric) -> MetricDiff {
+        compare_metric_in_probe(probe, old, new, 0.0)
+    }
 
     fn metric(name: &str, better: Better, samples: &[f64]) -> Metric {
         Metric::from_samples(name, "ns", better, samples).unwrap()
@@ -947,7 +1025,6 @@ mod tests {
         assert_eq!(d.not_measured[0].reason, "not in this file");
         // c2c is skipped in both: nothing to say about it.
         assert!(d.not_measured.iter().all(|n| n.probe != "c2c"));
-        assert!(render_diff(&d, 100).contains("Not measured in old (a): probe bandwidth"));
     }
 
     #[test]
@@ -1013,7 +1090,6 @@ mod tests {
         let d = diff(&fp, &fp, "a", "a");
         assert!(d.hazards.is_empty());
         assert_eq!(d.counts.worse + d.counts.better + d.counts.changed, 0);
-        assert!(render_diff(&d, 100).contains("Machine facts: identical."));
     }
 
     #[test]
@@ -1040,7 +1116,7 @@ mod tests {
     }
 
     /// The sample fingerprint with PAUSE at `cycles` (and the ns figure scaled with it).
-    fn pause_at(cycles: f64) -> Fingerprint {
+    pub(crate) fn pause_at(cycles: f64) -> Fingerprint {
         let mut fp = sample_fingerprint();
         // 24.5 ns at 90 cycles: a 3.67 GHz core.
         let ns = cycles * 24.5 / 90.0;
@@ -1077,10 +1153,6 @@ mod tests {
         assert_eq!(cycles.change, Change::HostDrift);
         assert_eq!((d.counts.worse, d.counts.host_drift), (0, 2));
         assert_eq!(d.hazards[0].direction, VerdictMove::WithinNoise);
-        let text = render_diff(&d, 400);
-        assert!(text.contains("what a VM's host moves them"), "{text}");
-        assert!(text.contains("2 within the VM host's drift"), "{text}");
-        assert!(!text.contains("now hurts more"), "{text}");
         // The same move on bare metal is a regression.
         let (mut old, mut new) = (pause_at(100.0), pause_at(140.0));
         old.machine.hypervisor = None;
@@ -1147,9 +1219,6 @@ mod tests {
                 times: 3
             }]
         );
-        assert!(render_diff(&d, 200).contains(
-            "Probe pause is listed 3 times in new (b): only the first entry is compared"
-        ));
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! The diff as text: sections for the terminal (what changed first), pretty JSON for scripts,
+//! A fingerprint diff ([`crate::compare::fingerprint::Diff`]) as text: sections for the terminal (what changed first), pretty JSON for scripts,
 //! and the cell wording (figures, changes, verdicts) that the HTML report shares.
 
-use super::{
+use crate::compare::fingerprint::{
     Change, Diff, DuplicateProbe, FactDiff, HazardChange, Judged, MetricDiff, MetricSide, RunInfo,
     Side, VerdictMove,
 };
@@ -351,7 +351,7 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         unchanged.push_str(" `--all` lists every figure.");
     }
     s.push_str(&wrap(&unchanged, width, 0));
-    s.push_str(&wrap(&format!("Rule: {}.", d.rule), width, 0));
+    s.push_str(&wrap(&format!("Rule: {}.", d.rule.words()), width, 0));
     if d.old.runs == 1 && d.new.runs == 1 {
         s.push_str(&wrap(
             "How sure: both files are single runs, whose intervals cover the repetitions \
@@ -369,4 +369,50 @@ pub fn diff_to_json(d: &Diff) -> String {
     let mut s = serde_json::to_string_pretty(d).expect("a diff always serialises");
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::fingerprint::diff;
+    use crate::compare::fingerprint::tests::pause_at;
+    use crate::schema::test_support::sample_fingerprint;
+
+    #[test]
+    fn identical_runs_say_the_machine_facts_are_identical() {
+        let fp = sample_fingerprint();
+        assert!(render_diff(&diff(&fp, &fp, "a", "a"), 100).contains("Machine facts: identical."));
+    }
+
+    #[test]
+    fn a_probe_only_one_run_has_is_named_as_not_measured() {
+        let old = sample_fingerprint();
+        let mut new = sample_fingerprint();
+        new.probes.retain(|p| p.name != "pause");
+        let text = render_diff(&diff(&old, &new, "a", "b"), 100);
+        assert!(
+            text.contains("Not measured in new (b): probe pause"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn on_two_guests_a_move_within_the_hosts_drift_is_said_not_counted() {
+        let text = render_diff(&diff(&pause_at(100.0), &pause_at(140.0), "a", "b"), 400);
+        assert!(text.contains("what a VM's host moves them"), "{text}");
+        assert!(text.contains("2 within the VM host's drift"), "{text}");
+        assert!(!text.contains("now hurts more"), "{text}");
+    }
+
+    #[test]
+    fn a_probe_listed_twice_is_named_once() {
+        let old = sample_fingerprint();
+        let mut new = sample_fingerprint();
+        let again = new.probes[0].clone();
+        new.probes.push(again.clone());
+        new.probes.push(again);
+        assert!(render_diff(&diff(&old, &new, "a", "b"), 200).contains(
+            "Probe pause is listed 3 times in new (b): only the first entry is compared"
+        ));
+    }
 }

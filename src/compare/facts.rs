@@ -4,8 +4,8 @@
 //! not read as equal, and a figure rounded for display must not flip between two runs of one
 //! machine at a rounding boundary.
 
-use crate::report::terminal::{caches_line, topology_line};
 use crate::schema::Fingerprint;
+use crate::words::machine::{caches_line, split_lock_words, topology_line};
 
 /// Relative difference below which two TSC frequencies are one clock. A calibrated TSC differs
 /// by a few kHz (a few parts per million) from run to run of one machine, while CPU models
@@ -128,7 +128,7 @@ pub fn machine_facts(fp: &Fingerprint) -> Vec<MachineFact> {
         ),
         exact(
             "Split-lock handling",
-            crate::report::terminal::split_lock_words(m.split_lock.effective),
+            split_lock_words(m.split_lock.effective),
         ),
         MachineFact {
             name: "TSC frequency",
@@ -176,7 +176,7 @@ mod tests {
     fn caches_compare_by_size_in_bytes_not_by_their_text() {
         let real = || {
             crate::schema::json::from_json_bytes(include_bytes!(
-                "../../../tests/fixtures/fingerprints/zen4-kvm-check.json"
+                "../../tests/fixtures/fingerprints/zen4-kvm-check.json"
             ))
             .unwrap()
         };

@@ -1,0 +1,33 @@
+//! Comparisons, each returning typed results and no prose: two fingerprints
+//! ([`fingerprint`], with the machine facts in [`facts`]), a fleet of hosts in bands
+//! ([`fleet`]). The renderers in `report` print what these return; nothing here prints, and
+//! nothing in `report` compares.
+//!
+//! One vocabulary: the two runs of a comparison are the [`Side`]s `old` (the baseline, the
+//! first file) and `new`.
+
+pub mod facts;
+pub mod fingerprint;
+pub mod fleet;
+
+use serde::Serialize;
+
+/// One of the two runs a comparison holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The first file (the baseline).
+    Old,
+    /// The second file.
+    New,
+}
+
+impl Side {
+    /// The word in JSON and text (`old`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Side::Old => "old",
+            Side::New => "new",
+        }
+    }
+}
