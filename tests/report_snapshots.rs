@@ -36,6 +36,38 @@ fn same_machine_check_against_full_probe_shows_no_regression() {
 }
 
 #[test]
+fn two_runs3_checks_of_one_guest_fit_a_screen_and_all_lists_the_host_drift() {
+    // Issue 21's same-machine diff: two `check --runs 3` of the Zen 4 guest an hour apart, whose
+    // host moved 7 figures within its drift. The default view counts them in one line; `--all`
+    // names each.
+    let read = |name: &str| {
+        let path = format!(
+            "{}/tests/fixtures/machines/zen4-kvm/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        from_json_bytes(&std::fs::read(&path).unwrap()).unwrap()
+    };
+    let d = diff(
+        &read("check-runs3-a.json"),
+        &read("check-runs3-b.json"),
+        "a",
+        "b",
+    );
+    let drift: Vec<&str> = d
+        .metrics
+        .iter()
+        .filter(|m| m.change == Change::HostDrift)
+        .map(|m| m.metric.as_str())
+        .collect();
+    assert!(!drift.is_empty(), "{d:#?}");
+    let text = render_diff(&d, 80);
+    assert!(text.lines().count() <= 25, "{text}");
+    assert!(drift.iter().all(|m| !text.contains(m)), "{text}");
+    let all = cpudoctor::report::diff::render_diff_with(&d, 80, true);
+    assert!(drift.iter().all(|m| all.contains(m)), "{all}");
+}
+
+#[test]
 fn slow_pause_cpu_flags_the_pause_hazard_and_names_spin_waits() {
     let d = diff(
         &fixture("zen4-kvm-probe-full.json"),

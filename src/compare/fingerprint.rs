@@ -316,9 +316,8 @@ pub struct ChangeRules {
 }
 
 impl ChangeRules {
-    /// The rules in words, from the figures above.
-    pub fn words(&self) -> String {
-        words::compare::change_rule(&words::compare::ChangeRuleFigures {
+    fn figures(&self) -> words::compare::ChangeRuleFigures {
+        words::compare::ChangeRuleFigures {
             interval_practical_change: INTERVAL_PRACTICAL_CHANGE,
             spread_factor: SPREAD_FACTOR,
             min_relative_change: MIN_RELATIVE_CHANGE,
@@ -326,7 +325,17 @@ impl ChangeRules {
             guest_drift: self
                 .guests
                 .then_some((GUEST_HOST_DRIFT, GUEST_PLACEMENT_DRIFT)),
-        })
+        }
+    }
+
+    /// The rules in words, in full, from the figures above.
+    pub fn words(&self) -> String {
+        words::compare::change_rule(&self.figures())
+    }
+
+    /// The rules in one sentence, for the default view.
+    pub fn short_words(&self) -> String {
+        words::compare::change_rule_short(&self.figures())
     }
 }
 

@@ -219,11 +219,24 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     section(&mut s, "Worse in new", Change::Worse);
     section(&mut s, "Better in new", Change::Better);
     section(&mut s, "Changed (no better direction)", Change::Changed);
-    section(
-        &mut s,
-        "Moved within what a VM's host moves them, nothing changed (not counted)",
-        Change::HostDrift,
-    );
+    if all {
+        section(
+            &mut s,
+            "Moved within what a VM's host moves them, nothing changed (not counted)",
+            Change::HostDrift,
+        );
+    } else if c.host_drift > 0 {
+        s.push('\n');
+        s.push_str(&wrap(
+            &format!(
+                "Moved within what a VM's host moves them, nothing changed (not counted): {} \
+                 figure(s); `--all` lists them.",
+                c.host_drift
+            ),
+            width,
+            0,
+        ));
+    }
 
     if !d.costs.is_empty() {
         s.push_str("\nHazards that read them, and what they cost software\n");
@@ -250,7 +263,10 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         .partition(|h| h.direction == VerdictMove::WithinNoise);
     if !moved_verdicts.is_empty() {
         s.push_str("\nVerdicts that changed\n");
-        for h in moved_verdicts {
+        let (one_run, both): (Vec<&HazardChange>, Vec<&HazardChange>) = moved_verdicts
+            .into_iter()
+            .partition(|h| h.direction == VerdictMove::NotJudged);
+        for h in &both {
             s.push_str(&wrap(
                 &format!(
                     "{} ({}): {} -> {}; {}",
@@ -263,6 +279,29 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
                 width,
                 2,
             ));
+        }
+        // Judged in one run only: the same reason for each, said once.
+        for h in &one_run {
+            s.push_str(&wrap(
+                &format!(
+                    "{} ({}): {} -> {}",
+                    h.title,
+                    h.hazard,
+                    judged_cell(h.old.as_ref()),
+                    judged_cell(h.new.as_ref()),
+                ),
+                width,
+                2,
+            ));
+        }
+        if let Some(h) = one_run.first() {
+            let why = verdict_move_words(h);
+            let mut why_chars = why.chars();
+            let why: String = why_chars
+                .next()
+                .map(|c| c.to_uppercase().chain(why_chars).collect())
+                .unwrap_or_default();
+            s.push_str(&wrap(&format!("{why}."), width, 2));
         }
     }
 
@@ -297,18 +336,34 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     if !d.not_measured.is_empty() || !d.duplicate_probes.is_empty() {
         s.push('\n');
     }
+    // Probes missing from one run for one reason, in one sentence.
+    let mut groups: Vec<(Side, &str, Vec<&str>)> = Vec::new();
     for n in &d.not_measured {
+        match groups
+            .iter_mut()
+            .find(|(side, reason, _)| *side == n.missing_in && *reason == n.reason)
+        {
+            Some((_, _, probes)) => probes.push(&n.probe),
+            None => groups.push((n.missing_in, &n.reason, vec![&n.probe])),
+        }
+    }
+    for (side, reason, probes) in groups {
         s.push_str(&wrap(
             &format!(
-                "Not measured in {} ({}): probe {} ({}); its metrics are not compared.",
-                n.missing_in.word(),
-                if n.missing_in == Side::Old {
+                "Not measured in {} ({}): {} {} ({reason}); {} not compared.",
+                side.word(),
+                if side == Side::Old {
                     &d.old.label
                 } else {
                     &d.new.label
                 },
-                n.probe,
-                n.reason
+                if probes.len() == 1 { "probe" } else { "probes" },
+                probes.join(", "),
+                if probes.len() == 1 {
+                    "its metrics are"
+                } else {
+                    "their metrics are"
+                },
             ),
             width,
             0,
@@ -351,7 +406,12 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         unchanged.push_str(" `--all` lists every figure.");
     }
     s.push_str(&wrap(&unchanged, width, 0));
-    s.push_str(&wrap(&format!("Rule: {}.", d.rule.words()), width, 0));
+    let rule = if all {
+        d.rule.words()
+    } else {
+        d.rule.short_words()
+    };
+    s.push_str(&wrap(&format!("Rule: {rule}."), width, 0));
     if d.old.runs == 1 && d.new.runs == 1 {
         s.push_str(&wrap(
             "How sure: both files are single runs, whose intervals cover the repetitions \

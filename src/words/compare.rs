@@ -54,3 +54,15 @@ pub fn change_rule(f: &ChangeRuleFigures) -> String {
     }
     rule
 }
+
+/// The rule in one sentence, for a view with no room for [`change_rule`].
+pub fn change_rule_short(f: &ChangeRuleFigures) -> String {
+    let drift = f.guest_drift.map_or(String::new(), |(host, placement)| {
+        format!(", and beyond {host}x ({placement}x between vCPUs) on two VM guests")
+    });
+    format!(
+        "a figure counts when its two intervals do not overlap and it moved {:.0}% or \
+         more{drift}; `--all` gives the rule in full",
+        f.interval_practical_change * 100.0
+    )
+}
