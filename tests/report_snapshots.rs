@@ -278,10 +278,21 @@ fn handoff_table_of_a_quick_spin_run_matches_its_snapshot() {
     // From `cpudoctor spin --handoff --quick --items 3 --delays 1,3 --runtimes rust,model
     // --save tests/fixtures/fingerprints/handoff-quick.json` on the 2-vCPU Zen 3 guest.
     let fp = fixture("handoff-quick.json");
-    let text = cpudoctor::report::handoff::render_handoff(probe_of(&fp, "handoff"), 100);
+    let text = cpudoctor::report::handoff::render_handoff(probe_of(&fp, "handoff"), 80);
     for word in ["rust", "1 ms", "3 ms"] {
         assert!(text.contains(word), "{word:?} missing in\n{text}");
     }
+    // Issue 21: in an 80-column terminal, every line fits and no word is broken (the words
+    // of the 80-column text are the words of the same text at any width).
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    let wide = cpudoctor::report::handoff::render_handoff(probe_of(&fp, "handoff"), 1000);
+    let words = |t: &str| {
+        t.lines()
+            .filter(|l| !l.starts_with(['│', '┌', '╞', '└', '├']))
+            .flat_map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(words(&text), words(&wide));
     insta::assert_snapshot!("handoff_table_quick", text);
 }
 

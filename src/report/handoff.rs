@@ -4,9 +4,11 @@
 //! order of `params.delays_ms` and are read by position; a sentence whose figures are missing
 //! is left out rather than printed with a NaN.
 
+use crate::report::terminal::{table, wrap};
 use crate::schema::handoff::{IDEAL_SERIES, MODEL_RATIO_METRIC, Quantity, RuntimeStatus};
 use crate::schema::{ProbeResult, Series, Status};
-use comfy_table::{CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use crate::spin::dotnet::LIMIT_PAUSES_PER_CORE;
+use comfy_table::CellAlignment;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -50,13 +52,10 @@ fn grid(
     cell: impl Fn(f64) -> String,
     width: u16,
 ) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(width);
     let mut header = vec!["Runtime".to_string()];
     header.extend(delays.iter().map(|d| format!("D={d} ms")));
-    t.set_header(header);
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut t = table(width, &header);
     let n = delays.len();
     if with_ideal && let Some(ideal) = xy(p, IDEAL_SERIES) {
         let mut row = vec!["ideal".to_string()];
@@ -92,16 +91,19 @@ fn grid(
 pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
     let mut s = String::new();
     if p.status != Status::Ok {
-        let _ = writeln!(
-            s,
-            "handoff {}: {}",
-            if p.status == Status::Skipped {
-                "skipped"
-            } else {
-                "FAILED"
-            },
-            p.reason.as_deref().unwrap_or("no reason given")
-        );
+        s.push_str(&wrap(
+            &format!(
+                "handoff {}: {}",
+                if p.status == Status::Skipped {
+                    "skipped"
+                } else {
+                    "FAILED"
+                },
+                p.reason.as_deref().unwrap_or("no reason given")
+            ),
+            width,
+            0,
+        ));
         return s;
     }
     let delays: Vec<f64> = param(p, "delays_ms")
@@ -119,25 +121,19 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
     let items = param(p, "items").as_u64().unwrap_or(0);
     let work = f64_param(p, "work_ms").unwrap_or(0.0);
     let reps = param(p, "repetitions").as_u64().unwrap_or(1);
-    let _ = writeln!(
-        s,
-        "Handoff: {items} items; the worker holds the lock for {work} ms of busy work per item; \
+    s.push_str(&wrap(&format!("Handoff: {items} items; the worker holds the lock for {work} ms of busy work per item; \
          the sender adds an item under the lock, wakes the worker, then busy-waits D ms. \
-         Ideal = items x max({work} ms, D). Median of {reps} run(s) per cell."
-    );
+         Ideal = items x max({work} ms, D). Median of {reps} run(s) per cell."), width, 0));
     if let Some(modelled) = f64_param(p, "model_pause_ns") {
         let cores = param(p, "model_cores").as_u64().unwrap_or(0);
-        let _ = writeln!(
-            s,
-            "Model lock: PAUSE modelled at {modelled:.1} ns ({}); legacy round limit 20000 x \
-             {cores} cores. Each run of PAUSEs lasts until its modelled end (PAUSEs x \
+        s.push_str(&wrap(&format!("Model lock: PAUSE modelled at {modelled:.1} ns ({}); legacy round limit \
+             {LIMIT_PAUSES_PER_CORE} x {cores} cores. Each run of PAUSEs lasts until its modelled end (PAUSEs x \
              {modelled:.1} ns after the spin began); the lock is looked at only then.",
             param(p, "model_pause_source")
                 .as_str()
-                .unwrap_or("source not recorded")
-        );
+                .unwrap_or("source not recorded")), width, 0));
     }
-    let _ = writeln!(s, "\nWall time, seconds:");
+    s.push_str(&wrap(&format!("\nWall time, seconds:"), width, 0));
     s.push_str(&grid(
         p,
         &delays,
@@ -147,11 +143,14 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
         |ms| format!("{:.3}", ms / 1e3),
         width,
     ));
-    let _ = writeln!(
-        s,
-        "\n\nCPU burned by the waiting threads (sender acquiring the lock, worker acquiring it \
+    s.push_str(&wrap(
+        &format!(
+            "\n\nCPU burned by the waiting threads (sender acquiring the lock, worker acquiring it \
          and waiting for work), ms:"
-    );
+        ),
+        width,
+        0,
+    ));
     s.push_str(&grid(
         p,
         &delays,
@@ -167,33 +166,43 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
         if let (Some(status), Some(reason)) = (e["status"].as_str(), e["reason"].as_str())
             && status != "ok"
         {
-            let _ = writeln!(s, "{rt} {status}: {reason}");
+            s.push_str(&wrap(&format!("{rt} {status}: {reason}"), width, 0));
         }
     }
     for rt in &runtimes {
         if effect(p, "runtimes")[rt]["wait_cpu_from"].as_str() == Some("process_minus_busy") {
-            let _ = writeln!(
-                s,
-                "{rt}: waiting CPU is the process's CPU less the busy work asked for (items x \
+            s.push_str(&wrap(
+                &format!(
+                    "{rt}: waiting CPU is the process's CPU less the busy work asked for (items x \
                  (work + D)): its threads cannot be timed one by one. It includes the runtime's \
                  own threads; preemption inside the busy work lowers it."
-            );
+                ),
+                width,
+                0,
+            ));
         }
     }
     if let Some(line) = model_ratio_line(p) {
-        let _ = writeln!(s, "\n{line}");
+        s.push_str(&wrap(&format!("\n{line}"), width, 0));
     } else if let Some(why) = effect(p, "model_legacy_over_normalized_ratio_omitted").as_str() {
-        let _ = writeln!(s, "\nModel lock legacy/normalized ratio not given: {why}.");
+        s.push_str(&wrap(
+            &format!("\nModel lock legacy/normalized ratio not given: {why}."),
+            width,
+            0,
+        ));
     }
     if let Some((mean_ns, max_ns, looks)) = look_lateness(p, "model_dotnet_legacy") {
-        let _ = writeln!(
-            s,
-            "The legacy waiter looked at the lock {looks} times, on average {} after the \
+        s.push_str(&wrap(
+            &format!(
+                "The legacy waiter looked at the lock {looks} times, on average {} after the \
              modelled end of its run (latest {}): a busy machine delays a look (preemption), \
              never brings it forward.",
-            crate::format::human_ns(mean_ns),
-            crate::format::human_ns(max_ns)
-        );
+                crate::format::human_ns(mean_ns),
+                crate::format::human_ns(max_ns)
+            ),
+            width,
+            0,
+        ));
     }
     s
 }
@@ -323,7 +332,8 @@ mod tests {
 
     #[test]
     fn table_has_a_row_per_runtime_a_column_per_delay_and_says_why_one_skipped() {
-        let out = render_handoff(&probe(), 140);
+        // Wide enough that no needle is wrapped; the 80-column view is a snapshot test.
+        let out = render_handoff(&probe(), 400);
         for needle in [
             "D=1 ms",
             "D=5 ms",
