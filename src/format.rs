@@ -12,6 +12,12 @@ pub fn human_ns(ns: f64) -> String {
     }
 }
 
+/// A fraction as a percentage with `decimals` digits after the point: `pct(0.1234, 1)` is
+/// `12.3%`. The one percentage printer of every view.
+pub fn pct(fraction: f64, decimals: usize) -> String {
+    format!("{:.*}%", decimals, fraction * 100.0)
+}
+
 /// Bytes in the largest binary unit they reach: whole when exact (`16 KiB`, `1 GiB`), else
 /// two decimals (`1.50 MiB`), so a size one byte off a round one never prints as round.
 pub fn human_bytes(b: u64) -> String {

@@ -22,7 +22,7 @@ fn the_screen_fits_80_columns_and_keeps_its_shape() {
         let text = render_text(&r);
         for line in text.lines() {
             assert!(
-                line.chars().count() <= SCREEN_COLUMNS,
+                line.chars().count() <= SCREEN_COLUMNS as usize,
                 "{name}: {} columns: {line}",
                 line.chars().count()
             );

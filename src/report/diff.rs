@@ -5,34 +5,22 @@ use crate::compare::fingerprint::{
     Change, Diff, DuplicateProbe, FactDiff, HazardChange, Judged, MetricDiff, MetricSide, RunInfo,
     Side, VerdictMove,
 };
-use crate::format::human_value;
-use crate::report::terminal::wrap;
+use crate::format::{human_value, pct};
+use crate::report::text::wrap;
 use crate::schema::Better;
 use std::fmt::Write;
 
-/// A figure with about four significant digits, for tables.
-pub fn format_value(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1000.0 || a == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// One side of a metric as a table cell: `25.49 ns ±6.6%`, or `not measured`.
+/// One side of a metric as every view shows it (`24.4 ns ±0.6%`, `64 MiB`, `2.29x`), or
+/// `not measured`.
 pub fn side_cell(s: Option<&MetricSide>, unit: &str) -> String {
     match s {
         None => "not measured".to_string(),
         Some(s) => format!(
-            "{} {unit}{}",
-            format_value(s.value),
+            "{}{}",
+            human_value(s.value, unit),
             s.relative_spread
-                .map_or(String::new(), |r| format!(" ±{:.1}%", r * 100.0))
+                .filter(|r| *r > 0.0)
+                .map_or(String::new(), |r| format!(" ±{}", pct(r, 1)))
         ),
     }
 }
@@ -101,6 +89,42 @@ pub fn duplicate_words(d: &Diff, dup: &DuplicateProbe) -> String {
     )
 }
 
+/// The probes measured in one run only, one sentence per run and reason:
+/// `Not measured in old (a.json): probes c2c, sharing (not in this file); their metrics are
+/// not compared.`
+pub fn not_measured_lines(d: &Diff) -> Vec<String> {
+    let mut groups: Vec<(Side, &str, Vec<&str>)> = Vec::new();
+    for n in &d.not_measured {
+        match groups
+            .iter_mut()
+            .find(|(side, reason, _)| *side == n.missing_in && *reason == n.reason)
+        {
+            Some((_, _, probes)) => probes.push(&n.probe),
+            None => groups.push((n.missing_in, &n.reason, vec![&n.probe])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(side, reason, probes)| {
+            let (noun, theirs) = if probes.len() == 1 {
+                ("probe", "its metrics are")
+            } else {
+                ("probes", "their metrics are")
+            };
+            format!(
+                "Not measured in {} ({}): {noun} {} ({reason}); {theirs} not compared.",
+                side.word(),
+                if side == Side::Old {
+                    &d.old.label
+                } else {
+                    &d.new.label
+                },
+                probes.join(", "),
+            )
+        })
+        .collect()
+}
+
 /// The summary sentence: counts of regressions, improvements, noise and unmeasured.
 pub fn summary_line(d: &Diff) -> String {
     let c = &d.counts;
@@ -125,27 +149,13 @@ pub fn render_diff(d: &Diff, width: u16) -> String {
     render_diff_with(d, width, false)
 }
 
-/// A figure as every view shows it (`24.4 ns`, `64 MiB`, `2.29x`) with its spread.
-fn figure_cell(s: Option<&MetricSide>, unit: &str) -> String {
-    match s {
-        None => "not measured".to_string(),
-        Some(s) => format!(
-            "{}{}",
-            human_value(s.value, unit),
-            s.relative_spread
-                .filter(|r| *r > 0.0)
-                .map_or(String::new(), |r| format!(" ±{:.1}%", r * 100.0))
-        ),
-    }
-}
-
 /// One figure on one line (`  pause_ns   24.4 ns ±0.6% -> 43.0 ns   1.76x`), or on two when
 /// the width does not hold it.
 fn metric_line(m: &MetricDiff, name_w: usize, width: u16) -> String {
     let values = format!(
         "{} -> {}   {}",
-        figure_cell(m.old.as_ref(), &m.unit),
-        figure_cell(m.new.as_ref(), &m.unit),
+        side_cell(m.old.as_ref(), &m.unit),
+        side_cell(m.new.as_ref(), &m.unit),
         ratio_cell(m)
     );
     let one = format!("  {:<name_w$}  {values}", m.metric);
@@ -336,38 +346,8 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     if !d.not_measured.is_empty() || !d.duplicate_probes.is_empty() {
         s.push('\n');
     }
-    // Probes missing from one run for one reason, in one sentence.
-    let mut groups: Vec<(Side, &str, Vec<&str>)> = Vec::new();
-    for n in &d.not_measured {
-        match groups
-            .iter_mut()
-            .find(|(side, reason, _)| *side == n.missing_in && *reason == n.reason)
-        {
-            Some((_, _, probes)) => probes.push(&n.probe),
-            None => groups.push((n.missing_in, &n.reason, vec![&n.probe])),
-        }
-    }
-    for (side, reason, probes) in groups {
-        s.push_str(&wrap(
-            &format!(
-                "Not measured in {} ({}): {} {} ({reason}); {} not compared.",
-                side.word(),
-                if side == Side::Old {
-                    &d.old.label
-                } else {
-                    &d.new.label
-                },
-                if probes.len() == 1 { "probe" } else { "probes" },
-                probes.join(", "),
-                if probes.len() == 1 {
-                    "its metrics are"
-                } else {
-                    "their metrics are"
-                },
-            ),
-            width,
-            0,
-        ));
+    for line in not_measured_lines(d) {
+        s.push_str(&wrap(&line, width, 0));
     }
     for dup in &d.duplicate_probes {
         s.push_str(&wrap(&format!("{}.", duplicate_words(d, dup)), width, 0));
@@ -409,7 +389,7 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     let rule = if all {
         d.rule.words()
     } else {
-        d.rule.short_words()
+        format!("{}; `--all` gives the rule in full", d.rule.short_words())
     };
     s.push_str(&wrap(&format!("Rule: {rule}."), width, 0));
     if d.old.runs == 1 && d.new.runs == 1 {

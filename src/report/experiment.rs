@@ -5,12 +5,13 @@
 //! 2x faster sit equally far from 1) and the scaling curve against the ideal line.
 
 use crate::experiment::{Comparison, ExperimentResult, Measure, Scaling, stats};
-use crate::format::human_bytes;
+use crate::format::{human_bytes, pct};
 use crate::report::charts::{Line, xy_chart};
+use crate::report::text::wrap;
 use std::fmt::Write;
 
 /// The width the terminal screen is wrapped to.
-pub const SCREEN_COLUMNS: usize = 80;
+pub const SCREEN_COLUMNS: u16 = 80;
 
 /// `1.42x slower [1.38, 1.47]`: the effect and its interval in the same direction.
 pub fn effect_text(c: &Comparison) -> String {
@@ -61,16 +62,6 @@ fn median_text(m: &Measure, v: Option<f64>) -> String {
     }
 }
 
-fn wrap_into(out: &mut String, text: &str, indent: &str) {
-    let opts = textwrap::Options::new(SCREEN_COLUMNS)
-        .initial_indent(indent)
-        .subsequent_indent(indent)
-        .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    for l in textwrap::wrap(text, opts) {
-        let _ = writeln!(out, "{l}");
-    }
-}
-
 /// The machine in one line.
 fn machine_line(r: &ExperimentResult) -> String {
     let m = &r.machine;
@@ -93,8 +84,7 @@ fn machine_line(r: &ExperimentResult) -> String {
 /// The one screen: 80 columns.
 pub fn render_text(r: &ExperimentResult) -> String {
     let mut out = String::new();
-    wrap_into(
-        &mut out,
+    out.push_str(&wrap(
         &format!(
             "cpudoctor experiment: {} ({} runs each after {} warmup, interleaved; {})",
             r.command.join(" "),
@@ -102,9 +92,10 @@ pub fn render_text(r: &ExperimentResult) -> String {
             r.warmup,
             measure_words(&r.measure)
         ),
-        "",
-    );
-    wrap_into(&mut out, &machine_line(r), "");
+        SCREEN_COLUMNS,
+        0,
+    ));
+    out.push_str(&wrap(&machine_line(r), SCREEN_COLUMNS, 0));
     out.push('\n');
     if !r.comparisons.is_empty() {
         let _ = writeln!(
@@ -124,23 +115,23 @@ pub fn render_text(r: &ExperimentResult) -> String {
             median_text(&r.measure, arm.median),
             effect_text(c)
         );
-        wrap_into(&mut out, &c.meaning, "  ");
+        out.push_str(&wrap(&c.meaning, SCREEN_COLUMNS, 2));
         if let Some(n) = &arm.neighbour {
-            wrap_into(&mut out, &neighbour_line(n), "  ");
+            out.push_str(&wrap(&neighbour_line(n), SCREEN_COLUMNS, 2));
         }
         if let Some(cov) = c.coverage
             && cov < crate::measure::stats::CONFIDENCE
         {
-            wrap_into(
-                &mut out,
+            out.push_str(&wrap(
                 &format!(
                     "({} rounds: the interval is their range, {:.0}% sure; --runs 6 or more \
                      for 95%)",
                     c.pairs,
                     100.0 * cov
                 ),
-                "  ",
-            );
+                SCREEN_COLUMNS,
+                2,
+            ));
         }
     }
     if let Some(s) = &r.scaling {
@@ -152,28 +143,28 @@ pub fn render_text(r: &ExperimentResult) -> String {
         out.push('\n');
         let _ = writeln!(out, "Failed:");
         for a in failed {
-            wrap_into(
-                &mut out,
+            out.push_str(&wrap(
                 &format!(
                     "{}: {}",
                     a.variant.name(),
                     a.failure.as_deref().unwrap_or_default()
                 ),
-                "  ",
-            );
+                SCREEN_COLUMNS,
+                2,
+            ));
         }
     }
     if !r.notes.is_empty() {
         out.push('\n');
         for l in &r.notes {
-            wrap_into(&mut out, l, "");
+            out.push_str(&wrap(l, SCREEN_COLUMNS, 0));
         }
     }
     if !r.not_run.is_empty() {
         out.push('\n');
         let _ = writeln!(out, "Not run on this machine:");
         for l in &r.not_run {
-            wrap_into(&mut out, l, "  ");
+            out.push_str(&wrap(l, SCREEN_COLUMNS, 2));
         }
     }
     out
@@ -233,8 +224,7 @@ fn scaling_text(out: &mut String, s: &Scaling) {
             p.speedup.map_or("-".into(), |v| format!("{v:.2}")),
             interval,
             p.ideal,
-            p.efficiency
-                .map_or("-".into(), |e| format!("{:.0}%", 100.0 * e)),
+            p.efficiency.map_or("-".into(), |e| pct(e, 0)),
             if s.falls_away_at == Some(p.cpus) {
                 "  <- falls away"
             } else {
@@ -255,7 +245,7 @@ fn scaling_text(out: &mut String, s: &Scaling) {
             100.0 * stats::SCALING_FALLS_AWAY_EFFICIENCY
         ),
     };
-    wrap_into(out, &line, "  ");
+    out.push_str(&wrap(&line, SCREEN_COLUMNS, 2));
 }
 
 fn md_escape(s: &str) -> String {
@@ -313,8 +303,7 @@ pub fn render_markdown(r: &ExperimentResult) -> String {
                     _ => "-".into(),
                 },
                 p.ideal,
-                p.efficiency
-                    .map_or("-".into(), |e| format!("{:.0}%", 100.0 * e))
+                p.efficiency.map_or("-".into(), |e| pct(e, 0))
             );
         }
         if let Some(n) = s.falls_away_at {

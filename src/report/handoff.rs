@@ -4,13 +4,12 @@
 //! order of `params.delays_ms` and are read by position; a sentence whose figures are missing
 //! is left out rather than printed with a NaN.
 
-use crate::report::terminal::{table, wrap};
+use crate::report::text::{table, wrap};
 use crate::schema::handoff::{IDEAL_SERIES, MODEL_RATIO_METRIC, Quantity, RuntimeStatus};
 use crate::schema::{ProbeResult, Series, Status};
 use crate::spin::dotnet::LIMIT_PAUSES_PER_CORE;
 use comfy_table::CellAlignment;
 use serde_json::Value;
-use std::fmt::Write;
 
 fn xy<'a>(p: &'a ProbeResult, name: &str) -> Option<&'a [[f64; 2]]> {
     p.series.iter().find_map(|s| match s {

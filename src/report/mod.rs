@@ -14,3 +14,4 @@ pub mod heatmap;
 pub mod html;
 pub mod prom;
 pub mod terminal;
+pub mod text;

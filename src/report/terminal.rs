@@ -2,6 +2,8 @@
 //! table. Each function returns a `String` for a given width, so output is snapshot-testable
 //! and the binary decides where it goes.
 
+use super::text::wrap_hanging;
+pub use super::text::{table, wrap};
 use crate::format::{group_thousands, human_value};
 use crate::machine::{Machine, SplitLockMode};
 use crate::measure::ClockInfo;
@@ -9,18 +11,7 @@ use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
 use crate::words::compare::summary_of;
 use crate::words::machine::{caches_line, split_lock_words, topology_line};
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use std::fmt::Write;
-
-/// A table in the style every terminal view of cpudoctor uses, fitted to `width` columns.
-pub(crate) fn table(width: u16, header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(width)
-        .set_header(header.to_vec());
-    t
-}
 
 /// The machine summary: one fact per line.
 pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
@@ -78,54 +69,6 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
         m.split_lock.summary
     );
     s
-}
-
-fn metric_line(p: &ProbeResult) -> String {
-    p.metrics
-        .iter()
-        .map(|m| {
-            let spread = m.spread.as_ref().map_or(String::new(), |s| {
-                format!(
-                    " ±{:.1}%{}",
-                    s.relative_spread * 100.0,
-                    if s.wide { " WIDE" } else { "" }
-                )
-            });
-            format!(
-                "{} {}{}",
-                m.name,
-                crate::format::human_value(m.value, &m.unit),
-                spread
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The probe table: status, headline metrics with spread (WIDE when noisy), time taken.
-pub fn render_probes(probes: &[ProbeResult], width: u16) -> String {
-    let mut t = table(
-        width,
-        &["Probe", "Status", "Metrics (median ±spread)", "Time"],
-    );
-    for p in probes {
-        let status = match p.status {
-            Status::Ok => "ok".to_string(),
-            Status::Skipped => "skipped".to_string(),
-            Status::Failed => "FAILED".to_string(),
-        };
-        let body = match &p.reason {
-            Some(r) => r.clone(),
-            None => metric_line(p),
-        };
-        t.add_row(vec![
-            p.name.clone(),
-            status,
-            body,
-            format!("{:.2} s", p.duration_s),
-        ]);
-    }
-    t.to_string()
 }
 
 /// The verdict table: hazard, measured figure, reference, verdict, what it means. Kept for
@@ -187,21 +130,6 @@ impl Style {
         };
         format!("\x1b[{code}m{text}\x1b[0m")
     }
-}
-
-/// Wraps `text` at word boundaries to `width` columns, every line starting with `indent`
-/// spaces; a word longer than a line is left whole, never broken.
-pub fn wrap(text: &str, width: u16, indent: usize) -> String {
-    let pad = " ".repeat(indent);
-    let opts = textwrap::Options::new((width as usize).max(indent + 20))
-        .initial_indent(&pad)
-        .subsequent_indent(&pad)
-        .break_words(false)
-        // A range such as `0.89-0.99x` is one word: never split it at its hyphen.
-        .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    let mut out = textwrap::fill(text, opts);
-    out.push('\n');
-    out
 }
 
 /// A verdict's level with its borderline neighbour: `notice`, or `notice/HAZARD` when the
@@ -476,12 +404,7 @@ pub fn render_check(fp: &Fingerprint, style: Style, verbose: bool) -> String {
         s.push_str("Machine\n\n");
         for line in render_machine(&fp.machine, &fp.clock).lines() {
             // Continuation lines hang under the value column (`Split locks ` is 12 wide).
-            let opts = textwrap::Options::new(style.width as usize)
-                .subsequent_indent("            ")
-                .break_words(false)
-                // A range such as `0.89-0.99x` is one word: never split it at its hyphen.
-                .word_splitter(textwrap::WordSplitter::NoHyphenation);
-            let _ = writeln!(s, "{}", textwrap::fill(line, opts));
+            s.push_str(&wrap_hanging(line, style.width, 0, 12));
         }
         s.push_str("\nProbes (median, ±relative spread of repetitions, WIDE when noisy)\n\n");
         s.push_str(&render_probe_list(&fp.probes, style));
@@ -565,17 +488,9 @@ mod tests {
     }
 
     #[test]
-    fn wrapping_never_breaks_a_word() {
-        let long = "a".repeat(30);
-        let out = wrap(&format!("short {long} words"), 20, 2);
-        assert!(out.lines().any(|l| l.trim() == long), "{out}");
-    }
-
-    #[test]
     fn wide_spread_is_flagged() {
         let mut fp = sample_fingerprint();
         fp.probes[0].metrics[0].spread = crate::measure::summarize(&[10.0, 20.0, 30.0]);
-        assert!(render_probes(&fp.probes, 120).contains("WIDE"));
         assert!(render_probe_list(&fp.probes, Style::plain(80)).contains("WIDE"));
     }
 

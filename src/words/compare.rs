@@ -62,7 +62,7 @@ pub fn change_rule_short(f: &ChangeRuleFigures) -> String {
     });
     format!(
         "a figure counts when its two intervals do not overlap and it moved {:.0}% or \
-         more{drift}; `--all` gives the rule in full",
+         more{drift}",
         f.interval_practical_change * 100.0
     )
 }

@@ -8,6 +8,7 @@ use super::{STYLE, escape, level_class, slug, swatch};
 use crate::diagnose::compare::{self, CodeSide, DiagnosisDiff, Direction, FindingBrief};
 use crate::diagnose::hotspots::short_module;
 use crate::diagnose::{Diagnosis, flame};
+use crate::format::pct;
 use std::fmt::Write;
 
 /// One diagnosis and the name it goes by on the page (usually its file name).
@@ -41,10 +42,6 @@ pre.code { font-size: 0.82em; overflow-x: auto; background: #f6f8fa; padding: 0.
 section.finding { border-top: 1px solid #e4e4e4; padding: 0.6em 0; }
 section.finding ul { margin: 0.3em 0; padding-left: 1.3em; }
 "#;
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
 
 fn pause(d: &Diagnosis) -> String {
     match d.machine.pause {
@@ -151,7 +148,7 @@ fn code_cell(c: &CodeSide) -> String {
                 escape(site.kind.describe()),
                 escape(&site.instruction),
                 site.offset,
-                pct(site.share)
+                pct(site.share, 1)
             );
             if let Some(n) = &site.next {
                 let _ = write!(
@@ -178,7 +175,13 @@ fn callers_cell(c: &CodeSide) -> String {
     }
     c.callers
         .iter()
-        .map(|p| format!("{} &lt;- {}", pct(p.share), escape(&p.frames.join(" <- "))))
+        .map(|p| {
+            format!(
+                "{} &lt;- {}",
+                pct(p.share, 1),
+                escape(&p.frames.join(" <- "))
+            )
+        })
         .collect::<Vec<_>>()
         .join("<br>")
 }
@@ -190,7 +193,7 @@ fn finding_item(f: &FindingBrief) -> String {
         f.level.word(),
         escape(&f.title),
         f.sample_share
-            .map(|s| format!(" ({})", pct(s)))
+            .map(|s| format!(" ({})", pct(s, 1)))
             .unwrap_or_default()
     )
 }
@@ -222,9 +225,9 @@ fn diff_tables(h: &mut String, d: &DiagnosisDiff, beside: impl FnOnce(&mut Strin
              <td class=\"num\">{:.2} &rarr; {:.2}</td></tr>",
             escape(&c.name),
             escape(&c.module),
-            pct(c.old.share),
+            pct(c.old.share, 1),
             c.old.samples,
-            pct(c.new.share),
+            pct(c.new.share, 1),
             c.new.samples,
             100.0 * c.share_change,
             c.old.cpu_per_wall,

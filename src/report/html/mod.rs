@@ -14,8 +14,7 @@ pub mod fleet;
 
 use super::charts::run_color;
 use super::diff;
-use crate::compare::Side;
-use crate::compare::fingerprint::{Change, Compared, Diff, FactRow, Run, VerdictMove};
+use crate::compare::fingerprint::{Change, Compared, Diff, FactRow, MetricDiff, Run, VerdictMove};
 use crate::schema::{Fingerprint, Level, ProbeResult, Status, Verdict};
 use std::fmt::Write;
 
@@ -479,8 +478,8 @@ fn metrics_section(h: &mut String, run: &Run) {
                     .map_or(("derived".to_string(), "-".to_string()), |s| {
                         (
                             format!(
-                                "±{:.1}%{}",
-                                s.relative_spread * 100.0,
+                                "±{}{}",
+                                crate::format::pct(s.relative_spread, 1),
                                 if s.wide { " WIDE" } else { "" }
                             ),
                             s.n.to_string(),
@@ -488,12 +487,11 @@ fn metrics_section(h: &mut String, run: &Run) {
                     });
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td class=\"num\">{} {}</td><td class=\"num\">{}</td>\
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
                  <td class=\"num\">{}</td><td>{:?}</td></tr>",
                 escape(&p.name),
                 escape(&m.name),
-                diff::format_value(m.value),
-                escape(&m.unit),
+                escape(&crate::format::human_value(m.value, &m.unit)),
                 spread,
                 n,
                 m.better
@@ -514,71 +512,88 @@ fn metrics_section(h: &mut String, run: &Run) {
     }
 }
 
+/// One row of the metric table of a diff.
+fn diff_metric_row(h: &mut String, m: &MetricDiff) {
+    let class = match m.change {
+        Change::Worse => "worse",
+        Change::Better => "better",
+        Change::Same => "",
+        _ => "muted",
+    };
+    let _ = writeln!(
+        h,
+        "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+         <td class=\"num\">{}</td><td class=\"{class}\">{}</td></tr>",
+        escape(&m.probe),
+        escape(&m.metric),
+        escape(&diff::side_cell(m.old.as_ref(), &m.unit)),
+        escape(&diff::side_cell(m.new.as_ref(), &m.unit)),
+        diff::ratio_cell(m),
+        diff::change_words(m)
+    );
+}
+
+fn diff_metric_table(h: &mut String, metrics: &[&MetricDiff]) {
+    h.push_str(
+        "<div class=\"wide\"><table class=\"diff-table\"><tr><th>Probe</th><th>Metric</th>\
+         <th>Old</th><th>New</th><th>New/Old</th><th>Change</th></tr>\n",
+    );
+    for m in metrics {
+        diff_metric_row(h, m);
+    }
+    h.push_str("</table></div>\n");
+}
+
+/// A diff the way the check section reads: the counts first, then what moved with what it
+/// costs software, the verdicts that changed, and the figures that did not move folded away.
 fn diff_section(h: &mut String, d: &Diff) {
     let _ = writeln!(
         h,
-        "<h2 id=\"diff-{}\">Diff: {} → {}</h2>",
+        "<h2 id=\"diff-{}\">Diff: {} → {}</h2>\n<p>In all: {}.</p>",
         slug(&d.new.label),
         escape(&d.old.label),
-        escape(&d.new.label)
+        escape(&d.new.label),
+        escape(&diff::summary_line(d))
     );
-    let differing: Vec<_> = d.machine.iter().filter(|f| f.differs).collect();
-    if differing.is_empty() {
-        h.push_str("<p>Machine facts: identical.</p>\n");
-    } else {
-        h.push_str("<h3>Machine facts that differ</h3>\n<table><tr><th>Fact</th><th>Old</th><th>New</th></tr>\n");
-        for f in differing {
-            let _ = writeln!(
-                h,
-                "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
-                escape(&f.fact),
-                escape(&f.old),
-                escape(&f.new)
-            );
-        }
-        h.push_str("</table>\n");
-    }
-    h.push_str(
-        "<h3>Metrics</h3>\n<table class=\"diff-table\"><tr><th>Probe</th><th>Metric</th>\
-         <th>Old</th><th>New</th><th>New/Old</th><th>Change</th></tr>\n",
-    );
-    for m in &d.metrics {
-        let class = match m.change {
-            Change::Worse => "worse",
-            Change::Better => "better",
-            Change::Same => "",
-            _ => "muted",
-        };
+    diff_machine_facts(h, d);
+    let moved: Vec<&MetricDiff> = d
+        .metrics
+        .iter()
+        .filter(|m| matches!(m.change, Change::Worse | Change::Better | Change::Changed))
+        .collect();
+    h.push_str("<h3>Figures that moved</h3>\n");
+    if moved.is_empty() {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"{class}\">{}</td></tr>",
-            escape(&m.probe),
-            escape(&m.metric),
-            escape(&diff::side_cell(m.old.as_ref(), &m.unit)),
-            escape(&diff::side_cell(m.new.as_ref(), &m.unit)),
-            diff::ratio_cell(m),
-            diff::change_words(m)
-        );
-    }
-    let _ = writeln!(
-        h,
-        "</table>\n<p>{}. <span class=\"muted\">Rule: {}.</span></p>",
-        escape(&diff::summary_line(d)),
-        escape(&d.rule.words())
-    );
-    for n in &d.not_measured {
-        let _ = writeln!(
-            h,
-            "<p class=\"muted\">Not measured in {}: probe {} ({}); not compared.</p>",
-            escape(if n.missing_in == Side::Old {
-                &d.old.label
+            "<p>No figure moved beyond noise{}.</p>",
+            if d.counts.host_drift > 0 {
+                " and the VM host's drift"
             } else {
-                &d.new.label
-            }),
-            escape(&n.probe),
-            escape(&n.reason)
+                ""
+            }
         );
+    } else {
+        diff_metric_table(h, &moved);
+    }
+    diff_costs(h, d);
+    diff_verdicts(h, d);
+    let rest: Vec<&MetricDiff> = d
+        .metrics
+        .iter()
+        .filter(|m| !matches!(m.change, Change::Worse | Change::Better | Change::Changed))
+        .collect();
+    if !rest.is_empty() {
+        let _ = writeln!(
+            h,
+            "<details><summary>The other {} figures (within noise, within the VM host's \
+             drift, or not compared)</summary>",
+            rest.len()
+        );
+        diff_metric_table(h, &rest);
+        h.push_str("</details>\n");
+    }
+    for line in diff::not_measured_lines(d) {
+        let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(&line));
     }
     for dup in &d.duplicate_probes {
         let _ = writeln!(
@@ -587,6 +602,66 @@ fn diff_section(h: &mut String, d: &Diff) {
             escape(&diff::duplicate_words(d, dup))
         );
     }
+    let _ = writeln!(
+        h,
+        "<details><summary class=\"muted\">Rule: {}.</summary><p class=\"muted\">{}.</p>\
+         </details>",
+        escape(&d.rule.short_words()),
+        escape(&d.rule.words())
+    );
+}
+
+fn diff_machine_facts(h: &mut String, d: &Diff) {
+    let differing: Vec<_> = d.machine.iter().filter(|f| f.differs).collect();
+    if differing.is_empty() {
+        h.push_str("<p>Machine facts: identical.</p>\n");
+        return;
+    }
+    h.push_str(
+        "<h3>Machine facts that differ</h3>\n<table><tr><th>Fact</th><th>Old</th><th>New</th></tr>\n",
+    );
+    for f in differing {
+        let _ = writeln!(
+            h,
+            "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+            escape(&f.fact),
+            escape(&f.old),
+            escape(&f.new)
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// What the hazards that read a moved figure cost software on each machine.
+fn diff_costs(h: &mut String, d: &Diff) {
+    if d.costs.is_empty() {
+        return;
+    }
+    h.push_str("<h3>What they cost software</h3>\n<ul>\n");
+    for c in &d.costs {
+        let _ = write!(
+            h,
+            "<li><b>{}</b> ({}): {} → {}",
+            escape(&c.title),
+            escape(&c.moved.join(", ")),
+            c.old.as_ref().map_or("not judged", |j| j.level.word()),
+            c.new.as_ref().map_or("not judged", |j| j.level.word()),
+        );
+        for (side, cost) in [("old", &c.old_cost), ("new", &c.new_cost)] {
+            if let Some(cost) = cost {
+                let _ = write!(
+                    h,
+                    "<br><span class=\"muted\">{side}:</span> {}",
+                    escape(cost)
+                );
+            }
+        }
+        h.push_str("</li>\n");
+    }
+    h.push_str("</ul>\n");
+}
+
+fn diff_verdicts(h: &mut String, d: &Diff) {
     if d.hazards.is_empty() {
         h.push_str("<p>Hazards: no verdict changed.</p>\n");
         return;
@@ -702,6 +777,17 @@ mod tests {
         let spin = &page[page.find("chart-spin-before-block").unwrap()..];
         assert!(spin.contains("zen4.json") && spin.contains("skx.json"));
         assert!(page.contains("<tr class=\"differs\"><th>Microarchitecture</th>"));
+        // Issue 21: the diff reads like the check section: what moved, and what it costs,
+        // before the figures that did not move, which are folded away.
+        let diff = &page[page.find("Diff: zen4.json").unwrap()..];
+        let moved = diff.find("Figures that moved").unwrap();
+        let costs = diff.find("What they cost software").expect(diff);
+        assert!(moved < costs, "{diff}");
+        let folded = diff
+            .find("<details><summary>The other")
+            .unwrap_or(diff.len());
+        assert!(costs < folded, "{diff}");
+        assert!(!diff[..folded].contains("within noise</td>"), "{diff}");
     }
 
     #[test]

@@ -1,0 +1,57 @@
+//! The one table and the one paragraph wrapper of every terminal view: tables in one style
+//! fitted to the terminal, and text wrapped at word boundaries, never breaking a word (a range
+//! such as `0.89-0.99x` or a path stays whole). Numbers as text are `crate::format`'s.
+
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+
+/// A table in the style every terminal view of cpudoctor uses, fitted to `width` columns.
+pub fn table(width: u16, header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width)
+        .set_header(header.to_vec());
+    t
+}
+
+/// Wraps `text` at word boundaries to `width` columns, every line starting with `indent`
+/// spaces; a word longer than a line is left whole, never broken. Newline-terminated.
+pub fn wrap(text: &str, width: u16, indent: usize) -> String {
+    wrap_hanging(text, width, indent, indent)
+}
+
+/// [`wrap`] with the first line indented by `first` spaces and the others by `rest` (a
+/// hanging indent under a label).
+pub fn wrap_hanging(text: &str, width: u16, first: usize, rest: usize) -> String {
+    let (first, rest) = (" ".repeat(first), " ".repeat(rest));
+    let opts = textwrap::Options::new((width as usize).max(first.len().max(rest.len()) + 20))
+        .initial_indent(&first)
+        .subsequent_indent(&rest)
+        .break_words(false)
+        // A range such as `0.89-0.99x` is one word: never split it at its hyphen.
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    let mut out = textwrap::fill(text, opts);
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_never_breaks_a_word() {
+        let long = "a".repeat(30);
+        let out = wrap(&format!("short {long} words"), 20, 2);
+        assert!(out.lines().any(|l| l.trim() == long), "{out}");
+    }
+
+    #[test]
+    fn a_hanging_indent_indents_only_the_lines_after_the_first() {
+        let t = wrap_hanging("alpha beta gamma delta epsilon zeta eta theta", 24, 0, 4);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines.len() > 1, "{t}");
+        assert!(!lines[0].starts_with(' '));
+        assert!(lines[1..].iter().all(|l| l.starts_with("    ")), "{t}");
+    }
+}
