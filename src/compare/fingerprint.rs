@@ -10,6 +10,7 @@ pub use super::Side;
 use super::facts::{MachineFact, machine_facts};
 use crate::hazards;
 use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
+use crate::spin::{RUNTIMES, SpinCost, spin_cost};
 use crate::words;
 use serde::{Serialize, Serializer};
 
@@ -394,7 +395,39 @@ pub struct Compared {
     verdicts: Vec<Vec<Verdict>>,
     not_judged: Vec<Vec<NotJudged>>,
     machine: Vec<FactRow>,
+    spin: Vec<Option<SpinRun>>,
     diffs: Vec<Diff>,
+}
+
+/// The spin model of `cpudoctor spin` at one run's PAUSE: how long each runtime spins before
+/// it blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpinRun {
+    /// The run's measured PAUSE, ns.
+    pub pause_ns: f64,
+    /// Its logical CPUs (the .NET legacy lock's round grows with them).
+    pub cores: u64,
+    /// Each runtime's spin, in the order of `spin::RUNTIMES`.
+    pub costs: Vec<SpinCost>,
+}
+
+impl SpinRun {
+    /// The model at `fp`'s PAUSE; `None` when it has no usable PAUSE figure.
+    pub fn of(fp: &Fingerprint) -> Option<SpinRun> {
+        let pause_ns = fp
+            .metric("pause", "pause_ns")
+            .map(|m| m.value)
+            .filter(|ns| ns.is_finite() && *ns > 0.0)?;
+        let cores = fp.machine.logical_cpus as u64;
+        Some(SpinRun {
+            pause_ns,
+            cores,
+            costs: RUNTIMES
+                .iter()
+                .map(|p| spin_cost(p, pause_ns, cores))
+                .collect(),
+        })
+    }
 }
 
 /// One machine fact across every run of a [`Compared`].
@@ -440,6 +473,7 @@ impl Compared {
             .collect();
         Some(Compared {
             machine: fact_rows(&runs),
+            spin: runs.iter().map(|r| SpinRun::of(&r.fp)).collect(),
             runs,
             verdicts,
             not_judged,
@@ -465,6 +499,11 @@ impl Compared {
     /// Every machine fact across the runs, in the order [`machine_facts`] lists them.
     pub fn machine(&self) -> &[FactRow] {
         &self.machine
+    }
+
+    /// Each run's spin model at its PAUSE (absent without a PAUSE figure), in run order.
+    pub fn spin(&self) -> &[Option<SpinRun>] {
+        &self.spin
     }
 
     /// Each later run against the first, in run order.

@@ -132,7 +132,7 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
                 .as_str()
                 .unwrap_or("source not recorded")), width, 0));
     }
-    s.push_str(&wrap(&format!("\nWall time, seconds:"), width, 0));
+    s.push_str(&wrap("\nWall time, seconds:", width, 0));
     s.push_str(&grid(
         p,
         &delays,
@@ -143,10 +143,8 @@ pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
         width,
     ));
     s.push_str(&wrap(
-        &format!(
-            "\n\nCPU burned by the waiting threads (sender acquiring the lock, worker acquiring it \
-         and waiting for work), ms:"
-        ),
+        "\n\nCPU burned by the waiting threads (sender acquiring the lock, worker acquiring it \
+         and waiting for work), ms:",
         width,
         0,
     ));

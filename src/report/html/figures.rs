@@ -7,9 +7,10 @@
 //! costs the page: it is left out with a note saying why, and the rest is drawn.
 
 use super::{Run, escape, first_probes, slug, swatch};
+use crate::compare::fingerprint::SpinRun;
 use crate::report::charts::{self, BarSet, ChartError, Line, axis_name, axis_title};
 use crate::schema::{Series, Status};
-use crate::spin::{RUNTIMES, spin_cost};
+use crate::spin::RUNTIMES;
 use std::fmt::Write;
 
 /// The charts part of the page.
@@ -134,7 +135,7 @@ fn close_figure(h: &mut String, caption: &str, missing: &[&str]) {
 }
 
 /// Every chart the runs' series call for, spin-before-block first.
-pub fn figures(runs: &[Run]) -> Figures {
+pub fn figures(runs: &[Run], spin: &[Option<SpinRun>]) -> Figures {
     let mut out = Figures::default();
     let mut add = |probe: &str, drawn: Drawn| {
         let html = match drawn {
@@ -161,7 +162,7 @@ pub fn figures(runs: &[Run]) -> Figures {
             html,
         });
     };
-    add("pause", spin_chart(runs));
+    add("pause", spin_chart(runs, spin));
     let mut keys: Vec<ChartKey> = Vec::new();
     for run in runs {
         for p in first_probes(&run.fp).filter(|p| p.status == Status::Ok) {
@@ -518,31 +519,23 @@ fn legend(h: &mut String, runs: &[Run], sets: &[BarSet]) {
 
 /// The spin-before-block chart: each runtime's spin at each run's measured PAUSE and CPU
 /// count (the spin model of `cpudoctor spin`).
-fn spin_chart(runs: &[Run]) -> Drawn {
+fn spin_chart(runs: &[Run], spin: &[Option<SpinRun>]) -> Drawn {
     let mut sets = Vec::new();
     let mut notes = Vec::new();
     let mut missing = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let Some(pause) = run
-            .fp
-            .metric("pause", "pause_ns")
-            .filter(|m| m.value.is_finite() && m.value > 0.0)
-        else {
+    for (i, (run, model)) in runs.iter().zip(spin).enumerate() {
+        let Some(model) = model else {
             missing.push(run.label.as_str());
             continue;
         };
-        let cores = run.fp.machine.logical_cpus as u64;
         notes.push(format!(
-            "{}: {:.1} ns per PAUSE, {cores} CPUs",
-            run.label, pause.value
+            "{}: {:.1} ns per PAUSE, {} CPUs",
+            run.label, model.pause_ns, model.cores
         ));
         sets.push(BarSet {
             label: run.label.clone(),
             color: i,
-            values: RUNTIMES
-                .iter()
-                .map(|p| Some(spin_cost(p, pause.value, cores).spin_ns))
-                .collect(),
+            values: model.costs.iter().map(|c| Some(c.spin_ns)).collect(),
         });
     }
     if sets.is_empty() {
@@ -616,7 +609,8 @@ mod tests {
                 vec![[0.0, 1.0], [4096.0, 4.0], [8192.0, 5.0]],
             ),
         ]);
-        let f = figures(&[run("a", fp)]);
+        let spin = [SpinRun::of(&fp)];
+        let f = figures(&[run("a", fp)], &spin);
         // Spin and the placeable curve are drawn (one CPU's PAUSE bar adds nothing to the
         // figure); the other curve is a note.
         assert_eq!(f.drawn, 2, "{}", f.html);
@@ -637,7 +631,8 @@ mod tests {
             xy("latency_4k", "latency_ns", vec![[4096.0, 1.0]]),
             xy("latency_thp", "latency_ns", vec![[4096.0, 1.0]]),
         ]);
-        let f = figures(&[run("a", fp.clone()), run("b", fp)]);
+        let spin = [SpinRun::of(&fp), SpinRun::of(&fp)];
+        let f = figures(&[run("a", fp.clone()), run("b", fp)], &spin);
         assert_eq!(f.html.matches("data-kind=\"xy\"").count(), 1);
         assert!(f.html.contains("4 curve(s) of probe mem-latency"));
     }

@@ -170,7 +170,7 @@ pub fn render_report(compared: &Compared) -> Report {
     );
     let verdicts = compared.verdicts();
     header_section(&mut h, runs, verdicts, compared.not_judged());
-    let figures = figures::figures(runs);
+    let figures = figures::figures(runs, compared.spin());
     let placed = hazard_sections(&mut h, runs, verdicts, &figures);
     let others: Vec<&figures::FigurePart> = figures
         .parts
