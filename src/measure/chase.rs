@@ -74,10 +74,10 @@ impl Layout {
     #[inline(always)]
     pub fn offset(self, i: usize) -> usize {
         match self {
-            Layout::Lines => i * 64,
+            Layout::Lines => i * self.stride(),
             Layout::OneLinePerPage => {
                 let line = SplitMix64::new(i as u64 ^ 0x5EED).next_u64() % 64;
-                i * 4096 + line as usize * 64
+                i * self.stride() + line as usize * Layout::Lines.stride()
             }
         }
     }

@@ -13,7 +13,8 @@ pub struct KindBuffers {
 }
 
 impl KindBuffers {
-    /// The notes of the kinds that could not be allocated, for a skip reason.
+    /// The notes of the kinds that could not be allocated (the tests' view of a skip).
+    #[cfg(test)]
     pub fn failures(&self) -> String {
         self.records
             .iter()
