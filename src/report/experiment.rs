@@ -474,16 +474,7 @@ pub fn render_html(results: &[(String, ExperimentResult)]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{t}</title>\n<style>{s}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
-        t = super::html::escape(&title),
-        s = super::html::STYLE
-    );
+    h.push_str(&super::html::page_head(&title, ""));
     for (label, r) in results {
         let esc = super::html::escape;
         let _ = writeln!(
@@ -529,6 +520,6 @@ pub fn render_html(results: &[(String, ExperimentResult)]) -> String {
             let _ = writeln!(h, "<p>{}</p>", esc(&l));
         }
     }
-    h.push_str("</body>\n</html>\n");
+    h.push_str(&super::html::page_foot());
     h
 }

@@ -4,7 +4,7 @@
 //! and the runs. Same page rules as the fingerprint report: one self-contained file, inline
 //! SVG and CSS, no script, a Content Security Policy that forbids every fetch.
 
-use super::{STYLE, escape, level_class, slug, swatch};
+use super::{escape, level_class, page_foot, page_head, slug, swatch};
 use crate::diagnose::compare::{self, CodeSide, DiagnosisDiff, Direction, FindingBrief};
 use crate::diagnose::hotspots::short_module;
 use crate::diagnose::{Diagnosis, flame};
@@ -347,16 +347,7 @@ pub fn render_diagnoses(runs: &[DiagnosisRun]) -> DiagnosisReport {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}{FLAME_STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        escape(&title),
-        escape(&title)
-    );
+    h.push_str(&page_head(&title, FLAME_STYLE));
     for (i, r) in runs.iter().enumerate() {
         let d = &r.diagnosis;
         let _ = writeln!(
@@ -424,12 +415,7 @@ pub fn render_diagnoses(runs: &[DiagnosisRun]) -> DiagnosisReport {
         figure(&mut h, &id, "flame", drawn, &caption, &mut out);
     }
     runs_section(&mut h, runs);
-    let _ = write!(
-        h,
-        "<p class=\"muted\">Written by cpudoctor {}. Self-contained: no script, no \
-         fetches.</p>\n</body>\n</html>\n",
-        env!("CARGO_PKG_VERSION")
-    );
+    h.push_str(&page_foot());
     out.html = h;
     out
 }

@@ -2,7 +2,7 @@
 //! of each banded figure (one row of dots per band, each dot a host) beside its bands' shares
 //! and hosts; the figures with one band in a line.
 
-use super::{STYLE, escape};
+use super::{escape, page_foot, page_head};
 use crate::compare::fleet::FleetReport;
 use crate::format::human_value;
 use crate::report::charts::strip_chart;
@@ -12,15 +12,7 @@ use std::fmt::Write;
 pub fn fleet_to_html(r: &FleetReport) -> String {
     let mut h = String::new();
     let title = format!("cpudoctor fleet: {} hosts", r.hosts);
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{t}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
-        t = escape(&title)
-    );
+    h.push_str(&page_head(&title, ""));
     for g in &r.groups {
         let _ = writeln!(
             h,
@@ -100,6 +92,6 @@ pub fn fleet_to_html(r: &FleetReport) -> String {
             let _ = writeln!(h, "<p>One band: {}.</p>", escape(&g.unbanded.join(", ")));
         }
     }
-    h.push_str("</body>\n</html>\n");
+    h.push_str(&page_foot());
     h
 }

@@ -149,6 +149,29 @@ pub(crate) fn swatch(i: usize) -> String {
     )
 }
 
+/// The start of every page cpudoctor writes: self-contained (its Content Security Policy
+/// allows no script and no fetch), the shared style and the page's own `extra_style`, the
+/// title as the first heading.
+pub fn page_head(title: &str, extra_style: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{t}</title>\n<style>{STYLE}{extra_style}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
+        t = escape(title)
+    )
+}
+
+/// The end of every page: which cpudoctor wrote it.
+pub fn page_foot() -> String {
+    format!(
+        "<p class=\"muted\">Written by cpudoctor {}. Self-contained: no script, no \
+         fetches.</p>\n</body>\n</html>\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// The whole report page. A chart that cannot be drawn is left out with a note; the page
 /// itself always renders.
 pub fn render_report(compared: &Compared) -> Report {
@@ -158,16 +181,7 @@ pub fn render_report(compared: &Compared) -> Report {
         [one] => format!("cpudoctor report: {}", one.label),
         _ => format!("cpudoctor report: {} fingerprints", runs.len()),
     };
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        escape(&title),
-        escape(&title)
-    );
+    h.push_str(&page_head(&title, ""));
     let verdicts = compared.verdicts();
     header_section(&mut h, runs, verdicts, compared.not_judged());
     let figures = figures::figures(runs, compared.spin());
@@ -197,12 +211,7 @@ pub fn render_report(compared: &Compared) -> Report {
             diff_section(&mut h, d);
         }
     }
-    let _ = write!(
-        h,
-        "<p class=\"muted\">Written by cpudoctor {}. Self-contained: no script, no \
-         fetches.</p>\n</body>\n</html>\n",
-        env!("CARGO_PKG_VERSION")
-    );
+    h.push_str(&page_foot());
     Report {
         html: h,
         charts: figures.drawn,
