@@ -10,6 +10,10 @@
 //! 1978; the selection Ckmeans.1d.dp makes). A split is reported only when it is also
 //! clearly separated and large enough to matter (see [`MIN_SEPARATION`], [`MIN_EMPTY_GAP`],
 //! [`MIN_RELATIVE_GAP`] and [`MIN_GROUP_HOSTS`]): unimodal noise does not become bands. Pure: hosts in, bands out.
+//!
+//! Means and standard deviations appear only inside the clustering, because the method is
+//! theirs (k-means minimises squared deviations; the BIC is of a Gaussian mixture); every
+//! figure a band shows is a median, as everywhere else.
 
 use crate::machine::CpuId;
 use serde::{Deserialize, Serialize};
@@ -402,15 +406,6 @@ fn separation(x: &[f64], ends: &[usize]) -> Option<f64> {
     Some(min_sep)
 }
 
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
-}
-
 /// The fleet's bands, group by group.
 pub fn analyse(hosts: &[Host]) -> FleetReport {
     let mut groups: BTreeMap<(CpuId, String, String, String), Vec<&Host>> = BTreeMap::new();
@@ -535,7 +530,7 @@ fn band_group(members: &[&Host], g: &mut Group) {
                 labels.sort();
             }
             bands.push(Band {
-                centre: median(&vals),
+                centre: crate::measure::stats::median(&vals).unwrap_or(f64::NAN),
                 low: vals[0],
                 high: vals[vals.len() - 1],
                 hosts: vals.len(),
