@@ -12,6 +12,11 @@ pub fn human_ns(ns: f64) -> String {
     }
 }
 
+/// A count with its noun: `1 figure`, `7 figures`.
+pub fn count_of(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A fraction as a percentage with `decimals` digits after the point: `pct(0.1234, 1)` is
 /// `12.3%`. The one percentage printer of every view.
 pub fn pct(fraction: f64, decimals: usize) -> String {

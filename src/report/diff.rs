@@ -239,9 +239,9 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
         s.push('\n');
         s.push_str(&wrap(
             &format!(
-                "Moved within what a VM's host moves them, nothing changed (not counted): {} \
-                 figure(s); `--all` lists them.",
-                c.host_drift
+                "Moved within what a VM's host moves them, nothing changed (not counted): {}; \
+                 `--all` lists them.",
+                crate::format::count_of(c.host_drift, "figure", "figures")
             ),
             width,
             0,

@@ -199,8 +199,7 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
 /// judged, 1 borderline`.
 pub fn verdict_counts(verdicts: &[Verdict], not_judged: usize) -> String {
     let n = |l: Level| verdicts.iter().filter(|v| v.level == l).count();
-    let plural =
-        |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+    let plural = crate::format::count_of;
     let mut s = format!(
         "{}, {}, {} ok",
         plural(n(Level::Hazard), "hazard", "hazards"),
