@@ -197,6 +197,58 @@ fn library_layers_import_only_downward() {
     assert!(upward.is_empty(), "upward imports:\n{}", upward.join("\n"));
 }
 
+/// The analyses' entry points. A renderer gets their typed results from `cmd/` and never runs
+/// one itself, so the diff path goes compare, then render, and never back.
+const ANALYSES: &[&str] = &[
+    "fingerprint::diff(",
+    "Compared::new(",
+    "effective_verdicts(",
+    "effective_not_judged(",
+    ".judge(",
+    "judge_all(",
+    "spin_cost(",
+    "machine_facts(",
+    "fleet::analyse(",
+    "profile::compare(",
+    "differential_folded(",
+];
+
+#[test]
+fn renderers_never_run_an_analysis() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let render = ["report", "render"]
+        .iter()
+        .map(|d| src.join(d))
+        .find(|d| d.is_dir())
+        .expect("the render layer's folder");
+    let mut files = Vec::new();
+    rust_files(&render, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        // Tests may build their inputs with the analyses.
+        let code = code_of(text.split("#[cfg(test)]").next().unwrap_or_default());
+        for a in ANALYSES {
+            // A call, not the tail of a longer name (`diff_machine_facts(`).
+            let called = code.match_indices(a).any(|(i, _)| {
+                a.starts_with('.')
+                    || !code[..i]
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if called {
+                found.push(format!("{} calls {a}", file.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "renderers running analyses:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn no_two_cmd_handlers_import_each_other() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd");
