@@ -4,12 +4,13 @@
 use super::{Input, check_outputs, labels, write_output};
 use anyhow::{Context, Result};
 use clap::Args;
+use cpudoctor::compare::diagnoses::{ComparedDiagnoses, DiagnosisRun};
 use cpudoctor::compare::fingerprint::{Compared, Run};
 use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
 use cpudoctor::experiment::{self, ExperimentResult};
 use cpudoctor::report::html;
-use cpudoctor::report::html::diagnoses::{self, DiagnosisRun};
+use cpudoctor::report::html::diagnoses;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -35,15 +36,20 @@ fn report_diagnoses(args: &ReportArgs, paths: &[&Path], inputs: &[Input]) -> Res
             diagnosis: input.diagnosis()?,
         });
     }
-    let report = diagnoses::render_diagnoses(&runs);
+    let compared = ComparedDiagnoses::new(runs).context("no diagnosis to report on")?;
+    let report = diagnoses::render_diagnoses(&compared);
     write_output(&args.output, report.html.as_bytes())?;
     let mut out = super::screen(super::stdout_is_an_output(&[Some(&args.output)]));
     writeln!(
         out,
         "Report written to {} ({} diagnos{}, {} flame graph(s))",
         super::shown(&args.output),
-        runs.len(),
-        if runs.len() == 1 { "is" } else { "es" },
+        compared.runs().len(),
+        if compared.runs().len() == 1 {
+            "is"
+        } else {
+            "es"
+        },
         report.charts
     )?;
     for skipped in &report.charts_skipped {

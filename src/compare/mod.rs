@@ -1,13 +1,15 @@
 //! Comparisons, each returning typed results and no prose: two fingerprints
 //! ([`fingerprint`], with the machine facts in [`facts`]), a fleet of hosts in bands
-//! ([`fleet`]). The renderers in `report` print what these return; nothing here prints, and
+//! ([`fleet`]), two diagnoses' stacks for a differential flame graph ([`flame`]). The renderers in `report` print what these return; nothing here prints, and
 //! nothing in `report` compares.
 //!
 //! One vocabulary: the two runs of a comparison are the [`Side`]s `old` (the baseline, the
 //! first file) and `new`.
 
+pub mod diagnoses;
 pub mod facts;
 pub mod fingerprint;
+pub mod flame;
 pub mod fleet;
 
 use serde::Serialize;

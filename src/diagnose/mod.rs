@@ -11,7 +11,7 @@
 //! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
 //! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by [`render`]. A
 //! saved diagnosis ([`from_json_bytes`]) is exported by [`export`] (pprof, folded stacks) and
-//! [`flame`] (flame graphs), and two are compared by [`compare`], printed by
+//! flame graphs (`report::flame`), and two are compared by [`compare`], printed by
 //! [`compare_render`].
 
 pub mod compare;
@@ -20,7 +20,6 @@ pub mod counters;
 pub mod disasm;
 pub mod events;
 pub mod export;
-pub mod flame;
 pub mod hotspots;
 pub mod jit;
 pub mod memory;

@@ -8,6 +8,7 @@
 pub mod charts;
 pub mod diff;
 pub mod experiment;
+pub mod flame;
 pub mod fleet_text;
 pub mod handoff;
 pub mod heatmap;

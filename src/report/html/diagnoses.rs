@@ -5,20 +5,13 @@
 //! SVG and CSS, no script, a Content Security Policy that forbids every fetch.
 
 use super::{escape, level_class, page_foot, page_head, slug, swatch};
+use crate::compare::diagnoses::{ComparedDiagnoses, DiagnosisRun};
+use crate::diagnose::Diagnosis;
 use crate::diagnose::compare::{self, CodeSide, DiagnosisDiff, Direction, FindingBrief};
 use crate::diagnose::hotspots::short_module;
-use crate::diagnose::{Diagnosis, flame};
 use crate::format::pct;
+use crate::report::flame;
 use std::fmt::Write;
-
-/// One diagnosis and the name it goes by on the page (usually its file name).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DiagnosisRun {
-    /// Name shown in headings and tables.
-    pub label: String,
-    /// The diagnosis.
-    pub diagnosis: Diagnosis,
-}
 
 /// A written page.
 #[derive(Debug, Clone, PartialEq)]
@@ -333,7 +326,8 @@ fn runs_section(h: &mut String, runs: &[DiagnosisRun]) {
 }
 
 /// The page for one or more diagnoses; the first is the one the others are compared with.
-pub fn render_diagnoses(runs: &[DiagnosisRun]) -> DiagnosisReport {
+pub fn render_diagnoses(compared: &ComparedDiagnoses) -> DiagnosisReport {
+    let runs = compared.runs();
     let mut out = DiagnosisReport {
         html: String::new(),
         charts: 0,
@@ -362,13 +356,7 @@ pub fn render_diagnoses(runs: &[DiagnosisRun]) -> DiagnosisReport {
     }
     findings_section(&mut h, runs);
     if let Some((first, others)) = runs.split_first() {
-        for (i, other) in others.iter().enumerate() {
-            let d = compare::compare(
-                &first.diagnosis,
-                &other.diagnosis,
-                &first.label,
-                &other.label,
-            );
+        for (i, (other, (d, folded))) in others.iter().zip(compared.diffs()).enumerate() {
             let _ = writeln!(
                 h,
                 "<h2 id=\"diff-{}\">What changed: {} &rarr; {}</h2>",
@@ -382,13 +370,14 @@ pub fn render_diagnoses(runs: &[DiagnosisRun]) -> DiagnosisReport {
                 first.label, other.label, other.label
             );
             let id = format!("flame-diff-{}", slug(&other.label));
-            let drawn = flame::differential(
-                &first.diagnosis,
-                &other.diagnosis,
-                &format!("{} \u{2192} {}", first.label, other.label),
-                &id,
-            );
-            diff_tables(&mut h, &d, |h: &mut String| {
+            let drawn = folded.clone().and_then(|lines| {
+                flame::differential(
+                    &lines,
+                    &format!("{} \u{2192} {}", first.label, other.label),
+                    &id,
+                )
+            });
+            diff_tables(&mut h, d, |h: &mut String| {
                 figure(h, &id, "flame-diff", drawn, &caption, &mut out)
             });
         }
@@ -438,10 +427,13 @@ mod tests {
 
     #[test]
     fn two_diagnoses_give_findings_first_the_diff_beside_its_flame_graph_and_both_graphs() {
-        let r = render_diagnoses(&[
-            run("spin-phases-140-zen3-kvm.json", "old.json"),
-            run("spin-phases-4000-zen3-kvm.json", "new.json"),
-        ]);
+        let r = render_diagnoses(
+            &ComparedDiagnoses::new(vec![
+                run("spin-phases-140-zen3-kvm.json", "old.json"),
+                run("spin-phases-4000-zen3-kvm.json", "new.json"),
+            ])
+            .unwrap(),
+        );
         assert_eq!(r.charts, 3, "{:?}", r.charts_skipped);
         let h = &r.html;
         let at = |s: &str| h.find(s).unwrap_or_else(|| panic!("no {s}"));
@@ -464,7 +456,9 @@ mod tests {
 
     #[test]
     fn one_diagnosis_has_no_diff_and_one_flame_graph() {
-        let r = render_diagnoses(&[run("pause-spin-zen4-kvm.json", "zen4.json")]);
+        let r = render_diagnoses(
+            &ComparedDiagnoses::new(vec![run("pause-spin-zen4-kvm.json", "zen4.json")]).unwrap(),
+        );
         assert_eq!(r.charts, 1);
         assert!(!r.html.contains("What changed"));
         assert!(r.html.contains("saved without call stacks"));

@@ -2,28 +2,17 @@
 //! made fit to sit inline in the report page: no script (the page's Content Security Policy
 //! forbids it; each frame keeps its `<title>` tooltip, which needs none), no stylesheet of its
 //! own (an inline SVG's `<style>` would restyle the whole page; the page styles `.flame`), ids
-//! prefixed so that several graphs share a page. A differential flame graph of two diagnoses
-//! is inferno's differential folding, the old counts normalised to the new total (runs of
-//! different length compare by share): frames are the new profile's, red where they grew,
-//! blue where they shrank.
+//! prefixed so that several graphs share a page. A differential flame graph draws the
+//! differential folding [`crate::compare::flame`] made: frames are the new profile's, red where
+//! they grew, blue where they shrank.
 
-use super::Diagnosis;
-use super::export::{LeafOffsets, folded};
+pub use crate::compare::flame::FlameError;
+use crate::diagnose::Diagnosis;
+use crate::diagnose::export::{LeafOffsets, folded};
 use inferno::flamegraph::{self, Options};
 
 /// Width the graphs are drawn at, in px; the page scales them down to fit.
 const WIDTH: usize = 1200;
-
-/// Why no flame graph was drawn.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FlameError {
-    /// The diagnosis has no samples (or no stacks and no functions).
-    #[error("no samples to draw")]
-    NoSamples,
-    /// inferno refused the input.
-    #[error("inferno could not draw it: {0}")]
-    Inferno(String),
-}
 
 fn options<'a>(title: &str, subtitle: &str) -> Options<'a> {
     let mut o = Options::default();
@@ -56,34 +45,11 @@ pub fn flame_graph(d: &Diagnosis, title: &str, id: &str) -> Result<String, Flame
     draw(&folded(d, LeafOffsets::Drop), options(title, &subtitle), id)
 }
 
-/// The differential flame graph from `old` to `new`: the new profile's frames, coloured by
-/// the change in share (red grew, blue shrank), the old counts normalised to the new total.
-pub fn differential(
-    old: &Diagnosis,
-    new: &Diagnosis,
-    title: &str,
-    id: &str,
-) -> Result<String, FlameError> {
-    let (a, b) = (
-        folded(old, LeafOffsets::Drop),
-        folded(new, LeafOffsets::Drop),
-    );
-    if b.trim().is_empty() {
-        return Err(FlameError::NoSamples);
-    }
-    let mut lines = Vec::new();
-    inferno::differential::from_readers(
-        inferno::differential::Options {
-            normalize: true,
-            strip_hex: false,
-        },
-        a.as_bytes(),
-        b.as_bytes(),
-        &mut lines,
-    )
-    .map_err(|e| FlameError::Inferno(e.to_string()))?;
+/// The differential flame graph of a differential folding ([`crate::compare::flame`]): the
+/// new profile's frames, coloured by the change in share (red grew, blue shrank).
+pub fn differential(folded_lines: &str, title: &str, id: &str) -> Result<String, FlameError> {
     draw(
-        &String::from_utf8_lossy(&lines),
+        folded_lines,
         options(
             title,
             "frames of the new run; red: grew in share, blue: shrank (old scaled to the new total)",
@@ -125,7 +91,7 @@ fn inline(svg: &str, id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
+    use crate::compare::flame::differential_folded;
     use crate::diagnose::test_fixture as fixture;
 
     #[test]
@@ -149,7 +115,8 @@ mod tests {
     fn the_differential_graph_colours_growth_red_and_shrinkage_blue() {
         let old = fixture("spin-phases-140-zen3-kvm.json");
         let new = fixture("spin-phases-4000-zen3-kvm.json");
-        let svg = differential(&old, &new, "diff", "flame-d").unwrap();
+        let folded = differential_folded(&old, &new).unwrap();
+        let svg = differential(&folded, "diff", "flame-d").unwrap();
         // inferno gives each frame a fill: red for growth (rgb(255,...)), blue for shrinkage.
         let frame = |name: &str| {
             let at = svg.find(&format!("<title>{name} (")).unwrap();

@@ -1,0 +1,41 @@
+//! Two diagnoses' stacks compared for a differential flame graph: inferno's differential
+//! folding of their folded stacks, the old counts normalised to the new total so that runs of
+//! different length compare by share. `report::flame` draws it.
+
+use crate::diagnose::Diagnosis;
+use crate::diagnose::export::{LeafOffsets, folded};
+
+/// Why no flame graph was drawn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlameError {
+    /// The diagnosis has no samples (or no stacks and no functions).
+    #[error("no samples to draw")]
+    NoSamples,
+    /// inferno refused the input.
+    #[error("inferno could not draw it: {0}")]
+    Inferno(String),
+}
+
+/// The differential folding from `old` to `new`: one line per stack of `new`, with the old and
+/// new counts (old scaled to the new total).
+pub fn differential_folded(old: &Diagnosis, new: &Diagnosis) -> Result<String, FlameError> {
+    let (a, b) = (
+        folded(old, LeafOffsets::Drop),
+        folded(new, LeafOffsets::Drop),
+    );
+    if b.trim().is_empty() {
+        return Err(FlameError::NoSamples);
+    }
+    let mut lines = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options {
+            normalize: true,
+            strip_hex: false,
+        },
+        a.as_bytes(),
+        b.as_bytes(),
+        &mut lines,
+    )
+    .map_err(|e| FlameError::Inferno(e.to_string()))?;
+    Ok(String::from_utf8_lossy(&lines).into_owned())
+}
