@@ -187,7 +187,39 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     let mut s = wrap(&run_line("old", &d.old), width, 0);
     s.push_str(&wrap(&run_line("new", &d.new), width, 0));
     s.push('\n');
+    machine_facts_text(&mut s, d, width);
+    let name_w = d.metrics.iter().map(|m| m.metric.len()).max().unwrap_or(0);
+    moved_figures_text(&mut s, d, width, all, name_w);
+    costs_text(&mut s, d, width);
+    verdicts_text(&mut s, d, width);
+    not_measured_text(&mut s, d, width);
+    if all {
+        unmoved_figures_text(&mut s, d, width, name_w);
+    }
+    footer_text(&mut s, d, width, all);
+    s
+}
 
+/// A section of the figures whose change is `change`, titled with their count.
+fn figures_section(
+    s: &mut String,
+    d: &Diff,
+    title: &str,
+    change: Change,
+    name_w: usize,
+    width: u16,
+) {
+    let ms: Vec<&MetricDiff> = d.metrics.iter().filter(|m| m.change == change).collect();
+    if ms.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n{title} ({})", ms.len());
+    for m in ms {
+        s.push_str(&metric_line(m, name_w, width));
+    }
+}
+
+fn machine_facts_text(s: &mut String, d: &Diff, width: u16) {
     let differing: Vec<&FactDiff> = d.machine.iter().filter(|f| f.differs).collect();
     if differing.is_empty() {
         s.push_str("Machine facts: identical.\n");
@@ -204,18 +236,11 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
             }
         }
     }
+}
 
-    let name_w = d.metrics.iter().map(|m| m.metric.len()).max().unwrap_or(0);
-    let section = |s: &mut String, title: &str, change: Change| {
-        let ms: Vec<&MetricDiff> = d.metrics.iter().filter(|m| m.change == change).collect();
-        if ms.is_empty() {
-            return;
-        }
-        let _ = writeln!(s, "\n{title} ({})", ms.len());
-        for m in ms {
-            s.push_str(&metric_line(m, name_w, width));
-        }
-    };
+/// Worse, better and changed figures, each section with its count; the host's drift counted
+/// in one line (listed with `all`).
+fn moved_figures_text(s: &mut String, d: &Diff, width: u16, all: bool, name_w: usize) {
     let c = &d.counts;
     if d.metrics.is_empty() {
         s.push_str("\nMetrics: neither file has a probe that ran ok.\n");
@@ -226,14 +251,24 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
             "\nNo figure moved beyond noise.\n"
         });
     }
-    section(&mut s, "Worse in new", Change::Worse);
-    section(&mut s, "Better in new", Change::Better);
-    section(&mut s, "Changed (no better direction)", Change::Changed);
+    figures_section(s, d, "Worse in new", Change::Worse, name_w, width);
+    figures_section(s, d, "Better in new", Change::Better, name_w, width);
+    figures_section(
+        s,
+        d,
+        "Changed (no better direction)",
+        Change::Changed,
+        name_w,
+        width,
+    );
     if all {
-        section(
-            &mut s,
+        figures_section(
+            s,
+            d,
             "Moved within what a VM's host moves them, nothing changed (not counted)",
             Change::HostDrift,
+            name_w,
+            width,
         );
     } else if c.host_drift > 0 {
         s.push('\n');
@@ -247,7 +282,10 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
             0,
         ));
     }
+}
 
+/// What the hazards that read a moved figure cost software on each machine.
+fn costs_text(s: &mut String, d: &Diff, width: u16) {
     if !d.costs.is_empty() {
         s.push_str("\nHazards that read them, and what they cost software\n");
         for c in &d.costs {
@@ -266,7 +304,11 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
             }
         }
     }
+}
 
+/// The verdicts that changed; those that crossed a threshold within noise in one line.
+fn verdicts_text(s: &mut String, d: &Diff, width: u16) {
+    let c = &d.counts;
     let (noise, moved_verdicts): (Vec<&HazardChange>, Vec<&HazardChange>) = d
         .hazards
         .iter()
@@ -343,6 +385,10 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
             0,
         ));
     }
+}
+
+/// Probes measured in one run only, and probes a file lists twice.
+fn not_measured_text(s: &mut String, d: &Diff, width: u16) {
     if !d.not_measured.is_empty() || !d.duplicate_probes.is_empty() {
         s.push('\n');
     }
@@ -352,27 +398,32 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     for dup in &d.duplicate_probes {
         s.push_str(&wrap(&format!("{}.", duplicate_words(d, dup)), width, 0));
     }
+}
 
-    if all {
-        section(&mut s, "Within noise", Change::Same);
-        let others: Vec<&MetricDiff> = d
-            .metrics
-            .iter()
-            .filter(|m| {
-                matches!(
-                    m.change,
-                    Change::NotMeasuredOld | Change::NotMeasuredNew | Change::UnitsDiffer
-                )
-            })
-            .collect();
-        if !others.is_empty() {
-            let _ = writeln!(s, "\nNot compared ({})", others.len());
-            for m in others {
-                s.push_str(&metric_line(m, name_w, width));
-            }
+/// With `--all`: the figures within noise and those not compared.
+fn unmoved_figures_text(s: &mut String, d: &Diff, width: u16, name_w: usize) {
+    figures_section(s, d, "Within noise", Change::Same, name_w, width);
+    let others: Vec<&MetricDiff> = d
+        .metrics
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.change,
+                Change::NotMeasuredOld | Change::NotMeasuredNew | Change::UnitsDiffer
+            )
+        })
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(s, "\nNot compared ({})", others.len());
+        for m in others {
+            s.push_str(&metric_line(m, name_w, width));
         }
     }
+}
 
+/// The counts, the rule and how sure the comparison can be.
+fn footer_text(s: &mut String, d: &Diff, width: u16, all: bool) {
+    let c = &d.counts;
     s.push('\n');
     let mut unchanged = format!("In all: {}", summary_line(d));
     if !d.hazards_unchanged.is_empty() {
@@ -401,7 +452,6 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
             0,
         ));
     }
-    s
 }
 
 /// The diff as pretty JSON, newline-terminated.
