@@ -679,7 +679,33 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         })
         .collect();
     machine.sort_by_key(|f| !f.differs);
+    let (probes, duplicate_probes) = probe_order(old, new);
+    let guests = old.machine.hypervisor.is_some() && new.machine.hypervisor.is_some();
+    let (metrics, not_measured) = metric_diffs(old, new, &probes, guests);
+    let (ov, nv) = (effective_verdicts(old), effective_verdicts(new));
+    let (hazard_changes, hazards_unchanged) = hazard_changes(old, new, &ov, &nv, &metrics);
+    let costs = hazard_costs(&ov, &nv, &metrics);
+    Diff {
+        old: run_info(old, old_label),
+        new: run_info(new, new_label),
+        machine,
+        counts: counts(&metrics),
+        metrics,
+        not_measured,
+        hazards: hazard_changes,
+        hazards_unchanged,
+        rule: ChangeRules { guests },
+        duplicate_probes,
+        costs,
+    }
+}
 
+/// The probes to compare, in the old run's order then those only the new run has, each name
+/// once; and the probes a file lists more than once.
+fn probe_order<'a>(
+    old: &'a Fingerprint,
+    new: &'a Fingerprint,
+) -> (Vec<&'a str>, Vec<DuplicateProbe>) {
     // Probe order: the old run's, then probes only the new run has; each name once. A file
     // that lists a probe twice is compared on its first entry (what every reader of the file,
     // hazards included, uses) and the diff says so.
@@ -708,10 +734,19 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
             }
         }
     }
-    let guests = old.machine.hypervisor.is_some() && new.machine.hypervisor.is_some();
+    (probes, duplicate_probes)
+}
+
+/// Every metric of `probes` in both runs, and the probes measured in one run only.
+fn metric_diffs(
+    old: &Fingerprint,
+    new: &Fingerprint,
+    probes: &[&str],
+    guests: bool,
+) -> (Vec<MetricDiff>, Vec<NotMeasured>) {
     let mut metrics = Vec::new();
     let mut not_measured = Vec::new();
-    for probe in probes {
+    for &probe in probes {
         let (om, nm) = (ok_metrics(old, probe), ok_metrics(new, probe));
         if om.is_empty() && !nm.is_empty() {
             not_measured.push(NotMeasured {
@@ -741,10 +776,19 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
             metrics.push(one_sided(probe, n, Change::NotMeasuredOld));
         }
     }
+    (metrics, not_measured)
+}
 
-    let (ov, nv) = (effective_verdicts(old), effective_verdicts(new));
+/// The hazards whose verdict differs between the runs, and the ids of those judged alike.
+fn hazard_changes(
+    old: &Fingerprint,
+    new: &Fingerprint,
+    ov: &[Verdict],
+    nv: &[Verdict],
+    metrics: &[MetricDiff],
+) -> (Vec<HazardChange>, Vec<String>) {
     let mut ids: Vec<&str> = ov.iter().map(|v| v.hazard.as_str()).collect();
-    for v in &nv {
+    for v in nv {
         if !ids.contains(&v.hazard.as_str()) {
             ids.push(&v.hazard);
         }
@@ -759,7 +803,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
                 hazards_unchanged.push(id.to_string());
                 continue;
             }
-            (Some(ov), Some(nv)) => verdict_move(id, (old, ov), (new, nv), &metrics),
+            (Some(ov), Some(nv)) => verdict_move(id, (old, ov), (new, nv), metrics),
             _ => VerdictMove::NotJudged,
         };
         // The run that judged it worse (by level, whatever the cause).
@@ -782,10 +826,13 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
                 .unwrap_or_default(),
         });
     }
+    (hazard_changes, hazards_unchanged)
+}
 
-    let costs = hazard_costs(&ov, &nv, &metrics);
+/// The summary counts over `metrics`.
+fn counts(metrics: &[MetricDiff]) -> DiffCounts {
     let mut counts = DiffCounts::default();
-    for m in &metrics {
+    for m in metrics {
         match m.change {
             Change::Worse => counts.worse += 1,
             Change::Better => counts.better += 1,
@@ -795,19 +842,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
             _ => counts.not_compared += 1,
         }
     }
-    Diff {
-        old: run_info(old, old_label),
-        new: run_info(new, new_label),
-        machine,
-        metrics,
-        not_measured,
-        hazards: hazard_changes,
-        hazards_unchanged,
-        counts,
-        rule: ChangeRules { guests },
-        duplicate_probes,
-        costs,
-    }
+    counts
 }
 
 /// For every hazard whose figures moved beyond noise, its verdict and cost on both sides.
