@@ -164,13 +164,20 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         * config.repetitions as f64
         * config.runtimes.len() as f64
         / 1e3;
-    eprintln!(
-        "handoff: {} runtime(s) x {} delay(s) x {} run(s); at least {:.0} s of runs, plus \
-         building the C, Go and Java programs on first use",
-        config.runtimes.len(),
-        config.delays_ms.len(),
-        config.repetitions,
-        ideal_s
+    eprint!(
+        "{}",
+        cpudoctor::report::text::wrap(
+            &format!(
+                "handoff: {} runtime(s) x {} delay(s) x {} run(s); at least {:.0} s of runs, \
+                 plus building the C, Go and Java programs on first use",
+                config.runtimes.len(),
+                config.delays_ms.len(),
+                config.repetitions,
+                ideal_s
+            ),
+            terminal_width(),
+            0
+        )
     );
     let probe = HandoffProbe { config };
     let ctx = ProbeContext {
@@ -194,12 +201,20 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         return Ok(());
     }
     let width = terminal_width();
-    writeln!(out, "{}", terminal::render_machine(&fp.machine, &fp.clock))?;
+    writeln!(
+        out,
+        "{}",
+        terminal::render_machine_wrapped(&fp.machine, &fp.clock, width)
+    )?;
     if let Some(p) = fp.probe("handoff") {
         write!(out, "{}", render_handoff(p, width))?;
     }
-    writeln!(out)?;
-    write!(out, "{}", terminal::render_verdicts(&fp.verdicts, width))?;
+    // The verdicts as `check -v` gives them: paragraphs that wrap at word boundaries.
+    let style = super::stdout_style();
+    for v in &fp.verdicts {
+        writeln!(out)?;
+        write!(out, "{}", terminal::render_verdict_detail(v, style))?;
+    }
     writeln!(out)?;
     if let Some(path) = &output.save {
         writeln!(out, "Fingerprint saved to {}", super::shown(path))?;
