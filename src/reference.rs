@@ -18,3 +18,27 @@ pub const PAUSE_SKYLAKE_SP_NS: f64 = 43.0;
 /// secondary-super cache at all (true sharing): 3.5x (Netflix Technology Blog, "Seeing through
 /// hardware counters: a journey to threefold performance increase", 2022).
 pub const NETFLIX_TRUE_SHARING_FIX_SPEEDUP: f64 = 3.5;
+
+/// Cache-line handoff between SMT siblings on Zen 4 EPYC: ~9 ns one way (chipsandcheese and
+/// AnandTech core-to-core latency tests).
+pub const ZEN4_C2C_SMT_SIBLING_NS: f64 = 9.0;
+/// The same between two cores of one CCX (sharing an L3): ~22 ns (chipsandcheese, AnandTech).
+pub const ZEN4_C2C_SAME_CCX_NS: f64 = 22.0;
+/// The same between two CCDs of one socket: ~100 ns (chipsandcheese, AnandTech).
+pub const ZEN4_C2C_OTHER_CCD_NS: f64 = 100.0;
+/// The same between two sockets: ~200 ns (chipsandcheese, AnandTech).
+pub const ZEN4_C2C_OTHER_SOCKET_NS: f64 = 200.0;
+
+/// Memory references of a native 4-level page walk, at most (Bhargava et al., "Accelerating
+/// two-dimensional page walks for virtualized systems", ASPLOS 2008).
+pub const NATIVE_PAGE_WALK_REFERENCES: u32 = 4;
+/// Memory references of a two-dimensional walk under nested paging (EPT/NPT), at most: guest
+/// and host tables (Bhargava et al., ASPLOS 2008).
+pub const NESTED_PAGE_WALK_REFERENCES: u32 = 24;
+
+/// Streaming-read gain of huge pages over 4 KiB pages on a Pentium 4 Northwood, whose
+/// hardware prefetches stop at a TLB miss: 3.2 to 3.8 GB/s, +19% (the P4 large-pages case).
+pub const P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT: f64 = 19.0;
+/// The same on a Prescott, whose prefetches do not stop there: 4.2 GB/s either way, 0% (the
+/// P4 large-pages case).
+pub const P4_PRESCOTT_HUGE_PAGE_READ_GAIN_PCT: f64 = 0.0;

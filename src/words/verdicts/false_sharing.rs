@@ -1,0 +1,1 @@
+//! The false_sharing verdict's words.

@@ -1,0 +1,1 @@
+//! The huge_pages verdict's words.

@@ -1,0 +1,1 @@
+//! The split_lock verdict's words.
