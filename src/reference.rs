@@ -42,3 +42,16 @@ pub const P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT: f64 = 19.0;
 /// The same on a Prescott, whose prefetches do not stop there: 4.2 GB/s either way, 0% (the
 /// P4 large-pages case).
 pub const P4_PRESCOTT_HUGE_PAGE_READ_GAIN_PCT: f64 = 0.0;
+
+/// How often the Netflix JVM case's two fields (`_secondary_super_cache`, written on subtype
+/// checks from every thread, and `_secondary_supers`, read by all) shared a cache line: 7
+/// times in 8 (Netflix Technology Blog, "Seeing through hardware counters", 2022).
+pub const NETFLIX_SHARED_LINE_EIGHTHS: u32 = 7;
+/// The CPI of the Netflix JVM case's slow nodes against the fast ones: 3x (same source).
+pub const NETFLIX_SLOW_NODE_CPI_RATIO: f64 = 3.0;
+/// The vCPUs of the bigger instance the Netflix JVM case moved to: 48 (same source).
+pub const NETFLIX_BIG_INSTANCE_VCPUS: u32 = 48;
+/// The throughput that bigger instance was expected to give: 3x (three times the vCPUs).
+pub const NETFLIX_BIG_INSTANCE_EXPECTED_SPEEDUP: f64 = 3.0;
+/// The throughput it gave instead, before the fix: 25% more (same source).
+pub const NETFLIX_BIG_INSTANCE_GAIN_PCT: f64 = 25.0;
