@@ -55,3 +55,22 @@ pub const NETFLIX_BIG_INSTANCE_VCPUS: u32 = 48;
 pub const NETFLIX_BIG_INSTANCE_EXPECTED_SPEEDUP: f64 = 3.0;
 /// The throughput it gave instead, before the fix: 25% more (same source).
 pub const NETFLIX_BIG_INSTANCE_GAIN_PCT: f64 = 25.0;
+
+/// A split lock passed core to core on Zen 5: ~500 ns (chipsandcheese, "Investigating Split
+/// Locks on x86-64").
+pub const SPLIT_LOCK_ZEN5_NS: f64 = 500.0;
+/// The same on Arrow Lake and Alder Lake P-cores: ~7 us (same source).
+pub const SPLIT_LOCK_ARROW_LAKE_US: f64 = 7.0;
+/// How much slower other cores' L2, L3 and DRAM accesses got while one core looped split
+/// locks: up to 10x (same source, Zen 2 and Zen 5).
+pub const SPLIT_LOCK_NEIGHBOUR_SLOWDOWN_MAX_RATIO: f64 = 10.0;
+/// The sleep Linux's split-lock mitigation imposes per trapped split lock: 10 ms
+/// (`split_lock_mitigate=1`; Documentation/admin-guide/kernel-parameters.txt).
+pub const SPLIT_LOCK_MITIGATE_SLEEP_MS: f64 = 10.0;
+/// A bus lock in the Emerald Rapids KVM guest, whose host traps split locks: ~2 us each
+/// between traps (the C reference timings, `tests/fixtures/machines/emerald-rapids-kvm/refs.txt`).
+pub const EMERALD_RAPIDS_GUEST_BUS_LOCK_US: f64 = 2.0;
+/// The shortest trap that host imposes: 100 us (same reference timings).
+pub const EMERALD_RAPIDS_HOST_TRAP_MIN_US: f64 = 100.0;
+/// The longest usual trap there: 500 us (same reference timings).
+pub const EMERALD_RAPIDS_HOST_TRAP_MAX_US: f64 = 500.0;
