@@ -14,7 +14,6 @@ pub mod tlb;
 
 use crate::machine::Machine;
 use crate::schema::{Fingerprint, Interval, Level, Metric, NotJudged, Status, Verdict};
-pub use crate::words::verdicts::with_interval;
 use crate::words::verdicts::{self as words, ProbeGap};
 use serde_json::Value;
 

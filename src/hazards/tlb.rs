@@ -78,8 +78,7 @@ impl Hazard for SmallPagePenalty {
             huge_kind: fp
                 .effect("mem-latency", "latency_page_kind")
                 .and_then(|k| k.as_str())
-                .unwrap_or("huge pages")
-                .to_string(),
+                .map(str::to_string),
             // Quoted only where it differs from the huge-page figure by more than 5%.
             dram_ns: dram.filter(|d| (d - huge).abs() > 0.05 * d),
             size_bytes: penalty_size(fp),

@@ -18,8 +18,9 @@ pub struct Facts<'a> {
     pub small_page_ns: f64,
     /// The same on huge pages.
     pub huge_page_ns: f64,
-    /// What the huge pages were (`huge pages`, `THP`, ...).
-    pub huge_kind: String,
+    /// What the huge pages were, as the probe names the page kind (`thp`, `hugetlb_2m`), when
+    /// it says.
+    pub huge_kind: Option<String>,
     /// DRAM itself, at the flat part of the latency curve.
     pub dram_ns: Option<f64>,
     /// The size the penalty is read at.
@@ -65,7 +66,8 @@ pub fn reference(f: &Facts<'_>) -> String {
 
 /// What page walks add here, and what to do.
 pub fn explanation(f: &Facts<'_>) -> String {
-    let (small, huge, huge_kind) = (f.small_page_ns, f.huge_page_ns, &f.huge_kind);
+    let (small, huge) = (f.small_page_ns, f.huge_page_ns);
+    let huge_kind = f.huge_kind.as_deref().unwrap_or("huge pages");
     let mut text = format!(
         "Random loads over {} take {small:.0} ns on 4 KiB pages against {huge:.0} ns on \
          {huge_kind} ({:.2}x): page walks add {:.0} ns to each.",
