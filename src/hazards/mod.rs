@@ -1,8 +1,11 @@
 //! The knowledge base: for each hazard, the metrics it reads, thresholds with their sources,
-//! and the explanation a user reads. Pure functions from a fingerprint to verdicts; nothing
-//! here measures or prints.
+//! and the level they reach. Pure functions from a fingerprint to verdicts; nothing here
+//! measures or prints. A hazard judges the level and gathers the figures into its facts; every
+//! sentence of the verdict (summary, figure, reference, explanation, what it hurts, why it has
+//! none) comes from [`crate::words::verdicts`].
 //!
-//! Adding a hazard: write a module with a type implementing [`Hazard`] and list it in [`all`].
+//! Adding a hazard: write a module with a type implementing [`Hazard`] and list it in [`all`];
+//! its words go in `src/words/verdicts/NAME.rs`.
 
 pub mod cross_core;
 pub mod false_sharing;
