@@ -59,7 +59,7 @@ impl Hazard for CrossCoreLatency {
         let only_shared_l3 = groups.len() == 1 && groups[0].0 == Group::SharedL3;
         let facts = Facts {
             latency_ns: ns,
-            latency_metric: Some(latency),
+            latency_metric: latency,
             latency_cycles: fp.metric("c2c", "c2c_latency_cycles").map(|m| m.value),
             flag_ns: fp
                 .metric("c2c", "c2c_load_store_latency_ns")

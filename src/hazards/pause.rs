@@ -98,7 +98,7 @@ impl Hazard for SlowPause {
         let facts = Facts {
             level,
             pause_ns: ns,
-            pause_ns_metric: Some(ns_metric),
+            pause_ns_metric: ns_metric,
             // The interval of the figure the level was judged on: cycles when known.
             pause_cycles: cycles.map(|c| (c.value, c)),
             cores,

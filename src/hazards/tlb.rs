@@ -72,7 +72,7 @@ impl Hazard for SmallPagePenalty {
         let facts = Facts {
             level,
             penalty_ratio: penalty.value,
-            penalty_metric: Some(penalty),
+            penalty_metric: penalty,
             small_page_ns: small,
             huge_page_ns: huge,
             huge_kind: fp

@@ -48,7 +48,7 @@ pub struct Facts<'a> {
     /// One-way handoff latency, the figure judged.
     pub latency_ns: f64,
     /// Its metric, for the interval beside the figure.
-    pub latency_metric: Option<&'a Metric>,
+    pub latency_metric: &'a Metric,
     /// The same in core cycles, when the clock is known.
     pub latency_cycles: Option<f64>,
     /// A plain flag's per-direction latency (store on one line, spin on another).
@@ -63,7 +63,10 @@ pub struct Facts<'a> {
 
 /// The figure: one-way latency with its interval, and cycles when known.
 pub fn figure(f: &Facts<'_>) -> String {
-    let one_way = with_interval(format!("{:.0} ns one way", f.latency_ns), f.latency_metric);
+    let one_way = with_interval(
+        format!("{:.0} ns one way", f.latency_ns),
+        Some(f.latency_metric),
+    );
     match f.latency_cycles {
         Some(c) => format!("{one_way} = {c:.0} cycles"),
         None => one_way,

@@ -15,7 +15,7 @@ pub struct Facts<'a> {
     /// One PAUSE, short run.
     pub pause_ns: f64,
     /// Its metric, for the interval when cycles are unknown.
-    pub pause_ns_metric: Option<&'a Metric>,
+    pub pause_ns_metric: &'a Metric,
     /// One PAUSE in core cycles, with its metric, when the clock is known.
     pub pause_cycles: Option<(f64, &'a Metric)>,
     /// Logical CPUs, which .NET's legacy spin scales with.
@@ -47,7 +47,7 @@ pub fn figure(f: &Facts<'_>) -> String {
     let ns = f.pause_ns;
     match f.pause_cycles {
         Some((c, metric)) => with_interval(format!("{ns:.1} ns = {c:.0} cycles"), Some(metric)),
-        None => with_interval(format!("{ns:.1} ns"), f.pause_ns_metric),
+        None => with_interval(format!("{ns:.1} ns"), Some(f.pause_ns_metric)),
     }
 }
 

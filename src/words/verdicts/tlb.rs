@@ -13,7 +13,7 @@ pub struct Facts<'a> {
     /// DRAM latency on 4 KiB over huge pages, the figure judged.
     pub penalty_ratio: f64,
     /// Its metric, for the interval.
-    pub penalty_metric: Option<&'a Metric>,
+    pub penalty_metric: &'a Metric,
     /// A random DRAM load on 4 KiB pages.
     pub small_page_ns: f64,
     /// The same on huge pages.
@@ -41,7 +41,7 @@ pub struct Facts<'a> {
 pub fn figure(f: &Facts<'_>) -> String {
     format!(
         "{}, {:.0} vs {:.0} ns",
-        with_interval(format!("{:.2}x", f.penalty_ratio), f.penalty_metric),
+        with_interval(format!("{:.2}x", f.penalty_ratio), Some(f.penalty_metric)),
         f.small_page_ns,
         f.huge_page_ns
     )
