@@ -74,3 +74,7 @@ pub const EMERALD_RAPIDS_GUEST_BUS_LOCK_US: f64 = 2.0;
 pub const EMERALD_RAPIDS_HOST_TRAP_MIN_US: f64 = 100.0;
 /// The longest usual trap there: 500 us (same reference timings).
 pub const EMERALD_RAPIDS_HOST_TRAP_MAX_US: f64 = 500.0;
+/// A game that uses split locks ran at 10 FPS on Linux, whose kernel trapped them, and at
+/// 200 FPS on Windows (chipsandcheese, "Investigating Split Locks on x86-64"): what a trapped
+/// split lock costs a program that issues them.
+pub const SPLIT_LOCK_TRAPPED_GAME_FPS: u32 = 10;

@@ -8,7 +8,7 @@ use crate::machine::SplitLockMode;
 use crate::reference::{
     EMERALD_RAPIDS_GUEST_BUS_LOCK_US, EMERALD_RAPIDS_HOST_TRAP_MAX_US,
     EMERALD_RAPIDS_HOST_TRAP_MIN_US, SPLIT_LOCK_ARROW_LAKE_US, SPLIT_LOCK_MITIGATE_SLEEP_MS,
-    SPLIT_LOCK_NEIGHBOUR_SLOWDOWN_MAX_RATIO, SPLIT_LOCK_ZEN5_NS,
+    SPLIT_LOCK_NEIGHBOUR_SLOWDOWN_MAX_RATIO, SPLIT_LOCK_TRAPPED_GAME_FPS, SPLIT_LOCK_ZEN5_NS,
 };
 use crate::schema::Metric;
 use crate::schema::split_lock::{SplitLockMechanism, TRAP_BOUNDARY_NS, TrapShape};
@@ -271,7 +271,7 @@ fn host_trap_words(f: &Facts<'_>) -> String {
         text.push_str(&format!(
             " Here the host traps them: a program pays {} per split lock on \
              average, so it can issue about {}: latency comparable to a hard-drive \
-             seek, the split-lock case's game at 10 FPS.",
+             seek, the split-lock case's game at {SPLIT_LOCK_TRAPPED_GAME_FPS} FPS.",
             human_ns(c),
             per_second(c)
         ));
