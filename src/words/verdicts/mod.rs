@@ -59,3 +59,54 @@ pub fn figures_missing(missing: &[&str]) -> String {
 /// Why a hazard has no verdict when every figure it reads is there.
 pub const FIGURES_DO_NOT_SUPPORT_A_VERDICT: &str =
     "its figures were measured but do not support a verdict";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_gap_names_the_probe_how_it_ended_and_its_reason() {
+        assert_eq!(
+            probe_gap("c2c", ProbeGap::NotRun, Some("ignored")),
+            "the c2c probe did not run"
+        );
+        assert_eq!(
+            probe_gap("sharing", ProbeGap::Skipped, Some("needs two CPUs")),
+            "the sharing probe was skipped: needs two CPUs"
+        );
+        assert_eq!(
+            probe_gap("pause", ProbeGap::Failed, None),
+            "the pause probe failed"
+        );
+        assert_eq!(
+            figures_missing(&["pause_ns", "pause_cycles"]),
+            "no pause_ns or pause_cycles in this run"
+        );
+    }
+
+    #[test]
+    fn reference_figures_print_as_the_sources_give_them() {
+        // Formatted from f64 constants: whole figures must not grow a `.0`.
+        assert_eq!(
+            cross_core::reference(),
+            "Zen 4 EPYC: SMT sibling ~9 ns, same CCX ~22 ns, other CCD ~100 ns, other socket \
+             ~200 ns (chipsandcheese, AnandTech core-to-core tests)"
+        );
+        assert_eq!(
+            pause::reference(),
+            "~10 cycles Haswell/Broadwell (4 ns); ~140 cycles Skylake-SP (43 ns)"
+        );
+        assert_eq!(
+            split_lock::reference(),
+            "Zen 5 ~500 ns, Arrow Lake/Alder Lake P ~7 us core to core; up to 10x slower \
+             L2/L3/DRAM on other cores (chipsandcheese); Linux: 10 ms sleep per trapped split \
+             lock (split_lock_mitigate=1); a host that traps a guest's: ~2 us bus locks between \
+             100-500 us traps (Emerald Rapids KVM)"
+        );
+        assert_eq!(
+            false_sharing::reference(),
+            "the Netflix JVM case: false sharing tripled CPI; padding, then not writing the \
+             shared field, gave 3.5x throughput"
+        );
+    }
+}
