@@ -220,7 +220,7 @@ pub trait Hazard: Sync {
             title: self.title().into(),
             why: why_not_judged(fp, &probes, self.reads())
                 .unwrap_or_else(|| self.unjudged_reason(&Inputs::new(fp, self))),
-            measure_with: format!("cpudoctor explain {}", self.id()),
+            measure_with: words::measure_with(self.id()),
         })
     }
 }

@@ -56,6 +56,11 @@ pub fn figures_missing(missing: &[&str]) -> String {
     format!("no {} in this run", missing.join(" or "))
 }
 
+/// The command that measures what hazard `id` needs.
+pub fn measure_with(id: &str) -> String {
+    format!("cpudoctor explain {id}")
+}
+
 /// Why a hazard has no verdict when every figure it reads is there.
 pub const FIGURES_DO_NOT_SUPPORT_A_VERDICT: &str =
     "its figures were measured but do not support a verdict";
