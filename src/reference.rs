@@ -18,3 +18,63 @@ pub const PAUSE_SKYLAKE_SP_NS: f64 = 43.0;
 /// secondary-super cache at all (true sharing): 3.5x (Netflix Technology Blog, "Seeing through
 /// hardware counters: a journey to threefold performance increase", 2022).
 pub const NETFLIX_TRUE_SHARING_FIX_SPEEDUP: f64 = 3.5;
+
+/// Cache-line handoff between SMT siblings on Zen 4 EPYC: ~9 ns one way (chipsandcheese and
+/// AnandTech core-to-core latency tests).
+pub const ZEN4_C2C_SMT_SIBLING_NS: f64 = 9.0;
+/// The same between two cores of one CCX (sharing an L3): ~22 ns (chipsandcheese, AnandTech).
+pub const ZEN4_C2C_SAME_CCX_NS: f64 = 22.0;
+/// The same between two CCDs of one socket: ~100 ns (chipsandcheese, AnandTech).
+pub const ZEN4_C2C_OTHER_CCD_NS: f64 = 100.0;
+/// The same between two sockets: ~200 ns (chipsandcheese, AnandTech).
+pub const ZEN4_C2C_OTHER_SOCKET_NS: f64 = 200.0;
+
+/// Memory references of a native 4-level page walk, at most (Bhargava et al., "Accelerating
+/// two-dimensional page walks for virtualized systems", ASPLOS 2008).
+pub const NATIVE_PAGE_WALK_REFERENCES: u32 = 4;
+/// Memory references of a two-dimensional walk under nested paging (EPT/NPT), at most: guest
+/// and host tables (Bhargava et al., ASPLOS 2008).
+pub const NESTED_PAGE_WALK_REFERENCES: u32 = 24;
+
+/// Streaming-read gain of huge pages over 4 KiB pages on a Pentium 4 Northwood, whose
+/// hardware prefetches stop at a TLB miss: 3.2 to 3.8 GB/s, +19% (the P4 large-pages case).
+pub const P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT: f64 = 19.0;
+/// The same on a Prescott, whose prefetches do not stop there: 4.2 GB/s either way, 0% (the
+/// P4 large-pages case).
+pub const P4_PRESCOTT_HUGE_PAGE_READ_GAIN_PCT: f64 = 0.0;
+
+/// How often the Netflix JVM case's two fields (`_secondary_super_cache`, written on subtype
+/// checks from every thread, and `_secondary_supers`, read by all) shared a cache line: 7
+/// times in 8 (Netflix Technology Blog, "Seeing through hardware counters", 2022).
+pub const NETFLIX_SHARED_LINE_EIGHTHS: u32 = 7;
+/// The CPI of the Netflix JVM case's slow nodes against the fast ones: 3x (same source).
+pub const NETFLIX_SLOW_NODE_CPI_RATIO: f64 = 3.0;
+/// The vCPUs of the bigger instance the Netflix JVM case moved to: 48 (same source).
+pub const NETFLIX_BIG_INSTANCE_VCPUS: u32 = 48;
+/// The throughput that bigger instance was expected to give: 3x (three times the vCPUs).
+pub const NETFLIX_BIG_INSTANCE_EXPECTED_SPEEDUP: f64 = 3.0;
+/// The throughput it gave instead, before the fix: 25% more (same source).
+pub const NETFLIX_BIG_INSTANCE_GAIN_PCT: f64 = 25.0;
+
+/// A split lock passed core to core on Zen 5: ~500 ns (chipsandcheese, "Investigating Split
+/// Locks on x86-64").
+pub const SPLIT_LOCK_ZEN5_NS: f64 = 500.0;
+/// The same on Arrow Lake and Alder Lake P-cores: ~7 us (same source).
+pub const SPLIT_LOCK_ARROW_LAKE_US: f64 = 7.0;
+/// How much slower other cores' L2, L3 and DRAM accesses got while one core looped split
+/// locks: up to 10x (same source, Zen 2 and Zen 5).
+pub const SPLIT_LOCK_NEIGHBOUR_SLOWDOWN_MAX_RATIO: f64 = 10.0;
+/// The sleep Linux's split-lock mitigation imposes per trapped split lock: 10 ms
+/// (`split_lock_mitigate=1`; Documentation/admin-guide/kernel-parameters.txt).
+pub const SPLIT_LOCK_MITIGATE_SLEEP_MS: f64 = 10.0;
+/// A bus lock in the Emerald Rapids KVM guest, whose host traps split locks: ~2 us each
+/// between traps (the C reference timings, `tests/fixtures/machines/emerald-rapids-kvm/refs.txt`).
+pub const EMERALD_RAPIDS_GUEST_BUS_LOCK_US: f64 = 2.0;
+/// The shortest trap that host imposes: 100 us (same reference timings).
+pub const EMERALD_RAPIDS_HOST_TRAP_MIN_US: f64 = 100.0;
+/// The longest usual trap there: 500 us (same reference timings).
+pub const EMERALD_RAPIDS_HOST_TRAP_MAX_US: f64 = 500.0;
+/// A game that uses split locks ran at 10 FPS on Linux, whose kernel trapped them, and at
+/// 200 FPS on Windows (chipsandcheese, "Investigating Split Locks on x86-64"): what a trapped
+/// split lock costs a program that issues them.
+pub const SPLIT_LOCK_TRAPPED_GAME_FPS: u32 = 10;

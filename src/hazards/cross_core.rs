@@ -5,8 +5,8 @@
 //! ~200 ns between sockets; a monolithic client die sits at 20-40 ns.
 
 use super::{Hazard, Inputs};
-use crate::format::human_ns;
 use crate::schema::{Level, Verdict};
+use crate::words::verdicts::cross_core::{self as words, Facts, Group, Move};
 
 /// At or above this one-way latency, handoffs cost what a cross-socket hop costs (~200 ns on
 /// Zen 4 EPYC).
@@ -24,7 +24,7 @@ impl Hazard for CrossCoreLatency {
     }
 
     fn title(&self) -> &'static str {
-        "Cross-core latency"
+        words::TITLE
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
@@ -42,120 +42,74 @@ impl Hazard for CrossCoreLatency {
     }
 
     fn hurts(&self) -> &'static [&'static str] {
-        &[
-            "locks and queues handed between threads on different cores",
-            "producer/consumer handoffs and work stealing",
-            "reference counts and statistics counters updated from many cores",
-        ]
+        words::HURTS
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let ns = fp.metric("c2c", "c2c_latency_ns")?.value;
-        let cycles = fp.metric("c2c", "c2c_latency_cycles").map(|m| m.value);
-        let flag = fp
-            .metric("c2c", "c2c_load_store_latency_ns")
-            .map(|m| m.value);
+        let latency = fp.metric("c2c", "c2c_latency_ns")?;
+        let ns = latency.value;
         let (level, borderline) = super::level_near_thresholds(
             fp,
             ns,
-            fp.metric("c2c", "c2c_latency_ns")
-                .and_then(|m| m.interval.as_ref()),
+            latency.interval.as_ref(),
             Level::Ok,
             &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
         );
-        let one_way = super::with_interval(
-            format!("{ns:.0} ns one way"),
-            fp.metric("c2c", "c2c_latency_ns"),
-        );
-        let figure = match cycles {
-            Some(c) => format!("{one_way} = {c:.0} cycles"),
-            None => one_way,
+        let groups = groups(fp);
+        let only_shared_l3 = groups.len() == 1 && groups[0].0 == Group::SharedL3;
+        let facts = Facts {
+            latency_ns: ns,
+            latency_metric: latency,
+            latency_cycles: fp.metric("c2c", "c2c_latency_cycles").map(|m| m.value),
+            flag_ns: fp
+                .metric("c2c", "c2c_load_store_latency_ns")
+                .map(|m| m.value),
+            hidden_topology: fp.machine.hypervisor.is_some() && only_shared_l3 && ns >= NOTICE_NS,
+            groups,
+            moves: moves(fp),
         };
-        let per_second = 1e3 / (2.0 * ns);
-        let mut explanation = format!(
-            "Handing a cache line from one core to another takes {} here, so a lock or \
-             queue slot passed back and forth between two threads costs at least {} per round \
-             trip and tops out near {per_second:.1} million handoffs per second, whatever the \
-             code around it does.",
-            human_ns(ns),
-            human_ns(2.0 * ns)
-        );
-        let groups: Vec<(&str, f64)> = [
-            ("SMT siblings", "c2c_smt_sibling_ns"),
-            ("cores sharing an L3", "c2c_shared_l3_ns"),
-            ("cores on different L3s", "c2c_other_l3_ns"),
-            ("different NUMA nodes", "c2c_other_numa_node_ns"),
-        ]
-        .into_iter()
-        .filter_map(|(label, metric)| Some((label, fp.metric("c2c", metric)?.value)))
-        .collect();
-        if groups.len() > 1 {
-            let parts: Vec<String> = groups
-                .iter()
-                .map(|(l, v)| format!("{l} {}", human_ns(*v)))
-                .collect();
-            explanation.push_str(&format!(
-                " By topology: {}; threads that talk to each other belong on the closest \
-                 group (thread affinity, cpusets).",
-                parts.join(", ")
-            ));
-        }
-        let only_shared_l3 = groups.len() == 1 && groups[0].0 == "cores sharing an L3";
-        if fp.machine.hypervisor.is_some() && only_shared_l3 && ns >= NOTICE_NS {
-            explanation.push_str(&format!(
-                " The guest's topology says these vCPUs share an L3, but {} is what a hop \
-                 between L3s costs (~100 ns between Zen 4 CCDs, ~22 ns inside one): the \
-                 hypervisor placed them on cores the guest cannot see apart.",
-                human_ns(ns)
-            ));
-        }
-        let moves: Vec<String> = fp
-            .effect("c2c", "placements")
-            .and_then(|m| m.as_object())
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(pair, v)| {
-                        Some(format!(
-                            "{pair} read {} in {:.0}% of its samples",
-                            human_ns(v.get("other_ns")?.as_f64()?),
-                            v.get("other_share")?.as_f64()? * 100.0
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !moves.is_empty() {
-            explanation.push_str(&format!(
-                " The host moved the vCPUs during the run ({}): the figure is the placement \
-                 most samples saw. On a VM, which cores the vCPUs share changes at the host's \
-                 will; `check --runs 5` shows how often.",
-                moves.join("; ")
-            ));
-        }
-        if let Some(f) = flag {
-            explanation.push_str(&format!(
-                " A plain flag (store on one line, spin on another) takes {} per direction: \
-                 a store's ownership request plus the reader's miss, with no lock involved.",
-                human_ns(f)
-            ));
-        }
-        let summary = format!(
-            "a lock passed between two cores costs {} a round trip",
-            human_ns(2.0 * ns)
-        );
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
-            summary,
+            summary: words::summary(&facts),
             level,
-            figure,
-            reference: "Zen 4 EPYC: SMT sibling ~9 ns, same CCX ~22 ns, other CCD ~100 ns, \
-                        other socket ~200 ns (chipsandcheese, AnandTech core-to-core tests)"
-                .into(),
-            explanation,
+            figure: words::figure(&facts),
+            reference: words::reference(),
+            explanation: words::explanation(&facts),
             borderline,
         })
     }
+}
+
+/// The topology groups the probe timed, with their one-way latency.
+fn groups(fp: &Inputs<'_>) -> Vec<(Group, f64)> {
+    [
+        (Group::SmtSiblings, "c2c_smt_sibling_ns"),
+        (Group::SharedL3, "c2c_shared_l3_ns"),
+        (Group::OtherL3, "c2c_other_l3_ns"),
+        (Group::OtherNumaNode, "c2c_other_numa_node_ns"),
+    ]
+    .into_iter()
+    .filter_map(|(group, metric)| Some((group, fp.metric("c2c", metric)?.value)))
+    .collect()
+}
+
+/// The pairs whose placement the host changed during the run (the probe's `placements`).
+fn moves(fp: &Inputs<'_>) -> Vec<Move> {
+    fp.effect("c2c", "placements")
+        .and_then(|m| m.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(pair, v)| {
+                    Some(Move {
+                        pair: pair.clone(),
+                        other_ns: v.get("other_ns")?.as_f64()?,
+                        other_share: v.get("other_share")?.as_f64()?,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -17,9 +17,10 @@
 //! verdict is the worse of that and plain counters, named as what it is.
 
 use super::{Hazard, Inputs};
-use crate::format::human_ns;
-use crate::reference::NETFLIX_TRUE_SHARING_FIX_SPEEDUP;
 use crate::schema::{Level, Verdict};
+use crate::words::verdicts::false_sharing::{
+    self as words, Facts, Layout, Pattern as Kind, PatternFigures, TrueSharing,
+};
 
 /// At or above this packed/padded time ratio, false sharing costs what the Netflix case's slow
 /// nodes paid (3x the CPI).
@@ -30,73 +31,60 @@ pub const NOTICE_RATIO: f64 = 1.5;
 /// The false-sharing rule.
 pub struct FalseSharing;
 
+/// How the sharing probe lays the threads' fields out (`probes::sharing`): on one 64-byte
+/// line 8 bytes apart, or 128 bytes apart (two lines, because the adjacent-line prefetcher
+/// pairs lines), which is also how far apart the fix pads them.
+const LAYOUT: Layout = Layout {
+    packed_spacing_bytes: 8,
+    line_bytes: 64,
+    padded_spacing_bytes: 128,
+};
+
 /// One access pattern the sharing probe times with the threads' fields on one line and apart.
 struct Pattern {
+    /// Which pattern, for the words.
+    kind: Kind,
     /// The ratio metric (packed / padded, or shared / private).
     ratio: &'static str,
-    /// What the pattern is, as the verdict names it.
-    name: &'static str,
-    /// Its short label in the figure line.
-    label: &'static str,
     /// Per-operation times on one line and apart.
     packed: &'static str,
     padded: &'static str,
-    /// What one operation is ("update", "load").
-    op: &'static str,
-    /// True for a pattern the probe measures as false sharing; false for the one atomic
-    /// written from every core, which stands in only in files without the atomic pattern.
-    direct: bool,
 }
 
 const PLAIN: Pattern = Pattern {
+    kind: Kind::Plain,
     ratio: "false_sharing_ratio",
-    name: "plain per-thread counters on one line",
-    label: "plain",
     packed: "packed_increment_ns",
     padded: "padded_increment_ns",
-    op: "update",
-    direct: true,
 };
 
 const ATOMIC: Pattern = Pattern {
+    kind: Kind::Atomic,
     ratio: "false_sharing_atomic_ratio",
-    name: "atomic per-thread counters on one line",
-    label: "atomic",
     packed: "packed_atomic_increment_ns",
     padded: "private_atomic_increment_ns",
-    op: "update",
-    direct: true,
 };
 
 const READER: Pattern = Pattern {
+    kind: Kind::Reader,
     ratio: "false_sharing_reader_ratio",
-    name: "reads of a line another core writes",
-    label: "reader",
     packed: "packed_reader_load_ns",
     padded: "padded_reader_load_ns",
-    op: "load",
-    direct: true,
 };
 
 const WRITER: Pattern = Pattern {
+    kind: Kind::Writer,
     ratio: "false_sharing_writer_ratio",
-    name: "writes to a line other cores read",
-    label: "writer",
     packed: "packed_writer_store_ns",
     padded: "padded_writer_store_ns",
-    op: "store",
-    direct: true,
 };
 
 /// True sharing, judged as false sharing only in files without [`ATOMIC`].
 const SHARED_ATOMIC: Pattern = Pattern {
+    kind: Kind::SharedAtomic,
     ratio: "true_sharing_ratio",
-    name: "one atomic written from two cores",
-    label: "one shared atomic",
     packed: "shared_atomic_increment_ns",
     padded: "private_atomic_increment_ns",
-    op: "update",
-    direct: false,
 };
 
 /// A pattern's figures as this fingerprint has them, and the level they reach.
@@ -107,40 +95,67 @@ struct Judged<'a> {
     borderline: Option<Level>,
 }
 
-/// `0.61 ns`: two decimals below 10 ns, where plain loads and stores live.
-fn per_op(ns: f64) -> String {
-    if ns < 10.0 {
-        format!("{ns:.2} ns")
-    } else {
-        human_ns(ns)
+impl Judged<'_> {
+    /// Its figures, for the words.
+    fn figures(&self, fp: &Inputs<'_>) -> PatternFigures {
+        let p = self.pattern;
+        PatternFigures {
+            pattern: p.kind,
+            ratio: self.ratio,
+            op_ns: fp
+                .metric("sharing", p.packed)
+                .zip(fp.metric("sharing", p.padded))
+                .map(|(a, b)| (a.value, b.value)),
+        }
     }
 }
 
-impl FalseSharing {
-    /// `atomic per-thread counters on one line: 29.4 ns per update against 6.2 ns 128 bytes
-    /// apart (4.7x)`, or the ratio alone when the times are absent.
-    fn pattern_words(fp: &Inputs<'_>, j: &Judged<'_>) -> String {
-        let p = j.pattern;
-        let times = fp
-            .metric("sharing", p.packed)
-            .zip(fp.metric("sharing", p.padded));
-        let apart = if p.direct {
-            "128 bytes apart"
-        } else {
-            "on per-thread counters"
-        };
-        match times {
-            Some((a, b)) => format!(
-                "{}: {} per {} against {} {apart} ({:.1}x)",
-                p.name,
-                per_op(a.value),
-                p.op,
-                per_op(b.value),
-                j.ratio
-            ),
-            None => format!("{}: {:.1}x", p.name, j.ratio),
-        }
-    }
+/// Every pattern the file has, judged, worst first: highest level, then highest borderline,
+/// then the measured pattern over the stand-in, then the larger ratio.
+fn judge_patterns<'p>(fp: &Inputs<'_>) -> Vec<Judged<'p>> {
+    let has_atomic = fp.metric("sharing", ATOMIC.ratio).is_some();
+    // One atomic from every core stands in for the per-thread atomic pattern only where
+    // the file has none (saved before the probe measured it).
+    let candidates: Vec<&Pattern> = if has_atomic {
+        vec![&ATOMIC, &PLAIN, &READER, &WRITER]
+    } else {
+        vec![&PLAIN, &SHARED_ATOMIC]
+    };
+    let mut judged: Vec<Judged<'_>> = candidates
+        .into_iter()
+        .filter_map(|p| {
+            let m = fp.metric("sharing", p.ratio)?;
+            let (level, borderline) = super::level_near_thresholds(
+                fp,
+                m.value,
+                m.interval.as_ref(),
+                Level::Ok,
+                &[(NOTICE_RATIO, Level::Notice), (HAZARD_RATIO, Level::Hazard)],
+            );
+            Some(Judged {
+                pattern: p,
+                ratio: m.value,
+                level,
+                borderline,
+            })
+        })
+        .collect();
+    judged.sort_by(|a, b| {
+        (b.level, b.borderline, b.pattern.kind.direct())
+            .cmp(&(a.level, a.borderline, a.pattern.kind.direct()))
+            .then(b.ratio.total_cmp(&a.ratio))
+    });
+    judged
+}
+
+/// True sharing's figures, all three or none.
+fn true_sharing(fp: &Inputs<'_>) -> Option<TrueSharing> {
+    let value = |name: &str| fp.metric("sharing", name).map(|m| m.value);
+    Some(TrueSharing {
+        ratio: value(SHARED_ATOMIC.ratio)?,
+        shared_ns: value(SHARED_ATOMIC.packed)?,
+        private_ns: value(SHARED_ATOMIC.padded)?,
+    })
 }
 
 impl Hazard for FalseSharing {
@@ -149,7 +164,7 @@ impl Hazard for FalseSharing {
     }
 
     fn title(&self) -> &'static str {
-        "False sharing"
+        words::TITLE
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
@@ -179,161 +194,42 @@ impl Hazard for FalseSharing {
     }
 
     fn hurts(&self) -> &'static [&'static str] {
-        &[
-            "per-thread counters and statistics side by side (an array of AtomicU64, \
-             LongAdder cells, Java volatile counters), atomic or plain",
-            "a field read by every thread beside one written by any (the JVM's \
-             secondary-super cache, JDK-8180450)",
-            "counters and caches written from every core (true sharing)",
-        ]
+        words::HURTS
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let has_atomic = fp.metric("sharing", ATOMIC.ratio).is_some();
-        // One atomic from every core stands in for the per-thread atomic pattern only where
-        // the file has none (saved before the probe measured it).
-        let candidates: Vec<&Pattern> = if has_atomic {
-            vec![&ATOMIC, &PLAIN, &READER, &WRITER]
-        } else {
-            vec![&PLAIN, &SHARED_ATOMIC]
-        };
-        let judged: Vec<Judged<'_>> = candidates
-            .into_iter()
-            .filter_map(|p| {
-                let m = fp.metric("sharing", p.ratio)?;
-                let (level, borderline) = super::level_near_thresholds(
-                    fp,
-                    m.value,
-                    m.interval.as_ref(),
-                    Level::Ok,
-                    &[(NOTICE_RATIO, Level::Notice), (HAZARD_RATIO, Level::Hazard)],
-                );
-                Some(Judged {
-                    pattern: p,
-                    ratio: m.value,
-                    level,
-                    borderline,
-                })
-            })
-            .collect();
-        // Worst first: highest level, then highest borderline, then the measured pattern
-        // over the stand-in, then the larger ratio.
-        let mut judged = judged;
-        judged.sort_by(|a, b| {
-            (b.level, b.borderline, b.pattern.direct)
-                .cmp(&(a.level, a.borderline, a.pattern.direct))
-                .then(b.ratio.total_cmp(&a.ratio))
-        });
-        let (worst, others) = judged.split_first()?;
-        let threads = fp
-            .param("sharing", "threads")
-            .and_then(|t| t.as_u64())
-            .unwrap_or(2);
-        // `atomic 4.7x (95% CI 3.7-5.0x), reader 1.8x, plain 1.0x, writer 1.0x`: worst first,
-        // with the interval it was judged on beside it; the explanation says what each
-        // compares.
-        let figure = judged
-            .iter()
-            .enumerate()
-            .map(|(k, j)| {
-                let text = format!("{} {:.1}x", j.pattern.label, j.ratio);
-                if k == 0 {
-                    super::with_interval(text, fp.metric("sharing", j.pattern.ratio))
-                } else {
-                    text
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut explanation = format!(
-            "{threads} threads, their fields 8 bytes apart (one 64-byte line) against 128 \
-             bytes apart. Worst, {}",
-            Self::pattern_words(fp, worst)
-        );
-        for o in others {
-            explanation.push_str(&format!("; {}", Self::pattern_words(fp, o)));
-        }
-        explanation.push('.');
-        if !worst.pattern.direct {
-            explanation.push_str(
-                " This file has no per-thread atomic or reader figures (an earlier cpudoctor \
-                 saved it): one atomic written from both cores pays what per-thread atomics on \
-                 one line pay, a locked operation waiting for a line another core wrote, so it \
-                 stands for them here.",
-            );
-        }
+        let judged = judge_patterns(fp);
+        let worst = judged.first()?;
         let ratio_of = |p: &Pattern| {
             judged
                 .iter()
                 .find(|j| j.pattern.ratio == p.ratio)
                 .map(|j| j.ratio)
         };
-        if worst.level > Level::Ok && ratio_of(&PLAIN).is_some_and(|r| r < NOTICE_RATIO) {
-            explanation.push_str(
-                " Plain stores hide it on this CPU (they retire through the store buffer while \
-                 the line moves); locked operations wait for the line",
-            );
-            explanation.push_str(if ratio_of(&READER).is_some_and(|r| r >= NOTICE_RATIO) {
-                ", and so do loads."
-            } else {
-                "."
-            });
-        }
-        explanation.push_str(
-            " This is the Netflix JVM case: a field written from every thread beside one read \
-             by all shared a line 7 times in 8, those nodes ran at 3x the CPI, and a 48-vCPU \
-             instance gave 25% more throughput instead of 3x. Pad fields that different \
-             threads write to 128 bytes (the adjacent-line prefetcher pairs lines): \
-             @Contended, alignas(128), crossbeam's CachePadded.",
-        );
-        let true_sharing = fp.metric("sharing", SHARED_ATOMIC.ratio).map(|m| m.value);
-        let shared = fp.metric("sharing", SHARED_ATOMIC.packed).map(|m| m.value);
-        let private = fp.metric("sharing", SHARED_ATOMIC.padded).map(|m| m.value);
-        let cure = format!(
-            "padding cannot fix that, only not writing the shared value can (per-thread \
-             counters summed on read; the Netflix case's second fix stopped writing the shared \
-             cache for {NETFLIX_TRUE_SHARING_FIX_SPEEDUP}x)."
-        );
-        match (true_sharing, shared, private) {
-            // Its figures are already above, as the worst pattern.
-            _ if !worst.pattern.direct => explanation.push_str(&format!(
-                " A field every thread writes is true sharing: {cure}"
-            )),
-            (Some(t), Some(s), Some(p)) => explanation.push_str(&format!(
-                " True sharing: all threads incrementing one atomic take {} per increment \
-                 against {} on per-thread counters ({t:.1}x); {cure}",
-                per_op(s),
-                per_op(p)
-            )),
-            _ => {}
-        }
-        let summary = if worst.level == Level::Ok && worst.borderline.is_none() {
-            format!(
-                "fields of different threads on one line cost at most {:.1}x ({})",
-                worst.ratio, worst.pattern.label
-            )
-        } else if worst.pattern.direct {
-            format!(
-                "{}: {:.1}x; pad to 128 bytes",
-                worst.pattern.name, worst.ratio
-            )
-        } else {
-            format!(
-                "{}: {:.1}x per-thread ones",
-                worst.pattern.name, worst.ratio
-            )
+        let plain_stores_hide =
+            worst.level > Level::Ok && ratio_of(&PLAIN).is_some_and(|r| r < NOTICE_RATIO);
+        let facts = Facts {
+            level: worst.level,
+            borderline: worst.borderline,
+            patterns: judged.iter().map(|j| j.figures(fp)).collect(),
+            worst_metric: fp.metric("sharing", worst.pattern.ratio),
+            threads: fp
+                .param("sharing", "threads")
+                .and_then(|t| t.as_u64())
+                .unwrap_or(2),
+            layout: LAYOUT,
+            plain_stores_hide,
+            loads_pay_too: ratio_of(&READER).is_some_and(|r| r >= NOTICE_RATIO),
+            true_sharing: true_sharing(fp),
         };
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
-            summary,
+            summary: words::summary(&facts),
             level: worst.level,
-            figure,
-            reference: format!(
-                "the Netflix JVM case: false sharing tripled CPI; padding, then not writing \
-                 the shared field, gave {NETFLIX_TRUE_SHARING_FIX_SPEEDUP}x throughput"
-            ),
-            explanation,
+            figure: words::figure(&facts),
+            reference: words::reference(),
+            explanation: words::explanation(&facts),
             borderline: worst.borderline,
         })
     }

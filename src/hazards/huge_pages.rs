@@ -7,19 +7,18 @@
 //! from sysfs.
 
 use super::{Hazard, Inputs};
-use crate::format::human_bytes;
 use crate::machine::ThpEnabled;
-use crate::measure::buffer::{PageKind, PageKindOutcome};
+use crate::measure::buffer::{HUGE_2M, PageKind, PageKindOutcome};
 use crate::schema::{Level, Verdict};
+use crate::words::verdicts::huge_pages::{self as words, Facts, Outcome, Request};
 
 /// The huge-pages rule.
 pub struct HugePages;
 
-/// What the probes found for the THP request: (took, huge fraction, mapped bytes, note), from
-/// the first memory probe whose THP buffer was made. A buffer that could not be allocated
-/// (too little memory left after the other kinds' buffers) says nothing about whether huge
-/// pages take, so it is passed over.
-fn thp_outcome(fp: &Inputs<'_>) -> Option<(bool, f64, u64, String)> {
+/// What the probes found for the THP request, from the first memory probe whose THP buffer
+/// was made. A buffer that could not be allocated (too little memory left after the other
+/// kinds' buffers) says nothing about whether huge pages take, so it is passed over.
+fn thp_outcome(fp: &Inputs<'_>) -> Option<Request> {
     ["mem-latency", "bandwidth"].iter().find_map(|name| {
         // Record by record: one this build cannot read does not hide the others.
         let thp = fp
@@ -29,8 +28,18 @@ fn thp_outcome(fp: &Inputs<'_>) -> Option<(bool, f64, u64, String)> {
             .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
             .find(|k| k.requested() == PageKind::Thp && k.took().is_some())?;
         Some(match thp.backing() {
-            Some(b) => (b.took, b.huge_fraction, b.mapping_bytes, b.note.clone()),
-            None => (thp.took()?, 0.0, 0, thp.note().to_string()),
+            Some(b) => Request {
+                took: b.took,
+                huge_fraction: b.huge_fraction,
+                mapping_bytes: b.mapping_bytes,
+                note: b.note.clone(),
+            },
+            None => Request {
+                took: thp.took()?,
+                huge_fraction: 0.0,
+                mapping_bytes: 0,
+                note: thp.note().to_string(),
+            },
         })
     })
 }
@@ -41,7 +50,7 @@ impl Hazard for HugePages {
     }
 
     fn title(&self) -> &'static str {
-        "Huge pages"
+        words::TITLE
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
@@ -66,94 +75,42 @@ impl Hazard for HugePages {
                 .find(|k| k.requested() == PageKind::Thp)
                 .map(|k| k.note().to_string())
         });
-        match unmapped {
-            Some(note) => format!("the THP buffer could not be tried: {note}"),
-            None => "no buffer of this run asked for transparent huge pages (the memory probes \
-                     try them unless --pages leaves THP out)"
-                .into(),
-        }
+        words::not_tried(unmapped.as_deref())
     }
 
     fn hurts(&self) -> &'static [&'static str] {
-        &[
-            "programs that ask for transparent huge pages (JVM -XX:+UseTransparentHugePages, \
-             glibc.malloc.hugetlb=1, databases and caches that madvise their heaps)",
-            "random access over memory larger than the TLB reach of 4 KiB pages",
-        ]
+        words::HURTS
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let mode = fp.machine.thp.as_ref().map(|t| t.enabled);
-        let outcome = thp_outcome(fp);
-        if mode.is_none() && outcome.is_none() {
-            return None;
-        }
-        let penalty = fp
-            .metric("mem-latency", "tlb_penalty_ratio")
-            .map(|m| m.value);
-        let mode_text = mode.map_or("unknown", ThpEnabled::as_str);
-        let (level, figure, lead, summary) = match (&outcome, mode) {
-            (_, Some(ThpEnabled::Never)) => (
-                Level::Notice,
-                "THP never".to_string(),
-                "Transparent huge pages are off (mode never): every program gets 4 KiB pages, \
-                 even one that asks for huge pages with madvise."
-                    .to_string(),
-                "THP is off: even programs that ask get 4 KiB pages",
-            ),
-            (Some((false, fraction, bytes, note)), _) => (
-                Level::Hazard,
-                format!(
-                    "THP {mode_text}, request not taken ({:.0}%)",
-                    fraction * 100.0
-                ),
-                format!(
-                    "A {} region madvised for huge pages got {:.0}% of them ({note}): programs \
-                     that ask for huge pages silently run on 4 KiB pages.",
-                    human_bytes(*bytes),
-                    fraction * 100.0
-                ),
-                "programs that ask for huge pages get 4 KiB pages",
-            ),
-            (Some((true, fraction, bytes, _)), _) => (
-                Level::Ok,
-                format!("THP {mode_text}, taken ({:.0}%)", fraction * 100.0),
-                format!(
-                    "A {} region madvised for huge pages got {:.0}% of it on 2 MiB pages.{}",
-                    human_bytes(*bytes),
-                    fraction * 100.0,
-                    if mode == Some(ThpEnabled::Madvise) {
-                        " In madvise mode only programs that ask get them."
-                    } else {
-                        ""
-                    }
-                ),
-                if mode == Some(ThpEnabled::Madvise) {
-                    "programs that ask for huge pages (madvise) get them"
-                } else {
-                    "huge pages are handed out when asked for"
-                },
-            ),
+        let outcome = match (thp_outcome(fp), mode) {
+            (_, Some(ThpEnabled::Never)) => Outcome::Never,
+            (Some(request), _) => Outcome::Requested(request),
             // madvise or always, but no buffer tried: no verdict without a measurement.
             (None, _) => return None,
         };
-        let cost = match penalty {
-            Some(p) => format!(
-                " Measured here, a random load from DRAM takes {p:.2}x as long on 4 KiB pages \
-                 as on huge pages."
-            ),
-            None => String::new(),
+        let level = match &outcome {
+            Outcome::Never => Level::Notice,
+            Outcome::Requested(r) if !r.took => Level::Hazard,
+            Outcome::Requested(_) => Level::Ok,
+        };
+        let facts = Facts {
+            mode,
+            outcome,
+            huge_page_bytes: HUGE_2M,
+            penalty_ratio: fp
+                .metric("mem-latency", "tlb_penalty_ratio")
+                .map(|m| m.value),
         };
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
-            summary: summary.into(),
+            summary: words::summary(&facts).into(),
             level,
-            figure,
-            reference: "THP madvise or always, and an madvised region backed by 2 MiB pages \
-                        (AnonHugePages in /proc/self/smaps)"
-                .into(),
-            explanation: format!("{lead}{cost}"),
+            figure: words::figure(&facts),
+            reference: words::reference(&facts),
+            explanation: words::explanation(&facts),
             borderline: None,
         })
     }

@@ -1,8 +1,11 @@
 //! The knowledge base: for each hazard, the metrics it reads, thresholds with their sources,
-//! and the explanation a user reads. Pure functions from a fingerprint to verdicts; nothing
-//! here measures or prints.
+//! and the level they reach. Pure functions from a fingerprint to verdicts; nothing here
+//! measures or prints. A hazard judges the level and gathers the figures into its facts; every
+//! sentence of the verdict (summary, figure, reference, explanation, what it hurts, why it has
+//! none) comes from [`crate::words::verdicts`].
 //!
-//! Adding a hazard: write a module with a type implementing [`Hazard`] and list it in [`all`].
+//! Adding a hazard: write a module with a type implementing [`Hazard`] and list it in [`all`];
+//! its words go in `src/words/verdicts/NAME.rs`.
 
 pub mod cross_core;
 pub mod false_sharing;
@@ -14,6 +17,7 @@ pub mod tlb;
 
 use crate::machine::Machine;
 use crate::schema::{Fingerprint, Interval, Level, Metric, NotJudged, Status, Verdict};
+use crate::words::verdicts::{self as words, ProbeGap};
 use serde_json::Value;
 
 /// The level a figure reaches against ascending `steps` of (threshold, level), starting from
@@ -200,7 +204,7 @@ pub trait Hazard: Sync {
     /// Why there is no verdict when every probe ran ok and every figure it reads is there
     /// (a fact it needs was not tried in this run).
     fn unjudged_reason(&self, _fp: &Inputs<'_>) -> String {
-        "its figures were measured but do not support a verdict".into()
+        words::FIGURES_DO_NOT_SUPPORT_A_VERDICT.into()
     }
 
     /// Why this hazard has no verdict on `fp`, for a fingerprint where [`Hazard::judge`]
@@ -216,7 +220,7 @@ pub trait Hazard: Sync {
             title: self.title().into(),
             why: why_not_judged(fp, &probes, self.reads())
                 .unwrap_or_else(|| self.unjudged_reason(&Inputs::new(fp, self))),
-            measure_with: format!("cpudoctor explain {}", self.id()),
+            measure_with: words::measure_with(self.id()),
         })
     }
 }
@@ -226,20 +230,16 @@ pub trait Hazard: Sync {
 /// measure (`not_measured`), then a figure simply absent; `None` when none of those holds.
 fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> Option<String> {
     for name in probes {
-        match fp.probe(name) {
-            None => return Some(format!("the {name} probe did not run")),
-            Some(p) if p.status != Status::Ok => {
-                let how = if p.status == Status::Skipped {
-                    "was skipped"
-                } else {
-                    "failed"
-                };
-                return Some(match &p.reason {
-                    Some(r) => format!("the {name} probe {how}: {r}"),
-                    None => format!("the {name} probe {how}"),
-                });
+        let gap = match fp.probe(name) {
+            None => Some((ProbeGap::NotRun, None)),
+            Some(p) if p.status == Status::Skipped => {
+                Some((ProbeGap::Skipped, p.reason.as_deref()))
             }
-            Some(_) => {}
+            Some(p) if p.status != Status::Ok => Some((ProbeGap::Failed, p.reason.as_deref())),
+            Some(_) => None,
+        };
+        if let Some((gap, reason)) = gap {
+            return Some(words::probe_gap(name, gap, reason));
         }
     }
     for (probe, metric) in reads {
@@ -247,22 +247,12 @@ fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> 
             return Some(why.clone());
         }
     }
-    let missing: Vec<String> = reads
+    let missing: Vec<&str> = reads
         .iter()
         .filter(|(p, m)| fp.metric(p, m).is_none())
-        .map(|(_, m)| (*m).to_string())
+        .map(|(_, m)| *m)
         .collect();
-    (!missing.is_empty()).then(|| format!("no {} in this run", missing.join(" or ")))
-}
-
-/// `figure` followed by `metric`'s confidence interval in parentheses when it has one
-/// (`27.1 ns (95% CI 26.9-27.4 ns)`): each interval printed beside the figure it belongs to,
-/// never after a line that ends with another figure.
-pub fn with_interval(figure: String, metric: Option<&Metric>) -> String {
-    match metric.and_then(Metric::interval_text) {
-        Some(ci) => format!("{figure} ({ci})"),
-        None => figure,
-    }
+    (!missing.is_empty()).then(|| words::figures_missing(&missing))
 }
 
 /// Every hazard rule.

@@ -5,12 +5,9 @@
 //! on a Xeon E5-1620 v3 and 43 ns on a Xeon Gold 6126.
 
 use super::{Hazard, Inputs};
-use crate::format::human_ns;
-use crate::reference::{
-    PAUSE_HASWELL_CYCLES, PAUSE_HASWELL_NS, PAUSE_SKYLAKE_SP_CYCLES, PAUSE_SKYLAKE_SP_NS,
-};
 use crate::schema::{Level, Verdict};
 use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
+use crate::words::verdicts::pause::{self as words, Facts};
 
 /// At or above this many core cycles, PAUSE is in Skylake-SP territory: the documented ~140
 /// cycles less 15%, a cut of ours placed so that Skylake-SP (140), Raptor Lake P-cores (~184)
@@ -44,7 +41,7 @@ impl Hazard for SlowPause {
     }
 
     fn title(&self) -> &'static str {
-        "PAUSE latency"
+        words::TITLE
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
@@ -56,17 +53,14 @@ impl Hazard for SlowPause {
     }
 
     fn hurts(&self) -> &'static [&'static str] {
-        &[
-            "spin-waits that count PAUSEs (spin locks, adaptive mutexes, runtime monitors)",
-            "lock handoffs between threads (producer/consumer queues)",
-        ]
+        words::HURTS
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let ns = fp.metric("pause", "pause_ns")?.value;
-        let cycles = fp.metric("pause", "pause_cycles").map(|m| m.value);
-        let cores = fp.machine.logical_cpus as u64;
-        let (level, borderline) = match fp.metric("pause", "pause_cycles") {
+        let ns_metric = fp.metric("pause", "pause_ns")?;
+        let ns = ns_metric.value;
+        let cycles = fp.metric("pause", "pause_cycles");
+        let (level, borderline) = match cycles {
             Some(c) => super::level_with_interval(
                 c.value,
                 c.interval.as_ref(),
@@ -80,30 +74,19 @@ impl Hazard for SlowPause {
             // Without a core-clock estimate, judge by time against the case's 4 ns / 43 ns.
             None => super::level_with_interval(
                 ns,
-                fp.metric("pause", "pause_ns")
-                    .and_then(|m| m.interval.as_ref()),
+                ns_metric.interval.as_ref(),
                 Level::Ok,
                 &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
                 PAUSE_GUARD,
             ),
         };
-        // The interval of the figure the level was judged on: cycles when known.
-        let figure = match cycles {
-            Some(c) => super::with_interval(
-                format!("{ns:.1} ns = {c:.0} cycles"),
-                fp.metric("pause", "pause_cycles"),
-            ),
-            None => super::with_interval(format!("{ns:.1} ns"), fp.metric("pause", "pause_ns")),
-        };
-        let cost = |runtime: &str| {
+        let cores = fp.machine.logical_cpus as u64;
+        let spin = |runtime: &str| {
             RUNTIMES
                 .iter()
                 .find(|p| p.runtime == runtime)
-                .map(|p| human_ns(spin_cost(p, ns, cores).spin_ns))
-                .unwrap_or_default()
+                .map(|p| spin_cost(p, ns, cores).spin_ns)
         };
-        let dotnet = LegacySpin::new(cores);
-        let times_haswell = ns / PAUSE_HASWELL_NS;
         // Millions of back-to-back PAUSEs pay what a long run pays per PAUSE, pause-loop exits
         // included, when that is clearly more than a short run's.
         let sustained = fp
@@ -111,50 +94,29 @@ impl Hazard for SlowPause {
             .map(|m| m.value)
             .filter(|&s| s > SUSTAINED_EXTRA_FACTOR * ns);
         let long_ns = sustained.unwrap_or(ns);
-        let lead = match level {
-            Level::Hazard => {
-                "PAUSE is in Skylake-SP territory: spin loops that count PAUSEs spin \
-                              an order of magnitude longer than they were tuned for."
-            }
-            Level::Notice => "PAUSE is several times the ~10 cycles spin counts were tuned for.",
-            Level::Ok => "PAUSE is short, as spin counts assume.",
-        };
-        let sustained_note = sustained.map_or(String::new(), |s| {
-            format!(
-                " Long spins pay more: {s:.1} ns per PAUSE over a long run here (the \
-                 hypervisor's pause-loop exits), which the .NET figures use."
-            )
-        });
-        let explanation = format!(
-            "{lead} Here, before blocking, a glibc adaptive mutex spins {}, Go's sync.Mutex {}, \
-             Rust's std Mutex {}; .NET's legacy lock spins {} on {cores} cores and can keep \
-             spinning {} after the lock is freed ({:.1}x the {PAUSE_HASWELL_NS} ns Haswell-era PAUSE).{sustained_note} \
-             Lock handoffs and producer/consumer queues pay this; see `cpudoctor spin`.",
-            cost("glibc"),
-            cost("Go"),
-            cost("Rust std"),
-            human_ns(dotnet.total_ns(long_ns)),
-            human_ns(dotnet.last_round_ns(long_ns)),
-            times_haswell,
-        );
-        let summary = match level {
-            Level::Ok => "spin loops that count PAUSEs spin as long as they were tuned to".into(),
-            _ => format!(
-                "spin counts last {times_haswell:.1}x Haswell's; .NET's legacy lock spins {}",
-                human_ns(dotnet.total_ns(long_ns))
-            ),
+        let dotnet = LegacySpin::new(cores);
+        let facts = Facts {
+            level,
+            pause_ns: ns,
+            pause_ns_metric: ns_metric,
+            // The interval of the figure the level was judged on: cycles when known.
+            pause_cycles: cycles.map(|c| (c.value, c)),
+            cores,
+            glibc_spin_ns: spin("glibc"),
+            go_spin_ns: spin("Go"),
+            rust_spin_ns: spin("Rust std"),
+            dotnet_total_ns: dotnet.total_ns(long_ns),
+            dotnet_last_round_ns: dotnet.last_round_ns(long_ns),
+            sustained_ns: sustained,
         };
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
-            summary,
+            summary: words::summary(&facts),
             level,
-            figure,
-            reference: format!(
-                "~{PAUSE_HASWELL_CYCLES} cycles Haswell/Broadwell ({PAUSE_HASWELL_NS} ns); \
-                 ~{PAUSE_SKYLAKE_SP_CYCLES} cycles Skylake-SP ({PAUSE_SKYLAKE_SP_NS} ns)"
-            ),
-            explanation,
+            figure: words::figure(&facts),
+            reference: words::reference(),
+            explanation: words::explanation(&facts),
             borderline,
         })
     }

@@ -9,6 +9,7 @@
 
 use super::{Hazard, Inputs};
 use crate::schema::{Interval, Level, Verdict};
+use crate::words::verdicts::prefetch::{self as words, Decisive, Facts, PageSizeEffect};
 
 /// A prefetch distance that changes streaming bandwidth by this much (either way) is worth
 /// knowing: half the seed's +19% Northwood effect, and twice the 5% spread that marks a noisy
@@ -24,7 +25,7 @@ impl Hazard for SoftwarePrefetch {
     }
 
     fn title(&self) -> &'static str {
-        "Software prefetch"
+        words::TITLE
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
@@ -43,153 +44,101 @@ impl Hazard for SoftwarePrefetch {
     }
 
     fn hurts(&self) -> &'static [&'static str] {
-        &[
-            "streaming loops with software prefetch distances tuned on another CPU",
-            "bulk copies, scans and decompression over buffers larger than the caches",
-        ]
+        words::HURTS
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
         let m = |name: &str| fp.metric("bandwidth", name).map(|m| m.value);
         let best = m("prefetch_read_gain_ratio")?;
         let worst = m("prefetch_read_worst_ratio")?;
-        let best_d = m("prefetch_best_distance_bytes").unwrap_or(0.0);
         let base = m("read_bw_1t_gbs")?;
-        let huge_gain = m("huge_page_read_gain_ratio");
-        // The headline figures are on `read_bw_page_kind` (4k unless the run asked only for
-        // huge pages): the worst distance must come from the same kind.
-        let headline_kind = fp
-            .effect("bandwidth", "read_bw_page_kind")
-            .and_then(|k| k.as_str())
-            .unwrap_or("4k");
-        let worst_d = fp
-            .effect("bandwidth", "prefetch_gain_by_distance")
-            .and_then(|g| g.get(headline_kind))
-            .and_then(|g| g.as_object())
-            .and_then(|g| {
-                g.iter()
-                    .filter_map(|(d, v)| Some((d.clone(), v.as_f64()?)))
-                    .min_by(|a, b| a.1.total_cmp(&b.1))
-            })
-            .map(|(d, _)| d);
-        let hurts = worst <= 1.0 - EFFECT_RATIO;
-        let helps = best >= 1.0 + EFFECT_RATIO;
-        // With intervals: an effect counts only when its whole interval is past the bar;
-        // one that reaches the bar is borderline.
-        let interval = |name: &str| fp.metric("bandwidth", name).and_then(|m| m.interval);
-        let (help_level, help_border) = super::level_near_thresholds(
-            fp,
-            best,
-            interval("prefetch_read_gain_ratio").as_ref(),
-            Level::Ok,
-            &[(1.0 + EFFECT_RATIO, Level::Notice)],
-        );
-        // The worst ratio falls as the harm grows: judge its negation.
-        let negated = interval("prefetch_read_worst_ratio").map(|i| Interval {
-            low: -i.high,
-            high: -i.low,
-            confidence: i.confidence,
-        });
-        let (hurt_level, hurt_border) = super::level_near_thresholds(
-            fp,
-            -worst,
-            negated.as_ref(),
-            Level::Ok,
-            &[(-(1.0 - EFFECT_RATIO), Level::Notice)],
-        );
-        let level = help_level.max(hurt_level);
-        let borderline = help_border.max(hurt_border).filter(|b| *b > level);
-        let pct = |r: f64| (r - 1.0).abs() * 100.0;
-        let mut text = String::new();
-        if hurts {
-            text.push_str(&format!(
-                "A software prefetch {} bytes ahead makes one-thread streaming reads {:.0}% \
-                 slower ({:.1} instead of {base:.1} GB/s): prefetch distances tuned on another \
-                 CPU can cost bandwidth here. ",
-                worst_d.as_deref().unwrap_or("some"),
-                pct(worst),
-                base * worst
-            ));
-        }
-        if helps {
-            text.push_str(&format!(
-                "A software prefetch {best_d:.0} bytes ahead makes one-thread streaming reads \
-                 {:.0}% faster ({:.1} instead of {base:.1} GB/s): the hardware prefetchers \
-                 leave bandwidth unused, and loops without prefetch leave it on the table. ",
-                pct(best),
-                base * best
-            ));
-        }
-        if !hurts && !helps {
-            text.push_str(&format!(
-                "Software prefetch changes one-thread streaming reads by less than {:.0}% at \
-                 every distance tried: the hardware prefetchers do the job. ",
-                EFFECT_RATIO * 100.0
-            ));
-        }
-        if let Some(g) = huge_gain {
-            if g >= 1.0 + EFFECT_RATIO {
-                text.push_str(&format!(
-                    "Huge pages read {:.0}% faster than 4 KiB pages: streaming stalls at page \
-                     boundaries, as Northwood's did in the P4 large-pages case (+19%).",
-                    pct(g)
-                ));
-            } else if g <= 1.0 - EFFECT_RATIO {
-                text.push_str(&format!(
-                    "Huge pages read {:.0}% slower than 4 KiB pages.",
-                    pct(g)
-                ));
+        let (help_level, hurt_level, level, borderline) = levels(fp, best, worst);
+        let facts = Facts {
+            best_ratio: best,
+            best_metric: fp.metric("bandwidth", "prefetch_read_gain_ratio"),
+            best_distance_bytes: m("prefetch_best_distance_bytes").unwrap_or(0.0),
+            worst_ratio: worst,
+            worst_metric: fp.metric("bandwidth", "prefetch_read_worst_ratio"),
+            worst_distance_bytes: worst_distance(fp),
+            read_bw_gbs: base,
+            hurts: worst <= 1.0 - EFFECT_RATIO,
+            helps: best >= 1.0 + EFFECT_RATIO,
+            page_size: m("huge_page_read_gain_ratio").map(|g| {
+                if g >= 1.0 + EFFECT_RATIO {
+                    PageSizeEffect::Faster(g)
+                } else if g <= 1.0 - EFFECT_RATIO {
+                    PageSizeEffect::Slower(g)
+                } else {
+                    PageSizeEffect::Neutral
+                }
+            }),
+            // The interval beside the figure that set the level (the harm when both tie).
+            decisive: if help_level > hurt_level {
+                Decisive::Gain
             } else {
-                text.push_str(
-                    "Page size hardly changes streaming reads, as on Prescott in the P4 large-pages case.",
-                );
-            }
-        }
-        let summary = match (hurts, helps) {
-            (true, _) => format!(
-                "a prefetch tuned elsewhere can cost {:.0}% of streaming bandwidth",
-                pct(worst)
-            ),
-            (false, true) => format!(
-                "software prefetch adds {:.0}% to streaming reads",
-                pct(best)
-            ),
-            (false, false) => {
-                "the hardware prefetchers do the job; software prefetch adds little".into()
-            }
-        };
-        // The interval beside the figure that set the level (the harm when both tie).
-        let figure = if help_level > hurt_level {
-            format!(
-                "{}, worst {worst:.2}x",
-                super::with_interval(
-                    format!("best {best:.2}x"),
-                    fp.metric("bandwidth", "prefetch_read_gain_ratio")
-                )
-            )
-        } else {
-            format!(
-                "best {best:.2}x, {}",
-                super::with_interval(
-                    format!("worst {worst:.2}x"),
-                    fp.metric("bandwidth", "prefetch_read_worst_ratio")
-                )
-            )
+                Decisive::Harm
+            },
+            effect_ratio: EFFECT_RATIO,
         };
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
-            summary,
+            summary: words::summary(&facts),
             level,
-            figure,
-            reference: format!(
-                "effect beyond +-{:.0}% (the P4 large-pages case: huge pages +19% on Northwood, 0% on Prescott)",
-                EFFECT_RATIO * 100.0
-            ),
-            explanation: text.trim_end().to_string(),
+            figure: words::figure(&facts),
+            reference: words::reference(&facts),
+            explanation: words::explanation(&facts),
             borderline,
         })
     }
+}
+
+/// The levels of the gain and of the harm, the verdict's level (the higher) and its
+/// borderline. With intervals: an effect counts only when its whole interval is past the bar;
+/// one that reaches the bar is borderline.
+fn levels(fp: &Inputs<'_>, best: f64, worst: f64) -> (Level, Level, Level, Option<Level>) {
+    let interval = |name: &str| fp.metric("bandwidth", name).and_then(|m| m.interval);
+    let (help_level, help_border) = super::level_near_thresholds(
+        fp,
+        best,
+        interval("prefetch_read_gain_ratio").as_ref(),
+        Level::Ok,
+        &[(1.0 + EFFECT_RATIO, Level::Notice)],
+    );
+    // The worst ratio falls as the harm grows: judge its negation.
+    let negated = interval("prefetch_read_worst_ratio").map(|i| Interval {
+        low: -i.high,
+        high: -i.low,
+        confidence: i.confidence,
+    });
+    let (hurt_level, hurt_border) = super::level_near_thresholds(
+        fp,
+        -worst,
+        negated.as_ref(),
+        Level::Ok,
+        &[(-(1.0 - EFFECT_RATIO), Level::Notice)],
+    );
+    let level = help_level.max(hurt_level);
+    let borderline = help_border.max(hurt_border).filter(|b| *b > level);
+    (help_level, hurt_level, level, borderline)
+}
+
+/// The worst prefetch distance, from the page kind the headline figures are on
+/// (`read_bw_page_kind`: 4k unless the run asked only for huge pages).
+fn worst_distance(fp: &Inputs<'_>) -> Option<String> {
+    let headline_kind = fp
+        .effect("bandwidth", "read_bw_page_kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("4k");
+    fp.effect("bandwidth", "prefetch_gain_by_distance")
+        .and_then(|g| g.get(headline_kind))
+        .and_then(|g| g.as_object())
+        .and_then(|g| {
+            g.iter()
+                .filter_map(|(d, v)| Some((d.clone(), v.as_f64()?)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+        })
+        .map(|(d, _)| d)
 }
 
 #[cfg(test)]

@@ -17,9 +17,9 @@
 //! the probes could not run, where the kernel's state alone decides what a program meets.
 
 use super::{Hazard, Inputs};
-use crate::format::{group_thousands, human_ns};
 use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, TrapShape, classify};
 use crate::schema::{Level, Verdict};
+use crate::words::verdicts::split_lock::{self as words, CoreToCore, Facts, Neighbour};
 
 /// At or above this split-lock latency, split locks cost what the split-lock case called
 /// "bad to horrifying" (Zen 5 ~500 ns; Arrow Lake ~7 us): a hazard from 1 us.
@@ -28,6 +28,8 @@ pub const HAZARD_NS: f64 = 1000.0;
 pub const NOTICE_NS: f64 = 300.0;
 /// At or above this many aligned handoffs per split lock, a hazard (~10x on the Zen 4 guest).
 pub const HAZARD_RATIO: f64 = 8.0;
+/// From here, a split lock costs what several aligned handoffs cost.
+pub const NOTICE_RATIO: f64 = 3.0;
 /// A neighbour's DRAM latency rising this much under split locks is a hazard (up to 10x in
 /// the split-lock case on Zen 2/5; about 2x on Arrow Lake).
 pub const HAZARD_NEIGHBOUR_LATENCY_RATIO: f64 = 2.0;
@@ -40,53 +42,25 @@ pub const NEIGHBOUR_HARM_RATIO: f64 = 1.25;
 /// The split-lock rule.
 pub struct SplitLock;
 
-/// What a neighbour felt, from the two ratios.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Neighbour {
-    /// No neighbour figures.
-    Unknown,
-    /// Latency within [`NEIGHBOUR_HARM_RATIO`] of alone, bandwidth too.
-    Unharmed {
-        latency: f64,
-        bandwidth: Option<f64>,
-    },
-    /// Slowed measurably.
-    Slowed {
-        latency: f64,
-        bandwidth: Option<f64>,
-    },
-}
-
-impl Neighbour {
-    fn of(latency: Option<f64>, bandwidth: Option<f64>) -> Neighbour {
-        let Some(l) = latency else {
-            return Neighbour::Unknown;
-        };
-        let harmed = l >= NEIGHBOUR_HARM_RATIO
-            || bandwidth.is_some_and(|b| b > 0.0 && 1.0 / b >= NEIGHBOUR_HARM_RATIO);
-        if harmed {
-            Neighbour::Slowed {
-                latency: l,
-                bandwidth,
-            }
-        } else {
-            Neighbour::Unharmed {
-                latency: l,
-                bandwidth,
-            }
+/// What a neighbour felt, from its DRAM latency and streaming bandwidth ratios: harmed when
+/// either moved past [`NEIGHBOUR_HARM_RATIO`].
+fn neighbour_of(latency: Option<f64>, bandwidth: Option<f64>) -> Neighbour {
+    let Some(latency_ratio) = latency else {
+        return Neighbour::Unknown;
+    };
+    let harmed = latency_ratio >= NEIGHBOUR_HARM_RATIO
+        || bandwidth.is_some_and(|b| b > 0.0 && 1.0 / b >= NEIGHBOUR_HARM_RATIO);
+    if harmed {
+        Neighbour::Slowed {
+            latency_ratio,
+            bandwidth_ratio: bandwidth,
+        }
+    } else {
+        Neighbour::Unharmed {
+            latency_ratio,
+            bandwidth_ratio: bandwidth,
         }
     }
-}
-
-/// "N a second", rounded to two significant digits: a rate read off a mean is no more exact.
-fn per_second(ns: f64) -> String {
-    let rate = 1e9 / ns;
-    let digits = rate.log10().floor() as i32 - 1;
-    let scale = 10f64.powi(digits.max(0));
-    format!(
-        "{} a second",
-        group_thousands(((rate / scale).round() * scale) as u64)
-    )
 }
 
 impl Hazard for SplitLock {
@@ -95,7 +69,7 @@ impl Hazard for SplitLock {
     }
 
     fn title(&self) -> &'static str {
-        "Split locks"
+        words::TITLE
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
@@ -120,307 +94,120 @@ impl Hazard for SplitLock {
     }
 
     fn hurts(&self) -> &'static [&'static str] {
-        &[
-            "atomics on misaligned or packed fields (packed structs, unaligned casts into buffers)",
-            "programs whose split locks are trapped, by the kernel (10 ms sleep per split lock, or \
-             SIGBUS) or by the host (100 us and more each)",
-            "every other tenant of the host while split locks run as bus locks (noisy neighbour)",
-        ]
+        words::hurts()
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let state = &fp.machine.split_lock;
-        let mode = state.effective;
-        let value = |name: &str| fp.metric("split-lock", name).map(|m| m.value);
-        let effect_str = |key: &str| fp.effect("split-lock", key).and_then(|v| v.as_str());
-        let measured_in_child = effect_str("split_lock_measured") == Some("kernel_mitigation");
-        // Where the kernel traps, the probe times one thread's trapped locks in a child
-        // (`split_lock_trapped_ns`); fingerprints from before that name carried the same
-        // figure as `split_lock_latency_ns` with `split_lock_measured: kernel_mitigation`.
-        let split_metric = fp
-            .metric("split-lock", "split_lock_latency_ns")
-            .or_else(|| fp.metric("split-lock", "split_lock_trapped_ns"));
-        let split = split_metric.map(|m| m.value);
-        let aligned = value("aligned_lock_latency_ns");
-        let ratio = value("split_lock_ratio");
-        // What one thread pays per split lock, traps included: the per-op mean where the
-        // probe timed ops one by one, else the figure it had.
-        let op_metric = fp.metric("split-lock", "split_lock_op_mean_ns");
-        let cost = op_metric
-            .map(|m| m.value)
-            .or_else(|| value("split_lock_trapped_ns"))
-            .or(split);
-        let n_lat = fp
-            .metric("split-lock-neighbour", "split_lock_neighbour_latency_ratio")
-            .map(|m| m.value);
-        let n_bw = fp
-            .metric(
-                "split-lock-neighbour",
-                "split_lock_neighbour_bandwidth_ratio",
-            )
-            .map(|m| m.value);
-        let aggressor_rate = fp
-            .metric("split-lock-neighbour", "aggressor_split_locks_per_s")
-            .map(|m| m.value);
-        let neighbour = Neighbour::of(n_lat, n_bw);
-
-        let recorded = effect_str("split_lock_mechanism").and_then(SplitLockMechanism::from_word);
-        let shape = effect_str("split_lock_trap_shape").and_then(TrapShape::from_word);
-        let (mechanism, shape) = match recorded {
-            Some(m) => (m, shape),
-            None => classify(&MechanismEvidence {
-                kernel: mode,
-                guest: fp.machine.hypervisor.is_some(),
-                killed_by_sigbus: effect_str("split_lock_child")
-                    .is_some_and(|e| e.contains("SIGBUS")),
-                census: None,
-                mean_ns: cost,
-            })?,
-        };
-
-        let level = match mechanism {
-            SplitLockMechanism::Fatal => Level::Hazard,
-            _ if mode.penalises() => Level::Hazard,
-            SplitLockMechanism::TrappedByHost | SplitLockMechanism::TrappedByKernel => {
-                if cost.is_some_and(|c| c >= HAZARD_NS) {
-                    Level::Hazard
-                } else {
-                    Level::Notice
-                }
-            }
-            SplitLockMechanism::BusLock => {
-                // Where the kernel acts but let the bus locks through (warn only), the child
-                // timed one thread's: no core-to-core figure, the per-op cost stands in.
-                let split = split.or(cost);
-                let hazard = split.is_some_and(|s| s >= HAZARD_NS)
-                    || ratio.is_some_and(|r| r >= HAZARD_RATIO)
-                    || n_lat.is_some_and(|r| r >= HAZARD_NEIGHBOUR_LATENCY_RATIO);
-                let notice =
-                    split.is_some_and(|s| s >= NOTICE_NS) || ratio.is_some_and(|r| r >= 3.0);
-                if hazard {
-                    Level::Hazard
-                } else if notice {
-                    Level::Notice
-                } else {
-                    Level::Ok
-                }
-            }
-        };
-
-        let mut figure = match (mechanism, cost) {
-            (SplitLockMechanism::Fatal, _) | (_, None) => format!("kernel: {mode}"),
-            (SplitLockMechanism::BusLock, Some(_)) => match (split, ratio) {
-                (Some(s), Some(r)) => format!(
-                    "{} = {r:.1}x aligned",
-                    super::with_interval(human_ns(s), split_metric)
-                ),
-                (Some(s), None) => super::with_interval(human_ns(s), split_metric),
-                (None, _) => super::with_interval(human_ns(cost?), op_metric),
-            },
-            (SplitLockMechanism::TrappedByHost, Some(c)) => format!(
-                "trapped by the host, {}",
-                super::with_interval(format!("{} each", human_ns(c)), op_metric.or(split_metric))
-            ),
-            (SplitLockMechanism::TrappedByKernel, Some(c)) => format!(
-                "{} (kernel {mode})",
-                super::with_interval(format!("{} each", human_ns(c)), op_metric.or(split_metric))
-            ),
-        };
-        if let Some(l) = n_lat {
-            figure.push_str(&format!("; neighbour DRAM latency {l:.1}x"));
-        }
-
-        let mut explanation = String::from(
-            "An atomic on a value that straddles two cache lines (a field of a packed struct, \
-             an unaligned cast into a byte buffer) cannot lock one line and takes a bus lock.",
-        );
-        let core_to_core = match (split, aligned, measured_in_child) {
-            (Some(s), Some(a), false) if a > 0.0 => Some((
-                human_ns(s),
-                format!("{:.1}x an aligned one ({})", s / a, human_ns(a)),
-            )),
-            _ => None,
-        };
-        let percentiles = fp
-            .effect("split-lock", "split_lock_op_percentiles_ns")
-            .and_then(|p| Some((p.get("p50")?.as_f64()?, p.get("p90")?.as_f64()?)));
-        match mechanism {
-            SplitLockMechanism::BusLock => {
-                if let Some((s, vs)) = &core_to_core {
-                    explanation.push_str(&format!(" Here one costs {s} core to core, {vs}."));
-                }
-                if let Some(c) = op_metric.map(|m| m.value) {
-                    explanation.push_str(&format!(
-                        " One thread issuing them back to back pays {} each, {} at most.",
-                        human_ns(c),
-                        per_second(c)
-                    ));
-                }
-            }
-            SplitLockMechanism::TrappedByHost => {
-                if let Some(c) = cost {
-                    explanation.push_str(&format!(
-                        " Here the host traps them: a program pays {} per split lock on \
-                         average, so it can issue about {}: latency comparable to a hard-drive \
-                         seek, the split-lock case's game at 10 FPS.",
-                        human_ns(c),
-                        per_second(c)
-                    ));
-                }
-                if let Some((p50, p90)) = percentiles {
-                    explanation.push_str(&format!(
-                        " Timed one by one, half take {} or less and one in ten {} or more.",
-                        human_ns(p50),
-                        human_ns(p90)
-                    ));
-                }
-                explanation.push_str(match shape {
-                    Some(TrapShape::Sleep) => {
-                        " Most of that time is sleeps near 10 ms, as Linux's \
-                         split_lock_mitigate imposes."
-                    }
-                    Some(TrapShape::ShortTraps) => {
-                        " The slow ones take 10 us to a few ms each: VM exits or a rate \
-                         limit, not a 10 ms sleep."
-                    }
-                    None => "",
-                });
-                explanation.push_str(
-                    " A guest's kernel never sees split locks (no guest gets the \
-                     split_lock_detect flag); the host handles them (#AC or a bus-lock VM exit) \
-                     under a policy the guest cannot see, and these figures are what it does.",
-                );
-                if let Some((s, vs)) = &core_to_core {
-                    explanation
-                        .push_str(&format!(" Passed between two cores, one takes {s}, {vs}."));
-                }
-            }
-            SplitLockMechanism::TrappedByKernel => {
-                if let Some(c) = cost {
-                    explanation.push_str(&format!(
-                        " Here the kernel traps them: a program pays {} per split lock \
-                         (measured in a child process), {} at most, the kernel's mitigation \
-                         rather than the hardware's cost.",
-                        human_ns(c),
-                        per_second(c)
-                    ));
-                }
-                if shape == Some(TrapShape::Sleep) {
-                    explanation.push_str(
-                        " Most of that time is the mitigation's sleeps near 10 ms per trap.",
-                    );
-                }
-            }
-            SplitLockMechanism::Fatal => explanation.push_str(
-                " Here a split lock kills the process with SIGBUS (split_lock_detect=fatal).",
-            ),
-        }
-        let percent = |b: f64| format!("{:.0}%", b * 100.0);
-        match neighbour {
-            Neighbour::Unknown => {}
-            Neighbour::Slowed { latency, bandwidth } => {
-                explanation.push_str(&format!(
-                    " While one core loops split locks, another core's DRAM accesses take \
-                     {latency:.1}x as long{}",
-                    bandwidth.map_or(String::new(), |b| format!(
-                        " and its streaming reads get {} of their bandwidth",
-                        percent(b)
-                    ))
-                ));
-                explanation.push_str(if latency >= HAZARD_NEIGHBOUR_LATENCY_RATIO {
-                    ": split locks slow every tenant of the host, not only the program that \
-                     issues them."
-                } else {
-                    ": split locks slow the other tenants of the host too."
-                });
-            }
-            Neighbour::Unharmed { latency, bandwidth } => {
-                explanation.push_str(&format!(
-                    " While one core loops split locks, another core's DRAM accesses take \
-                     {latency:.1}x as long{}",
-                    bandwidth.map_or(String::new(), |b| format!(
-                        " and its streaming reads keep {} of their bandwidth",
-                        percent(b)
-                    ))
-                ));
-                if let Some(rate) = aggressor_rate.filter(|r| *r > 0.0) {
-                    explanation.push_str(&format!(
-                        " (the looping core managed {} split locks a second)",
-                        group_thousands(rate.round() as u64)
-                    ));
-                }
-                explanation.push_str(match mechanism {
-                    SplitLockMechanism::TrappedByHost => {
-                        ": neighbours unharmed, the host protects them; the program issuing \
-                         split locks is punished."
-                    }
-                    SplitLockMechanism::TrappedByKernel | SplitLockMechanism::Fatal => {
-                        ": neighbours unharmed, the kernel protects them; the program issuing \
-                         split locks is punished."
-                    }
-                    SplitLockMechanism::BusLock => {
-                        ": neighbours unharmed, this CPU's bus lock does not reach another \
-                         core's memory accesses."
-                    }
-                });
-            }
-        }
-        explanation.push_str(&format!(" Kernel: {}.", mode.summary()));
-        if !mode.kernel_acts() && mechanism == SplitLockMechanism::BusLock {
-            explanation.push_str(
-                " On a host whose kernel traps them (the Linux default on CPUs that detect \
-                 split locks), each one costs a 10 ms sleep instead, or kills the process \
-                 with split_lock_detect=fatal.",
-            );
-        }
-        explanation.push_str(
-            " Fix: align atomics to their size (alignas, #[repr(align)]) and never update \
-             fields of packed structs atomically.",
-        );
-
-        let neighbours_words = match neighbour {
-            Neighbour::Unknown => "",
-            Neighbour::Unharmed { .. } => "; neighbours unharmed",
-            Neighbour::Slowed { .. } => "; it slows the other cores",
-        };
-        let summary = match (mechanism, cost) {
-            (SplitLockMechanism::Fatal, _) => {
-                "a split lock kills the process (SIGBUS, split_lock_detect=fatal)".to_string()
-            }
-            (SplitLockMechanism::BusLock, Some(c)) => format!(
-                "an atomic across two cache lines costs {}{}",
-                human_ns(split.unwrap_or(c)),
-                match neighbour {
-                    Neighbour::Slowed { .. } => " and slows the other cores",
-                    Neighbour::Unharmed { .. } => "; other cores unharmed",
-                    Neighbour::Unknown => "",
-                }
-            ),
-            (SplitLockMechanism::TrappedByHost, Some(c)) => format!(
-                "the host traps split locks: {} each, {} at most{neighbours_words}",
-                human_ns(c),
-                per_second(c)
-            ),
-            (SplitLockMechanism::TrappedByKernel, Some(c)) => format!(
-                "the kernel traps split locks: {} each{neighbours_words}",
-                human_ns(c)
-            ),
-            (_, None) => format!("the kernel traps split locks ({mode})"),
-        };
+        let facts = gather(fp)?;
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
-            summary,
-            level,
-            figure,
-            reference: "Zen 5 ~500 ns, Arrow Lake/Alder Lake P ~7 us core to core; up to 10x \
-                        slower L2/L3/DRAM on other cores (chipsandcheese); Linux: 10 ms sleep \
-                        per trapped split lock (split_lock_mitigate=1); a host that traps a \
-                        guest's: ~2 us bus locks between 100-500 us traps (Emerald Rapids KVM)"
-                .into(),
-            explanation,
+            summary: words::summary(&facts),
+            level: level(&facts),
+            figure: words::figure(&facts),
+            reference: words::reference(),
+            explanation: words::explanation(&facts),
             borderline: None,
         })
+    }
+}
+
+/// The figures the verdict rests on, and the mechanism they show; `None` when neither a
+/// measurement nor the kernel's state names one.
+fn gather<'a>(fp: &Inputs<'a>) -> Option<Facts<'a>> {
+    let mode = fp.machine.split_lock.effective;
+    let value = |name: &str| fp.metric("split-lock", name).map(|m| m.value);
+    let effect_str = |key: &str| fp.effect("split-lock", key).and_then(|v| v.as_str());
+    let measured_in_child = effect_str("split_lock_measured") == Some("kernel_mitigation");
+    // Where the kernel traps, the probe times one thread's trapped locks in a child
+    // (`split_lock_trapped_ns`); fingerprints from before that name carried the same
+    // figure as `split_lock_latency_ns` with `split_lock_measured: kernel_mitigation`.
+    let split_metric = fp
+        .metric("split-lock", "split_lock_latency_ns")
+        .or_else(|| fp.metric("split-lock", "split_lock_trapped_ns"));
+    let split = split_metric.map(|m| m.value);
+    // What one thread pays per split lock, traps included: the per-op mean where the
+    // probe timed ops one by one, else the figure it had.
+    let op_metric = fp.metric("split-lock", "split_lock_op_mean_ns");
+    let cost = op_metric
+        .map(|m| m.value)
+        .or_else(|| value("split_lock_trapped_ns"))
+        .or(split);
+    let neighbour_value = |name: &str| fp.metric("split-lock-neighbour", name).map(|m| m.value);
+    let n_lat = neighbour_value("split_lock_neighbour_latency_ratio");
+    let recorded = effect_str("split_lock_mechanism").and_then(SplitLockMechanism::from_word);
+    let shape = effect_str("split_lock_trap_shape").and_then(TrapShape::from_word);
+    let (mechanism, shape) = match recorded {
+        Some(m) => (m, shape),
+        None => classify(&MechanismEvidence {
+            kernel: mode,
+            guest: fp.machine.hypervisor.is_some(),
+            killed_by_sigbus: effect_str("split_lock_child").is_some_and(|e| e.contains("SIGBUS")),
+            census: None,
+            mean_ns: cost,
+        })?,
+    };
+    let core_to_core = match (split, value("aligned_lock_latency_ns"), measured_in_child) {
+        (Some(split_ns), Some(aligned_ns), false) if aligned_ns > 0.0 => Some(CoreToCore {
+            split_ns,
+            aligned_ns,
+        }),
+        _ => None,
+    };
+    Some(Facts {
+        kernel: mode,
+        mechanism,
+        shape,
+        split_metric,
+        aligned_ratio: value("split_lock_ratio"),
+        op_metric,
+        cost_ns: cost,
+        core_to_core,
+        percentiles_ns: fp
+            .effect("split-lock", "split_lock_op_percentiles_ns")
+            .and_then(|p| Some((p.get("p50")?.as_f64()?, p.get("p90")?.as_f64()?))),
+        neighbour: neighbour_of(
+            n_lat,
+            neighbour_value("split_lock_neighbour_bandwidth_ratio"),
+        ),
+        aggressor_split_locks_per_s: neighbour_value("aggressor_split_locks_per_s"),
+        every_tenant_pays: n_lat.is_some_and(|l| l >= HAZARD_NEIGHBOUR_LATENCY_RATIO),
+    })
+}
+
+/// The level: a kernel that penalises split locks or kills makes any program that issues
+/// them a hazard; a trap is judged by its cost; a bus lock by its cost, its ratio to an
+/// aligned atomic and what it does to a neighbour.
+fn level(f: &Facts<'_>) -> Level {
+    let cost = f.cost_ns;
+    match f.mechanism {
+        SplitLockMechanism::Fatal => Level::Hazard,
+        _ if f.kernel.penalises() => Level::Hazard,
+        SplitLockMechanism::TrappedByHost | SplitLockMechanism::TrappedByKernel => {
+            if cost.is_some_and(|c| c >= HAZARD_NS) {
+                Level::Hazard
+            } else {
+                Level::Notice
+            }
+        }
+        SplitLockMechanism::BusLock => {
+            // Where the kernel acts but let the bus locks through (warn only), the child
+            // timed one thread's: no core-to-core figure, the per-op cost stands in.
+            let split = f.split_metric.map(|m| m.value).or(cost);
+            let ratio = f.aligned_ratio;
+            let hazard = split.is_some_and(|s| s >= HAZARD_NS)
+                || ratio.is_some_and(|r| r >= HAZARD_RATIO)
+                || f.every_tenant_pays;
+            let notice =
+                split.is_some_and(|s| s >= NOTICE_NS) || ratio.is_some_and(|r| r >= NOTICE_RATIO);
+            if hazard {
+                Level::Hazard
+            } else if notice {
+                Level::Notice
+            } else {
+                Level::Ok
+            }
+        }
     }
 }
 

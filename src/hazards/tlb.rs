@@ -12,8 +12,8 @@
 //! `effects.not_measured`.
 
 use super::{Hazard, Inputs};
-use crate::format::human_bytes;
 use crate::schema::{Level, Verdict};
+use crate::words::verdicts::tlb::{self as words, Facts};
 
 /// At or above this ratio of DRAM latency on 4 KiB over huge pages, page walks add half a DRAM
 /// access to every random load: a workload bound by such loads loses a third of its speed to
@@ -32,7 +32,7 @@ impl Hazard for SmallPagePenalty {
     }
 
     fn title(&self) -> &'static str {
-        "4 KiB page penalty"
+        words::TITLE
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
@@ -49,15 +49,11 @@ impl Hazard for SmallPagePenalty {
     }
 
     fn hurts(&self) -> &'static [&'static str] {
-        &[
-            "random access over large memory on 4 KiB pages (hash tables, B-trees, graphs, \
-             pointer-heavy heaps)",
-            "garbage-collected heaps and in-memory databases larger than the TLB reach",
-        ]
+        words::HURTS
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let ratio = fp.metric("mem-latency", "tlb_penalty_ratio")?.value;
+        let penalty = fp.metric("mem-latency", "tlb_penalty_ratio")?;
         let small = fp.metric("mem-latency", "dram_latency_4k_ns")?.value;
         // Huge pages at the size the penalty is read at; an earlier build read the penalty at
         // the DRAM size itself and saved no figure of its own for it.
@@ -66,122 +62,76 @@ impl Hazard for SmallPagePenalty {
             .metric("mem-latency", "dram_latency_huge_ns")
             .map(|m| m.value)
             .or(dram)?;
-        let reach = fp
-            .metric("mem-latency", "tlb_reach_bytes")
-            .map(|m| m.value as u64);
-        let size = fp
-            .effect("mem-latency", "tlb_penalty_size_bytes")
-            .and_then(|s| s.as_u64())
-            .or_else(|| {
-                fp.effect("mem-latency", "levels")
-                    .and_then(|l| l.as_array())
-                    .and_then(|l| l.iter().find(|x| x["name"] == "dram"))
-                    .and_then(|d| d["at_size_bytes"].as_u64())
-            });
-        // The penalty at each DRAM size, smallest first: it grows with the memory touched.
-        let by_size: Vec<(u64, f64)> = fp
-            .effect("mem-latency", "tlb_penalty_by_size")
-            .and_then(|m| m.as_object())
-            .map(|m| {
-                let mut v: Vec<(u64, f64)> = m
-                    .iter()
-                    .filter_map(|(k, r)| Some((k.parse().ok()?, r.as_f64()?)))
-                    .collect();
-                v.sort_by_key(|p| p.0);
-                v
-            })
-            .unwrap_or_default();
-        let huge_kind = fp
-            .effect("mem-latency", "latency_page_kind")
-            .and_then(|k| k.as_str())
-            .unwrap_or("huge pages")
-            .to_string();
         let (level, borderline) = super::level_near_thresholds(
             fp,
-            ratio,
-            fp.metric("mem-latency", "tlb_penalty_ratio")
-                .and_then(|m| m.interval.as_ref()),
+            penalty.value,
+            penalty.interval.as_ref(),
             Level::Ok,
             &[(NOTICE_RATIO, Level::Notice), (HAZARD_RATIO, Level::Hazard)],
         );
-        let mut text = format!(
-            "Random loads over {} take {small:.0} ns on 4 KiB pages against {huge:.0} ns on \
-             {huge_kind} ({ratio:.2}x): page walks add {:.0} ns to each.",
-            size.map(human_bytes)
-                .unwrap_or_else(|| "a buffer beyond the caches".into()),
-            small - huge
-        );
-        if let (Some(first), Some(last)) = (by_size.first(), by_size.last())
-            && by_size.len() > 1
-        {
-            text.push_str(&format!(
-                " {}: {}.",
-                if last.1 > first.1 {
-                    "It grows with the memory touched"
-                } else {
-                    "By memory touched"
-                },
-                by_size
-                    .iter()
-                    .map(|(s, r)| format!("{r:.2}x at {}", human_bytes(*s)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        if let Some(dram) = dram.filter(|d| (d - huge).abs() > 0.05 * d) {
-            text.push_str(&format!(
-                " DRAM itself answers in {dram:.0} ns on {huge_kind}, where the latency curve \
-                 is flat; at {} huge pages pay some walks too.",
-                size.map(human_bytes)
-                    .unwrap_or_else(|| "the largest size".into())
-            ));
-        }
-        if let Some(reach) = reach {
-            text.push_str(&format!(
-                " Past {} of memory touched at random, 4 KiB pages start paying page walks \
-                 (their TLB reach).",
-                human_bytes(reach)
-            ));
-        }
-        if let Some(hv) = &fp.machine.hypervisor {
-            text.push_str(&format!(
-                " This is a {} guest: with nested paging each 4 KiB TLB miss walks the guest's \
-                 and the host's page tables, up to 24 memory references instead of 4, which is \
-                 why 4 KiB pages cost so much more in a VM.",
-                hv.vendor
-            ));
-        }
-        text.push_str(match level {
-            Level::Ok => " Huge pages buy little for random access here.",
-            _ => {
-                " Hash tables, B-trees, graph walks and large GC heaps pay this on every miss; \
-                 huge pages (THP madvise, hugetlbfs) remove most of it."
-            }
-        });
-        let summary = format!(
-            "a random DRAM load takes {:.0} ns longer on 4 KiB pages than on huge",
-            small - huge
-        );
+        let facts = Facts {
+            level,
+            penalty_ratio: penalty.value,
+            penalty_metric: penalty,
+            small_page_ns: small,
+            huge_page_ns: huge,
+            huge_kind: fp
+                .effect("mem-latency", "latency_page_kind")
+                .and_then(|k| k.as_str())
+                .map(str::to_string),
+            // Quoted only where it differs from the huge-page figure by more than 5%.
+            dram_ns: dram.filter(|d| (d - huge).abs() > 0.05 * d),
+            size_bytes: penalty_size(fp),
+            by_size: penalty_by_size(fp),
+            tlb_reach_bytes: fp
+                .metric("mem-latency", "tlb_reach_bytes")
+                .map(|m| m.value as u64),
+            hypervisor: fp
+                .machine
+                .hypervisor
+                .as_ref()
+                .map(|hv| hv.vendor.to_string()),
+            notice_ratio: NOTICE_RATIO,
+            hazard_ratio: HAZARD_RATIO,
+        };
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
-            summary,
+            summary: words::summary(&facts),
             level,
-            figure: format!(
-                "{}, {small:.0} vs {huge:.0} ns",
-                super::with_interval(
-                    format!("{ratio:.2}x"),
-                    fp.metric("mem-latency", "tlb_penalty_ratio")
-                )
-            ),
-            reference: format!(
-                "notice at {NOTICE_RATIO}x, hazard at {HAZARD_RATIO}x (nested paging: up to \
-                 24 references per walk, Bhargava et al. 2008)"
-            ),
-            explanation: text,
+            figure: words::figure(&facts),
+            reference: words::reference(&facts),
+            explanation: words::explanation(&facts),
             borderline,
         })
     }
+}
+
+/// The DRAM size the penalty was read at (older fingerprints: the DRAM level's size).
+fn penalty_size(fp: &Inputs<'_>) -> Option<u64> {
+    fp.effect("mem-latency", "tlb_penalty_size_bytes")
+        .and_then(|s| s.as_u64())
+        .or_else(|| {
+            fp.effect("mem-latency", "levels")
+                .and_then(|l| l.as_array())
+                .and_then(|l| l.iter().find(|x| x["name"] == "dram"))
+                .and_then(|d| d["at_size_bytes"].as_u64())
+        })
+}
+
+/// The penalty at each DRAM size, smallest first: it grows with the memory touched.
+fn penalty_by_size(fp: &Inputs<'_>) -> Vec<(u64, f64)> {
+    fp.effect("mem-latency", "tlb_penalty_by_size")
+        .and_then(|m| m.as_object())
+        .map(|m| {
+            let mut v: Vec<(u64, f64)> = m
+                .iter()
+                .filter_map(|(k, r)| Some((k.parse().ok()?, r.as_f64()?)))
+                .collect();
+            v.sort_by_key(|p| p.0);
+            v
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
