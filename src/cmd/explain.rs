@@ -35,7 +35,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             write!(
                 out,
                 "{}",
-                terminal::wrap(
+                cpudoctor::report::text::wrap(
                     &format!("{:<18} hurts {}", h.id(), h.hurts().join("; ")),
                     style.width,
                     2

@@ -3,7 +3,7 @@
 //! and the binary decides where it goes.
 
 use super::text::wrap_hanging;
-pub use super::text::{table, wrap};
+use super::text::{table, wrap};
 use crate::format::{group_thousands, human_value};
 use crate::machine::{Machine, SplitLockMode};
 use crate::measure::ClockInfo;
