@@ -18,3 +18,15 @@ pub const PAUSE_SKYLAKE_SP_NS: f64 = 43.0;
 /// secondary-super cache at all (true sharing): 3.5x (Netflix Technology Blog, "Seeing through
 /// hardware counters: a journey to threefold performance increase", 2022).
 pub const NETFLIX_TRUE_SHARING_FIX_SPEEDUP: f64 = 3.5;
+/// How much slower the Netflix JVM case's slow nodes ran per instruction: 3x the CPI of the
+/// fast ones (Netflix Technology Blog, "Seeing through hardware counters: a journey to
+/// threefold performance increase", 2022).
+pub const NETFLIX_SLOW_NODE_CPI_RATIO: f64 = 3.0;
+/// The same nodes' memory-ordering machine clears against the fast ones': 4x (same source).
+pub const NETFLIX_SLOW_NODE_MACHINE_CLEARS_RATIO: f64 = 4.0;
+/// Second-level TLB entries on Skylake: 1536 (Intel 64 and IA-32 Architectures Optimization
+/// Reference Manual, "Skylake microarchitecture", shared STLB).
+pub const STLB_ENTRIES_SKYLAKE: u64 = 1536;
+/// Second-level data TLB entries on Zen 4: 3072 (AMD Software Optimization Guide for AMD
+/// Family 19h Processors, L2 DTLB).
+pub const STLB_ENTRIES_ZEN4: u64 = 3072;
