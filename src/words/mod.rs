@@ -9,5 +9,6 @@
 //! Each function here takes typed facts (numbers with units in their names, levels, names) and
 //! returns text; none measures, judges or reads a file.
 
+pub mod experiment;
 pub mod findings;
 pub mod verdicts;
