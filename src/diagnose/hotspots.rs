@@ -140,7 +140,7 @@ pub struct HotSite {
     /// Threads sampled here, busiest first.
     pub threads: Vec<SiteThread>,
     /// The site's code, `=>` on the hot instruction, samples per address.
-    pub disassembly: Vec<String>,
+    pub disassembly: disasm::Listing,
     /// `file:line` of the hot instruction, from DWARF.
     pub source_line: Option<String>,
     /// How the locked operand straddles a cache line, when the code fixes its address: a

@@ -11,7 +11,7 @@
 //! would be wrong on most machines that read it.
 
 use super::counters::{self, CounterValue};
-use super::disasm::SiteKind;
+use super::disasm::{Listing, SiteKind};
 use super::events::Signal;
 use super::hotspots::{self, CallerPath, HotFunction, HotSite, HotSpots, short_module};
 use super::jit;
@@ -111,8 +111,8 @@ pub struct Finding {
     pub offset: Option<u64>,
     /// Share of all samples.
     pub sample_share: Option<f64>,
-    /// The code, `=>` on the hot instruction.
-    pub disassembly: Vec<String>,
+    /// The code, `hot` on the hot instruction.
+    pub disassembly: Listing,
     /// The evidence, one fact per line.
     pub evidence: Vec<String>,
     /// What it costs, in this machine's figures.
@@ -611,7 +611,7 @@ fn counter_finding(id: &str, level: Level, w: CounterWords) -> Finding {
         module: None,
         offset: None,
         sample_share: None,
-        disassembly: Vec::new(),
+        disassembly: Listing::default(),
         evidence: vec![w.evidence],
         explanation: w.explanation,
         advice: w.advice,
@@ -735,7 +735,7 @@ mod tests {
                     share_of_thread: 0.9,
                 })
                 .collect(),
-            disassembly: vec!["=> 0x1189: f3 90 pause".into()],
+            disassembly: Listing(vec!["=> 0x1189: f3 90 pause".parse().unwrap()]),
             source_line: None,
             split_note: None,
             possible_split_note: None,
