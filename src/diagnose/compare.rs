@@ -13,7 +13,7 @@
 
 use super::disasm::{Listing, SiteKind};
 use super::export::stacks_of;
-use super::hotspots::{self, CallerPath, short_module};
+use super::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
 use super::rules::PauseCost;
 use super::sampler::SamplingMode;
 use super::{Diagnosis, StackCount};
@@ -349,9 +349,10 @@ fn code_side(
     let no_site = match (&site, t.by_function.get(key)) {
         (Some(_), _) => None,
         (None, None) => Some("not sampled".to_string()),
-        (None, Some(_)) if share < 0.01 => Some(format!(
-            "{:.1}% of samples: under the 1% from which code is disassembled",
-            100.0 * share
+        (None, Some(_)) if share < MIN_DECODE_SHARE => Some(format!(
+            "{:.1}% of samples: under the {}% from which code is disassembled",
+            100.0 * share,
+            100.0 * MIN_DECODE_SHARE
         )),
         (None, Some(_)) => Some("not disassembled (its notes say why)".to_string()),
     };

@@ -201,7 +201,7 @@ const TOP_FUNCTIONS: usize = 15;
 /// Functions disassembled.
 const DECODED_FUNCTIONS: usize = 10;
 /// A function is decoded when it has at least this share of the samples.
-const MIN_DECODE_SHARE: f64 = 0.01;
+pub const MIN_DECODE_SHARE: f64 = 0.01;
 /// A site is reported when it has at least this share.
 const MIN_SITE_SHARE: f64 = 0.005;
 /// Longest function decoded whole; beyond, a window around the samples.
