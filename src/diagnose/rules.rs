@@ -288,6 +288,10 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
     let spin = match &lock {
         Some(l) => SpinContext::Runtime(runtime_spin_cost(l.runtime, ctx)),
         None => SpinContext::Generic(GenericSpins {
+            glibc: ctx
+                .pause
+                .and_then(|p| Runtime::Glibc.spin_cost(p.ns, ctx.machine.logical_cpus as u64))
+                .map_or((0, 0.0), |c| (c.pauses as u64, c.spin_ns)),
             cores: ctx.machine.logical_cpus,
             dotnet_legacy_ns: ctx.pause.map_or(0.0, |p| {
                 LegacySpin::new(ctx.machine.logical_cpus as u64).total_ns(p.ns)

@@ -90,9 +90,7 @@ pub fn pause_spin_title(symbol: &str, runtime_lock: Option<(&str, &str)>) -> Str
     }
 }
 
-/// glibc's adaptive mutex spins this many PAUSEs (its default `mutex_spin_count`).
-pub const GLIBC_ADAPTIVE_SPIN_PAUSES: u64 = 100;
-/// A long fixed spin, for scale.
+/// A long fixed spin, for scale beside glibc's.
 pub const LONG_SPIN_PAUSES: u64 = 1_000;
 
 /// PAUSE as measured now, and the sampled time in PAUSEs.
@@ -110,6 +108,9 @@ pub struct PauseMeasured {
 /// PAUSE cost.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GenericSpins {
+    /// glibc's adaptive mutex at this PAUSE cost (spin model): PAUSEs it spins (its default
+    /// `mutex_spin_count`) and their time in ns.
+    pub glibc: (u64, f64),
     /// Logical CPUs.
     pub cores: usize,
     /// .NET's legacy lock spin on that many cores, in ns.
@@ -154,8 +155,8 @@ pub fn pause_spin_explanation(pause: Option<PauseMeasured>, spin: &SpinContext) 
         SpinContext::Generic(g) => format!(
             "{measured} A spin of {} PAUSEs (glibc's adaptive mutex) lasts {}, of {} PAUSEs {}; \
              .NET's legacy lock spin on {} cores would last {}. {SPIN_IS_THE_SYMPTOM}",
-            group_thousands(GLIBC_ADAPTIVE_SPIN_PAUSES),
-            human_ns(GLIBC_ADAPTIVE_SPIN_PAUSES as f64 * p.ns),
+            group_thousands(g.glibc.0),
+            human_ns(g.glibc.1),
             group_thousands(LONG_SPIN_PAUSES),
             human_ns(LONG_SPIN_PAUSES as f64 * p.ns),
             g.cores,
