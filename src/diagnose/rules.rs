@@ -959,11 +959,15 @@ mod tests {
         huge[0].anon_huge_pages_kb = 500 * 1024;
         assert!(findings(&ctx(&hot, &m, &huge)).is_empty());
     }
-    /// TEMPORARY golden dump for the words move (removed before merge).
+
+    /// Every rule's sentences on one made-up profile that sets them all off, four ways (no
+    /// costs and no THP figure; a saved check and THP madvise; costs measured now with
+    /// counters and THP never; no PAUSE measured, THP always): a change to any sentence shows
+    /// here. Review with `cargo insta review`.
     #[test]
-    fn golden_dump() {
+    fn every_rules_sentences_match_their_snapshot() {
         use crate::diagnose::{StackCount, StackFrame};
-        use crate::machine::ThpEnabled;
+        use crate::machine::{ThpEnabled, ThpMode};
         let m = machine();
         let frame = |f: &str| StackFrame {
             address: 1,
@@ -1094,17 +1098,15 @@ mod tests {
                 },
             )]);
             let mut mm = m.clone();
-            mm.thp = match variant {
-                0 => None,
-                _ => mm.thp,
-            };
-            if let Some(t) = mm.thp.as_mut() {
-                t.enabled = match variant {
-                    1 => ThpEnabled::Madvise,
-                    2 => ThpEnabled::Never,
-                    _ => ThpEnabled::Always,
-                };
-            }
+            mm.split_lock.summary = "split locks run untrapped.".into();
+            mm.thp = [None, Some(ThpEnabled::Madvise), Some(ThpEnabled::Never)]
+                .get(variant)
+                .copied()
+                .unwrap_or(Some(ThpEnabled::Always))
+                .map(|enabled| ThpMode {
+                    enabled,
+                    defrag: None,
+                });
             let mut c = ctx(&hot, &mm, &procs);
             c.jvms = &jvms;
             if variant >= 2 {
@@ -1124,7 +1126,17 @@ mod tests {
             }
             all.push(findings(&c));
         }
-        let out = std::env::var("GOLDEN_OUT").unwrap_or("/tmp/golden.json".into());
-        std::fs::write(out, serde_json::to_string_pretty(&all).unwrap()).unwrap();
+        let mut text = String::new();
+        for (variant, found) in all.iter().enumerate() {
+            text.push_str(&format!("== variant {variant}\n"));
+            for f in found {
+                text.push_str(&format!("[{:?}] {}: {}\n", f.level, f.id, f.title));
+                for e in &f.evidence {
+                    text.push_str(&format!("  - {e}\n"));
+                }
+                text.push_str(&format!("  Cost: {}\n  Do: {}\n", f.explanation, f.advice));
+            }
+        }
+        insta::assert_snapshot!("rules_sentences", text);
     }
 }
