@@ -960,15 +960,11 @@ mod tests {
         assert!(findings(&ctx(&hot, &m, &huge)).is_empty());
     }
 
-    /// Every rule's sentences on one made-up profile that sets them all off, four ways (no
-    /// costs and no THP figure; a saved check and THP madvise; costs measured now with
-    /// counters and THP never; no PAUSE measured, THP always): a change to any sentence shows
-    /// here. Review with `cargo insta review`.
-    #[test]
-    fn every_rules_sentences_match_their_snapshot() {
+    /// A profile that sets off every code rule: a PAUSE spin (and one in glibc's mutex), a
+    /// plain spin, a contended Go lock word, a hot atomic, a split lock, hot loads, HotSpot's
+    /// monitor code and a JIT method scanning secondary supers.
+    fn every_rule_profile() -> HotSpots {
         use crate::diagnose::{StackCount, StackFrame};
-        use crate::machine::{ThpEnabled, ThpMode};
-        let m = machine();
         let frame = |f: &str| StackFrame {
             address: 1,
             function: Some(f.into()),
@@ -976,14 +972,104 @@ mod tests {
             offset: 0,
             file_offset: None,
         };
-        let stacks = |leaf: &str, callers: &[&str]| StackCount {
+        let stack = |leaf: &str, callers: &[&str]| StackCount {
             frames: std::iter::once(frame(leaf))
                 .chain(callers.iter().map(|c| frame(c)))
                 .collect(),
             samples: 10,
         };
-        let mut all = Vec::new();
-        let costs = MachineCosts {
+        let named = |kind, share, threads: &[(u32, u64)], symbol: &str| HotSite {
+            symbol: symbol.into(),
+            ..site(kind, share, threads)
+        };
+        let mut pause = named(SiteKind::PauseSpin, 0.3, &[(10, 300)], "spin_wait_on_flag");
+        pause.source_line = Some("a.c:12".into());
+        let glibc = HotSite {
+            symbol: "pthread_mutex_lock".into(),
+            share: 0.1,
+            ..pause.clone()
+        };
+        let mut go = named(
+            SiteKind::LockedRmw,
+            0.5,
+            &[(10, 250), (11, 250)],
+            "sync.(*Mutex).lockSlow",
+        );
+        go.possible_split_note = Some("maybe 0x3c".into());
+        let mut split = named(SiteKind::LockedRmw, 0.08, &[(10, 80)], "splitter");
+        split.split_note = Some("the 8-byte operand at 0x403c".into());
+        let method = "void SecondarySupers.lambda$main$0(int, long[])";
+        let mut scan = named(SiteKind::Compute, 0.3, &[(1, 150), (2, 150)], method);
+        scan.module = "//anon".into();
+        scan.instruction = "repne scasq [rdi]".into();
+        let monitor = |symbol: &str, share| HotFunction {
+            symbol: symbol.into(),
+            module: "/lib/libjvm.so".into(),
+            samples: 100,
+            share,
+            callers: Vec::new(),
+            threads: Vec::new(),
+        };
+        HotSpots {
+            sites: vec![
+                pause,
+                glibc,
+                named(SiteKind::SpinWithoutPause, 0.06, &[(10, 60)], "plain"),
+                go,
+                named(SiteKind::LockedRmw, 0.07, &[(10, 70)], "hotatomic"),
+                split,
+                named(SiteKind::MemoryLoad, 0.4, &[(5, 400)], "loader"),
+                scan,
+            ],
+            kinds: vec![KindShare {
+                kind: SiteKind::MemoryLoad,
+                samples: 400,
+                share: 0.4,
+            }],
+            functions: vec![
+                monitor("ObjectMonitor::TrySpin", 0.12),
+                monitor("ObjectMonitor::EnterI", 0.2),
+            ],
+            stacks: vec![
+                stack("spin_wait_on_flag", &["worker", "start_thread"]),
+                stack("pthread_mutex_lock", &["do_work", "main"]),
+                stack(
+                    "sync.(*Mutex).lockSlow",
+                    &["sync.(*Mutex).Lock", "main.inc"],
+                ),
+            ],
+            ..HotSpots::default()
+        }
+    }
+
+    /// Counters that set off every counter rule.
+    fn every_rule_counters() -> Vec<CounterValue> {
+        let cv = |name: &str, signal: Option<Signal>, value: f64| CounterValue {
+            name: name.into(),
+            signal,
+            value,
+            running_fraction: 1.0,
+        };
+        vec![
+            cv("cycles", None, 5e9),
+            cv("instructions", None, 1e9),
+            cv("x", Some(Signal::MemoryOrderingClears), 1e7),
+            cv("y", Some(Signal::CrossCoreHitm), 2e7),
+            cv("z", Some(Signal::BusLocks), 30.0),
+            cv("w", Some(Signal::DtlbWalks), 9e6),
+        ]
+    }
+
+    /// Every rule's sentences on one made-up profile that sets them all off, four ways (no
+    /// costs and no THP figure; a saved check and THP madvise; costs measured now with
+    /// counters and THP never; no PAUSE measured, THP always): a change to any sentence shows
+    /// here. Review with `cargo insta review`.
+    #[test]
+    fn every_rules_sentences_match_their_snapshot() {
+        use crate::machine::{ThpEnabled, ThpMode};
+        let hot = every_rule_profile();
+        let counters = every_rule_counters();
+        let saved = MachineCosts {
             line_transfer_ns: Some(61.5),
             aligned_lock_ns: Some(58.0),
             split_lock_ns: Some(1234.0),
@@ -991,115 +1077,31 @@ mod tests {
                 file: "icx.json".into(),
             },
         };
-        let costs2 = MachineCosts {
-            line_transfer_ns: Some(61.5),
+        let measured = MachineCosts {
             aligned_lock_ns: None,
-            split_lock_ns: Some(1234.0),
             source: CostSource::MeasuredNow,
+            ..saved.clone()
         };
-        let cv = |name: &str, signal: Option<Signal>, value: f64| CounterValue {
-            name: name.into(),
-            signal,
-            value,
-            running_fraction: 1.0,
-        };
-        let counters = vec![
-            cv("cycles", None, 5e9),
-            cv("instructions", None, 1e9),
-            cv("x", Some(Signal::MemoryOrderingClears), 1e7),
-            cv("y", Some(Signal::CrossCoreHitm), 2e7),
-            cv("z", Some(Signal::BusLocks), 30.0),
-            cv("w", Some(Signal::DtlbWalks), 9e6),
-        ];
+        let procs = [ProcessMemory {
+            pid: 5,
+            name: "rand".into(),
+            rss_kb: 600 * 1024,
+            anonymous_kb: 512 * 1024,
+            anon_huge_pages_kb: 0,
+        }];
+        let mut text = String::new();
         for variant in 0..4 {
-            let mut sites = Vec::new();
-            let mut p = site(SiteKind::PauseSpin, 0.3, &[(10, 300)]);
-            p.source_line = Some("a.c:12".into());
-            sites.push(p.clone());
-            let mut p2 = p.clone();
-            p2.symbol = "pthread_mutex_lock".into();
-            p2.share = 0.1;
-            sites.push(p2);
-            let mut q = site(SiteKind::SpinWithoutPause, 0.06, &[(10, 60)]);
-            q.symbol = "plain".into();
-            sites.push(q);
-            let mut l = site(SiteKind::LockedRmw, 0.5, &[(10, 250), (11, 250)]);
-            l.symbol = "sync.(*Mutex).lockSlow".into();
-            l.possible_split_note = Some("maybe 0x3c".into());
-            sites.push(l);
-            let mut l2 = site(SiteKind::LockedRmw, 0.07, &[(10, 70)]);
-            l2.symbol = "hotatomic".into();
-            sites.push(l2);
-            let mut sl = site(SiteKind::LockedRmw, 0.08, &[(10, 80)]);
-            sl.symbol = "splitter".into();
-            sl.split_note = Some("the 8-byte operand at 0x403c".into());
-            sites.push(sl);
-            let mut ml = site(SiteKind::MemoryLoad, 0.4, &[(5, 400)]);
-            ml.symbol = "loader".into();
-            sites.push(ml);
-            let method = "void SecondarySupers.lambda$main$0(int, long[])";
-            let mut scan = site(SiteKind::Compute, 0.3, &[(1, 150), (2, 150)]);
-            scan.symbol = method.into();
-            scan.module = "//anon".into();
-            scan.instruction = "repne scasq [rdi]".into();
-            sites.push(scan);
-            let hot = HotSpots {
-                sites,
-                kinds: vec![KindShare {
-                    kind: SiteKind::MemoryLoad,
-                    samples: 400,
-                    share: 0.4,
-                }],
-                functions: vec![
-                    HotFunction {
-                        symbol: "ObjectMonitor::TrySpin".into(),
-                        module: "/lib/libjvm.so".into(),
-                        samples: 100,
-                        share: 0.12,
-                        callers: Vec::new(),
-                        threads: Vec::new(),
-                    },
-                    HotFunction {
-                        symbol: "ObjectMonitor::EnterI".into(),
-                        module: "/lib/libjvm.so".into(),
-                        samples: 100,
-                        share: 0.2,
-                        callers: Vec::new(),
-                        threads: Vec::new(),
-                    },
-                ],
-                stacks: vec![
-                    stacks("spin_wait_on_flag", &["worker", "start_thread"]),
-                    stacks("pthread_mutex_lock", &["do_work", "main"]),
-                    stacks(
-                        "sync.(*Mutex).lockSlow",
-                        &["sync.(*Mutex).Lock", "main.inc"],
-                    ),
-                ],
-                ..HotSpots::default()
-            };
-            let procs = [ProcessMemory {
-                pid: 5,
-                name: "rand".into(),
-                rss_kb: 600 * 1024,
-                anonymous_kb: 512 * 1024,
-                anon_huge_pages_kb: 0,
-            }];
             let jvms = BTreeMap::from([(
                 7,
                 Jvm {
                     home: "/usr/lib/jvm/java-17".into(),
-                    version: if variant == 1 {
-                        None
-                    } else {
-                        Some("17.0.15".into())
-                    },
+                    version: (variant != 1).then(|| "17.0.15".into()),
                     names_from: None,
                 },
             )]);
-            let mut mm = m.clone();
-            mm.split_lock.summary = "split locks run untrapped.".into();
-            mm.thp = [None, Some(ThpEnabled::Madvise), Some(ThpEnabled::Never)]
+            let mut m = machine();
+            m.split_lock.summary = "split locks run untrapped.".into();
+            m.thp = [None, Some(ThpEnabled::Madvise), Some(ThpEnabled::Never)]
                 .get(variant)
                 .copied()
                 .unwrap_or(Some(ThpEnabled::Always))
@@ -1107,29 +1109,25 @@ mod tests {
                     enabled,
                     defrag: None,
                 });
-            let mut c = ctx(&hot, &mm, &procs);
+            let mut c = ctx(&hot, &m, &procs);
             c.jvms = &jvms;
-            if variant >= 2 {
-                c.counters = &counters;
-            }
             match variant {
-                1 => c.costs = Some(&costs),
-                2 => c.costs = Some(&costs2),
+                1 => c.costs = Some(&saved),
+                2 => {
+                    c.costs = Some(&measured);
+                    c.pause = Some(PauseCost {
+                        ns: 20.0,
+                        cycles: None,
+                    });
+                }
                 3 => c.pause = None,
                 _ => {}
             }
-            if variant == 2 {
-                c.pause = Some(PauseCost {
-                    ns: 20.0,
-                    cycles: None,
-                });
+            if variant >= 2 {
+                c.counters = &counters;
             }
-            all.push(findings(&c));
-        }
-        let mut text = String::new();
-        for (variant, found) in all.iter().enumerate() {
             text.push_str(&format!("== variant {variant}\n"));
-            for f in found {
+            for f in findings(&c) {
                 text.push_str(&format!("[{:?}] {}: {}\n", f.level, f.id, f.title));
                 for e in &f.evidence {
                     text.push_str(&format!("  - {e}\n"));
