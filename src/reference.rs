@@ -78,3 +78,11 @@ pub const EMERALD_RAPIDS_HOST_TRAP_MAX_US: f64 = 500.0;
 /// 200 FPS on Windows (chipsandcheese, "Investigating Split Locks on x86-64"): what a trapped
 /// split lock costs a program that issues them.
 pub const SPLIT_LOCK_TRAPPED_GAME_FPS: u32 = 10;
+/// The same nodes' memory-ordering machine clears against the fast ones': 4x (same source).
+pub const NETFLIX_SLOW_NODE_MACHINE_CLEARS_RATIO: f64 = 4.0;
+/// Second-level TLB entries on Skylake: 1536 (Intel 64 and IA-32 Architectures Optimization
+/// Reference Manual, "Skylake microarchitecture", shared STLB).
+pub const STLB_ENTRIES_SKYLAKE: u64 = 1536;
+/// Second-level data TLB entries on Zen 4: 3072 (AMD Software Optimization Guide for AMD
+/// Family 19h Processors, L2 DTLB).
+pub const STLB_ENTRIES_ZEN4: u64 = 3072;

@@ -11,9 +11,9 @@
 //! result is a typed, serde-serialisable [`DiagnosisDiff`]; [`super::compare_render`] prints
 //! it.
 
-use super::disasm::SiteKind;
+use super::disasm::{Listing, SiteKind};
 use super::export::stacks_of;
-use super::hotspots::{self, CallerPath, short_module};
+use super::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
 use super::rules::PauseCost;
 use super::sampler::SamplingMode;
 use super::{Diagnosis, StackCount};
@@ -129,8 +129,8 @@ pub struct SiteSummary {
     pub samples: u64,
     /// Share of the side's samples.
     pub share: f64,
-    /// The site's code, `=>` on the hot instruction.
-    pub disassembly: Vec<String>,
+    /// The site's code, `hot` on the hot instruction.
+    pub disassembly: Listing,
 }
 
 /// A grown function's code and callers on one side.
@@ -321,52 +321,6 @@ fn rank(v: &mut [Change]) {
     });
 }
 
-/// Parses one line of a site listing (`=> 0x1208: f3 90   pause  [733 samples]`).
-fn listing_line(line: &str) -> Option<(bool, ListingLine)> {
-    let hot = line.starts_with("=>");
-    let rest = line.get(2..)?.trim_start();
-    let (addr, rest) = rest.split_once(": ")?;
-    let address = u64::from_str_radix(addr.trim_start_matches("0x"), 16).ok()?;
-    let mut words = rest.split_whitespace().peekable();
-    // The encoded bytes: two hex digits each.
-    while words
-        .peek()
-        .is_some_and(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_hexdigit()))
-    {
-        words.next();
-    }
-    let text: Vec<&str> = words.collect();
-    let text = text.join(" ");
-    let (instruction, samples) = match text.rsplit_once("  [") {
-        Some((i, n)) if n.ends_with(" samples]") || n.ends_with(" sample]") => (
-            i.trim().to_string(),
-            n.split_whitespace().next()?.parse().ok()?,
-        ),
-        _ => match text.rsplit_once(" [") {
-            Some((i, n)) if n.ends_with(" samples]") || n.ends_with(" sample]") => (
-                i.trim().to_string(),
-                n.split_whitespace().next()?.parse().ok()?,
-            ),
-            _ => (text.trim().to_string(), 0),
-        },
-    };
-    Some((
-        hot,
-        ListingLine {
-            address,
-            instruction,
-            samples,
-        },
-    ))
-}
-
-/// The instruction after the hot one in a listing.
-fn next_after_hot(listing: &[String]) -> Option<ListingLine> {
-    let lines: Vec<(bool, ListingLine)> = listing.iter().filter_map(|l| listing_line(l)).collect();
-    let i = lines.iter().position(|(hot, _)| *hot)?;
-    lines.get(i + 1).map(|(_, l)| l.clone())
-}
-
 fn code_side(
     d: &Diagnosis,
     stacks: &[StackCount],
@@ -383,7 +337,11 @@ fn code_side(
             kind: s.kind,
             instruction: s.instruction.clone(),
             offset: s.offset,
-            next: next_after_hot(&s.disassembly),
+            next: s.disassembly.after_hot().map(|l| ListingLine {
+                address: l.address,
+                instruction: l.instruction.clone(),
+                samples: l.samples,
+            }),
             samples: s.samples,
             share: s.share,
             disassembly: s.disassembly.clone(),
@@ -391,9 +349,10 @@ fn code_side(
     let no_site = match (&site, t.by_function.get(key)) {
         (Some(_), _) => None,
         (None, None) => Some("not sampled".to_string()),
-        (None, Some(_)) if share < 0.01 => Some(format!(
-            "{:.1}% of samples: under the 1% from which code is disassembled",
-            100.0 * share
+        (None, Some(_)) if share < MIN_DECODE_SHARE => Some(format!(
+            "{:.1}% of samples: under the {}% from which code is disassembled",
+            100.0 * share,
+            100.0 * MIN_DECODE_SHARE
         )),
         (None, Some(_)) => Some("not disassembled (its notes say why)".to_string()),
     };
@@ -541,31 +500,6 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn listing_lines_parse_address_instruction_and_samples() {
-        let (hot, l) = listing_line("=> 0x1398: f3 90                    pause").unwrap();
-        assert!(hot);
-        assert_eq!(
-            (l.address, l.instruction.as_str(), l.samples),
-            (0x1398, "pause", 0)
-        );
-        let (hot, l) =
-            listing_line("   0x139a: 48 83 c2 01              add rdx,1  [1046 samples]").unwrap();
-        assert!(!hot);
-        assert_eq!(
-            (l.address, l.instruction.as_str(), l.samples),
-            (0x139a, "add rdx,1", 1046)
-        );
-        let next = next_after_hot(&[
-            "   0x1396: 90                       nop".into(),
-            "=> 0x1398: f3 90                    pause".into(),
-            "   0x139a: eb f7                    jmp short 0000000000001393h  [7 samples]".into(),
-        ])
-        .unwrap();
-        assert_eq!(next.instruction, "jmp short 0000000000001393h");
-        assert_eq!(next.samples, 7);
-    }
 
     #[test]
     fn runs_of_different_length_compare_by_share_and_cpu_per_wall_second() {

@@ -168,7 +168,18 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
     side_lines(&mut o, "new", &d.new, Some(&d.old), w);
     o.push('\n');
     o.push_str(&wrap(&d.rule, "", w));
+    o.push_str(&changes(d, width, all));
+    o.push_str(&grown(d, width));
+    o.push_str(&findings(d, w));
+    for n in &d.notes {
+        o.push_str(&wrap(&format!("Note: {n}"), "", w));
+    }
+    o
+}
 
+/// Functions, most grown first (those within noise counted unless `all`), then modules.
+fn changes(d: &DiagnosisDiff, width: u16, all: bool) -> String {
+    let mut o = String::new();
     let (rows, hidden) = shown(&d.functions, all);
     let _ = writeln!(o, "\nFunctions, most grown first");
     if rows.is_empty() {
@@ -187,7 +198,13 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
         let _ = writeln!(o, "\nModules, most grown first");
         let _ = writeln!(o, "{}", changes_table(&rows, width, "Module"));
     }
+    o
+}
 
+/// Each grown function's code and callers, old beside new.
+fn grown(d: &DiagnosisDiff, width: u16) -> String {
+    let w = width as usize;
+    let mut o = String::new();
     for g in &d.grown {
         let c = d
             .functions
@@ -229,7 +246,12 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
             w,
         ));
     }
+    o
+}
 
+/// Findings on one side only, and on both with their levels and shares.
+fn findings(d: &DiagnosisDiff, w: usize) -> String {
+    let mut o = String::new();
     let f = &d.findings;
     let _ = writeln!(o, "\nFindings");
     if f.only_old.is_empty() && f.only_new.is_empty() && f.both.is_empty() {
@@ -256,9 +278,6 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
             "  in both:     ",
             w,
         ));
-    }
-    for n in &d.notes {
-        o.push_str(&wrap(&format!("Note: {n}"), "", w));
     }
     o
 }

@@ -14,6 +14,7 @@ use iced_x86::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// The memory operand of an instruction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,7 +268,7 @@ pub struct SiteAnalysis {
     /// Text of the hot instruction.
     pub hot_text: String,
     /// Disassembly lines of the site: address, bytes, instruction, samples at that address.
-    pub lines: Vec<String>,
+    pub lines: Listing,
     /// Sampled addresses of the site and their counts.
     pub ip_counts: BTreeMap<u64, u64>,
 }
@@ -377,7 +378,7 @@ fn listing(
     range: (usize, usize),
     hot_addr: u64,
     ips: &BTreeMap<u64, u64>,
-) -> Vec<String> {
+) -> Listing {
     const MAX_LINES: usize = 14;
     let hot_idx = insns
         .iter()
@@ -391,25 +392,151 @@ fn listing(
             (hot_idx + 6).min(insns.len() - 1),
         )
     };
-    insns[first..=last]
-        .iter()
-        .map(|i| {
-            let bytes: Vec<String> = i.bytes.iter().map(|b| format!("{b:02x}")).collect();
-            let n = ips.get(&i.addr).copied().unwrap_or(0);
-            let mark = if i.addr == hot_addr { "=>" } else { "  " };
-            let count = if n > 0 {
-                format!("  [{n} samples]")
-            } else {
-                String::new()
-            };
-            format!(
-                "{mark} {:#x}: {:<24} {}{count}",
-                i.addr,
-                bytes.join(" "),
-                i.text
-            )
+    Listing(
+        insns[first..=last]
+            .iter()
+            .map(|i| ListingLine {
+                hot: i.addr == hot_addr,
+                address: i.addr,
+                bytes: i.bytes.clone(),
+                instruction: i.text.clone(),
+                samples: ips.get(&i.addr).copied().unwrap_or(0),
+            })
+            .collect(),
+    )
+}
+
+/// One instruction of a site's listing.
+///
+/// Saved diagnoses hold each line as its text (`=> 0x1208: f3 90   pause  [733 samples]`),
+/// the form [`fmt::Display`] writes; reading one parses it back, so files saved before the
+/// lines were typed read the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingLine {
+    /// The site's hot instruction (`=>`).
+    pub hot: bool,
+    /// Address in the module.
+    pub address: u64,
+    /// Encoded bytes.
+    pub bytes: Vec<u8>,
+    /// Intel syntax.
+    pub instruction: String,
+    /// Samples at this address.
+    pub samples: u64,
+}
+
+impl fmt::Display for ListingLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes: Vec<String> = self.bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mark = if self.hot { "=>" } else { "  " };
+        write!(
+            f,
+            "{mark} {:#x}: {:<24} {}",
+            self.address,
+            bytes.join(" "),
+            self.instruction
+        )?;
+        if self.samples > 0 {
+            write!(f, "  [{} samples]", self.samples)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for ListingLine {
+    type Err = String;
+
+    /// Parses the text [`fmt::Display`] writes.
+    fn from_str(line: &str) -> Result<Self, String> {
+        let bad = || format!("not a disassembly line: {line:?}");
+        let hot = line.starts_with("=>");
+        let rest = line.get(2..).ok_or_else(bad)?.trim_start();
+        let (addr, rest) = rest.split_once(": ").ok_or_else(bad)?;
+        let address = u64::from_str_radix(addr.trim_start_matches("0x"), 16).map_err(|_| bad())?;
+        let mut words = rest.split_whitespace().peekable();
+        // The encoded bytes: two hex digits each.
+        let mut bytes = Vec::new();
+        while let Some(b) = words
+            .peek()
+            .filter(|w| w.len() == 2)
+            .and_then(|w| u8::from_str_radix(w, 16).ok())
+        {
+            bytes.push(b);
+            words.next();
+        }
+        let text = words.collect::<Vec<_>>().join(" ");
+        let count = |n: &str| -> Option<u64> {
+            n.strip_suffix(" samples]")
+                .or_else(|| n.strip_suffix(" sample]"))?
+                .parse()
+                .ok()
+        };
+        let (instruction, samples) = match text.rsplit_once(" [") {
+            Some((i, n)) if count(n).is_some() => (i.trim().to_string(), count(n).unwrap_or(0)),
+            _ => (text.trim().to_string(), 0),
+        };
+        Ok(ListingLine {
+            hot,
+            address,
+            bytes,
+            instruction,
+            samples,
         })
-        .collect()
+    }
+}
+
+impl Serialize for ListingLine {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ListingLine {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A site's code, one typed line per instruction, `hot` on the one the samples blame.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Listing(pub Vec<ListingLine>);
+
+impl Listing {
+    /// No lines (the site was not disassembled).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The lines, in address order.
+    pub fn iter(&self) -> std::slice::Iter<'_, ListingLine> {
+        self.0.iter()
+    }
+
+    /// The lines as text, separated by `sep`.
+    pub fn join(&self, sep: &str) -> String {
+        self.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+
+    /// The instruction right after the hot one: where timer samples land (skid).
+    pub fn after_hot(&self) -> Option<&ListingLine> {
+        let i = self.iter().position(|l| l.hot)?;
+        self.0.get(i + 1)
+    }
+}
+
+impl<'a> IntoIterator for &'a Listing {
+    type Item = &'a ListingLine;
+    type IntoIter = std::slice::Iter<'a, ListingLine>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
 }
 
 /// What the code shows about a locked operand and 64-byte lines.
@@ -494,7 +621,7 @@ mod tests {
             sites[0]
                 .lines
                 .iter()
-                .any(|l| l.starts_with("=>") && l.contains("pause"))
+                .any(|l| l.hot && l.instruction == "pause")
         );
     }
 
@@ -572,5 +699,65 @@ mod tests {
             Some(LineSplit::Possible(n)) if n.contains("misaligned")
         ));
         assert_eq!(split_line(&at(None, 0x10, 8)), None);
+    }
+    #[test]
+    fn listing_lines_read_back_as_written_and_find_the_instruction_after_the_hot_one() {
+        let l: ListingLine = "=> 0x1398: f3 90                    pause".parse().unwrap();
+        assert!(l.hot);
+        assert_eq!(
+            (
+                l.address,
+                l.bytes.as_slice(),
+                l.instruction.as_str(),
+                l.samples
+            ),
+            (0x1398, &[0xf3, 0x90][..], "pause", 0)
+        );
+        let text = "   0x139a: 48 83 c2 01              add rdx,1  [1046 samples]";
+        let l: ListingLine = text.parse().unwrap();
+        assert!(!l.hot);
+        assert_eq!(
+            (l.address, l.instruction.as_str(), l.samples),
+            (0x139a, "add rdx,1", 1046)
+        );
+        assert_eq!(l.to_string(), text);
+        // Brackets inside the instruction are not a sample count.
+        let text = "=> 0x1240: f0 48 83 05 f7 2d 00 00 01 lock add qword ptr [4040h],1";
+        let l: ListingLine = text.parse().unwrap();
+        assert_eq!(l.instruction, "lock add qword ptr [4040h],1");
+        assert_eq!(l.to_string(), text);
+        let listing: Listing = serde_json::from_str(
+            r#"["   0x1396: 90                       nop",
+                "=> 0x1398: f3 90                    pause",
+                "   0x139a: eb f7                    jmp short 0000000000001393h  [7 samples]"]"#,
+        )
+        .unwrap();
+        let next = listing.after_hot().unwrap();
+        assert_eq!(next.instruction, "jmp short 0000000000001393h");
+        assert_eq!(next.samples, 7);
+        assert!("0x1398 pause".parse::<ListingLine>().is_err());
+    }
+
+    /// Diagnoses saved by earlier builds hold their listings as text: each line reads into its
+    /// typed fields and writes back the same, so a saved file renders as it did.
+    #[test]
+    fn saved_listings_write_back_byte_for_byte() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diagnose");
+        let mut lines = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+            for list in ["findings", "hot_sites"] {
+                for item in v[list].as_array().into_iter().flatten() {
+                    for text in item["disassembly"].as_array().into_iter().flatten() {
+                        let text = text.as_str().unwrap();
+                        let l: ListingLine = text.parse().unwrap();
+                        assert_eq!(l.to_string(), text);
+                        lines += 1;
+                    }
+                }
+            }
+        }
+        assert!(lines > 50, "{lines} lines read");
     }
 }

@@ -140,7 +140,7 @@ pub struct HotSite {
     /// Threads sampled here, busiest first.
     pub threads: Vec<SiteThread>,
     /// The site's code, `=>` on the hot instruction, samples per address.
-    pub disassembly: Vec<String>,
+    pub disassembly: disasm::Listing,
     /// `file:line` of the hot instruction, from DWARF.
     pub source_line: Option<String>,
     /// How the locked operand straddles a cache line, when the code fixes its address: a
@@ -201,7 +201,7 @@ const TOP_FUNCTIONS: usize = 15;
 /// Functions disassembled.
 const DECODED_FUNCTIONS: usize = 10;
 /// A function is decoded when it has at least this share of the samples.
-const MIN_DECODE_SHARE: f64 = 0.01;
+pub const MIN_DECODE_SHARE: f64 = 0.01;
 /// A site is reported when it has at least this share.
 const MIN_SITE_SHARE: f64 = 0.005;
 /// Longest function decoded whole; beyond, a window around the samples.

@@ -48,7 +48,18 @@ fn pct(x: f64) -> String {
 
 /// Renders the whole report for a terminal `width` columns wide.
 pub fn render(d: &Diagnosis, width: u16) -> String {
-    let w = width as usize;
+    let mut o = header(d, width as usize);
+    o.push('\n');
+    o.push_str(&findings(d, width as usize));
+    o.push_str(&hot_sites(d, width));
+    o.push_str(&functions(d, width));
+    o.push_str(&threads(d, width));
+    o.push_str(&process_figures(d, width as usize));
+    o
+}
+
+/// The header: what ran, how it was sampled, the counters or why none, the machine, PAUSE.
+fn header(d: &Diagnosis, w: usize) -> String {
     let mut o = String::new();
     let what = match &d.target.command {
         Some(c) => c.join(" "),
@@ -109,7 +120,12 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
                 .unwrap_or_default()
         );
     }
-    let _ = writeln!(o);
+    o
+}
+
+/// The findings, each with its evidence, code, cost and advice.
+fn findings(d: &Diagnosis, w: usize) -> String {
+    let mut o = String::new();
     if d.findings.is_empty() {
         let _ = writeln!(
             o,
@@ -133,107 +149,128 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         o.push_str(&wrap(&format!("Cost: {}", f.explanation), "  ", w));
         o.push_str(&wrap(&format!("Do: {}", f.advice), "  ", w));
     }
-    if !d.hot_sites.is_empty() {
-        let _ = writeln!(o, "\nHot sites");
-        let mut t = table(
-            width,
-            &[
-                "Share",
-                "Kind",
-                "Function",
-                "Where",
-                "Instruction",
-                "Threads",
-            ],
-        );
-        for s in d.hot_sites.iter().take(10) {
-            t.add_row(vec![
-                pct(s.share),
-                s.kind.describe().to_string(),
-                s.symbol.clone(),
-                format!("{} {:#x}", short_module(&s.module), s.address),
-                s.instruction.clone(),
-                s.threads
-                    .iter()
-                    .take(3)
-                    .map(|t| format!("{} {}", t.tid, pct(t.share_of_thread)))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ]);
-        }
-        let _ = writeln!(o, "{t}");
+    o
+}
+
+/// The ten hottest sites.
+fn hot_sites(d: &Diagnosis, width: u16) -> String {
+    if d.hot_sites.is_empty() {
+        return String::new();
     }
-    if !d.functions.is_empty() {
-        let _ = writeln!(o, "\nFunctions");
-        let mut t = table(width, &["Share", "Samples", "Function", "Module"]);
-        for f in d.functions.iter().take(10) {
-            t.add_row(vec![
-                pct(f.share),
-                f.samples.to_string(),
-                f.symbol.clone(),
-                short_module(&f.module).to_string(),
-            ]);
-        }
-        let _ = writeln!(o, "{t}");
-        // Who called the hottest functions: the sampled call chains, innermost caller first.
-        let with_callers: Vec<_> = d
-            .functions
-            .iter()
-            .filter(|f| !f.callers.is_empty() && f.share >= 0.01)
-            .take(5)
-            .collect();
-        if !with_callers.is_empty() {
-            let _ = writeln!(o, "\nCallers (innermost first)");
-            for f in with_callers {
-                let _ = writeln!(o, "  {} ({})", f.symbol, pct(f.share));
-                for c in &f.callers {
-                    let line = format!("{} <- {}", pct(c.share), c.frames.join(" <- "));
-                    let _ = write!(o, "{}", wrap(&line, "    ", width as usize));
-                }
+    let mut t = table(
+        width,
+        &[
+            "Share",
+            "Kind",
+            "Function",
+            "Where",
+            "Instruction",
+            "Threads",
+        ],
+    );
+    for s in d.hot_sites.iter().take(10) {
+        t.add_row(vec![
+            pct(s.share),
+            s.kind.describe().to_string(),
+            s.symbol.clone(),
+            format!("{} {:#x}", short_module(&s.module), s.address),
+            s.instruction.clone(),
+            s.threads
+                .iter()
+                .take(3)
+                .map(|t| format!("{} {}", t.tid, pct(t.share_of_thread)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ]);
+    }
+    format!("\nHot sites\n{t}\n")
+}
+
+/// The ten hottest functions, then who called the hottest: the sampled call chains,
+/// innermost caller first.
+fn functions(d: &Diagnosis, width: u16) -> String {
+    let mut o = String::new();
+    if d.functions.is_empty() {
+        return o;
+    }
+    let _ = writeln!(o, "\nFunctions");
+    let mut t = table(width, &["Share", "Samples", "Function", "Module"]);
+    for f in d.functions.iter().take(10) {
+        t.add_row(vec![
+            pct(f.share),
+            f.samples.to_string(),
+            f.symbol.clone(),
+            short_module(&f.module).to_string(),
+        ]);
+    }
+    let _ = writeln!(o, "{t}");
+    let with_callers: Vec<_> = d
+        .functions
+        .iter()
+        .filter(|f| !f.callers.is_empty() && f.share >= 0.01)
+        .take(5)
+        .collect();
+    if !with_callers.is_empty() {
+        let _ = writeln!(o, "\nCallers (innermost first)");
+        for f in with_callers {
+            let _ = writeln!(o, "  {} ({})", f.symbol, pct(f.share));
+            for c in &f.callers {
+                let line = format!("{} <- {}", pct(c.share), c.frames.join(" <- "));
+                let _ = write!(o, "{}", wrap(&line, "    ", width as usize));
             }
         }
     }
-    if !d.threads.is_empty() {
-        let _ = writeln!(o, "\nThreads");
-        let mut t = table(
-            width,
-            &[
-                "TID",
-                "Name",
-                "Samples",
-                "CPU / wall",
-                "Switches vol/invol",
-                "Faults min/maj",
-                "Where its samples go",
-            ],
-        );
-        for th in d.threads.iter().take(12) {
-            let f = &th.figures;
-            t.add_row(vec![
-                f.tid.to_string(),
-                f.name.clone(),
-                format!("{} ({})", th.samples, pct(th.sample_share)),
-                if f.wall_s > 0.0 {
-                    format!(
-                        "{} of {} ({})",
-                        human_ns(f.cpu_s * 1e9),
-                        human_ns(f.wall_s * 1e9),
-                        pct(f.cpu_per_wall)
-                    )
-                } else {
-                    "-".into()
-                },
-                format!("{}/{}", f.voluntary_switches, f.involuntary_switches),
-                format!("{}/{}", f.minor_faults, f.major_faults),
-                th.kinds
-                    .iter()
-                    .map(|k| format!("{} {}", k.kind.describe(), pct(k.share)))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ]);
-        }
-        let _ = writeln!(o, "{t}");
+    o
+}
+
+/// The twelve busiest threads: CPU against wall time, switches, faults, where samples go.
+fn threads(d: &Diagnosis, width: u16) -> String {
+    if d.threads.is_empty() {
+        return String::new();
     }
+    let mut t = table(
+        width,
+        &[
+            "TID",
+            "Name",
+            "Samples",
+            "CPU / wall",
+            "Switches vol/invol",
+            "Faults min/maj",
+            "Where its samples go",
+        ],
+    );
+    for th in d.threads.iter().take(12) {
+        let f = &th.figures;
+        t.add_row(vec![
+            f.tid.to_string(),
+            f.name.clone(),
+            format!("{} ({})", th.samples, pct(th.sample_share)),
+            if f.wall_s > 0.0 {
+                format!(
+                    "{} of {} ({})",
+                    human_ns(f.cpu_s * 1e9),
+                    human_ns(f.wall_s * 1e9),
+                    pct(f.cpu_per_wall)
+                )
+            } else {
+                "-".into()
+            },
+            format!("{}/{}", f.voluntary_switches, f.involuntary_switches),
+            format!("{}/{}", f.minor_faults, f.major_faults),
+            th.kinds
+                .iter()
+                .map(|k| format!("{} {}", k.kind.describe(), pct(k.share)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ]);
+    }
+    format!("\nThreads\n{t}\n")
+}
+
+/// Process totals, memory per process, counter values, notes.
+fn process_figures(d: &Diagnosis, w: usize) -> String {
+    let mut o = String::new();
     if let Some(tot) = &d.totals {
         let _ = writeln!(
             o,

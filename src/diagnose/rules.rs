@@ -1,27 +1,31 @@
 //! Findings: rules that turn the evidence (hot sites, kernel signals, memory, counters) into
 //! what a reader should act on, each with a level, the evidence, what it costs in this
-//! machine's own figures, and what to do.
+//! machine's own figures, and what to do. The rules decide and fill facts; every sentence is
+//! written by `words::findings`.
 //!
 //! Share thresholds are cpudoctor's: at 5% of samples a site is where a profile reader looks
 //! (notice); at 25% a quarter of the workload's CPU time goes there (hazard). The costs a
 //! finding quotes are this machine's ([`MachineCosts`]: a saved `check` the user gave, else
 //! the probe's quick measurement taken after the workload), never another CPU's: a line
-//! transfer costs ~22 ns inside a Zen 4 CCX and several times that on other parts, so a
-//! figure typed in here would be wrong on most machines that read it.
+//! transfer costs several times more on some parts than on others, so a figure typed in here
+//! would be wrong on most machines that read it.
 
 use super::counters::{self, CounterValue};
-use super::disasm::SiteKind;
+use super::disasm::{Listing, SiteKind};
 use super::events::Signal;
 use super::hotspots::{self, CallerPath, HotFunction, HotSite, HotSpots, short_module};
 use super::jit;
 use super::memory::ProcessMemory;
 use super::record::Jvm;
 use super::runtimes::{self, Role, Runtime};
-use crate::format::human_ns;
-use crate::machine::{Machine, ThpEnabled};
-use crate::reference::{NETFLIX_TRUE_SHARING_FIX_SPEEDUP, PAUSE_HASWELL_NS};
+use crate::machine::Machine;
 use crate::schema::Level;
 use crate::spin::LegacySpin;
+use crate::words::findings::code::{self as words, GenericSpins, PauseMeasured, SpinContext};
+use crate::words::findings::costs::{self, CostFrom, SplitLockCost};
+use crate::words::findings::counters::CounterWords;
+use crate::words::findings::{counters as counter_words, jvm as jvm_words, pages as page_words};
+use crate::words::findings::{jvm::ScanFacts, pages::ProcessPages, runtimes as rt_words};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -33,7 +37,8 @@ pub const HAZARD_SHARE: f64 = 0.25;
 /// samples: below it, a thread merely passed through.
 pub const CONTENDING_THREAD_SHARE: f64 = 0.10;
 /// Anonymous memory above which page size matters: 64 MiB is 16384 4 KiB pages, beyond what
-/// any second-level TLB holds (1536 entries Skylake, 3072 Zen 4 = 6-12 MiB of reach).
+/// any second-level TLB holds (`reference::STLB_ENTRIES_SKYLAKE` to `STLB_ENTRIES_ZEN4` =
+/// 6-12 MiB of reach).
 pub const LARGE_ANON_KB: u64 = 64 * 1024;
 /// Below this share of anonymous memory on huge pages, the process is on 4 KiB pages.
 pub const LOW_HUGE_SHARE: f64 = 0.10;
@@ -63,11 +68,11 @@ pub enum CostSource {
 }
 
 impl CostSource {
-    /// How a finding says where its figure came from.
-    fn phrase(&self) -> String {
+    /// The source as the words take it.
+    fn from(&self) -> CostFrom<'_> {
         match self {
-            CostSource::SavedCheck { file } => format!("this machine's check in {file}"),
-            CostSource::MeasuredNow => "measured on this machine after the workload".into(),
+            CostSource::SavedCheck { file } => CostFrom::SavedCheck(file),
+            CostSource::MeasuredNow => CostFrom::MeasuredNow,
         }
     }
 }
@@ -106,8 +111,8 @@ pub struct Finding {
     pub offset: Option<u64>,
     /// Share of all samples.
     pub sample_share: Option<f64>,
-    /// The code, `=>` on the hot instruction.
-    pub disassembly: Vec<String>,
+    /// The code, `hot` on the hot instruction.
+    pub disassembly: Listing,
     /// The evidence, one fact per line.
     pub evidence: Vec<String>,
     /// What it costs, in this machine's figures.
@@ -136,22 +141,23 @@ pub struct Context<'a> {
     pub costs: Option<&'a MachineCosts>,
 }
 
-/// What a core-to-core line transfer costs here, as a finding says it; without a figure,
-/// where to get one (no other machine's figure stands in).
+/// What a core-to-core line transfer costs here, as a finding says it.
 fn line_transfer_text(ctx: &Context) -> String {
-    match ctx
-        .costs
-        .and_then(|c| Some((c.line_transfer_ns?, &c.source)))
-    {
-        Some((ns, source)) => format!(
-            "~{} per transfer between cores ({})",
-            human_ns(ns),
-            source.phrase()
-        ),
-        None => "a core-to-core transfer, whose cost on this machine `cpudoctor check` \
-                 measures (c2c_latency_ns; give a saved one with --check FILE)"
-            .into(),
-    }
+    costs::line_transfer(
+        ctx.costs
+            .and_then(|c| Some((c.line_transfer_ns?, c.source.from()))),
+    )
+}
+
+/// What a split lock costs here against an aligned one, or where to measure it.
+fn split_lock_text(ctx: &Context) -> String {
+    costs::split_lock(ctx.costs.and_then(|c| {
+        Some(SplitLockCost {
+            split_ns: c.split_lock_ns?,
+            aligned_ns: c.aligned_lock_ns,
+            from: c.source.from(),
+        })
+    }))
 }
 
 fn level_for_share(share: f64) -> Option<Level> {
@@ -164,46 +170,33 @@ fn level_for_share(share: f64) -> Option<Level> {
     }
 }
 
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
+/// CPU time of `samples` timer samples, in ns.
+fn cpu_ns(samples: u64, ctx: &Context) -> f64 {
+    samples as f64 / ctx.frequency_hz.max(1) as f64 * 1e9
 }
 
 fn site_evidence(site: &HotSite, ctx: &Context) -> Vec<String> {
-    let cpu_s = site.samples as f64 / ctx.frequency_hz.max(1) as f64;
-    let mut v = vec![format!(
-        "{} of all samples ({} samples, ~{} of CPU time) at {}+{:#x} in {}, hot instruction \
-         `{}`",
-        pct(site.share),
-        site.samples,
-        human_ns(cpu_s * 1e9),
-        site.symbol,
-        site.offset,
-        short_module(&site.module),
-        site.instruction
-    )];
+    let mut v = vec![words::site(&words::SiteFacts {
+        share: site.share,
+        samples: site.samples,
+        cpu_ns: cpu_ns(site.samples, ctx),
+        symbol: &site.symbol,
+        offset: site.offset,
+        module: short_module(&site.module),
+        instruction: &site.instruction,
+    })];
     if let Some(line) = &site.source_line {
-        v.push(format!("source: {line}"));
+        v.push(words::source(line));
     }
     for t in site.threads.iter().take(4) {
-        let cpu = ctx
+        let busy = ctx
             .hot
             .threads
             .iter()
             .find(|r| r.figures.tid == t.tid)
             .filter(|r| r.figures.wall_s > 0.0)
-            .map(|r| {
-                format!(
-                    ", thread busy {} of its wall time",
-                    pct(r.figures.cpu_per_wall)
-                )
-            })
-            .unwrap_or_default();
-        v.push(format!(
-            "thread {} ({}): {} of its samples here{cpu}",
-            t.tid,
-            t.name,
-            pct(t.share_of_thread)
-        ));
+            .map(|r| r.figures.cpu_per_wall);
+        v.push(words::thread(t.tid, &t.name, t.share_of_thread, busy));
     }
     v
 }
@@ -217,13 +210,7 @@ fn callers(ctx: &Context, symbol: &str, module: &str) -> Vec<CallerPath> {
 fn caller_evidence(paths: &[CallerPath]) -> Vec<String> {
     paths
         .iter()
-        .map(|p| {
-            format!(
-                "called from {} ({} of its samples)",
-                p.frames.join(" <- "),
-                pct(p.share)
-            )
-        })
+        .map(|p| words::caller(&p.frames, p.share))
         .collect()
 }
 
@@ -240,34 +227,32 @@ fn runtime_lock(symbol: &str, paths: &[CallerPath]) -> Option<runtimes::LockInSt
 
 /// What the runtime's spin costs here, in words, when PAUSE was measured.
 fn runtime_spin_cost(rt: Runtime, ctx: &Context) -> String {
-    let (Some(p), Some(policy)) = (ctx.pause, rt.policy()) else {
-        return String::new();
-    };
-    let Some(c) = rt.spin_cost(p.ns, ctx.machine.logical_cpus as u64) else {
-        return String::new();
-    };
-    format!(
-        " {}'s {} spins up to {:.0} PAUSEs, then {}: {} at this CPU's {:.1} ns per PAUSE \
-         ({}).",
-        rt.name(),
-        policy.primitive,
-        c.pauses,
-        c.then,
-        human_ns(c.spin_ns),
-        p.ns,
-        c.source
+    let spin = ctx.pause.zip(rt.policy()).and_then(|(p, policy)| {
+        let c = rt.spin_cost(p.ns, ctx.machine.logical_cpus as u64)?;
+        Some((p, policy, c))
+    });
+    rt_words::spin_cost(
+        spin.as_ref()
+            .map(|(p, policy, c)| rt_words::RuntimeSpin {
+                runtime: rt.name(),
+                primitive: policy.primitive,
+                pauses: c.pauses,
+                then: &c.then,
+                spin_ns: c.spin_ns,
+                pause_ns: p.ns,
+                source: &c.source,
+            })
+            .as_ref(),
     )
 }
 
 fn lock_evidence(l: &runtimes::LockInStack) -> String {
-    let mut s = format!("runtime: {} {}", l.runtime.name(), l.runtime.lock());
-    if let Some(e) = &l.enter {
-        s.push_str(&format!(", taken in {e}"));
-    }
-    if let Some(w) = &l.waiter {
-        s.push_str(&format!(", waited for by {w}"));
-    }
-    s
+    words::runtime_lock(
+        l.runtime.name(),
+        l.runtime.lock(),
+        l.enter.as_deref(),
+        l.waiter.as_deref(),
+    )
 }
 
 fn code_finding(id: &str, level: Level, title: String, site: &HotSite, ctx: &Context) -> Finding {
@@ -287,65 +272,35 @@ fn code_finding(id: &str, level: Level, title: String, site: &HotSite, ctx: &Con
 }
 
 fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
-    let mut f = code_finding(
-        "pause_spin",
-        level,
-        format!("{} spins on PAUSE", site.symbol),
-        site,
-        ctx,
-    );
     let paths = callers(ctx, &site.symbol, &site.module);
-    f.evidence.extend(caller_evidence(&paths));
     let lock = runtime_lock(&site.symbol, &paths);
-    let cpu_ns = site.samples as f64 / ctx.frequency_hz.max(1) as f64 * 1e9;
-    let symptom = "Spinning is the symptom: a waiter spins because the holder keeps the lock \
-                   (or the producer the data) longer than the spin.";
-    f.explanation = match ctx.pause {
-        Some(p) => {
-            let cycles = p
-                .cycles
-                .map(|c| format!(" ({c:.0} core cycles)"))
-                .unwrap_or_default();
-            let measured = format!(
-                "This loop waits on PAUSE. PAUSE costs {:.1} ns here{cycles}, measured now \
-                 ({:.1}x the ~{PAUSE_HASWELL_NS} ns spin counts were tuned for on Haswell-era CPUs); the time \
-                 sampled here is about {} PAUSEs.",
-                p.ns,
-                p.ns / PAUSE_HASWELL_NS,
-                crate::format::group_thousands((cpu_ns / p.ns) as u64),
-            );
-            match &lock {
-                // The runtime's own spin, not other runtimes' figures.
-                Some(l) => format!("{measured}{} {symptom}", runtime_spin_cost(l.runtime, ctx)),
-                None => {
-                    let legacy = LegacySpin::new(ctx.machine.logical_cpus as u64);
-                    format!(
-                        "{measured} A spin of 100 PAUSEs (glibc's adaptive mutex) lasts {}, \
-                         of 1,000 PAUSEs {}; .NET's legacy lock spin on {} cores would last \
-                         {}. {symptom}",
-                        human_ns(100.0 * p.ns),
-                        human_ns(1000.0 * p.ns),
-                        ctx.machine.logical_cpus,
-                        human_ns(legacy.total_ns(p.ns)),
-                    )
-                }
-            }
-        }
-        None => "This loop waits on PAUSE; the PAUSE cost could not be measured here, see \
-                 `cpudoctor check`."
-            .into(),
+    let title = words::pause_spin_title(
+        &site.symbol,
+        lock.as_ref().map(|l| (l.runtime.name(), l.runtime.lock())),
+    );
+    let mut f = code_finding("pause_spin", level, title, site, ctx);
+    f.evidence.extend(caller_evidence(&paths));
+    let measured = ctx.pause.map(|p| PauseMeasured {
+        ns: p.ns,
+        cycles: p.cycles,
+        pauses_sampled: (cpu_ns(site.samples, ctx) / p.ns) as u64,
+    });
+    let spin = match &lock {
+        Some(l) => SpinContext::Runtime(runtime_spin_cost(l.runtime, ctx)),
+        None => SpinContext::Generic(GenericSpins {
+            glibc: ctx
+                .pause
+                .and_then(|p| Runtime::Glibc.spin_cost(p.ns, ctx.machine.logical_cpus as u64))
+                .map_or((0, 0.0), |c| (c.pauses as u64, c.spin_ns)),
+            cores: ctx.machine.logical_cpus,
+            dotnet_legacy_ns: ctx.pause.map_or(0.0, |p| {
+                LegacySpin::new(ctx.machine.logical_cpus as u64).total_ns(p.ns)
+            }),
+        }),
     };
-    f.advice = "Bound the spin by time, not by a count of PAUSEs, then block (futex, \
-                condition variable, parking). Find what the waiter waits for: shorten the \
-                critical section or hand work over without a lock."
-        .into();
+    f.explanation = words::pause_spin_explanation(measured, &spin);
+    f.advice = words::pause_spin_advice().into();
     if let Some(l) = lock {
-        f.title = format!(
-            "{} spins on PAUSE in {}'s {}",
-            site.symbol,
-            l.runtime.name(),
-            l.runtime.lock()
-        );
         f.evidence.push(lock_evidence(&l));
         f.advice = l.runtime.remedy().into();
     }
@@ -372,29 +327,17 @@ fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
         let top = funcs[0];
         let paths = callers(ctx, &top.symbol, &top.module);
         let lock = runtime_lock(&top.symbol, &paths);
-        let mut evidence = vec![format!(
-            "{} of all samples in {}'s lock code: {}",
-            pct(share),
-            rt.name(),
-            funcs
-                .iter()
-                .map(|f| format!("{} {}", f.symbol, pct(f.share)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )];
+        let shares: Vec<(&str, f64)> = funcs.iter().map(|f| (f.symbol.as_str(), f.share)).collect();
+        let mut evidence = vec![rt_words::lock_code_share(rt.name(), share, &shares)];
         evidence.extend(caller_evidence(&paths));
         if let Some(l) = &lock {
             evidence.push(lock_evidence(l));
         }
-        let waiter = lock
-            .as_ref()
-            .and_then(|l| l.waiter.clone())
-            .map(|w| format!(" waited for by {w}"))
-            .unwrap_or_default();
+        let waiter = lock.as_ref().and_then(|l| l.waiter.as_deref());
         out.push(Finding {
             id: "runtime_lock_spin".into(),
             level,
-            title: format!("threads spin in {}'s {}{waiter}", rt.name(), rt.lock()),
+            title: rt_words::lock_spin_title(rt.name(), rt.lock(), waiter),
             symbol: Some(top.symbol.clone()),
             module: Some(top.module.clone()),
             offset: None,
@@ -407,11 +350,7 @@ fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
                 .map(|s| s.disassembly.clone())
                 .unwrap_or_default(),
             evidence,
-            explanation: format!(
-                "Threads that find the lock taken spin in the runtime before they sleep; this \
-                 much spinning means the lock is held long or often relative to the spin.{}",
-                runtime_spin_cost(rt, ctx)
-            ),
+            explanation: rt_words::lock_spin_explanation(&runtime_spin_cost(rt, ctx)),
             advice: rt.remedy().into(),
         });
     }
@@ -422,6 +361,80 @@ fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
 /// hashed table of secondary supers, JDK-8180450 / JDK-8331658).
 pub const SECONDARY_SUPERS_FIXED_IN: u32 = 23;
 
+/// The methods of a JVM's secondary-supers scan, with their share of samples and the threads
+/// that contend in them.
+struct ScanInMethods<'a> {
+    /// Methods (JIT or stubs) with a hot `repne scas`, hottest site first.
+    methods: Vec<&'a str>,
+    /// The scan site.
+    scan: &'a HotSite,
+    /// Share of all samples in those methods.
+    share: f64,
+    /// Threads with at least [`CONTENDING_THREAD_SHARE`] of the methods' samples:
+    /// tid -> (name, samples).
+    threads: Vec<(u32, String, u64)>,
+}
+
+/// Finds the secondary-supers scan: functions (JIT methods or stubs) with a hot `repne scas`,
+/// in anonymous memory or a stub named for subtype checks; shares and threads over the whole
+/// functions, since a thread whose samples spread over many instructions of the method (none
+/// of them a hot site) contends there all the same.
+fn secondary_supers_scan<'a>(ctx: &Context<'a>) -> Option<ScanInMethods<'a>> {
+    let hot: &'a HotSpots = ctx.hot;
+    let methods: Vec<&'a str> = hot
+        .sites
+        .iter()
+        .filter(|s| s.instruction.starts_with("repne scas"))
+        .filter(|s| {
+            !s.module.starts_with('/') || s.module.starts_with("//") || s.symbol.contains("subtype")
+        })
+        .map(|s| s.symbol.as_str())
+        .collect();
+    methods.first()?;
+    let sites: Vec<&'a HotSite> = hot
+        .sites
+        .iter()
+        .filter(|s| methods.contains(&s.symbol.as_str()))
+        .collect();
+    let funcs: Vec<&'a HotFunction> = hot
+        .functions
+        .iter()
+        .filter(|f| methods.contains(&f.symbol.as_str()))
+        .collect();
+    let share: f64 = if funcs.is_empty() {
+        sites.iter().map(|s| s.share).sum()
+    } else {
+        funcs.iter().map(|f| f.share).sum()
+    };
+    let thread_lists = if funcs.iter().any(|f| !f.threads.is_empty()) {
+        funcs.iter().map(|f| &f.threads).collect::<Vec<_>>()
+    } else {
+        sites.iter().map(|s| &s.threads).collect()
+    };
+    let mut per_thread: BTreeMap<u32, (String, u64)> = BTreeMap::new();
+    let mut samples = 0;
+    for t in thread_lists.into_iter().flatten() {
+        samples += t.samples;
+        let e = per_thread.entry(t.tid).or_insert((t.name.clone(), 0));
+        e.1 += t.samples;
+    }
+    let threads = per_thread
+        .into_iter()
+        .filter(|(_, (_, n))| *n as f64 >= CONTENDING_THREAD_SHARE * samples as f64)
+        .map(|(tid, (name, n))| (tid, name, n))
+        .collect();
+    let scan = sites
+        .iter()
+        .find(|s| s.instruction.starts_with("repne scas"))
+        .expect("a scan site");
+    Some(ScanInMethods {
+        methods,
+        scan,
+        share,
+        threads,
+    })
+}
+
 /// The Netflix JVM case: HotSpot's linear scan of a class's secondary supers (`repne scas`,
 /// in JIT code or the subtype-check stub) hot in more than one thread, each failed lookup
 /// writing the class's single-element `_secondary_super_cache`.
@@ -431,184 +444,73 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
     if feature.is_some_and(|f| f >= SECONDARY_SUPERS_FIXED_IN) {
         return None;
     }
-    // Functions (JIT methods or stubs) with a hot `repne scas`: in anonymous memory, or a
-    // stub named for subtype checks.
-    let scan_funcs: Vec<&str> = ctx
-        .hot
-        .sites
-        .iter()
-        .filter(|s| s.instruction.starts_with("repne scas"))
-        .filter(|s| {
-            !s.module.starts_with('/') || s.module.starts_with("//") || s.symbol.contains("subtype")
-        })
-        .map(|s| s.symbol.as_str())
-        .collect();
-    let first = *scan_funcs.first()?;
-    let sites: Vec<&HotSite> = ctx
-        .hot
-        .sites
-        .iter()
-        .filter(|s| scan_funcs.contains(&s.symbol.as_str()))
-        .collect();
-    // Shares and threads over the whole functions: a thread whose samples spread over many
-    // instructions of the method (none of them a hot site) contends there all the same.
-    let funcs: Vec<&HotFunction> = ctx
-        .hot
-        .functions
-        .iter()
-        .filter(|f| scan_funcs.contains(&f.symbol.as_str()))
-        .collect();
-    let share: f64 = if funcs.is_empty() {
-        sites.iter().map(|s| s.share).sum()
-    } else {
-        funcs.iter().map(|f| f.share).sum()
-    };
-    let mut per_thread: BTreeMap<u32, (String, u64)> = BTreeMap::new();
-    let mut samples = 0;
-    let thread_lists = if funcs.iter().any(|f| !f.threads.is_empty()) {
-        funcs.iter().map(|f| &f.threads).collect::<Vec<_>>()
-    } else {
-        sites.iter().map(|s| &s.threads).collect()
-    };
-    for t in thread_lists.into_iter().flatten() {
-        samples += t.samples;
-        let e = per_thread.entry(t.tid).or_insert((t.name.clone(), 0));
-        e.1 += t.samples;
-    }
-    let threads: Vec<_> = per_thread
-        .iter()
-        .filter(|(_, (_, n))| *n as f64 >= CONTENDING_THREAD_SHARE * samples as f64)
-        .collect();
-    let level = level_for_share(share)?;
-    if threads.len() < 2 {
+    let found = secondary_supers_scan(ctx)?;
+    let level = level_for_share(found.share)?;
+    if found.threads.len() < 2 {
         return None;
     }
-    let version = jvm.version.as_deref().unwrap_or("of unknown version");
-    let scan = sites
+    let (first, scan) = (found.methods[0], found.scan);
+    let threads: Vec<(u32, &str, u64)> = found
+        .threads
         .iter()
-        .find(|s| s.instruction.starts_with("repne scas"))
-        .expect("a scan site");
+        .map(|(tid, name, n)| (*tid, name.as_str(), *n))
+        .collect();
     let mut evidence = vec![
-        format!(
-            "{} of all samples in {} ({} JIT method{}), with the secondary-supers scan `{}` \
-             at +{:#x}",
-            pct(share),
-            first,
-            scan_funcs.len(),
-            if scan_funcs.len() == 1 { "" } else { "s" },
-            scan.instruction,
-            scan.offset
+        jvm_words::scan(&ScanFacts {
+            share: found.share,
+            method: first,
+            methods: found.methods.len(),
+            instruction: &scan.instruction,
+            offset: scan.offset,
+        }),
+        jvm_words::process(
+            *pid,
+            jvm.version.as_deref(),
+            &jvm.home.display().to_string(),
         ),
-        format!("process {pid}: HotSpot {version} ({})", jvm.home.display()),
-        format!(
-            "{} threads in it: {}",
-            threads.len(),
-            threads
-                .iter()
-                .map(|(tid, (name, n))| format!("{tid} ({name}) {n} samples"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        jvm_words::threads(&threads),
     ];
     evidence.extend(caller_evidence(&callers(ctx, first, &scan.module)));
     Some(Finding {
         id: "hotspot_secondary_supers".into(),
         level,
-        title: format!(
-            "{first}: type checks contend on a class's secondary-super cache (JDK-8180450)"
-        ),
+        title: jvm_words::title(first),
         symbol: Some(first.to_string()),
         module: Some(scan.module.clone()),
         offset: Some(scan.offset),
-        sample_share: Some(share),
+        sample_share: Some(found.share),
         disassembly: scan.disassembly.clone(),
         evidence,
-        explanation: format!(
-            "The Netflix JVM case. An instanceof, checkcast or interface dispatch \
-                      against an interface that is not a class's primary super scans the \
-                      class's secondary supers (`repne scas`) and stores the interface found \
-                      in the class's one-element _secondary_super_cache. When threads check \
-                      the same class against different interfaces, each overwrites what the \
-                      other just stored: every check misses, scans, and writes the line the \
-                      other cores read, so it bounces between cores (true sharing; the \
-                      adjacent _secondary_supers field pays too). This is JDK-8180450; Netflix \
-                      measured {NETFLIX_TRUE_SHARING_FIX_SPEEDUP}x throughput from removing it."
-        ),
-        advice: format!(
-            "Run on JDK {SECONDARY_SUPERS_FIXED_IN} or later, where a hashed table of secondary \
-             supers replaced the cache (a backport to 21u exists: check your vendor's 21.0.x \
-             notes). In code: do not check one class against many interfaces in a hot path \
-             (check the concrete class, or cache the result per class), and avoid alternating \
-             type checks of the same objects across threads."
-        ),
+        explanation: jvm_words::explanation(),
+        advice: jvm_words::advice(SECONDARY_SUPERS_FIXED_IN),
     })
 }
 
 fn plain_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
-    let mut f = code_finding(
-        "spin_without_pause",
-        level,
-        format!("{} spins without PAUSE", site.symbol),
-        site,
-        ctx,
-    );
-    f.explanation = "This loop re-reads one location with no PAUSE. It takes issue slots from \
-                     the SMT sibling, leaves with a memory-order machine clear when the value \
-                     changes, and inside a VM never triggers pause-loop exiting, so the \
-                     hypervisor cannot give the vCPU to the thread being waited for."
-        .into();
-    f.advice = "Put a PAUSE in the loop (_mm_pause(), std::hint::spin_loop(), \
-                Thread.onSpinWait()), bound the spin by time and then block."
-        .into();
+    let title = words::plain_spin_title(&site.symbol);
+    let mut f = code_finding("spin_without_pause", level, title, site, ctx);
+    f.explanation = words::plain_spin_explanation().into();
+    f.advice = words::plain_spin_advice().into();
     f
 }
 
 fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
-    let contending: Vec<_> = site
+    let contending = site
         .threads
         .iter()
         .filter(|t| t.samples as f64 >= CONTENDING_THREAD_SHARE * site.samples as f64)
-        .collect();
-    let contended = contending.len() >= 2;
-    let mut f = code_finding(
-        "locked_rmw",
-        level,
-        format!(
-            "{} locked read-modify-write in {}",
-            if contended { "contended" } else { "hot" },
-            site.symbol
-        ),
-        site,
-        ctx,
-    );
+        .count();
+    let contended = contending >= 2;
+    let title = words::locked_rmw_title(&site.symbol, contended);
+    let mut f = code_finding("locked_rmw", level, title, site, ctx);
     if contended {
-        f.evidence.push(format!(
-            "{} threads take turns on the same instruction, so its cache line moves between \
-             cores",
-            contending.len()
-        ));
+        f.evidence.push(words::locked_rmw_contention(contending));
     }
     if let Some(note) = &site.possible_split_note {
-        f.evidence.push(format!(
-            "possible split lock: {note}; a bus-lock counter or the kernel's split-lock \
-             detection would confirm it"
-        ));
+        f.evidence.push(words::possible_split_lock(note));
     }
-    f.explanation = format!(
-        "A locked instruction waits until it owns the cache line. When another core wrote \
-         the line last, the line must move first: {}. {}",
-        line_transfer_text(ctx),
-        if contended {
-            "Here several threads hit the same line, so most executions pay a transfer, and \
-             neighbouring fields on that line pay it too (false sharing, the Netflix case)."
-        } else {
-            "Here one thread takes most samples: the cost is the locked operation itself."
-        }
-    );
-    f.advice = "Shard the counter per thread or per CPU and sum on read; batch updates; keep \
-                hot atomics on their own 64-byte line (alignas(64) / padding) so unrelated \
-                fields do not share it; read before CAS (test-and-test-and-set)."
-        .into();
+    f.explanation = words::locked_rmw_explanation(&line_transfer_text(ctx), contended);
+    f.advice = words::locked_rmw_advice().into();
     // A runtime's own lock word (Go's lockSlow CAS, HotSpot's monitor enter): that
     // runtime's remedy, not advice for hand-written atomics.
     let paths = callers(ctx, &site.symbol, &site.module);
@@ -623,48 +525,24 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
 }
 
 fn split_lock(site: &HotSite, note: &str, ctx: &Context) -> Finding {
-    let mut f = code_finding(
-        "split_lock",
-        Level::Hazard,
-        format!("split lock in {}", site.symbol),
-        site,
-        ctx,
-    );
+    let title = words::split_lock_title(&site.symbol);
+    let mut f = code_finding("split_lock", Level::Hazard, title, site, ctx);
     f.evidence.push(note.to_string());
     if let Some(bus) = counters::signal_total(ctx.counters, Signal::BusLocks) {
-        f.evidence.push(format!("bus-lock counter: {bus:.0}"));
+        f.evidence.push(words::bus_lock_count(bus));
     }
-    f.explanation = format!(
-        "A locked operation on a value that straddles two cache lines cannot lock one line: \
-         the CPU takes a bus lock, which stalls memory access on every core: {}. This \
-         kernel: {}",
-        split_lock_text(ctx),
-        ctx.machine.split_lock.summary
-    );
-    f.advice = "Align every atomic to its size (alignas, no #pragma pack or packed structs \
-                around atomics, no pointer arithmetic that misaligns them)."
-        .into();
+    f.explanation =
+        words::split_lock_explanation(&split_lock_text(ctx), &ctx.machine.split_lock.summary);
+    f.advice = words::split_lock_advice().into();
     f
 }
 
-/// What a split lock costs here against an aligned one, or where to measure it.
-fn split_lock_text(ctx: &Context) -> String {
-    match ctx
-        .costs
-        .and_then(|c| Some((c.split_lock_ns?, c.aligned_lock_ns, &c.source)))
-    {
-        Some((split, aligned, source)) => format!(
-            "~{} per split lock{} ({})",
-            human_ns(split),
-            aligned
-                .map(|a| format!(" against ~{} aligned", human_ns(a)))
-                .unwrap_or_default(),
-            source.phrase()
-        ),
-        None => "what that costs on this machine, `cpudoctor check` measures (its split-lock \
-                 probe; give a saved check with --check FILE)"
-            .into(),
-    }
+/// Counted instructions, when the PMU counted them.
+fn instructions(ctx: &Context) -> Option<f64> {
+    ctx.counters
+        .iter()
+        .find(|v| v.name == "instructions")
+        .map(|v| v.value)
 }
 
 fn small_pages(ctx: &Context) -> Option<Finding> {
@@ -680,14 +558,8 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
         .filter(|k| k.kind == SiteKind::MemoryLoad)
         .map(|k| k.share)
         .sum();
-    let walks = counters::signal_total(ctx.counters, Signal::DtlbWalks);
-    let instructions = ctx
-        .counters
-        .iter()
-        .find(|v| v.name == "instructions")
-        .map(|v| v.value);
-    let walks_per_k = walks
-        .zip(instructions)
+    let walks_per_k = counters::signal_total(ctx.counters, Signal::DtlbWalks)
+        .zip(instructions(ctx))
         .map(|(w, i)| 1000.0 * w / i.max(1.0));
     if load_share < HOT_LOAD_SHARE && walks_per_k.is_none_or(|w| w < 1.0) {
         return None;
@@ -702,113 +574,62 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
         .sites
         .iter()
         .find(|s| s.kind == SiteKind::MemoryLoad);
+    let anonymous_mib = proc_.anonymous_kb / 1024;
     let mut evidence = vec![
-        format!(
-            "process {} ({}): {} MiB anonymous memory, {} MiB of it on huge pages \
-             (AnonHugePages), RSS {} MiB",
-            proc_.pid,
-            proc_.name,
-            proc_.anonymous_kb / 1024,
-            proc_.anon_huge_pages_kb / 1024,
-            proc_.rss_kb / 1024
-        ),
-        format!(
-            "transparent huge pages: {}",
-            thp.map_or("unknown", ThpEnabled::as_str)
-        ),
-        format!("{} of samples on memory loads", pct(load_share)),
+        page_words::process(&ProcessPages {
+            pid: proc_.pid,
+            name: &proc_.name,
+            anonymous_mib,
+            huge_mib: proc_.anon_huge_pages_kb / 1024,
+            rss_mib: proc_.rss_kb / 1024,
+        }),
+        page_words::thp(thp),
+        page_words::load_share(load_share),
+        page_words::tlb_walks(walks_per_k),
     ];
-    if let Some(w) = walks_per_k {
-        evidence.push(format!("{w:.2} data-TLB walks per 1000 instructions"));
-    } else {
-        evidence.push(
-            "no PMU: TLB misses cannot be counted here; the finding rests on the page size \
-             and the hot loads"
-                .into(),
-        );
-    }
     if let Some(s) = site {
         evidence.extend(site_evidence(s, ctx));
     }
-    let pages = proc_.anonymous_kb / 4;
     Some(Finding {
         id: "small_pages".into(),
         level,
-        title: format!(
-            "{} MiB on 4 KiB pages with hot memory loads",
-            proc_.anonymous_kb / 1024
-        ),
+        title: page_words::title(anonymous_mib),
         symbol: site.map(|s| s.symbol.clone()),
         module: site.map(|s| s.module.clone()),
         offset: site.map(|s| s.offset),
         sample_share: Some(load_share),
         disassembly: site.map(|s| s.disassembly.clone()).unwrap_or_default(),
         evidence,
-        explanation: format!(
-            "{} MiB of anonymous memory is {} 4 KiB pages. A second-level TLB of 1536 \
-             (Skylake) to 3072 (Zen 4) entries reaches 6-12 MiB with 4 KiB pages, 3-6 GiB \
-             with 2 MiB pages: loads that jump around this memory mostly miss the TLB and \
-             walk the page tables, a chain of dependent memory reads per load.",
-            proc_.anonymous_kb / 1024,
-            crate::format::group_thousands(pages)
-        ),
-        advice: match thp {
-            Some(ThpEnabled::Madvise) => {
-                "THP is in madvise mode here: madvise(MADV_HUGEPAGE) the large \
-                          buffers (2 MiB-aligned), or set transparent_hugepage=always; JVMs: \
-                          -XX:+UseTransparentHugePages."
-                    .into()
-            }
-            Some(ThpEnabled::Never) => {
-                "THP is off here: enable it (madvise or always) and madvise the large \
-                        buffers, or use hugetlbfs (MAP_HUGETLB)."
-                    .into()
-            }
-            _ => "THP is on but the memory is not on huge pages: check fragmentation \
-                  (khugepaged, defrag setting) or allocate from hugetlbfs."
-                .into(),
-        },
+        explanation: page_words::explanation(anonymous_mib, proc_.anonymous_kb / 4),
+        advice: page_words::advice(thp).into(),
     })
+}
+
+/// A finding from counters alone: no code, one evidence line.
+fn counter_finding(id: &str, level: Level, w: CounterWords) -> Finding {
+    Finding {
+        id: id.into(),
+        level,
+        title: w.title,
+        symbol: None,
+        module: None,
+        offset: None,
+        sample_share: None,
+        disassembly: Listing::default(),
+        evidence: vec![w.evidence],
+        explanation: w.explanation,
+        advice: w.advice,
+    }
 }
 
 fn counter_findings(ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
-    let instructions = ctx
-        .counters
-        .iter()
-        .find(|v| v.name == "instructions")
-        .map(|v| v.value)
-        .filter(|i| *i > 0.0);
-    let plain =
-        |id: &str, level, title: String, evidence: String, explanation: &str, advice: &str| {
-            Finding {
-                id: id.into(),
-                level,
-                title,
-                symbol: None,
-                module: None,
-                offset: None,
-                sample_share: None,
-                disassembly: Vec::new(),
-                evidence: vec![evidence],
-                explanation: explanation.into(),
-                advice: advice.into(),
-            }
-        };
+    let instructions = instructions(ctx).filter(|i| *i > 0.0);
     if let Some(cpi) = counters::cpi(ctx.counters)
         && cpi >= 2.0
     {
-        out.push(plain(
-            "high_cpi",
-            Level::Notice,
-            format!("CPI {cpi:.2}"),
-            format!("{cpi:.2} cycles per instruction"),
-            "The core waits more than it executes. The Netflix JVM case's slow nodes ran at 3x the \
-             CPI of the fast ones, with 4x the machine clears: cache lines bouncing between \
-             cores.",
-            "Look at the memory-ordering clears and HITM counts below, and at the hot \
-             instructions for shared writes.",
-        ));
+        let w = counter_words::high_cpi(cpi);
+        out.push(counter_finding("high_cpi", Level::Notice, w));
     }
     let per_k = |s: Signal| {
         counters::signal_total(ctx.counters, s)
@@ -818,42 +639,22 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
     if let Some((n, k)) = per_k(Signal::MemoryOrderingClears)
         && k >= 0.5
     {
-        out.push(plain(
-            "memory_ordering_clears",
-            Level::Notice,
-            format!("{k:.2} memory-ordering machine clears per 1000 instructions"),
-            format!("{n:.0} clears"),
-            "Another core wrote a line this core had read ahead, and the pipeline was flushed: \
-             the signature of true or false sharing.",
-            "Find fields written by one thread and read by others on the same 64-byte line; \
-             pad them apart or stop writing shared state (the Netflix JVM case's fix).",
-        ));
+        let w = counter_words::memory_ordering_clears(n, k);
+        out.push(counter_finding("memory_ordering_clears", Level::Notice, w));
     }
     if let Some((n, k)) = per_k(Signal::CrossCoreHitm)
         && k >= 1.0
     {
-        out.push(plain(
-            "cross_core_hitm",
-            Level::Notice,
-            format!("{k:.2} loads per 1000 instructions served from another core's modified line"),
-            format!("{n:.0} cross-core transfers"),
-            &format!(
-                "Each costs {} instead of an L1 hit.",
-                line_transfer_text(ctx)
-            ),
-            "Keep data written by one thread on lines no other thread reads in a hot path.",
-        ));
+        let w = counter_words::cross_core_hitm(n, k, &line_transfer_text(ctx));
+        out.push(counter_finding("cross_core_hitm", Level::Notice, w));
     }
     if let Some(n) = counters::signal_total(ctx.counters, Signal::BusLocks)
         && n >= 1.0
     {
-        out.push(plain(
+        out.push(counter_finding(
             "bus_locks",
             Level::Hazard,
-            format!("{n:.0} bus locks"),
-            format!("{n:.0} locked operations took a bus lock"),
-            "Split or uncacheable locked operations lock the bus and slow every core.",
-            "Find the misaligned atomic (the locked hot sites above) and align it.",
+            counter_words::bus_locks(n),
         ));
     }
     out
@@ -938,7 +739,7 @@ mod tests {
                     share_of_thread: 0.9,
                 })
                 .collect(),
-            disassembly: vec!["=> 0x1189: f3 90 pause".into()],
+            disassembly: Listing(vec!["=> 0x1189: f3 90 pause".parse().unwrap()]),
             source_line: None,
             split_note: None,
             possible_split_note: None,
@@ -1157,5 +958,183 @@ mod tests {
         let mut huge = procs.clone();
         huge[0].anon_huge_pages_kb = 500 * 1024;
         assert!(findings(&ctx(&hot, &m, &huge)).is_empty());
+    }
+
+    /// A profile that sets off every code rule: a PAUSE spin (and one in glibc's mutex), a
+    /// plain spin, a contended Go lock word, a hot atomic, a split lock, hot loads, HotSpot's
+    /// monitor code and a JIT method scanning secondary supers.
+    fn every_rule_profile() -> HotSpots {
+        use crate::diagnose::{StackCount, StackFrame};
+        let frame = |f: &str| StackFrame {
+            address: 1,
+            function: Some(f.into()),
+            module: "/tmp/x/pause_spin".into(),
+            offset: 0,
+            file_offset: None,
+        };
+        let stack = |leaf: &str, callers: &[&str]| StackCount {
+            frames: std::iter::once(frame(leaf))
+                .chain(callers.iter().map(|c| frame(c)))
+                .collect(),
+            samples: 10,
+        };
+        let named = |kind, share, threads: &[(u32, u64)], symbol: &str| HotSite {
+            symbol: symbol.into(),
+            ..site(kind, share, threads)
+        };
+        let mut pause = named(SiteKind::PauseSpin, 0.3, &[(10, 300)], "spin_wait_on_flag");
+        pause.source_line = Some("a.c:12".into());
+        let glibc = HotSite {
+            symbol: "pthread_mutex_lock".into(),
+            share: 0.1,
+            ..pause.clone()
+        };
+        let mut go = named(
+            SiteKind::LockedRmw,
+            0.5,
+            &[(10, 250), (11, 250)],
+            "sync.(*Mutex).lockSlow",
+        );
+        go.possible_split_note = Some("maybe 0x3c".into());
+        let mut split = named(SiteKind::LockedRmw, 0.08, &[(10, 80)], "splitter");
+        split.split_note = Some("the 8-byte operand at 0x403c".into());
+        let method = "void SecondarySupers.lambda$main$0(int, long[])";
+        let mut scan = named(SiteKind::Compute, 0.3, &[(1, 150), (2, 150)], method);
+        scan.module = "//anon".into();
+        scan.instruction = "repne scasq [rdi]".into();
+        let monitor = |symbol: &str, share| HotFunction {
+            symbol: symbol.into(),
+            module: "/lib/libjvm.so".into(),
+            samples: 100,
+            share,
+            callers: Vec::new(),
+            threads: Vec::new(),
+        };
+        HotSpots {
+            sites: vec![
+                pause,
+                glibc,
+                named(SiteKind::SpinWithoutPause, 0.06, &[(10, 60)], "plain"),
+                go,
+                named(SiteKind::LockedRmw, 0.07, &[(10, 70)], "hotatomic"),
+                split,
+                named(SiteKind::MemoryLoad, 0.4, &[(5, 400)], "loader"),
+                scan,
+            ],
+            kinds: vec![KindShare {
+                kind: SiteKind::MemoryLoad,
+                samples: 400,
+                share: 0.4,
+            }],
+            functions: vec![
+                monitor("ObjectMonitor::TrySpin", 0.12),
+                monitor("ObjectMonitor::EnterI", 0.2),
+            ],
+            stacks: vec![
+                stack("spin_wait_on_flag", &["worker", "start_thread"]),
+                stack("pthread_mutex_lock", &["do_work", "main"]),
+                stack(
+                    "sync.(*Mutex).lockSlow",
+                    &["sync.(*Mutex).Lock", "main.inc"],
+                ),
+            ],
+            ..HotSpots::default()
+        }
+    }
+
+    /// Counters that set off every counter rule.
+    fn every_rule_counters() -> Vec<CounterValue> {
+        let cv = |name: &str, signal: Option<Signal>, value: f64| CounterValue {
+            name: name.into(),
+            signal,
+            value,
+            running_fraction: 1.0,
+        };
+        vec![
+            cv("cycles", None, 5e9),
+            cv("instructions", None, 1e9),
+            cv("x", Some(Signal::MemoryOrderingClears), 1e7),
+            cv("y", Some(Signal::CrossCoreHitm), 2e7),
+            cv("z", Some(Signal::BusLocks), 30.0),
+            cv("w", Some(Signal::DtlbWalks), 9e6),
+        ]
+    }
+
+    /// Every rule's sentences on one made-up profile that sets them all off, four ways (no
+    /// costs and no THP figure; a saved check and THP madvise; costs measured now with
+    /// counters and THP never; no PAUSE measured, THP always): a change to any sentence shows
+    /// here. Review with `cargo insta review`.
+    #[test]
+    fn every_rules_sentences_match_their_snapshot() {
+        use crate::machine::{ThpEnabled, ThpMode};
+        let hot = every_rule_profile();
+        let counters = every_rule_counters();
+        let saved = MachineCosts {
+            line_transfer_ns: Some(61.5),
+            aligned_lock_ns: Some(58.0),
+            split_lock_ns: Some(1234.0),
+            source: CostSource::SavedCheck {
+                file: "icx.json".into(),
+            },
+        };
+        let measured = MachineCosts {
+            aligned_lock_ns: None,
+            source: CostSource::MeasuredNow,
+            ..saved.clone()
+        };
+        let procs = [ProcessMemory {
+            pid: 5,
+            name: "rand".into(),
+            rss_kb: 600 * 1024,
+            anonymous_kb: 512 * 1024,
+            anon_huge_pages_kb: 0,
+        }];
+        let mut text = String::new();
+        for variant in 0..4 {
+            let jvms = BTreeMap::from([(
+                7,
+                Jvm {
+                    home: "/usr/lib/jvm/java-17".into(),
+                    version: (variant != 1).then(|| "17.0.15".into()),
+                    names_from: None,
+                },
+            )]);
+            let mut m = machine();
+            m.split_lock.summary = "split locks run untrapped.".into();
+            m.thp = [None, Some(ThpEnabled::Madvise), Some(ThpEnabled::Never)]
+                .get(variant)
+                .copied()
+                .unwrap_or(Some(ThpEnabled::Always))
+                .map(|enabled| ThpMode {
+                    enabled,
+                    defrag: None,
+                });
+            let mut c = ctx(&hot, &m, &procs);
+            c.jvms = &jvms;
+            match variant {
+                1 => c.costs = Some(&saved),
+                2 => {
+                    c.costs = Some(&measured);
+                    c.pause = Some(PauseCost {
+                        ns: 20.0,
+                        cycles: None,
+                    });
+                }
+                3 => c.pause = None,
+                _ => {}
+            }
+            if variant >= 2 {
+                c.counters = &counters;
+            }
+            text.push_str(&format!("== variant {variant}\n"));
+            for f in findings(&c) {
+                text.push_str(&format!("[{:?}] {}: {}\n", f.level, f.id, f.title));
+                for e in &f.evidence {
+                    text.push_str(&format!("  - {e}\n"));
+                }
+                text.push_str(&format!("  Cost: {}\n  Do: {}\n", f.explanation, f.advice));
+            }
+        }
+        insta::assert_snapshot!("rules_sentences", text);
     }
 }

@@ -5,6 +5,7 @@
 //! spin costs at this CPU's PAUSE, and that runtime's own remedy, never another's.
 
 use crate::spin::runtimes::{POSTGRESQL_S_LOCK, RUNTIMES, SpinCost, SpinPolicy, spin_cost};
+use crate::words::findings::runtimes as words;
 
 /// A runtime with lock code diagnose knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -215,44 +216,13 @@ impl Runtime {
     /// This runtime's own remedy and knobs.
     pub fn remedy(self) -> &'static str {
         match self {
-            HotSpot => {
-                "HotSpot's monitor spin is adaptive and has had no product flag since JDK 10 \
-                 removed -XX:PreBlockSpin: shorten the synchronized block (move work out of \
-                 it), split the monitor (one lock per shard of the data), or make the shared \
-                 state lock-free (java.util.concurrent.atomic, LongAdder for counters)."
-            }
-            Glibc => {
-                "glibc's adaptive mutex spins up to glibc.pthread.mutex_spin_count times \
-                 (default 100) before it sleeps: where PAUSE is slow lower it \
-                 (GLIBC_TUNABLES=glibc.pthread.mutex_spin_count=N) or use a plain \
-                 PTHREAD_MUTEX_NORMAL mutex; shorten the critical section or shard the data."
-            }
-            Go => {
-                "Go's sync.Mutex spins 4 rounds of procyield(30) only while other Ps run: \
-                 shard the structure (a lock per key or per P), use sync/atomic for counters, \
-                 and set GOMAXPROCS to the CPUs the process really gets (a container's quota)."
-            }
-            Dotnet => {
-                "Run on .NET Core 3.0+ or .NET Framework 4.8, whose spin is normalized to the \
-                 measured PAUSE (the Skylake case's fix); shorten the lock or use lock-free \
-                 state (Interlocked)."
-            }
-            RustStd => {
-                "std's Mutex spins 100 times before its futex wait: shorten the critical \
-                 section, shard the data behind several Mutexes, or use std::sync::atomic."
-            }
-            ParkingLot => {
-                "parking_lot spins a few exponential rounds, yields, then parks: shorten the \
-                 critical section or shard the data behind several locks."
-            }
-            PostgreSql => {
-                "PostgreSQL's spinlocks have no setting (s_lock adapts spins_per_delay by \
-                 itself): fewer backends should want the same buffer or shared structure at \
-                 once. Put a connection pooler (PgBouncer, pool_mode=transaction) in front so \
-                 active connections stay near the PostgreSQL wiki's ((cores * 2) + disks), and \
-                 spread a hot row (a counter row per client or per shard, summed when read) \
-                 instead of having every client update one."
-            }
+            HotSpot => words::HOTSPOT_REMEDY,
+            Glibc => words::GLIBC_REMEDY,
+            Go => words::GO_REMEDY,
+            Dotnet => words::DOTNET_REMEDY,
+            RustStd => words::RUST_STD_REMEDY,
+            ParkingLot => words::PARKING_LOT_REMEDY,
+            PostgreSql => words::POSTGRESQL_REMEDY,
         }
     }
 }

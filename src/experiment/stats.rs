@@ -16,6 +16,7 @@ use super::{
     ArmResult, Comparison, Family, Measure, PlannedComparison, Scaling, ScalingPoint, Variant,
 };
 use crate::measure::stats::{CONFIDENCE, median_interval, paired_ratios};
+use crate::words::experiment::{self as words, Effect, HugeGot, TrappedBy};
 
 /// Efficiency (speedup / ideal) below which a scaling curve has fallen away from ideal: at
 /// 0.8, a quarter more CPUs buy what a fifth fewer would have. The Netflix JVM case expected
@@ -76,26 +77,25 @@ pub fn as_speed(r: &PairedRatio, higher_is_better: bool) -> (f64, f64, f64) {
     }
 }
 
-/// `1.42x slower` / `1.10x faster` / `no measurable effect`, from a speed factor and its
-/// interval.
-pub fn effect_words(speed: f64, low: f64, high: f64) -> String {
+/// How a speed factor and its interval read: no measurable effect (within
+/// [`NO_EFFECT_WITHIN`] of 1, interval within [`NO_EFFECT_INTERVAL`]), unclear (the interval
+/// holds 1), or clear.
+pub fn effect(speed: f64, low: f64, high: f64) -> Effect {
     if low <= 1.0 && 1.0 <= high {
         let narrow = low >= 1.0 / NO_EFFECT_INTERVAL && high <= NO_EFFECT_INTERVAL;
         return if (speed - 1.0).abs() <= NO_EFFECT_WITHIN && narrow {
-            "no measurable effect".into()
+            Effect::NoneMeasurable
         } else {
-            format!(
-                "no clear effect ({:.2}x {}, but the interval holds 1)",
-                if speed >= 1.0 { speed } else { 1.0 / speed },
-                if speed >= 1.0 { "faster" } else { "slower" }
-            )
+            Effect::Unclear { speed }
         };
     }
-    if speed >= 1.0 {
-        format!("{:.2}x faster", speed)
-    } else {
-        format!("{:.2}x slower", 1.0 / speed)
-    }
+    Effect::Clear { speed }
+}
+
+/// `1.42x slower` / `1.10x faster` / `no measurable effect`, from a speed factor and its
+/// interval.
+pub fn effect_words(speed: f64, low: f64, high: f64) -> String {
+    words::effect(effect(speed, low, high))
 }
 
 /// The line of meaning for one comparison, in the variant's own terms.
@@ -106,64 +106,33 @@ pub fn meaning(
     speed: Option<(f64, f64, f64)>,
 ) -> String {
     let Some((s, lo, hi)) = speed else {
-        return match (&arm.failure, &baseline.failure) {
-            (Some(f), _) => format!("not measured: {} failed ({f})", arm.variant.name()),
-            (_, Some(f)) => format!("not measured: {} failed ({f})", baseline.variant.name()),
-            _ => "not measured: no round gave both figures".into(),
+        let failed = match (&arm.failure, &baseline.failure) {
+            (Some(f), _) => Some((arm.variant.name(), f.as_str())),
+            (_, Some(f)) => Some((baseline.variant.name(), f.as_str())),
+            _ => None,
         };
+        return words::not_measured(failed.as_ref().map(|(n, f)| (n.as_str(), *f)));
     };
     let effect = effect_words(s, lo, hi);
     let unclear = lo <= 1.0 && 1.0 <= hi;
     match (family, &arm.variant) {
-        (Family::Pages, _) => {
-            let got = huge_words(baseline);
-            if unclear {
-                format!("4 KiB pages against huge pages asked: {effect} ({got})")
-            } else if s < 1.0 {
-                format!(
-                    "on 4 KiB pages it runs {:.2}x slower: page walks (TLB misses) cost it; {got}",
-                    1.0 / s
-                )
-            } else {
-                format!("on 4 KiB pages it runs {s:.2}x faster: huge pages do not help it ({got})")
-            }
-        }
+        (Family::Pages, _) => words::pages(&effect, unclear, s, &huge_words(baseline)),
         (Family::Neighbour, Variant::Neighbour { kind, .. }) => {
-            let trapped = arm.neighbour.as_ref().filter(|n| n.trapped);
-            if let Some(n) = trapped {
-                let by = if n.mechanism.as_deref() == Some("trapped_by_kernel") {
-                    "this kernel"
+            let trapped = arm.neighbour.as_ref().filter(|n| n.trapped).map(|n| {
+                if n.mechanism.as_deref() == Some("trapped_by_kernel") {
+                    TrappedBy::Kernel
                 } else {
-                    "the host"
-                };
-                format!(
-                    "{by} traps split locks: the neighbour barely locked the bus, so \
-                     trapped, {effect}"
-                )
-            } else if unclear {
-                format!("the {} neighbour on another CPU: {effect}", kind.as_str())
-            } else {
-                format!(
-                    "the {} neighbour on another CPU makes it {effect}",
-                    kind.as_str()
-                )
-            }
+                    TrappedBy::Host
+                }
+            });
+            words::neighbour(kind.as_str(), &effect, unclear, trapped)
         }
         (Family::Placement, Variant::Placement { class, .. }) => {
-            let base = baseline.variant.name();
-            if unclear {
-                format!("on {} against {base}: {effect}", class.label())
-            } else {
-                format!("on {} it runs {effect} than on {base}", class.label())
-            }
+            words::placement(class.label(), &baseline.variant.name(), &effect, unclear)
         }
         (Family::Cpus, Variant::Cpus { n, .. }) => {
             let n0 = baseline.variant.cpus().map_or(1, <[usize]>::len);
-            let ideal = *n as f64 / n0 as f64;
-            format!(
-                "{n} CPUs give {s:.2}x the throughput of {n0} (ideal {ideal:.2}x, {:.0}% of it)",
-                100.0 * s / ideal
-            )
+            words::cpus(*n, n0, s, *n as f64 / n0 as f64)
         }
         _ => effect,
     }
@@ -172,14 +141,13 @@ pub fn meaning(
 /// What the huge-pages arm got, in words.
 fn huge_words(arm: &ArmResult) -> String {
     let got: Vec<u64> = arm.anon_huge_bytes.iter().flatten().copied().collect();
-    match crate::measure::stats::median(&got.iter().map(|&b| b as f64).collect::<Vec<_>>()) {
-        None => "its huge pages could not be read".into(),
-        Some(0.0) => "it got no huge pages when asked".into(),
-        Some(b) => format!(
-            "it got {} of huge pages when asked",
-            crate::format::human_bytes(b as u64)
-        ),
-    }
+    words::huge_got(
+        match crate::measure::stats::median(&got.iter().map(|&b| b as f64).collect::<Vec<_>>()) {
+            None => HugeGot::Unreadable,
+            Some(0.0) => HugeGot::Nothing,
+            Some(b) => HugeGot::Bytes(b as u64),
+        },
+    )
 }
 
 /// The comparisons of `planned` over the arms' results.

@@ -1,2 +1,19 @@
 //! The sentences of `cpudoctor diagnose`'s findings: what was seen, what it costs on this
 //! machine, what to do.
+//!
+//! `diagnose::rules` decides which findings there are, their levels and figures, and fills
+//! the small fact structs here; each function returns one title, evidence line, explanation
+//! or piece of advice. The costs quoted are the diagnosed machine's own (measured now or
+//! from a saved check), passed in; no figure of another machine is typed into a sentence.
+
+pub mod code;
+pub mod costs;
+pub mod counters;
+pub mod jvm;
+pub mod pages;
+pub mod runtimes;
+
+/// A share as a percentage with one decimal (`12.5%`).
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}

@@ -1,0 +1,263 @@
+//! Findings about hot code: a spin on PAUSE, a spin without it, a locked read-modify-write,
+//! a split lock; and the evidence lines every code finding shares (the site, its threads,
+//! its callers, the runtime lock behind it).
+
+use super::pct;
+use crate::format::{group_thousands, human_ns};
+use crate::reference::PAUSE_HASWELL_NS;
+
+/// A hot site as its first evidence line says it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SiteFacts<'a> {
+    /// Share of all samples.
+    pub share: f64,
+    /// Samples at the site.
+    pub samples: u64,
+    /// CPU time those samples stand for, in ns.
+    pub cpu_ns: f64,
+    /// Function.
+    pub symbol: &'a str,
+    /// Offset of the hot instruction in the function.
+    pub offset: u64,
+    /// Module, short form.
+    pub module: &'a str,
+    /// The hot instruction.
+    pub instruction: &'a str,
+}
+
+/// `12.5% of all samples (125 samples, ~125.0 ms of CPU time) at f+0x19 in m, hot ...`.
+pub fn site(s: &SiteFacts) -> String {
+    format!(
+        "{} of all samples ({} samples, ~{} of CPU time) at {}+{:#x} in {}, hot instruction \
+         `{}`",
+        pct(s.share),
+        s.samples,
+        human_ns(s.cpu_ns),
+        s.symbol,
+        s.offset,
+        s.module,
+        s.instruction
+    )
+}
+
+/// The source line of the hot instruction.
+pub fn source(line: &str) -> String {
+    format!("source: {line}")
+}
+
+/// One thread at a site: its share of its own samples, and how busy it was when known.
+pub fn thread(tid: u32, name: &str, share_of_thread: f64, busy_of_wall: Option<f64>) -> String {
+    let cpu = busy_of_wall
+        .map(|b| format!(", thread busy {} of its wall time", pct(b)))
+        .unwrap_or_default();
+    format!(
+        "thread {tid} ({name}): {} of its samples here{cpu}",
+        pct(share_of_thread)
+    )
+}
+
+/// `called from a <- b <- c (80.0% of its samples)`.
+pub fn caller(frames: &[String], share: f64) -> String {
+    format!(
+        "called from {} ({} of its samples)",
+        frames.join(" <- "),
+        pct(share)
+    )
+}
+
+/// The runtime lock behind a site: `runtime: Go sync.Mutex, taken in ..., waited for by ...`.
+pub fn runtime_lock(
+    runtime: &str,
+    lock: &str,
+    enter: Option<&str>,
+    waiter: Option<&str>,
+) -> String {
+    let mut s = format!("runtime: {runtime} {lock}");
+    if let Some(e) = enter {
+        s.push_str(&format!(", taken in {e}"));
+    }
+    if let Some(w) = waiter {
+        s.push_str(&format!(", waited for by {w}"));
+    }
+    s
+}
+
+/// `f spins on PAUSE`, or `f spins on PAUSE in Go's sync.Mutex` when a runtime's lock.
+pub fn pause_spin_title(symbol: &str, runtime_lock: Option<(&str, &str)>) -> String {
+    match runtime_lock {
+        Some((runtime, lock)) => format!("{symbol} spins on PAUSE in {runtime}'s {lock}"),
+        None => format!("{symbol} spins on PAUSE"),
+    }
+}
+
+/// A long fixed spin, for scale beside glibc's.
+pub const LONG_SPIN_PAUSES: u64 = 1_000;
+
+/// PAUSE as measured now, and the sampled time in PAUSEs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PauseMeasured {
+    /// ns per PAUSE.
+    pub ns: f64,
+    /// Core cycles per PAUSE, when the clock was estimated.
+    pub cycles: Option<f64>,
+    /// The site's sampled CPU time in PAUSEs.
+    pub pauses_sampled: u64,
+}
+
+/// What the spin would cost here when no runtime's own spin is known: common spins at this
+/// PAUSE cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenericSpins {
+    /// glibc's adaptive mutex at this PAUSE cost (spin model): PAUSEs it spins (its default
+    /// `mutex_spin_count`) and their time in ns.
+    pub glibc: (u64, f64),
+    /// Logical CPUs.
+    pub cores: usize,
+    /// .NET's legacy lock spin on that many cores, in ns.
+    pub dotnet_legacy_ns: f64,
+}
+
+/// Where a PAUSE spin's waiting comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpinContext {
+    /// A runtime's lock: its own spin cost (see [`super::runtimes::spin_cost`], may be empty).
+    Runtime(String),
+    /// No runtime known: common spins for scale.
+    Generic(GenericSpins),
+}
+
+const SPIN_IS_THE_SYMPTOM: &str = "Spinning is the symptom: a waiter spins because the holder \
+                                   keeps the lock (or the producer the data) longer than the \
+                                   spin.";
+
+/// What a PAUSE spin costs here; `None` when PAUSE could not be measured.
+pub fn pause_spin_explanation(pause: Option<PauseMeasured>, spin: &SpinContext) -> String {
+    let Some(p) = pause else {
+        return "This loop waits on PAUSE; the PAUSE cost could not be measured here, see \
+                `cpudoctor check`."
+            .into();
+    };
+    let cycles = p
+        .cycles
+        .map(|c| format!(" ({c:.0} core cycles)"))
+        .unwrap_or_default();
+    let measured = format!(
+        "This loop waits on PAUSE. PAUSE costs {:.1} ns here{cycles}, measured now \
+         ({:.1}x the ~{PAUSE_HASWELL_NS} ns spin counts were tuned for on Haswell-era CPUs); the \
+         time sampled here is about {} PAUSEs.",
+        p.ns,
+        p.ns / PAUSE_HASWELL_NS,
+        group_thousands(p.pauses_sampled),
+    );
+    match spin {
+        // The runtime's own spin, not other runtimes' figures.
+        SpinContext::Runtime(cost) => format!("{measured}{cost} {SPIN_IS_THE_SYMPTOM}"),
+        SpinContext::Generic(g) => format!(
+            "{measured} A spin of {} PAUSEs (glibc's adaptive mutex) lasts {}, of {} PAUSEs {}; \
+             .NET's legacy lock spin on {} cores would last {}. {SPIN_IS_THE_SYMPTOM}",
+            group_thousands(g.glibc.0),
+            human_ns(g.glibc.1),
+            group_thousands(LONG_SPIN_PAUSES),
+            human_ns(LONG_SPIN_PAUSES as f64 * p.ns),
+            g.cores,
+            human_ns(g.dotnet_legacy_ns),
+        ),
+    }
+}
+
+/// What to do about a PAUSE spin outside a known runtime.
+pub fn pause_spin_advice() -> &'static str {
+    "Bound the spin by time, not by a count of PAUSEs, then block (futex, condition variable, \
+     parking). Find what the waiter waits for: shorten the critical section or hand work over \
+     without a lock."
+}
+
+/// `f spins without PAUSE`.
+pub fn plain_spin_title(symbol: &str) -> String {
+    format!("{symbol} spins without PAUSE")
+}
+
+/// What a spin without PAUSE costs.
+pub fn plain_spin_explanation() -> &'static str {
+    "This loop re-reads one location with no PAUSE. It takes issue slots from the SMT sibling, \
+     leaves with a memory-order machine clear when the value changes, and inside a VM never \
+     triggers pause-loop exiting, so the hypervisor cannot give the vCPU to the thread being \
+     waited for."
+}
+
+/// What to do about a spin without PAUSE.
+pub fn plain_spin_advice() -> &'static str {
+    "Put a PAUSE in the loop (_mm_pause(), std::hint::spin_loop(), Thread.onSpinWait()), bound \
+     the spin by time and then block."
+}
+
+/// `contended locked read-modify-write in f`, or `hot ...` with one thread.
+pub fn locked_rmw_title(symbol: &str, contended: bool) -> String {
+    format!(
+        "{} locked read-modify-write in {symbol}",
+        if contended { "contended" } else { "hot" }
+    )
+}
+
+/// Threads taking turns on one locked instruction.
+pub fn locked_rmw_contention(threads: usize) -> String {
+    format!(
+        "{threads} threads take turns on the same instruction, so its cache line moves between \
+         cores"
+    )
+}
+
+/// An operand that may straddle a line (the code alone cannot tell).
+pub fn possible_split_lock(note: &str) -> String {
+    format!(
+        "possible split lock: {note}; a bus-lock counter or the kernel's split-lock detection \
+         would confirm it"
+    )
+}
+
+/// What a locked read-modify-write costs: `line_transfer` from [`super::costs`].
+pub fn locked_rmw_explanation(line_transfer: &str, contended: bool) -> String {
+    format!(
+        "A locked instruction waits until it owns the cache line. When another core wrote the \
+         line last, the line must move first: {line_transfer}. {}",
+        if contended {
+            "Here several threads hit the same line, so most executions pay a transfer, and \
+             neighbouring fields on that line pay it too (false sharing, the Netflix case)."
+        } else {
+            "Here one thread takes most samples: the cost is the locked operation itself."
+        }
+    )
+}
+
+/// What to do about a hot hand-written atomic.
+pub fn locked_rmw_advice() -> &'static str {
+    "Shard the counter per thread or per CPU and sum on read; batch updates; keep hot atomics \
+     on their own 64-byte line (alignas(64) / padding) so unrelated fields do not share it; \
+     read before CAS (test-and-test-and-set)."
+}
+
+/// `split lock in f`.
+pub fn split_lock_title(symbol: &str) -> String {
+    format!("split lock in {symbol}")
+}
+
+/// The bus-lock counter's count.
+pub fn bus_lock_count(n: f64) -> String {
+    format!("bus-lock counter: {n:.0}")
+}
+
+/// What a split lock costs (`cost` from [`super::costs::split_lock`]) and what this kernel
+/// does about them.
+pub fn split_lock_explanation(cost: &str, kernel: &str) -> String {
+    format!(
+        "A locked operation on a value that straddles two cache lines cannot lock one line: the \
+         CPU takes a bus lock, which stalls memory access on every core: {cost}. This kernel: \
+         {kernel}"
+    )
+}
+
+/// What to do about a split lock.
+pub fn split_lock_advice() -> &'static str {
+    "Align every atomic to its size (alignas, no #pragma pack or packed structs around atomics, \
+     no pointer arithmetic that misaligns them)."
+}
