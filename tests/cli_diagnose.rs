@@ -503,7 +503,7 @@ fn the_terminal_report_of_a_pause_spin_matches_its_snapshot() {
     let d = saved_diagnosis("pause-spin-zen4-kvm.json");
     insta::assert_snapshot!(
         "diagnose_render_pause_spin",
-        cpudoctor::diagnose::render::render(&d, 120)
+        cpudoctor::report::diagnosis::render(&d, 120)
     );
 }
 
@@ -512,6 +512,6 @@ fn the_terminal_report_of_a_contended_counter_matches_its_snapshot() {
     let d = saved_diagnosis("locked-counter-zen4-kvm.json");
     insta::assert_snapshot!(
         "diagnose_render_locked_counter",
-        cpudoctor::diagnose::render::render(&d, 120)
+        cpudoctor::report::diagnosis::render(&d, 120)
     );
 }

@@ -219,7 +219,7 @@ fn load_fingerprint(bytes: &[u8]) {
 fn load_diagnosis(bytes: &[u8]) {
     tried();
     if let Ok(d) = diagnose::from_json_bytes(bytes) {
-        let _ = diagnose::render::render(&d, 100);
+        let _ = cpudoctor::report::diagnosis::render(&d, 100);
         let _ = diagnose::export::folded(&d, diagnose::export::LeafOffsets::Keep);
         let _ = diagnose::export::pprof(&d);
     }

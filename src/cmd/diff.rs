@@ -6,9 +6,11 @@ use super::{Input, labels, terminal_width};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use cpudoctor::compare::fingerprint::{self, Change, VerdictMove};
-use cpudoctor::diagnose::{SavedKind, compare, compare_render};
+use cpudoctor::compare::profile as compare;
+use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
 use cpudoctor::report::diff;
+use cpudoctor::report::profile_diff as compare_render;
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -1,10 +1,10 @@
 //! Saved diagnoses compared for one report: each later diagnosis against the first, as a
-//! function-level diff ([`crate::diagnose::compare`]) and as the differential folding a
+//! function-level diff ([`crate::compare::profile`]) and as the differential folding a
 //! differential flame graph draws ([`super::flame`]). `report::html::diagnoses` renders it.
 
 use super::flame::{FlameError, differential_folded};
+use crate::compare::profile::{DiagnosisDiff, compare};
 use crate::diagnose::Diagnosis;
-use crate::diagnose::compare::{DiagnosisDiff, compare};
 
 /// One diagnosis and the name it goes by on the page (usually its file name).
 #[derive(Debug, Clone, PartialEq)]

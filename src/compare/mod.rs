@@ -11,6 +11,7 @@ pub mod facts;
 pub mod fingerprint;
 pub mod flame;
 pub mod fleet;
+pub mod profile;
 
 use serde::Serialize;
 

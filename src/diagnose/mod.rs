@@ -9,13 +9,11 @@
 //! HITM where a PMU exists.
 //!
 //! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
-//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by [`render`]. A
+//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by `report::diagnosis`. A
 //! saved diagnosis ([`from_json_bytes`]) is exported by [`export`] (pprof, folded stacks) and
-//! flame graphs (`report::flame`), and two are compared by [`compare`], printed by
-//! [`compare_render`].
+//! flame graphs (`report::flame`), and two are compared by `compare::profile`, printed by
+//! `report::profile_diff`.
 
-pub mod compare;
-pub mod compare_render;
 pub mod counters;
 pub mod disasm;
 pub mod events;
@@ -28,7 +26,6 @@ pub mod perf_map;
 pub mod perf_records;
 pub mod profile_proto;
 pub mod record;
-pub mod render;
 pub mod rules;
 pub mod runtimes;
 pub mod sampler;

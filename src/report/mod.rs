@@ -6,6 +6,7 @@
 //! Exporters take results and return text or bytes; only the binary writes them anywhere.
 
 pub mod charts;
+pub mod diagnosis;
 pub mod diff;
 pub mod experiment;
 pub mod flame;
@@ -13,6 +14,7 @@ pub mod fleet_text;
 pub mod handoff;
 pub mod heatmap;
 pub mod html;
+pub mod profile_diff;
 pub mod prom;
 pub mod terminal;
 pub mod text;

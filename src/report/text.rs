@@ -35,6 +35,23 @@ pub fn wrap_hanging(text: &str, width: u16, first: usize, rest: usize) -> String
     out
 }
 
+/// [`wrap`] after a label: the first line starts with `label` (`Stacks      `, `  - `), the
+/// others with as many spaces. Empty text gives no line at all.
+pub fn wrap_labelled(text: &str, label: &str, width: u16) -> String {
+    if text.trim().is_empty() {
+        return String::new();
+    }
+    let rest = " ".repeat(label.chars().count());
+    let opts = textwrap::Options::new((width as usize).max(rest.len() + 20))
+        .initial_indent(label)
+        .subsequent_indent(&rest)
+        .break_words(false)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    let mut out = textwrap::fill(text, opts);
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,6 +61,16 @@ mod tests {
         let long = "a".repeat(30);
         let out = wrap(&format!("short {long} words"), 20, 2);
         assert!(out.lines().any(|l| l.trim() == long), "{out}");
+    }
+
+    #[test]
+    fn a_label_starts_the_first_line_and_indents_the_others() {
+        let text = "aaaa bbbb cccc dddd eeee ffff gggg hhhh";
+        let s = wrap_labelled(text, "- ", 24);
+        assert_eq!(s.lines().count(), 2);
+        assert!(s.starts_with("- aaaa"));
+        assert!(s.lines().nth(1).unwrap().starts_with("  "));
+        assert_eq!(wrap_labelled(" ", "- ", 24), "");
     }
 
     #[test]

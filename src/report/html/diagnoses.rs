@@ -6,8 +6,8 @@
 
 use super::{escape, level_class, page_foot, page_head, slug, swatch};
 use crate::compare::diagnoses::{ComparedDiagnoses, DiagnosisRun};
+use crate::compare::profile::{CodeSide, DiagnosisDiff, Direction, FindingBrief, ProfileRun};
 use crate::diagnose::Diagnosis;
-use crate::diagnose::compare::{self, CodeSide, DiagnosisDiff, Direction, FindingBrief};
 use crate::diagnose::hotspots::short_module;
 use crate::format::pct;
 use crate::report::flame;
@@ -197,7 +197,7 @@ fn diff_tables(h: &mut String, d: &DiagnosisDiff, beside: impl FnOnce(&mut Strin
     let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(&d.rule));
     h.push_str(
         "<div class=\"wide\"><table class=\"functions\"><tr><th>Function</th><th>Module</th>\
-         <th>Old</th><th>New</th><th>Change</th><th>CPU s per s</th></tr>\n",
+         <th>Old</th><th>New</th><th>FunctionChange</th><th>CPU s per s</th></tr>\n",
     );
     let rows: Vec<_> = d
         .functions
@@ -249,7 +249,7 @@ fn diff_tables(h: &mut String, d: &DiagnosisDiff, beside: impl FnOnce(&mut Strin
             escape(&d.old.label),
             escape(&d.new.label)
         );
-        let machine = |s: &compare::Side| {
+        let machine = |s: &ProfileRun| {
             escape(&format!(
                 "{}; {}",
                 s.cpu,

@@ -1,46 +1,12 @@
 //! The terminal report of a diagnosis: header facts, findings with their evidence and code,
 //! then the tables behind them (hot sites, functions, threads, memory). Returns a `String`.
 
-use super::Diagnosis;
-use super::hotspots::short_module;
+use crate::diagnose::Diagnosis;
+use crate::diagnose::hotspots::short_module;
 use crate::format::group_thousands;
 use crate::format::human_ns;
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use crate::report::text::{table, wrap_labelled};
 use std::fmt::Write;
-
-fn table(width: u16, header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(width)
-        .set_header(header.to_vec());
-    t
-}
-
-/// Word-wraps `text` to `width` columns; the first line starts with `indent`, the others
-/// with as many spaces.
-pub(crate) fn wrap(text: &str, indent: &str, width: usize) -> String {
-    let room = width.saturating_sub(indent.len()).max(20);
-    let rest = " ".repeat(indent.len());
-    let mut out = String::new();
-    let mut line = String::new();
-    let mut first = true;
-    for word in text.split_whitespace() {
-        if !line.is_empty() && line.len() + 1 + word.len() > room {
-            let _ = writeln!(out, "{}{line}", if first { indent } else { &rest });
-            first = false;
-            line.clear();
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        let _ = writeln!(out, "{}{line}", if first { indent } else { &rest });
-    }
-    out
-}
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
@@ -48,18 +14,18 @@ fn pct(x: f64) -> String {
 
 /// Renders the whole report for a terminal `width` columns wide.
 pub fn render(d: &Diagnosis, width: u16) -> String {
-    let mut o = header(d, width as usize);
+    let mut o = header(d, width);
     o.push('\n');
-    o.push_str(&findings(d, width as usize));
+    o.push_str(&findings(d, width));
     o.push_str(&hot_sites(d, width));
     o.push_str(&functions(d, width));
     o.push_str(&threads(d, width));
-    o.push_str(&process_figures(d, width as usize));
+    o.push_str(&process_figures(d, width));
     o
 }
 
 /// The header: what ran, how it was sampled, the counters or why none, the machine, PAUSE.
-fn header(d: &Diagnosis, w: usize) -> String {
+fn header(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
     let what = match &d.target.command {
         Some(c) => c.join(" "),
@@ -71,7 +37,7 @@ fn header(d: &Diagnosis, w: usize) -> String {
         d.target.pid, d.target.ended, d.sampling.wall_s
     );
     for n in &d.target.namespaces {
-        o.push_str(&wrap(&n.describe(), "Namespaces  ", w));
+        o.push_str(&wrap_labelled(&n.describe(), "Namespaces  ", w));
     }
     let _ = writeln!(
         o,
@@ -86,7 +52,7 @@ fn header(d: &Diagnosis, w: usize) -> String {
         }
     );
     if let Some(u) = d.sampling.stacks.as_ref().filter(|u| u.samples > 0) {
-        o.push_str(&wrap(&u.line(), "Stacks      ", w));
+        o.push_str(&wrap_labelled(&u.line(), "Stacks      ", w));
     }
     if d.counters.available {
         let cpi = d
@@ -101,7 +67,7 @@ fn header(d: &Diagnosis, w: usize) -> String {
              are not available; everything below comes from timer samples, the code and /proc.",
             d.machine.pmu_reason.as_deref().unwrap_or("not usable")
         );
-        o.push_str(&wrap(&pmu, "PMU         ", w));
+        o.push_str(&wrap_labelled(&pmu, "PMU         ", w));
     }
     let _ = writeln!(
         o,
@@ -124,7 +90,7 @@ fn header(d: &Diagnosis, w: usize) -> String {
 }
 
 /// The findings, each with its evidence, code, cost and advice.
-fn findings(d: &Diagnosis, w: usize) -> String {
+fn findings(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
     if d.findings.is_empty() {
         let _ = writeln!(
@@ -136,9 +102,13 @@ fn findings(d: &Diagnosis, w: usize) -> String {
     }
     for f in &d.findings {
         o.push('\n');
-        o.push_str(&wrap(&format!("[{}] {}", f.level.word(), f.title), "", w));
+        o.push_str(&wrap_labelled(
+            &format!("[{}] {}", f.level.word(), f.title),
+            "",
+            w,
+        ));
         for e in &f.evidence {
-            o.push_str(&wrap(e, "  - ", w));
+            o.push_str(&wrap_labelled(e, "  - ", w));
         }
         if !f.disassembly.is_empty() {
             let _ = writeln!(o, "  code:");
@@ -146,8 +116,8 @@ fn findings(d: &Diagnosis, w: usize) -> String {
                 let _ = writeln!(o, "    {l}");
             }
         }
-        o.push_str(&wrap(&format!("Cost: {}", f.explanation), "  ", w));
-        o.push_str(&wrap(&format!("Do: {}", f.advice), "  ", w));
+        o.push_str(&wrap_labelled(&format!("Cost: {}", f.explanation), "  ", w));
+        o.push_str(&wrap_labelled(&format!("Do: {}", f.advice), "  ", w));
     }
     o
 }
@@ -216,7 +186,7 @@ fn functions(d: &Diagnosis, width: u16) -> String {
             let _ = writeln!(o, "  {} ({})", f.symbol, pct(f.share));
             for c in &f.callers {
                 let line = format!("{} <- {}", pct(c.share), c.frames.join(" <- "));
-                let _ = write!(o, "{}", wrap(&line, "    ", width as usize));
+                let _ = write!(o, "{}", wrap_labelled(&line, "    ", width));
             }
         }
     }
@@ -269,7 +239,7 @@ fn threads(d: &Diagnosis, width: u16) -> String {
 }
 
 /// Process totals, memory per process, counter values, notes.
-fn process_figures(d: &Diagnosis, w: usize) -> String {
+fn process_figures(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
     if let Some(tot) = &d.totals {
         let _ = writeln!(
@@ -314,28 +284,7 @@ fn process_figures(d: &Diagnosis, w: usize) -> String {
         }
     }
     for n in &d.notes {
-        o.push_str(&wrap(&format!("Note: {n}"), "", w));
+        o.push_str(&wrap_labelled(&format!("Note: {n}"), "", w));
     }
     o
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wrapping_keeps_words_and_indents() {
-        let text = "aaaa bbbb cccc dddd eeee ffff gggg hhhh";
-        let s = wrap(text, "- ", 24);
-        assert_eq!(s.lines().count(), 2);
-        assert!(s.starts_with("- aaaa"));
-        assert!(s.lines().nth(1).unwrap().starts_with("  "));
-        assert_eq!(
-            s.split_whitespace()
-                .filter(|w| *w != "-")
-                .collect::<Vec<_>>()
-                .join(" "),
-            text
-        );
-    }
 }

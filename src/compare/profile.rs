@@ -8,15 +8,15 @@
 //! *CPU time per second of wall time* (samples / rate / wall time). A change counts when the
 //! share moved by [`MIN_CHANGE`] or more and by more than [`NOISE_SE`] standard errors of the
 //! two shares (binomial sampling noise); functions are ranked by the change in share. The
-//! result is a typed, serde-serialisable [`DiagnosisDiff`]; [`super::compare_render`] prints
+//! result is a typed, serde-serialisable [`DiagnosisDiff`]; `report::profile_diff` prints
 //! it.
 
-use super::disasm::{Listing, SiteKind};
-use super::export::stacks_of;
-use super::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
-use super::rules::PauseCost;
-use super::sampler::SamplingMode;
-use super::{Diagnosis, StackCount};
+use crate::diagnose::disasm::{Listing, SiteKind};
+use crate::diagnose::export::stacks_of;
+use crate::diagnose::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
+use crate::diagnose::rules::{Finding, PauseCost};
+use crate::diagnose::sampler::SamplingMode;
+use crate::diagnose::{Diagnosis, StackCount};
 use crate::schema::Level;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,7 +30,7 @@ pub const GROWN_DETAILED: usize = 8;
 
 /// One side of the comparison: the run and its machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Side {
+pub struct ProfileRun {
     /// How the reader named the file (its name, or path when the names clash).
     pub label: String,
     /// The command diagnosed, or `process PID (attached)`.
@@ -82,7 +82,7 @@ pub enum Direction {
 
 /// One function (or module) on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Change {
+pub struct FunctionChange {
     /// Function name (`module (unnamed code)` for code without a name), or the module's file
     /// name in the module table.
     pub name: String,
@@ -198,15 +198,15 @@ pub struct DiagnosisDiff {
     /// `diagnosis_diff`: tells this document from a fingerprint diff.
     pub kind: String,
     /// The baseline.
-    pub old: Side,
+    pub old: ProfileRun,
     /// The run compared with it.
-    pub new: Side,
+    pub new: ProfileRun,
     /// How the runs are compared, in words.
     pub rule: String,
     /// Every function sampled on either side, most grown first, most shrunk last.
-    pub functions: Vec<Change>,
+    pub functions: Vec<FunctionChange>,
     /// Modules, the same way.
-    pub modules: Vec<Change>,
+    pub modules: Vec<FunctionChange>,
     /// The grown functions (at most [`GROWN_DETAILED`]), most grown first: hot code and callers
     /// on both sides.
     pub grown: Vec<GrownFunction>,
@@ -255,8 +255,8 @@ fn tally(stacks: &[StackCount]) -> Tally {
     t
 }
 
-fn side(d: &Diagnosis, label: &str, from_functions: bool) -> Side {
-    Side {
+fn side(d: &Diagnosis, label: &str, from_functions: bool) -> ProfileRun {
+    ProfileRun {
         label: label.to_string(),
         workload: match &d.target.command {
             Some(c) => c.join(" "),
@@ -274,7 +274,7 @@ fn side(d: &Diagnosis, label: &str, from_functions: bool) -> Side {
     }
 }
 
-fn amount(samples: u64, s: &Side) -> Amount {
+fn amount(samples: u64, s: &ProfileRun) -> Amount {
     let cpu_s = samples as f64 / s.frequency_hz.max(1) as f64;
     Amount {
         samples,
@@ -288,7 +288,14 @@ fn amount(samples: u64, s: &Side) -> Amount {
     }
 }
 
-fn change(name: String, module: String, old: Amount, new: Amount, o: &Side, n: &Side) -> Change {
+fn change(
+    name: String,
+    module: String,
+    old: Amount,
+    new: Amount,
+    o: &ProfileRun,
+    n: &ProfileRun,
+) -> FunctionChange {
     let var = |p: f64, total: u64| p * (1.0 - p) / total.max(1) as f64;
     let noise = NOISE_SE * (var(old.share, o.samples) + var(new.share, n.samples)).sqrt();
     let d = new.share - old.share;
@@ -299,7 +306,7 @@ fn change(name: String, module: String, old: Amount, new: Amount, o: &Side, n: &
     } else {
         Direction::Shrunk
     };
-    Change {
+    FunctionChange {
         name,
         module,
         old,
@@ -312,7 +319,7 @@ fn change(name: String, module: String, old: Amount, new: Amount, o: &Side, n: &
 }
 
 /// Most grown first, most shrunk last; equal changes by name.
-fn rank(v: &mut [Change]) {
+fn rank(v: &mut [FunctionChange]) {
     v.sort_by(|a, b| {
         b.share_change
             .total_cmp(&a.share_change)
@@ -368,7 +375,7 @@ fn code_side(
     }
 }
 
-fn brief(f: &super::rules::Finding) -> FindingBrief {
+fn brief(f: &Finding) -> FindingBrief {
     FindingBrief {
         id: f.id.clone(),
         level: f.level,
@@ -379,7 +386,7 @@ fn brief(f: &super::rules::Finding) -> FindingBrief {
 }
 
 fn findings(old: &Diagnosis, new: &Diagnosis) -> FindingChanges {
-    let key = |f: &super::rules::Finding| (f.id.clone(), f.symbol.clone());
+    let key = |f: &Finding| (f.id.clone(), f.symbol.clone());
     let old_keys: BTreeSet<_> = old.findings.iter().map(key).collect();
     let mut out = FindingChanges::default();
     for f in &old.findings {
@@ -401,7 +408,7 @@ fn findings(old: &Diagnosis, new: &Diagnosis) -> FindingChanges {
 }
 
 /// The rule the comparison follows, in words, with both runs' lengths.
-fn rule(o: &Side, n: &Side) -> String {
+fn rule(o: &ProfileRun, n: &ProfileRun) -> String {
     format!(
         "Compared by share of samples, which does not depend on run length, and by CPU time \
          per second of wall time (samples / sampling rate / wall time; old {:.2} s at {} Hz, \
@@ -430,7 +437,7 @@ pub fn compare(
     let (ot, nt) = (tally(&os.stacks), tally(&ns.stacks));
     let keys: BTreeSet<&(String, String)> =
         ot.by_function.keys().chain(nt.by_function.keys()).collect();
-    let mut functions: Vec<Change> = keys
+    let mut functions: Vec<FunctionChange> = keys
         .into_iter()
         .map(|k| {
             let a = amount(ot.by_function.get(k).copied().unwrap_or(0), &o);
@@ -440,7 +447,7 @@ pub fn compare(
         .collect();
     rank(&mut functions);
     let modules: BTreeSet<&String> = ot.by_module.keys().chain(nt.by_module.keys()).collect();
-    let mut modules: Vec<Change> = modules
+    let mut modules: Vec<FunctionChange> = modules
         .into_iter()
         .map(|m| {
             let a = amount(ot.by_module.get(m).copied().unwrap_or(0), &o);
@@ -526,8 +533,8 @@ mod tests {
         }
     }
 
-    fn side_of(samples: u64) -> Side {
-        Side {
+    fn side_of(samples: u64) -> ProfileRun {
+        ProfileRun {
             label: "x".into(),
             workload: "w".into(),
             cpu: "c".into(),

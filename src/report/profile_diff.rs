@@ -2,23 +2,16 @@
 //! modules ranked by growth, each grown function's hot code and callers side by side, and the
 //! findings present on one side only. Returns a `String` that fits `width` columns.
 
-use super::compare::{Change, CodeSide, DiagnosisDiff, Direction, FindingBrief, Side};
-use super::render::wrap;
+use crate::compare::profile::{
+    CodeSide, DiagnosisDiff, Direction, FindingBrief, FunctionChange, ProfileRun,
+};
+
 use crate::format::{group_thousands, human_ns};
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use crate::report::text::{table, wrap_labelled};
 use std::fmt::Write;
 
 /// Rows of the function table shown without `--all` (every grown and shrunk one up to this).
 const ROWS: usize = 15;
-
-fn table(width: u16, header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(width)
-        .set_header(header.to_vec());
-    t
-}
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
@@ -28,7 +21,7 @@ fn points(x: f64) -> String {
     format!("{:+.1} pt", 100.0 * x)
 }
 
-fn pause(s: &Side) -> String {
+fn pause(s: &ProfileRun) -> String {
     match s.pause {
         Some(p) => format!(
             "PAUSE {:.1} ns{}",
@@ -41,8 +34,8 @@ fn pause(s: &Side) -> String {
     }
 }
 
-fn side_lines(o: &mut String, word: &str, s: &Side, other: Option<&Side>, w: usize) {
-    o.push_str(&wrap(
+fn side_lines(o: &mut String, word: &str, s: &ProfileRun, other: Option<&ProfileRun>, w: u16) {
+    o.push_str(&wrap_labelled(
         &format!(
             "{}: {}, {:.2} s, {} samples ({} at {} Hz), {} of CPU",
             s.label,
@@ -60,10 +53,14 @@ fn side_lines(o: &mut String, word: &str, s: &Side, other: Option<&Side>, w: usi
         Some(x) if x.cpu == s.cpu && x.logical_cpus == s.logical_cpus => "same machine".into(),
         _ => format!("{}, {} CPUs", s.cpu, s.logical_cpus),
     };
-    o.push_str(&wrap(&format!("{machine}; {}", pause(s)), "     ", w));
+    o.push_str(&wrap_labelled(
+        &format!("{machine}; {}", pause(s)),
+        "     ",
+        w,
+    ));
 }
 
-fn change_cell(c: &Change) -> String {
+fn change_cell(c: &FunctionChange) -> String {
     match c.direction {
         Direction::Grown => format!("{} grown", points(c.share_change)),
         Direction::Shrunk => format!("{} shrunk", points(c.share_change)),
@@ -79,7 +76,7 @@ fn amount_cell(share: f64, samples: u64) -> String {
     }
 }
 
-fn changes_table(rows: &[&Change], width: u16, first: &str) -> Table {
+fn changes_table(rows: &[&FunctionChange], width: u16, first: &str) -> comfy_table::Table {
     let mut t = table(
         width,
         &[first, "Old (samples)", "New (samples)", "Change", "CPU s/s"],
@@ -103,8 +100,8 @@ fn changes_table(rows: &[&Change], width: u16, first: &str) -> Table {
 
 /// The rows shown: every grown and shrunk one (up to [`ROWS`]), or all with `all`; and how
 /// many are left out.
-fn shown(v: &[Change], all: bool) -> (Vec<&Change>, usize) {
-    let rows: Vec<&Change> = v
+fn shown(v: &[FunctionChange], all: bool) -> (Vec<&FunctionChange>, usize) {
+    let rows: Vec<&FunctionChange> = v
         .iter()
         .filter(|c| all || c.direction != Direction::Within)
         .take(if all { usize::MAX } else { ROWS })
@@ -113,7 +110,7 @@ fn shown(v: &[Change], all: bool) -> (Vec<&Change>, usize) {
     (rows, hidden)
 }
 
-fn code_cells(c: &CodeSide, s: &Side) -> [String; 5] {
+fn code_cells(c: &CodeSide, s: &ProfileRun) -> [String; 5] {
     let (kind, hot, next) = match &c.site {
         Some(site) => (
             site.kind.describe().to_string(),
@@ -161,18 +158,18 @@ fn finding_line(f: &FindingBrief) -> String {
 /// Renders the comparison for a terminal `width` columns wide; `all` lists the functions that
 /// did not move too.
 pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
-    let w = width as usize;
+    let w = width;
     let mut o = String::new();
     let _ = writeln!(o, "Diagnosis diff: {} -> {}\n", d.old.label, d.new.label);
     side_lines(&mut o, "old", &d.old, None, w);
     side_lines(&mut o, "new", &d.new, Some(&d.old), w);
     o.push('\n');
-    o.push_str(&wrap(&d.rule, "", w));
+    o.push_str(&wrap_labelled(&d.rule, "", w));
     o.push_str(&changes(d, width, all));
     o.push_str(&grown(d, width));
     o.push_str(&findings(d, w));
     for n in &d.notes {
-        o.push_str(&wrap(&format!("Note: {n}"), "", w));
+        o.push_str(&wrap_labelled(&format!("Note: {n}"), "", w));
     }
     o
 }
@@ -203,7 +200,7 @@ fn changes(d: &DiagnosisDiff, width: u16, all: bool) -> String {
 
 /// Each grown function's code and callers, old beside new.
 fn grown(d: &DiagnosisDiff, width: u16) -> String {
-    let w = width as usize;
+    let w = width;
     let mut o = String::new();
     for g in &d.grown {
         let c = d
@@ -211,7 +208,7 @@ fn grown(d: &DiagnosisDiff, width: u16) -> String {
             .iter()
             .find(|c| c.name == g.name && c.module == g.module);
         o.push('\n');
-        o.push_str(&wrap(
+        o.push_str(&wrap_labelled(
             &format!(
                 "Grown: {} ({}){}",
                 g.name,
@@ -239,7 +236,7 @@ fn grown(d: &DiagnosisDiff, width: u16) -> String {
         let _ = writeln!(o, "{t}");
     }
     if d.functions.iter().any(|c| c.direction == Direction::Grown) && !d.grown.is_empty() {
-        o.push_str(&wrap(
+        o.push_str(&wrap_labelled(
             "hot: the instruction the samples blame (skid undone); next: the one right \
              after it, where timer samples land.",
             "",
@@ -250,7 +247,7 @@ fn grown(d: &DiagnosisDiff, width: u16) -> String {
 }
 
 /// Findings on one side only, and on both with their levels and shares.
-fn findings(d: &DiagnosisDiff, w: usize) -> String {
+fn findings(d: &DiagnosisDiff, w: u16) -> String {
     let mut o = String::new();
     let f = &d.findings;
     let _ = writeln!(o, "\nFindings");
@@ -258,10 +255,10 @@ fn findings(d: &DiagnosisDiff, w: usize) -> String {
         let _ = writeln!(o, "None on either side.");
     }
     for x in &f.only_new {
-        o.push_str(&wrap(&finding_line(x), "  only in new: ", w));
+        o.push_str(&wrap_labelled(&finding_line(x), "  only in new: ", w));
     }
     for x in &f.only_old {
-        o.push_str(&wrap(&finding_line(x), "  only in old: ", w));
+        o.push_str(&wrap_labelled(&finding_line(x), "  only in old: ", w));
     }
     for p in &f.both {
         let level = if p.old.level == p.new.level {
@@ -273,7 +270,7 @@ fn findings(d: &DiagnosisDiff, w: usize) -> String {
             (Some(a), Some(b)) => format!(" ({} -> {})", pct(a), pct(b)),
             _ => String::new(),
         };
-        o.push_str(&wrap(
+        o.push_str(&wrap_labelled(
             &format!("[{level}] {}{shares}", p.new.title),
             "  in both:     ",
             w,
@@ -285,7 +282,7 @@ fn findings(d: &DiagnosisDiff, w: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::compare::compare;
+    use crate::compare::profile::compare;
 
     use crate::diagnose::test_fixture as fixture;
 
