@@ -148,16 +148,14 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let cpus = ctx.cpus()?;
     require_two_cpus(&cpus)?;
     let pair = (cpus[0], cpus[1]);
-    let state = &ctx.machine.split_lock;
-    let in_child = state.effective.kernel_acts();
+    let in_child = ctx.machine.split_lock.effective.kernel_acts();
     let profile = ctx.options.profile;
     let (aligned_plan, split_default, per_round) = plans(ctx);
-    let fail = |e: String| ProbeFailure::Failed(format!("CPU pair {}-{}: {e}", pair.0, pair.1));
 
     // Where the kernel traps, the per-op blocks run in a child; a SIGBUS ends it and is the
     // finding.
     let child = if in_child {
-        Some(locker::Locker::spawn(pair.0, 1, ctx.clock).map_err(fail)?)
+        Some(locker::Locker::spawn(pair.0, 1, ctx.clock).map_err(|e| pair_failure(pair, e))?)
     } else {
         None
     };
@@ -166,17 +164,91 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     } else {
         op_block(profile)
     };
-    let op_blocks_per_round = if in_child { 1 } else { per_round };
+    let setup = Setup {
+        pair,
+        in_child,
+        op_max,
+        op_budget,
+        op_blocks_per_round: if in_child { 1 } else { per_round },
+        aligned_plan,
+        split_default,
+        per_round,
+    };
     let op_lines = Lines::new();
-    let mut blocks = Vec::new();
+    let aligned_lines = Lines::new();
+    let split_lines = Lines::new();
+    let rounds = measure_rounds(
+        ctx,
+        &setup,
+        child.as_ref(),
+        [&op_lines, &aligned_lines, &split_lines],
+    )?;
+    drop(child);
+    let core_hz = {
+        let _pin = pin_to_cpu(pair.0)?;
+        estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
+    };
+    let split_at = split_lines.at(SPLIT_OFFSET) as usize;
+    Ok(summarise(ctx, &setup, rounds, split_at, core_hz))
+}
+
+/// A probe failure on the CPU pair.
+fn pair_failure(pair: (usize, usize), e: String) -> ProbeFailure {
+    ProbeFailure::Failed(format!("CPU pair {}-{}: {e}", pair.0, pair.1))
+}
+
+/// How a run measures: the CPU pair, where the split locks run, and the sizes of its blocks
+/// and samples.
+struct Setup {
+    pair: (usize, usize),
+    /// The kernel acts on split locks, so they run in a child process.
+    in_child: bool,
+    op_max: usize,
+    op_budget: Duration,
+    op_blocks_per_round: usize,
+    aligned_plan: Plan,
+    split_default: u64,
+    per_round: usize,
+}
+
+/// What the rounds measured.
+struct Rounds {
+    /// One thread's split locks timed op by op.
+    blocks: Vec<per_op::Block>,
+    /// Aligned ping-pong samples, ns per handoff.
+    aligned: Vec<f64>,
+    /// Split ping-pong samples, ns per handoff (in-process only).
+    split: Vec<f64>,
+    /// The split ping-pong's plan, sized from the first round's per-op cost.
+    split_plan: Option<Plan>,
+    /// How the child ended, where it did not survive.
+    child_end: Option<String>,
+}
+
+/// [`ROUNDS`] rounds of: split locks timed op by op, the aligned ping-pong, and (in-process)
+/// the split ping-pong, interleaved so all meet the same machine noise. `lines` are the
+/// per-op, aligned and split blocks.
+#[cfg(target_arch = "x86_64")]
+fn measure_rounds(
+    ctx: &ProbeContext,
+    setup: &Setup,
+    child: Option<&locker::Locker>,
+    [op_lines, aligned_lines, split_lines]: [&Lines; 3],
+) -> Result<Rounds, ProbeFailure> {
+    let pair = setup.pair;
+    let fail = |e: String| pair_failure(pair, e);
     let mut child_end: Option<String> = None;
     let mut time_blocks = |blocks: &mut Vec<per_op::Block>| -> Result<(), ProbeFailure> {
-        for _ in 0..op_blocks_per_round {
-            match &child {
-                Some(c) if child_end.is_none() => match c.time_ops(ctx.clock, op_max, op_budget) {
-                    Ok(b) => blocks.push(b),
-                    Err(e) => child_end = Some(c.poll_end().map_or(e, |end| end.to_string())),
-                },
+        for _ in 0..setup.op_blocks_per_round {
+            match child {
+                Some(c) if child_end.is_none() => {
+                    match c.time_ops(ctx.clock, setup.op_max, setup.op_budget) {
+                        Ok(b) => blocks.push(b),
+                        Err(e) => {
+                            child_end = Some(c.poll_end().map_or(e, |end| end.to_string()))
+                        }
+                    }
+                }
                 Some(_) => {}
                 None => {
                     let _pin = pin_to_cpu(pair.0)?;
@@ -185,8 +257,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
                         per_op::time_block_here(
                             ctx.clock,
                             op_lines.at(SPLIT_OFFSET),
-                            op_max,
-                            op_budget,
+                            setup.op_max,
+                            setup.op_budget,
                         )
                     });
                 }
@@ -195,8 +267,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         Ok(())
     };
 
-    let aligned_lines = Lines::new();
-    let split_lines = Lines::new();
+    let mut blocks = Vec::new();
     let mut aligned = Vec::new();
     let mut split = Vec::new();
     let mut split_plan = None;
@@ -207,28 +278,32 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             ping_pong(
                 ctx.clock,
                 pair,
-                &aligned_lines,
+                aligned_lines,
                 Variant::Cas { offset: 0 },
-                aligned_plan,
+                setup.aligned_plan,
             )
             .map_err(fail)?,
         );
-        if !in_child {
+        if !setup.in_child {
             // Sized once, from the first round's per-op cost.
             let plan = *split_plan.get_or_insert_with(|| {
                 let mean = per_op::summarize(&blocks).map(|s| s.mean_ns);
-                let n = split_handoffs(split_default, mean, split_sample_budget(profile));
+                let n = split_handoffs(
+                    setup.split_default,
+                    mean,
+                    split_sample_budget(ctx.options.profile),
+                );
                 Plan {
                     warmup: n / 4,
                     handoffs_per_sample: n,
-                    samples: per_round,
+                    samples: setup.per_round,
                 }
             });
             split.extend(
                 ping_pong(
                     ctx.clock,
                     pair,
-                    &split_lines,
+                    split_lines,
                     Variant::Cas {
                         offset: SPLIT_OFFSET,
                     },
@@ -240,11 +315,33 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ctx.progress.advance(1);
     }
     ctx.progress.finish();
-    drop(child);
-    let core_hz = {
-        let _pin = pin_to_cpu(pair.0)?;
-        estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
-    };
+    Ok(Rounds {
+        blocks,
+        aligned,
+        split,
+        split_plan,
+        child_end,
+    })
+}
+
+/// The result: the set-up in params and effects, the aligned figures, the split (in-process)
+/// or trapped (in the child) figures, and the mechanism the per-op times name.
+fn summarise(
+    ctx: &ProbeContext,
+    setup: &Setup,
+    rounds: Rounds,
+    split_at: usize,
+    core_hz: Option<f64>,
+) -> ProbeResult {
+    let Rounds {
+        blocks,
+        aligned,
+        split,
+        split_plan,
+        child_end,
+    } = rounds;
+    let pair = setup.pair;
+    let state = &ctx.machine.split_lock;
     // Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
     let cycles = |name: &str, ns: &[f64]| {
         let hz = core_hz?;
@@ -261,7 +358,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params.insert("rounds".into(), json!(ROUNDS));
     r.params.insert(
         "aligned_handoffs_per_sample".into(),
-        json!(aligned_plan.handoffs_per_sample),
+        json!(setup.aligned_plan.handoffs_per_sample),
     );
     if let Some(plan) = split_plan {
         r.params.insert(
@@ -274,9 +371,9 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params.insert(
         "op_block".into(),
         json!({
-            "max_ops": op_max,
-            "budget_ms": op_budget.as_secs_f64() * 1e3,
-            "blocks": op_blocks_per_round * ROUNDS,
+            "max_ops": setup.op_max,
+            "budget_ms": setup.op_budget.as_secs_f64() * 1e3,
+            "blocks": setup.op_blocks_per_round * ROUNDS,
             "trap_boundary_ns": TRAP_BOUNDARY_NS,
         }),
     );
@@ -284,7 +381,6 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .insert("pinned_cpus".into(), json!([pair.0, pair.1]));
     r.effects
         .insert("kernel_split_lock_mode".into(), json!(state.effective));
-    let split_at = split_lines.at(SPLIT_OFFSET) as usize;
     r.effects.insert(
         "split_value_crosses_line".into(),
         json!(split_at / 64 != (split_at + 7) / 64),
@@ -299,7 +395,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .insert(format!("aligned_lock_ns.{pair_key}"), aligned);
 
     let summary = per_op::summarize(&blocks);
-    if in_child {
+    if setup.in_child {
         r.effects
             .insert("split_lock_measured".into(), json!("kernel_mitigation"));
         r.effects.insert(
@@ -352,7 +448,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         mean_ns: None,
     };
     record_split_locks(&mut r, &evidence, summary.as_ref(), pair.0, core_hz);
-    Ok(r)
+    r
 }
 
 /// The mechanism (`split_lock_mechanism`, `split_lock_trap_shape`) and the per-op figures
