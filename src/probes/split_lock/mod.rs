@@ -244,9 +244,7 @@ fn measure_rounds(
                 Some(c) if child_end.is_none() => {
                     match c.time_ops(ctx.clock, setup.op_max, setup.op_budget) {
                         Ok(b) => blocks.push(b),
-                        Err(e) => {
-                            child_end = Some(c.poll_end().map_or(e, |end| end.to_string()))
-                        }
+                        Err(e) => child_end = Some(c.poll_end().map_or(e, |end| end.to_string())),
                     }
                 }
                 Some(_) => {}

@@ -403,7 +403,8 @@ fn summarise(f: &Findings, alone: &Victim, loaded: &Victim) -> ProbeResult {
         .insert("cpus".into(), json!([victim_cpu, aggressor_cpu]));
     r.params.insert("duration_s".into(), json!(f.duration_s));
     r.params.insert("rounds".into(), json!(ROUNDS));
-    r.params.insert("buffer_bytes".into(), json!(f.buffer_bytes));
+    r.params
+        .insert("buffer_bytes".into(), json!(f.buffer_bytes));
     r.params
         .insert("chase_steps_per_sample".into(), json!(CHASE_STEPS));
     r.params
