@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{c_compiler, cpudoctor, missing_hardware};
+use common::{c_compiler, compile_program, cpudoctor, missing_hardware};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -26,15 +26,8 @@ fn program(name: &str) -> Option<PathBuf> {
     let cc = c_compiler()?;
     let dir = DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
         for name in ["chase_malloc", "stream_sum", "thread_counters"] {
-            let status = std::process::Command::new(&cc)
-                .args(["-O2", "-pthread", "-o"])
-                .arg(dir.path().join(name))
-                .arg(src.join(format!("{name}.c")))
-                .status()
-                .expect("the C compiler started a moment ago");
-            assert!(status.success(), "{cc} failed on {name}.c");
+            compile_program(&cc, name, &["-O2", "-pthread"], dir.path());
         }
         dir
     });
