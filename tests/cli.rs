@@ -105,7 +105,7 @@ fn the_summary_fits_an_80_by_50_terminal_and_verbose_shows_everything() {
     // --verbose); a quick PAUSE probe exercises it without the whole battery. `check`'s own
     // view at 80 columns is snapshot-tested on real fingerprints in check_render.rs.
     let text = stdout_text(
-        &mut cpudoctor()
+        cpudoctor()
             .args(["probe", "pause", "--quick", "--cpus", "0"])
             .env("COLUMNS", "80"),
     );

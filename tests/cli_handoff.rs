@@ -29,7 +29,7 @@ fn handoff_json_validates_and_reports_each_runtime_and_delay() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("handoff.json");
     let fp = json_of(
-        &mut cpudoctor()
+        cpudoctor()
             .args([
                 "spin",
                 "--handoff",
@@ -102,7 +102,7 @@ fn handoff_json_validates_and_reports_each_runtime_and_delay() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn model_legacy_is_slower_than_normalized_in_the_seed_case() {
-    let fp = json_of(&mut cpudoctor().args([
+    let fp = json_of(cpudoctor().args([
         "spin",
         "--handoff",
         "--json",
@@ -146,7 +146,7 @@ fn model_legacy_is_slower_than_normalized_in_the_seed_case() {
 #[test]
 fn handoff_models_the_pause_probes_figure_when_none_is_given() {
     let fp = json_of(
-        &mut cpudoctor()
+        cpudoctor()
             .args(["spin", "--handoff", "--json"])
             .args([
                 "--items",

@@ -14,7 +14,7 @@ use common::*;
 
 #[cfg(target_arch = "x86_64")]
 fn probe_json(args: &[&str]) -> Value {
-    let fp = json_of(&mut cpudoctor().arg("probe").args(args).arg("--json"));
+    let fp = json_of(cpudoctor().arg("probe").args(args).arg("--json"));
     fp["probes"][0].clone()
 }
 

@@ -73,7 +73,7 @@ fn diff_of_two_runs_of_this_machine_reports_no_regression() {
 #[test]
 fn diff_against_a_slow_pause_cpu_flags_the_hazard_and_names_spin_waits() {
     let d = json_of(
-        &mut cpudoctor()
+        cpudoctor()
             .args(["diff", "--json"])
             .arg(fixture(REAL_FULL))
             .arg(fixture(SLOW_PAUSE)),
@@ -228,7 +228,7 @@ fn diff_of_a_verdict_crossing_its_threshold_within_noise_reports_no_regression()
     // Regression guard: PAUSE at 118 and 122 cycles (3.4% apart, within noise) either side of
     // the 120-cycle hazard line read "notice -> HAZARD, now hurts more".
     let d = json_of(
-        &mut cpudoctor()
+        cpudoctor()
             .args(["diff", "--json"])
             .arg(fixture(NEAR_HAZARD_BELOW))
             .arg(fixture(NEAR_HAZARD_ABOVE)),
@@ -263,7 +263,7 @@ fn diff_of_a_file_listing_a_probe_twice_compares_the_first_and_says_so() {
     fp["probes"].as_array_mut().unwrap().push(pause);
     std::fs::write(&twice, fp.to_string()).unwrap();
     let d = json_of(
-        &mut cpudoctor()
+        cpudoctor()
             .args(["diff", "--json"])
             .arg(fixture(REAL_CHECK))
             .arg(&twice),

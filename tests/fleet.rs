@@ -64,7 +64,7 @@ fn a_fast_minority_of_false_sharing_is_named_with_its_share_and_hosts() {
     let fast = [3, 11, 19, 27, 38, 45];
     write_fleet(dir.path(), 50, &fast, 1);
     let text = stdout_text(
-        &mut cpudoctor()
+        cpudoctor()
             .env("COLUMNS", "80")
             .arg("fleet")
             .arg(dir.path()),

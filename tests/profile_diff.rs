@@ -131,7 +131,7 @@ fn diff_ranks_the_spin_wait_first_with_pause_on_both_sides_and_the_work_shrunk()
 
     // The text says the same in 80 columns, and prints its rule.
     let text = stdout_text(
-        &mut cpudoctor()
+        cpudoctor()
             .arg("diff")
             .arg(r.path("old.json"))
             .arg(r.path("new.json"))
