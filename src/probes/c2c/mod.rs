@@ -287,11 +287,24 @@ fn result(
         r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
     }
 
-    r.series.push(matrix::matrix("c2c_latency_ns", cpus, &cas));
+    record_matrices(&mut r, cpus, &cas, &load_store, &groups);
+    r
+}
+
+/// The CAS and load-store matrices over the CPUs, and the CAS latency's bars by pair group.
+fn record_matrices(
+    r: &mut ProbeResult,
+    cpus: &[usize],
+    cas: &[PairLatency],
+    load_store: &[PairLatency],
+    groups: &BTreeMap<PairGroup, Vec<f64>>,
+) {
+    let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+    r.series.push(matrix::matrix("c2c_latency_ns", cpus, cas));
     r.series.push(matrix::matrix(
         "c2c_load_store_latency_ns",
         cpus,
-        &load_store,
+        load_store,
     ));
     r.series.push(Series::Bars {
         name: "c2c_latency_ns_by_group".into(),
@@ -299,7 +312,6 @@ fn result(
         labels: groups.keys().map(|g| g.key().to_string()).collect(),
         values: groups.values().map(|v| med(v)).collect(),
     });
-    r
 }
 
 /// The latency metrics: CAS handoff over pairs, its range and cycles, load-store handoff,

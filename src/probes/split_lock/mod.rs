@@ -340,12 +340,6 @@ fn summarise(
     } = rounds;
     let pair = setup.pair;
     let state = &ctx.machine.split_lock;
-    // Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
-    let cycles = |name: &str, ns: &[f64]| {
-        let hz = core_hz?;
-        let c: Vec<f64> = ns.iter().map(|x| x * hz * 1e-9).collect();
-        Metric::from_samples(name, "cycles", Better::Lower, &c)
-    };
 
     let mut r = ProbeResult::new("split-lock", Status::Ok);
     if let Some(hz) = core_hz {
@@ -388,54 +382,15 @@ fn summarise(
     let aligned_ns = aligned_metric.as_ref().map(|m| m.value);
     r.metrics.extend(aligned_metric);
     r.metrics
-        .extend(cycles("aligned_lock_latency_cycles", &aligned));
+        .extend(cycles("aligned_lock_latency_cycles", &aligned, core_hz));
     r.samples
         .insert(format!("aligned_lock_ns.{pair_key}"), aligned);
 
     let summary = per_op::summarize(&blocks);
     if setup.in_child {
-        r.effects
-            .insert("split_lock_measured".into(), json!("kernel_mitigation"));
-        r.effects.insert(
-            "split_lock_child".into(),
-            json!(child_end.as_deref().unwrap_or("survived")),
-        );
-        // One thread, every lock trapped: not the handoff the aligned figure times, so no
-        // ratio to it. Time over ops in every block, the rate a program gets.
-        if let Some(mean) = summary.as_ref().map(|s| s.mean_ns) {
-            r.samples.insert(
-                format!("split_lock_trapped_ns.cpu{}", pair.0),
-                summary
-                    .as_ref()
-                    .map(|s| s.block_means_ns.clone())
-                    .unwrap_or_default(),
-            );
-            r.metrics.push(Metric::derived(
-                "split_lock_trapped_ns",
-                mean,
-                "ns",
-                Better::Lower,
-            ));
-        }
+        record_trapped(&mut r, summary.as_ref(), child_end.as_deref(), pair.0);
     } else {
-        r.effects
-            .insert("split_lock_measured".into(), json!("hardware"));
-        let m = Metric::from_samples("split_lock_latency_ns", "ns", Better::Lower, &split);
-        let split_ns = m.as_ref().map(|m| m.value);
-        r.metrics.extend(m);
-        r.metrics
-            .extend(cycles("split_lock_latency_cycles", &split));
-        if let (Some(s), Some(a)) = (split_ns, aligned_ns)
-            && a > 0.0
-        {
-            r.metrics.push(Metric::derived(
-                "split_lock_ratio",
-                s / a,
-                "ratio",
-                Better::Lower,
-            ));
-        }
-        r.samples.insert(format!("split_lock_ns.{pair_key}"), split);
+        record_split(&mut r, split, aligned_ns, &pair_key, core_hz);
     }
 
     let evidence = MechanismEvidence {
@@ -447,6 +402,72 @@ fn summarise(
     };
     record_split_locks(&mut r, &evidence, summary.as_ref(), pair.0, core_hz);
     r
+}
+
+/// Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
+fn cycles(name: &str, ns: &[f64], core_hz: Option<f64>) -> Option<Metric> {
+    let hz = core_hz?;
+    let c: Vec<f64> = ns.iter().map(|x| x * hz * 1e-9).collect();
+    Metric::from_samples(name, "cycles", Better::Lower, &c)
+}
+
+/// Split locks in the child, where the kernel acts on them: how the child ended, and the
+/// trapped time per lock.
+fn record_trapped(
+    r: &mut ProbeResult,
+    summary: Option<&per_op::Summary>,
+    child_end: Option<&str>,
+    cpu: usize,
+) {
+    r.effects
+        .insert("split_lock_measured".into(), json!("kernel_mitigation"));
+    r.effects.insert(
+        "split_lock_child".into(),
+        json!(child_end.unwrap_or("survived")),
+    );
+    // One thread, every lock trapped: not the handoff the aligned figure times, so no
+    // ratio to it. Time over ops in every block, the rate a program gets.
+    if let Some(s) = summary {
+        r.samples.insert(
+            format!("split_lock_trapped_ns.cpu{cpu}"),
+            s.block_means_ns.clone(),
+        );
+        r.metrics.push(Metric::derived(
+            "split_lock_trapped_ns",
+            s.mean_ns,
+            "ns",
+            Better::Lower,
+        ));
+    }
+}
+
+/// Split locks in-process: the split ping-pong's latency, in cycles, and its ratio to the
+/// aligned one.
+fn record_split(
+    r: &mut ProbeResult,
+    split: Vec<f64>,
+    aligned_ns: Option<f64>,
+    pair_key: &str,
+    core_hz: Option<f64>,
+) {
+    r.effects
+        .insert("split_lock_measured".into(), json!("hardware"));
+    let m = Metric::from_samples("split_lock_latency_ns", "ns", Better::Lower, &split);
+    let split_ns = m.as_ref().map(|m| m.value);
+    r.metrics.extend(m);
+    r.metrics
+        .extend(cycles("split_lock_latency_cycles", &split, core_hz));
+    if let (Some(s), Some(a)) = (split_ns, aligned_ns)
+        && a > 0.0
+    {
+        r.metrics.push(Metric::derived(
+            "split_lock_ratio",
+            s / a,
+            "ratio",
+            Better::Lower,
+        ));
+    }
+    r.samples.insert(format!("split_lock_ns.{pair_key}"), split);
 }
 
 /// The mechanism (`split_lock_mechanism`, `split_lock_trap_shape`) and the per-op figures
