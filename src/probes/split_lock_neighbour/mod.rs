@@ -178,11 +178,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     use super::Profile;
     use super::c2c::require_two_cpus;
     use super::split_lock::locker::Locker;
-    use crate::arch::{VectorWidth, pointer_chase, sequential_read};
-    use crate::measure::buffer::{Buffer, BufferError, PageKind};
-    use crate::measure::chase::{Layout, SplitMix64, build, sattolo_cycle};
+    use crate::arch::VectorWidth;
     use crate::measure::{self, pin_to_cpu};
-    use std::sync::atomic::Ordering;
     use std::time::Duration;
     let cpus = ctx.cpus()?;
     require_two_cpus(&cpus)?;
@@ -220,6 +217,60 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     } else {
         bytes
     };
+    let (buf, backing, start) = victim_buffer(bytes)?;
+    let rounds = victim_rounds(ctx, &locker, &buf, start, width, phase).map_err(|e| {
+        if trapped {
+            kernel_stops_split_locks(e, mode)
+        } else {
+            ProbeFailure::Failed(e)
+        }
+    })?;
+    drop(locker);
+    let (before, after) = (rounds.before, rounds.after);
+    let len = buf.len();
+    let findings = Findings {
+        victim_cpu,
+        aggressor_cpu,
+        duration_s,
+        buffer_bytes: len,
+        backing,
+        vector_isa: width.name(),
+        core_hz,
+        mode,
+        trapped,
+        aggressor_trapped,
+        alone_ns,
+        split_locks: after.ops - before.ops,
+        locking_s: (after.locking_ns - before.locking_ns) * 1e-9,
+    };
+    drop(buf);
+    Ok(summarise(&findings, &rounds.alone, &rounds.loaded))
+}
+
+/// The skip where the kernel stops split locks (`e`: how the aggressor ended): they cannot
+/// slow a neighbour there.
+fn kernel_stops_split_locks(e: String, mode: crate::machine::SplitLockMode) -> ProbeFailure {
+    ProbeFailure::Skipped(format!(
+        "{e} (split_lock_detect mode {mode}): the kernel stops split locks here, so they \
+         cannot slow a neighbour"
+    ))
+}
+
+/// The victim's buffer of `bytes` on transparent huge pages where it gets them, what backs
+/// it, and the start of the random chase cycle built through its lines.
+#[cfg(target_arch = "x86_64")]
+fn victim_buffer(
+    bytes: usize,
+) -> Result<
+    (
+        crate::measure::buffer::Buffer,
+        crate::measure::buffer::PageBacking,
+        *const u64,
+    ),
+    ProbeFailure,
+> {
+    use crate::measure::buffer::{Buffer, BufferError, PageKind};
+    use crate::measure::chase::{Layout, SplitMix64, build, sattolo_cycle};
     let mut buf = Buffer::allocate(bytes as u64, PageKind::Thp).map_err(|e| match e {
         BufferError::NotEnoughMemory { .. } => ProbeFailure::Skipped(e.to_string()),
         _ => ProbeFailure::Failed(e.to_string()),
@@ -232,6 +283,66 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // SAFETY: `lines` slots of 64 bytes fill the buffer, which is page aligned.
     let start = unsafe { build(buf.as_mut_ptr(), &next, Layout::Lines) };
     drop(next);
+    Ok((buf, backing, start))
+}
+
+/// The aggressor alone, its locks timed one by one: trapped or not, by the split-lock
+/// probe's own rule (`schema::split_lock::classify`), preemptions discounted, so a busy CPU
+/// is not taken for a trap. Returns its mean time per lock and whether it is trapped.
+#[cfg(target_arch = "x86_64")]
+fn aggressor_alone(
+    ctx: &ProbeContext,
+    locker: &super::split_lock::locker::Locker,
+    mode: crate::machine::SplitLockMode,
+) -> Result<(Option<f64>, bool), ProbeFailure> {
+    use crate::schema::split_lock::{MechanismEvidence, OpCensus, classify};
+    let trapped = mode.kernel_acts();
+    let alone = match locker.time_ops(ctx.clock, AGGRESSOR_PROBE_OPS, AGGRESSOR_PROBE) {
+        Ok(block) => block,
+        Err(e) if trapped => {
+            return Err(kernel_stops_split_locks(e, mode));
+        }
+        Err(e) => return Err(ProbeFailure::Failed(e)),
+    };
+    let evidence = MechanismEvidence {
+        kernel: mode,
+        guest: ctx.machine.hypervisor.is_some(),
+        killed_by_sigbus: false,
+        census: Some(OpCensus::of(
+            &alone.per_op_ns,
+            alone.voluntary_switches,
+            alone.involuntary_switches,
+        )),
+        mean_ns: None,
+    };
+    let aggressor_trapped = trapped || classify(&evidence).is_some_and(|(m, _)| m.trapped());
+    Ok((alone.mean_ns(), aggressor_trapped))
+}
+
+/// What the victim saw alone and loaded, and the aggressor's totals around the rounds.
+#[cfg(target_arch = "x86_64")]
+struct VictimRounds {
+    alone: Victim,
+    loaded: Victim,
+    before: super::split_lock::locker::LockTotals,
+    after: super::split_lock::locker::LockTotals,
+}
+
+/// The victim's work on `buf` (its chase starting at `start`): after an untimed warm-up, in
+/// [`alternate`]'s rounds, each phase (`phase` long) a latency then a bandwidth measurement,
+/// the aggressor's split-lock count read around every sample. An error is how the
+/// aggressor ended.
+#[cfg(target_arch = "x86_64")]
+fn victim_rounds(
+    ctx: &ProbeContext,
+    locker: &super::split_lock::locker::Locker,
+    buf: &crate::measure::buffer::Buffer,
+    start: *const u64,
+    width: crate::arch::VectorWidth,
+    phase: std::time::Duration,
+) -> Result<VictimRounds, String> {
+    use crate::arch::{pointer_chase, sequential_read};
+    use std::sync::atomic::Ordering;
     let clock = ctx.clock;
     let base = buf.as_ptr();
     let len = buf.len();
@@ -269,72 +380,15 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     };
 
     let before = locker.totals();
-    let (alone, loaded) = alternate(ctx, &locker, observe).map_err(|e| {
-        if trapped {
-            ProbeFailure::Skipped(format!(
-                "{e} (split_lock_detect mode {mode}): the kernel stops split locks here, \
-                 so they cannot slow a neighbour"
-            ))
-        } else {
-            ProbeFailure::Failed(e)
-        }
-    })?;
+    let (alone, loaded) = alternate(ctx, locker, observe)?;
     let after = locker.totals();
-    drop(locker);
     std::hint::black_box(at);
-    let findings = Findings {
-        victim_cpu,
-        aggressor_cpu,
-        duration_s,
-        buffer_bytes: len,
-        backing,
-        vector_isa: width.name(),
-        core_hz,
-        mode,
-        trapped,
-        aggressor_trapped,
-        alone_ns,
-        split_locks: after.ops - before.ops,
-        locking_s: (after.locking_ns - before.locking_ns) * 1e-9,
-    };
-    drop(buf);
-    Ok(summarise(&findings, &alone, &loaded))
-}
-
-/// The aggressor alone, its locks timed one by one: trapped or not, by the split-lock
-/// probe's own rule (`schema::split_lock::classify`), preemptions discounted, so a busy CPU
-/// is not taken for a trap. Returns its mean time per lock and whether it is trapped.
-#[cfg(target_arch = "x86_64")]
-fn aggressor_alone(
-    ctx: &ProbeContext,
-    locker: &super::split_lock::locker::Locker,
-    mode: crate::machine::SplitLockMode,
-) -> Result<(Option<f64>, bool), ProbeFailure> {
-    use crate::schema::split_lock::{MechanismEvidence, OpCensus, classify};
-    let trapped = mode.kernel_acts();
-    let alone = match locker.time_ops(ctx.clock, AGGRESSOR_PROBE_OPS, AGGRESSOR_PROBE) {
-        Ok(block) => block,
-        Err(e) if trapped => {
-            return Err(ProbeFailure::Skipped(format!(
-                "{e} (split_lock_detect mode {mode}): the kernel stops split locks \
-                 here, so they cannot slow a neighbour"
-            )));
-        }
-        Err(e) => return Err(ProbeFailure::Failed(e)),
-    };
-    let evidence = MechanismEvidence {
-        kernel: mode,
-        guest: ctx.machine.hypervisor.is_some(),
-        killed_by_sigbus: false,
-        census: Some(OpCensus::of(
-            &alone.per_op_ns,
-            alone.voluntary_switches,
-            alone.involuntary_switches,
-        )),
-        mean_ns: None,
-    };
-    let aggressor_trapped = trapped || classify(&evidence).is_some_and(|(m, _)| m.trapped());
-    Ok((alone.mean_ns(), aggressor_trapped))
+    Ok(VictimRounds {
+        alone,
+        loaded,
+        before,
+        after,
+    })
 }
 
 /// The victim's rounds: quiet, then while the aggressor locks, [`ROUNDS`] times, so drift
@@ -534,18 +588,10 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
             Better::Higher,
         ));
     }
-    let cpu = f.victim_cpu;
-    r.samples
-        .insert(format!("victim_latency_ns.cpu{cpu}"), alone_lat);
-    r.samples.insert(
-        format!("victim_latency_under_split_locks_ns.cpu{cpu}"),
-        loaded_lat,
-    );
-    r.samples
-        .insert(format!("victim_bandwidth_gb_s.cpu{cpu}"), alone_bw);
-    r.samples.insert(
-        format!("victim_bandwidth_under_split_locks_gb_s.cpu{cpu}"),
-        loaded_bw,
+    victim_samples(
+        r,
+        f.victim_cpu,
+        [alone_lat, loaded_lat, alone_bw, loaded_bw],
     );
     // What the filter saw: the aggressor's split locks per microsecond in every loaded
     // sample, kept or not.
@@ -561,6 +607,23 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
     r.samples.insert(
         "aggressor_split_locks_per_us.bandwidth".into(),
         per_us(&loaded.bandwidth),
+    );
+}
+
+/// The victim's samples behind its figures: latency and bandwidth, alone and loaded (kept).
+fn victim_samples(r: &mut ProbeResult, cpu: usize, figures: [Vec<f64>; 4]) {
+    let [alone_lat, loaded_lat, alone_bw, loaded_bw] = figures;
+    r.samples
+        .insert(format!("victim_latency_ns.cpu{cpu}"), alone_lat);
+    r.samples.insert(
+        format!("victim_latency_under_split_locks_ns.cpu{cpu}"),
+        loaded_lat,
+    );
+    r.samples
+        .insert(format!("victim_bandwidth_gb_s.cpu{cpu}"), alone_bw);
+    r.samples.insert(
+        format!("victim_bandwidth_under_split_locks_gb_s.cpu{cpu}"),
+        loaded_bw,
     );
 }
 
