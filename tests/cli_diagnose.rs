@@ -88,15 +88,6 @@ fn running(pid: u64) -> bool {
         .unwrap_or(false)
 }
 
-fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
-    d["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| panic!("no {id} finding in {:#}", d["findings"]))
-}
-
 #[test]
 fn a_pause_spin_names_the_spinning_function_and_costs_it_in_measured_pause() {
     let Some(d) = run_program("pause_spin", &["1.5"]) else {

@@ -133,40 +133,6 @@ fn ids(d: &Value) -> Vec<String> {
         .collect()
 }
 
-fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
-    d["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| {
-            let sites: Vec<String> = d["hot_sites"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .take(6)
-                .map(|s| format!("{} {} {}", s["symbol"], s["instruction"], s["share"]))
-                .collect();
-            let functions: Vec<String> = d["functions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .take(6)
-                .map(|f| {
-                    format!(
-                        "{} {} {} {}",
-                        f["symbol"], f["module"], f["share"], f["threads"]
-                    )
-                })
-                .collect();
-            panic!(
-                "no {id} finding in {:#}\nhot sites: {sites:#?}\nfunctions: {functions:#?}\n\
-                 notes: {:#}",
-                d["findings"], d["notes"]
-            )
-        })
-}
-
 /// Share of samples whose sampled function has a name (ELF symbol or perf map).
 fn named_share(d: &Value) -> f64 {
     let stacks = d["stacks"].as_array().unwrap();

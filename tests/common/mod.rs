@@ -129,3 +129,39 @@ pub fn compile_program(cc: &str, name: &str, flags: &[&str], dir: &Path) -> Path
     assert!(status.success(), "{cc} failed on {name}.c");
     out
 }
+
+/// Finding `id` of a diagnosis; when there is none the test fails with the findings, the
+/// hottest sites and functions and the notes, which say why.
+pub fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| {
+            let sites: Vec<String> = d["hot_sites"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(6)
+                .map(|s| format!("{} {} {}", s["symbol"], s["instruction"], s["share"]))
+                .collect();
+            let functions: Vec<String> = d["functions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(6)
+                .map(|f| {
+                    format!(
+                        "{} {} {} {}",
+                        f["symbol"], f["module"], f["share"], f["threads"]
+                    )
+                })
+                .collect();
+            panic!(
+                "no {id} finding in {:#}\nhot sites: {sites:#?}\nfunctions: {functions:#?}\n\
+                 notes: {:#}",
+                d["findings"], d["notes"]
+            )
+        })
+}
