@@ -104,15 +104,11 @@ fn the_summary_fits_an_80_by_50_terminal_and_verbose_shows_everything() {
     // `check` and `probe` print through one path (cmd::emit: COLUMNS, no colour in a pipe,
     // --verbose); a quick PAUSE probe exercises it without the whole battery. `check`'s own
     // view at 80 columns is snapshot-tested on real fingerprints in check_render.rs.
-    let out = cpudoctor()
-        .args(["probe", "pause", "--quick", "--cpus", "0"])
-        .env("COLUMNS", "80")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = stdout_text(
+        cpudoctor()
+            .args(["probe", "pause", "--quick", "--cpus", "0"])
+            .env("COLUMNS", "80"),
+    );
     assert!(text.lines().count() <= 60, "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     assert!(text.contains("hazard"), "no count line in\n{text}");

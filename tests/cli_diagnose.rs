@@ -22,7 +22,6 @@ fn programs() -> Option<&'static Path> {
     let cc = c_compiler()?;
     let dir = DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
         for name in [
             "pause_spin",
             "locked_counter",
@@ -31,20 +30,16 @@ fn programs() -> Option<&'static Path> {
             "jit",
             "late_thread",
         ] {
-            let status = std::process::Command::new(&cc)
-                .args(["-O2", "-g", "-pthread"])
-                // Frame pointers in every function, leaves included, as distributions
-                // that build for profiling do: the kernel's stack walk needs them.
-                .args([
-                    "-fno-omit-frame-pointer",
-                    "-mno-omit-leaf-frame-pointer",
-                    "-o",
-                ])
-                .arg(dir.path().join(name))
-                .arg(src.join(format!("{name}.c")))
-                .status()
-                .expect("the C compiler started a moment ago");
-            assert!(status.success(), "{cc} failed on {name}.c");
+            // Frame pointers in every function, leaves included, as distributions that
+            // build for profiling do: the kernel's stack walk needs them.
+            let flags = [
+                "-O2",
+                "-g",
+                "-pthread",
+                "-fno-omit-frame-pointer",
+                "-mno-omit-leaf-frame-pointer",
+            ];
+            compile_program(&cc, name, &flags, dir.path());
         }
         dir
     });
@@ -54,19 +49,6 @@ fn programs() -> Option<&'static Path> {
 /// A built test program; `None` when there is no C compiler (see [`programs`]).
 fn program(name: &str) -> Option<PathBuf> {
     Some(programs()?.join(name))
-}
-
-fn diagnose_json(args: &[&str]) -> Value {
-    let out = cpudoctor()
-        .arg("diagnose")
-        .arg("--json")
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("stdout is one JSON document")
 }
 
 fn run_program(name: &str, args: &[&str]) -> Option<Value> {
@@ -104,15 +86,6 @@ fn running(pid: u64) -> bool {
             !matches!(state, Some("Z") | Some("X"))
         })
         .unwrap_or(false)
-}
-
-fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
-    d["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| panic!("no {id} finding in {:#}", d["findings"]))
 }
 
 #[test]

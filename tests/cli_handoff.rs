@@ -28,25 +28,21 @@ const SHORT: [&str; 9] = [
 fn handoff_json_validates_and_reports_each_runtime_and_delay() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("handoff.json");
-    let out = cpudoctor()
-        .args([
-            "spin",
-            "--handoff",
-            "--json",
-            "--pause-ns",
-            "43",
-            "--cores",
-            "24",
-        ])
-        .args(SHORT)
-        .arg("--save")
-        .arg(&saved)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let fp: Value = serde_json::from_slice(&out).expect("stdout is JSON");
+    let fp = json_of(
+        cpudoctor()
+            .args([
+                "spin",
+                "--handoff",
+                "--json",
+                "--pause-ns",
+                "43",
+                "--cores",
+                "24",
+            ])
+            .args(SHORT)
+            .arg("--save")
+            .arg(&saved),
+    );
     assert!(schema_errors(&fp).is_empty(), "{:#?}", schema_errors(&fp));
     assert_eq!(fp["command"], "spin --handoff");
     let file: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
@@ -106,28 +102,21 @@ fn handoff_json_validates_and_reports_each_runtime_and_delay() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn model_legacy_is_slower_than_normalized_in_the_seed_case() {
-    let out = cpudoctor()
-        .args([
-            "spin",
-            "--handoff",
-            "--json",
-            "--pause-ns",
-            "43",
-            "--cores",
-            "24",
-            "--items",
-            "20",
-            "--delays",
-            "2.5",
-            "--runtimes",
-            "model",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let fp: Value = serde_json::from_slice(&out).unwrap();
+    let fp = json_of(cpudoctor().args([
+        "spin",
+        "--handoff",
+        "--json",
+        "--pause-ns",
+        "43",
+        "--cores",
+        "24",
+        "--items",
+        "20",
+        "--delays",
+        "2.5",
+        "--runtimes",
+        "model",
+    ]));
     let p = fp["probes"]
         .as_array()
         .unwrap()
@@ -156,25 +145,21 @@ fn model_legacy_is_slower_than_normalized_in_the_seed_case() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn handoff_models_the_pause_probes_figure_when_none_is_given() {
-    let out = cpudoctor()
-        .args(["spin", "--handoff", "--json"])
-        .args([
-            "--items",
-            "2",
-            "--work-ms",
-            "1",
-            "--delays",
-            "1",
-            "--repetitions",
-            "1",
-        ])
-        .args(["--runtimes", "model_dotnet_normalized"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let fp: Value = serde_json::from_slice(&out).unwrap();
+    let fp = json_of(
+        cpudoctor()
+            .args(["spin", "--handoff", "--json"])
+            .args([
+                "--items",
+                "2",
+                "--work-ms",
+                "1",
+                "--delays",
+                "1",
+                "--repetitions",
+                "1",
+            ])
+            .args(["--runtimes", "model_dotnet_normalized"]),
+    );
     let probe = |name: &str| {
         fp["probes"]
             .as_array()

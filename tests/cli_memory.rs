@@ -14,16 +14,7 @@ use common::*;
 
 #[cfg(target_arch = "x86_64")]
 fn probe_json(args: &[&str]) -> Value {
-    let out = cpudoctor()
-        .arg("probe")
-        .args(args)
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let fp: Value = serde_json::from_slice(&out).expect("stdout is JSON");
+    let fp = json_of(cpudoctor().arg("probe").args(args).arg("--json"));
     fp["probes"][0].clone()
 }
 
@@ -161,15 +152,7 @@ fn bandwidth_reads_with_the_widest_vectors_on_both_page_kinds() {
         "2",
     ]);
     assert_eq!(p["status"], "ok", "{p:#}");
-    let metric = |name: &str| {
-        p["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["name"] == name)
-            .and_then(|m| m["value"].as_f64())
-            .unwrap_or_else(|| panic!("no {name}"))
-    };
+    let metric = |name: &str| probe_metric(&p, name);
     // Any memory system of the last 20 years streams between 0.5 and 2000 GB/s.
     let bw = metric("read_bw_1t_gbs");
     assert!((0.5..2000.0).contains(&bw), "read_bw_1t_gbs {bw}");

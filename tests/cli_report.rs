@@ -72,16 +72,12 @@ fn diff_of_two_runs_of_this_machine_reports_no_regression() {
 
 #[test]
 fn diff_against_a_slow_pause_cpu_flags_the_hazard_and_names_spin_waits() {
-    let out = cpudoctor()
-        .args(["diff", "--json"])
-        .arg(fixture(REAL_FULL))
-        .arg(fixture(SLOW_PAUSE))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let d: Value = serde_json::from_slice(&out).unwrap();
+    let d = json_of(
+        cpudoctor()
+            .args(["diff", "--json"])
+            .arg(fixture(REAL_FULL))
+            .arg(fixture(SLOW_PAUSE)),
+    );
     let h = &d["hazards"][0];
     assert_eq!(h["hazard"], "slow_pause");
     assert_eq!(h["old"]["level"], "notice");
@@ -231,16 +227,12 @@ fn report_needs_an_output_path() {
 fn diff_of_a_verdict_crossing_its_threshold_within_noise_reports_no_regression() {
     // Regression guard: PAUSE at 118 and 122 cycles (3.4% apart, within noise) either side of
     // the 120-cycle hazard line read "notice -> HAZARD, now hurts more".
-    let out = cpudoctor()
-        .args(["diff", "--json"])
-        .arg(fixture(NEAR_HAZARD_BELOW))
-        .arg(fixture(NEAR_HAZARD_ABOVE))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let d: Value = serde_json::from_slice(&out).unwrap();
+    let d = json_of(
+        cpudoctor()
+            .args(["diff", "--json"])
+            .arg(fixture(NEAR_HAZARD_BELOW))
+            .arg(fixture(NEAR_HAZARD_ABOVE)),
+    );
     assert_eq!(d["counts"]["worse"], 0);
     // Both figures lie within the guard band of the line: both runs read notice/HAZARD, so
     // the verdict does not change at all.
@@ -270,16 +262,12 @@ fn diff_of_a_file_listing_a_probe_twice_compares_the_first_and_says_so() {
     let pause = fp["probes"][0].clone();
     fp["probes"].as_array_mut().unwrap().push(pause);
     std::fs::write(&twice, fp.to_string()).unwrap();
-    let out = cpudoctor()
-        .args(["diff", "--json"])
-        .arg(fixture(REAL_CHECK))
-        .arg(&twice)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let d: Value = serde_json::from_slice(&out).unwrap();
+    let d = json_of(
+        cpudoctor()
+            .args(["diff", "--json"])
+            .arg(fixture(REAL_CHECK))
+            .arg(&twice),
+    );
     let pause_ns = d["metrics"]
         .as_array()
         .unwrap()

@@ -78,14 +78,12 @@ fn leaf_spin_shows_main_down_to_the_spin(frame_pointer_flag: &str) {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("leaf_spin");
-    let status = std::process::Command::new(&cc)
-        .args(["-O2", "-g", frame_pointer_flag, "-o"])
-        .arg(&exe)
-        .arg(source("leaf_spin.c"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "{cc} failed on leaf_spin.c");
+    let exe = compile_program(
+        &cc,
+        "leaf_spin",
+        &["-O2", "-g", frame_pointer_flag],
+        dir.path(),
+    );
     let (d, lines) = diagnose_folded(&exe, &["1.5"]);
     let (all, chained) = with_chain(
         &lines,

@@ -10,29 +10,8 @@ use common::*;
 
 fn locked_counter(dir: &Path) -> Option<PathBuf> {
     let cc = c_compiler()?;
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/locked_counter.c");
-    let out = dir.join("locked_counter");
-    let ok = std::process::Command::new(&cc)
-        .args(["-O2", "-g", "-pthread", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    Some(out)
-}
-
-fn diagnose(args: &[&str]) -> Value {
-    let out = cpudoctor()
-        .args(["diagnose", "--json"])
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).unwrap()
+    let flags = ["-O2", "-g", "-pthread", "-fno-omit-frame-pointer"];
+    Some(compile_program(&cc, "locked_counter", &flags, dir))
 }
 
 fn locked_rmw(d: &Value) -> &Value {
@@ -95,7 +74,7 @@ fn a_contended_atomic_quotes_the_line_transfer_of_the_saved_check_given() {
         return;
     };
     let check = saved_c2c(dir.path(), 777.7, None);
-    let d = diagnose(&[
+    let d = diagnose_json(&[
         "--check",
         check.to_str().unwrap(),
         "--",
@@ -122,7 +101,7 @@ fn without_a_saved_check_the_cost_is_measured_here_and_another_cpus_check_is_not
     };
     // A check from another CPU: its figure must not be quoted.
     let check = saved_c2c(dir.path(), 777.7, Some("Some Other CPU"));
-    let d = diagnose(&[
+    let d = diagnose_json(&[
         "--check",
         check.to_str().unwrap(),
         "--",

@@ -109,30 +109,17 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn diagnose(args: &[&str]) -> Value {
-    let out = cpudoctor()
-        .arg("diagnose")
-        .arg("--json")
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("one JSON document")
-}
-
 /// Runs diagnose up to three times until finding `id` appears: a contended lock's spin share
 /// depends on how the scheduler interleaves the threads, and on a shared machine one run in
 /// a few can fall under the 5% a finding needs. A runtime that never shows it fails all three.
 fn diagnose_until(id: &str, args: &[&str]) -> Value {
-    let mut d = diagnose(args);
+    let mut d = diagnose_json(args);
     for _ in 0..2 {
         if ids(&d).iter().any(|f| f == id) {
             break;
         }
         eprintln!("no {id} finding this run; running again");
-        d = diagnose(args);
+        d = diagnose_json(args);
     }
     d
 }
@@ -144,40 +131,6 @@ fn ids(d: &Value) -> Vec<String> {
         .iter()
         .map(|f| f["id"].as_str().unwrap().to_string())
         .collect()
-}
-
-fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
-    d["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| {
-            let sites: Vec<String> = d["hot_sites"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .take(6)
-                .map(|s| format!("{} {} {}", s["symbol"], s["instruction"], s["share"]))
-                .collect();
-            let functions: Vec<String> = d["functions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .take(6)
-                .map(|f| {
-                    format!(
-                        "{} {} {} {}",
-                        f["symbol"], f["module"], f["share"], f["threads"]
-                    )
-                })
-                .collect();
-            panic!(
-                "no {id} finding in {:#}\nhot sites: {sites:#?}\nfunctions: {functions:#?}\n\
-                 notes: {:#}",
-                d["findings"], d["notes"]
-            )
-        })
 }
 
 /// Share of samples whose sampled function has a name (ELF symbol or perf map).
@@ -254,7 +207,7 @@ fn a_jvm_with_the_secondary_supers_fix_is_named_and_has_no_such_finding() {
         missing("a JDK 17 javac and a JVM of release 23 or later (Temurin 25)");
         return;
     };
-    let d = diagnose(&[
+    let d = diagnose_json(&[
         "--",
         java.to_str().unwrap(),
         "-cp",
@@ -356,14 +309,8 @@ fn a_contended_glibc_adaptive_mutex_spin_gets_glibcs_tunable() {
     let Some(cc) = c_compiler() else {
         return;
     };
-    let bin = out_dir().join("adaptive_mutex");
-    let built = std::process::Command::new(&cc)
-        .args(["-O2", "-pthread", "-fno-omit-frame-pointer", "-o"])
-        .arg(&bin)
-        .arg(src("adaptive_mutex.c"))
-        .status()
-        .unwrap();
-    assert!(built.success(), "{cc} failed on adaptive_mutex.c");
+    let flags = ["-O2", "-pthread", "-fno-omit-frame-pointer"];
+    let bin = compile_program(&cc, "adaptive_mutex", &flags, out_dir());
     let d = diagnose_until("pause_spin", &["--", bin.to_str().unwrap(), "3"]);
     let f = finding(&d, "pause_spin");
     assert!(

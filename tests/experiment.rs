@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{c_compiler, cpudoctor, missing_hardware};
+use common::{c_compiler, compile_program, cpudoctor, missing_hardware};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -26,15 +26,8 @@ fn program(name: &str) -> Option<PathBuf> {
     let cc = c_compiler()?;
     let dir = DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
         for name in ["chase_malloc", "stream_sum", "thread_counters"] {
-            let status = std::process::Command::new(&cc)
-                .args(["-O2", "-pthread", "-o"])
-                .arg(dir.path().join(name))
-                .arg(src.join(format!("{name}.c")))
-                .status()
-                .expect("the C compiler started a moment ago");
-            assert!(status.success(), "{cc} failed on {name}.c");
+            compile_program(&cc, name, &["-O2", "-pthread"], dir.path());
         }
         dir
     });
@@ -47,6 +40,22 @@ fn two_cpus() -> bool {
         missing_hardware(
             "two CPUs",
             "the neighbour and scaling tests need a second CPU",
+        );
+        return false;
+    }
+    true
+}
+
+/// Whether `--pages` can run here: where transparent huge pages are 'never' for the whole
+/// system, `experiment` refuses it (nothing to compare), so the tests that run its arms go
+/// through [`missing_hardware`].
+fn huge_pages_allowed() -> bool {
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if thp.contains("[never]") {
+        missing_hardware(
+            "transparent huge pages",
+            "THP is 'never' here, and `experiment --pages` needs huge pages to compare",
         );
         return false;
     }
@@ -88,10 +97,7 @@ fn pages_show_the_4k_penalty_of_a_1_gib_pointer_chase() {
     let Some(chase) = program("chase_malloc") else {
         return;
     };
-    let thp =
-        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    if thp.contains("[never]") {
-        missing_hardware("THP", "transparent huge pages are 'never' here");
+    if !huge_pages_allowed() {
         return;
     }
     let chase = chase.to_str().unwrap();
@@ -227,7 +233,7 @@ fn counters_on_one_line_do_not_scale_and_their_padded_twin_does() {
 
 #[test]
 fn a_variant_that_fails_is_one_line_and_the_others_still_run() {
-    if !two_cpus() {
+    if !two_cpus() || !huge_pages_allowed() {
         return;
     }
     // Fails only with THP disabled (its /proc status says THP_enabled: 0).
@@ -262,6 +268,9 @@ fn a_variant_that_fails_is_one_line_and_the_others_still_run() {
 
 #[test]
 fn a_command_that_always_fails_ends_with_status_1_after_naming_it() {
+    if !huge_pages_allowed() {
+        return;
+    }
     let out = cpudoctor()
         .args([
             "experiment",
@@ -314,6 +323,9 @@ fn bad_input_is_one_line_and_exit_2() {
 
 #[test]
 fn a_variant_the_machine_cannot_do_is_one_line_and_the_rest_runs() {
+    if !huge_pages_allowed() {
+        return;
+    }
     // More CPUs than this process may use: one line for that count, the curve of the rest.
     let n = cpudoctor::machine::allowed_cpus().len();
     let too_many = (n + 1).to_string();
@@ -384,6 +396,9 @@ fn report_draws_saved_experiments_and_refuses_to_mix_them() {
 
 #[test]
 fn prepare_runs_before_every_run_and_a_missing_metric_is_named() {
+    if !huge_pages_allowed() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("prepared");
     let prepare = format!("echo x >> {}", log.display());

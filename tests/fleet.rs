@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cpudoctor, json_of};
+use common::{cpudoctor, json_of, stdout_text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -63,16 +63,12 @@ fn a_fast_minority_of_false_sharing_is_named_with_its_share_and_hosts() {
     let dir = tempfile::tempdir().unwrap();
     let fast = [3, 11, 19, 27, 38, 45];
     write_fleet(dir.path(), 50, &fast, 1);
-    let out = cpudoctor()
-        .env("COLUMNS", "80")
-        .arg("fleet")
-        .arg(dir.path())
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = stdout_text(
+        cpudoctor()
+            .env("COLUMNS", "80")
+            .arg("fleet")
+            .arg(dir.path()),
+    );
     assert!(
         text.contains("false_sharing_ratio (sharing): 2 bands"),
         "{text}"

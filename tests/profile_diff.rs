@@ -48,20 +48,13 @@ fn runs() -> Option<&'static Runs> {
     let cc = c_compiler()?;
     Some(RUNS.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let exe = dir.path().join("spin_phases");
-        let status = std::process::Command::new(&cc)
-            .args([
-                "-O2",
-                "-g",
-                "-fno-omit-frame-pointer",
-                "-mno-omit-leaf-frame-pointer",
-            ])
-            .arg("-o")
-            .arg(&exe)
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/spin_phases.c"))
-            .status()
-            .expect("the C compiler started a moment ago");
-        assert!(status.success(), "{cc} failed on spin_phases.c");
+        let flags = [
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+        ];
+        let exe = compile_program(&cc, "spin_phases", &flags, dir.path());
         let out = std::process::Command::new(&exe)
             .arg("--calibrate")
             .output()
@@ -137,17 +130,13 @@ fn diff_ranks_the_spin_wait_first_with_pause_on_both_sides_and_the_work_shrunk()
     }
 
     // The text says the same in 80 columns, and prints its rule.
-    let out = cpudoctor()
-        .arg("diff")
-        .arg(r.path("old.json"))
-        .arg(r.path("new.json"))
-        .env("COLUMNS", "80")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = stdout_text(
+        cpudoctor()
+            .arg("diff")
+            .arg(r.path("old.json"))
+            .arg(r.path("new.json"))
+            .env("COLUMNS", "80"),
+    );
     for l in text.lines() {
         assert!(l.chars().count() <= 80, "wider than 80: {l}");
     }

@@ -40,16 +40,8 @@ fn binutils(dir: &Path, args: &[&str]) -> Option<()> {
 /// distribution builds); returns its path.
 fn build(dir: &Path, name: &str) -> Option<PathBuf> {
     let cc = c_compiler()?;
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
-    let out = dir.join(name);
-    let status = Command::new(&cc)
-        .args(["-O2", "-g", "-pthread", "-Wl,--build-id", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    Some(out)
+    let flags = ["-O2", "-g", "-pthread", "-Wl,--build-id"];
+    Some(compile_program(&cc, name, &flags, dir))
 }
 
 /// The address of function `name` in an unstripped module.
@@ -281,18 +273,6 @@ fn debian_libc_internal_functions_are_bounded_by_cfi_and_named_by_libc6_dbg() {
     );
 }
 
-fn diagnose(args: &[&str]) -> Value {
-    let out = cpudoctor()
-        .args(["diagnose", "--json"])
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).unwrap()
-}
-
 #[test]
 fn a_stripped_programs_hot_code_is_grouped_by_cfi_function_and_disassembled() {
     let dir = tempfile::tempdir().unwrap();
@@ -307,7 +287,7 @@ fn a_stripped_programs_hot_code_is_grouped_by_cfi_function_and_disassembled() {
     let Some(()) = binutils(dir.path(), &["strip", "--strip-all", "locked_counter"]) else {
         return;
     };
-    let d = diagnose(&["--", p, "1"]);
+    let d = diagnose_json(&["--", p, "1"]);
     let name = format!("locked_counter@{f:#x}");
     let top = &d["functions"][0];
     assert_eq!(top["symbol"], name, "{:#}", d["functions"]);
@@ -332,7 +312,7 @@ fn a_contended_glibc_mutex_is_grouped_by_libc_function() {
     let Some(prog) = build(dir.path(), "adaptive_mutex") else {
         return;
     };
-    let d = diagnose(&["--", prog.to_str().unwrap(), "1.5"]);
+    let d = diagnose_json(&["--", prog.to_str().unwrap(), "1.5"]);
     let in_libc: Vec<&Value> = d["functions"]
         .as_array()
         .unwrap()

@@ -228,32 +228,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // faulted in on the first CPU. On one node the same buffer serves both.
     let per_thread_buffers = cpus.len() > 1 && spans_numa_nodes(ctx, &cpus);
     let buffers = kinds_using_mem_available(&kinds) * if per_thread_buffers { 2 } else { 1 };
-    let wanted = default_size(profile, llc);
-    let mut size = wanted;
-    let mut capped = None;
-    if let Some(avail) = crate::machine::meminfo::read_mem_available_bytes() {
-        size = super::mem_latency::cap_to_available(size, avail, buffers);
-        if size < wanted {
-            capped = Some(format!(
-                "{} instead of {}: {buffers} buffers of {} would take more than a quarter of \
-                 the {} of memory available",
-                human_bytes(size),
-                human_bytes(wanted),
-                human_bytes(wanted),
-                human_bytes(avail)
-            ));
-        }
-    }
-    if let Some(max) = ctx.options.max_size
-        && max < size
-    {
-        size = max;
-        capped = Some(format!(
-            "{} instead of {}: --max-size",
-            human_bytes(max),
-            human_bytes(wanted)
-        ));
-    }
+    let (size, capped) = buffer_size(ctx, default_size(profile, llc), buffers);
     let size = size.next_multiple_of(1 << 21);
     let windows = windows_per_buffer(
         size,
@@ -274,52 +249,23 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     };
     let backings = kb.records;
     let bufs = kb.buffers;
-    let all_bufs: Vec<Buffer> = if per_thread_buffers {
-        let slice = slice_bytes(size as usize, cpus.len());
-        let kinds_taken: Vec<PageKind> = bufs.iter().map(Buffer::kind).collect();
-        allocate_kinds(&kinds_taken, |kind| {
-            Buffer::allocate_touched_by(size, kind, &cpus, slice)
-        })
-        .map_err(|e| ProbeFailure::Failed(e.to_string()))?
-        .buffers
+    let all_bufs = if per_thread_buffers {
+        all_threads_buffers(&bufs, size, &cpus)?
     } else {
         Vec::new()
     };
-    // Per kind: one thread without and with each prefetch distance, then all threads.
-    let mut configs: Vec<(usize, Config)> = Vec::new();
-    for (b, buf) in bufs.iter().enumerate() {
-        for prefetch in std::iter::once(None).chain(PREFETCH_DISTANCES.map(Some)) {
-            configs.push((b, Config::new(buf.kind(), 1, prefetch)));
-        }
-        if cpus.len() > 1 {
-            configs.push((b, Config::new(buf.kind(), cpus.len(), None)));
-        }
-    }
-    ctx.progress.begin("bandwidth", reps as u64 + 1);
-    // Pass 0 warms every configuration up (page-table caches, the core clock) untimed. Every
-    // pass reads the next window, of whichever buffer: a window comes round again only after
-    // the other windows, the rest of a buffer, went through the caches.
-    let mut pass = 0usize;
-    for rep in 0..=reps {
-        for (b, c) in configs.iter_mut() {
-            let (on, buf): (&[usize], &Buffer) = if c.threads == 1 {
-                (&[first], &bufs[*b])
-            } else {
-                let own = all_bufs.iter().find(|x| x.kind() == c.kind);
-                (&cpus, own.unwrap_or(&bufs[*b]))
-            };
-            let gbs = read_pass(ctx, buf, on, width, c.prefetch, (pass, windows))?;
-            pass += 1;
-            if rep > 0 {
-                c.gbs.push(gbs);
-            }
-        }
-        ctx.progress.advance(1);
-    }
+    let configs = configurations(&bufs, cpus.len());
+    let readers = Readers {
+        first,
+        cpus: &cpus,
+        bufs: &bufs,
+        all_bufs: &all_bufs,
+        width,
+        windows,
+    };
+    let configs = measure_passes(ctx, &readers, configs, reps)?;
     drop(bufs);
     drop(all_bufs);
-    let configs: Vec<Config> = configs.into_iter().map(|(_, c)| c).collect();
-    ctx.progress.finish();
     if configs.is_empty() {
         return Err(super::nothing_mapped(&backings));
     }
@@ -357,6 +303,114 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     }
     summarise(&mut r, &configs, cpus.len());
     Ok(r)
+}
+
+/// The all-threads pass's own buffers on a NUMA machine, one per kind the one-thread
+/// buffers got, each reader's slice faulted in by that reader.
+#[cfg(target_arch = "x86_64")]
+fn all_threads_buffers(
+    bufs: &[Buffer],
+    size: u64,
+    cpus: &[usize],
+) -> Result<Vec<Buffer>, ProbeFailure> {
+    let slice = slice_bytes(size as usize, cpus.len());
+    let kinds_taken: Vec<PageKind> = bufs.iter().map(Buffer::kind).collect();
+    Ok(allocate_kinds(&kinds_taken, |kind| {
+        Buffer::allocate_touched_by(size, kind, cpus, slice)
+    })
+    .map_err(|e| ProbeFailure::Failed(e.to_string()))?
+    .buffers)
+}
+
+/// The buffers' size: `wanted`, capped so `buffers` of them take at most a quarter of the
+/// memory available, and at `--max-size`; with the reason when capped.
+fn buffer_size(ctx: &ProbeContext, wanted: u64, buffers: usize) -> (u64, Option<String>) {
+    let mut size = wanted;
+    let mut capped = None;
+    if let Some(avail) = crate::machine::meminfo::read_mem_available_bytes() {
+        size = super::mem_latency::cap_to_available(size, avail, buffers);
+        if size < wanted {
+            capped = Some(format!(
+                "{} instead of {}: {buffers} buffers of {} would take more than a quarter of \
+                 the {} of memory available",
+                human_bytes(size),
+                human_bytes(wanted),
+                human_bytes(wanted),
+                human_bytes(avail)
+            ));
+        }
+    }
+    if let Some(max) = ctx.options.max_size
+        && max < size
+    {
+        size = max;
+        capped = Some(format!(
+            "{} instead of {}: --max-size",
+            human_bytes(max),
+            human_bytes(wanted)
+        ));
+    }
+    (size, capped)
+}
+
+/// The configurations, each with the index of its buffer: per kind, one thread without and
+/// with each prefetch distance, then all threads.
+fn configurations(bufs: &[Buffer], threads: usize) -> Vec<(usize, Config)> {
+    let mut configs: Vec<(usize, Config)> = Vec::new();
+    for (b, buf) in bufs.iter().enumerate() {
+        for prefetch in std::iter::once(None).chain(PREFETCH_DISTANCES.map(Some)) {
+            configs.push((b, Config::new(buf.kind(), 1, prefetch)));
+        }
+        if threads > 1 {
+            configs.push((b, Config::new(buf.kind(), threads, None)));
+        }
+    }
+    configs
+}
+
+/// Where the passes read: the first CPU (one thread) or all of them, the buffers per kind
+/// (and the all-threads pass's own, on NUMA machines), the loads' width and windows.
+struct Readers<'a> {
+    first: usize,
+    cpus: &'a [usize],
+    bufs: &'a [Buffer],
+    all_bufs: &'a [Buffer],
+    width: crate::arch::VectorWidth,
+    windows: usize,
+}
+
+/// `reps` timed rounds (after one warm-up) of one pass per configuration, in turn; returns
+/// the configurations with their samples.
+#[cfg(target_arch = "x86_64")]
+fn measure_passes(
+    ctx: &ProbeContext,
+    at: &Readers,
+    mut configs: Vec<(usize, Config)>,
+    reps: usize,
+) -> Result<Vec<Config>, ProbeFailure> {
+    ctx.progress.begin("bandwidth", reps as u64 + 1);
+    // Pass 0 warms every configuration up (page-table caches, the core clock) untimed. Every
+    // pass reads the next window, of whichever buffer: a window comes round again only after
+    // the other windows, the rest of a buffer, went through the caches.
+    let mut pass = 0usize;
+    for rep in 0..=reps {
+        for (b, c) in configs.iter_mut() {
+            let (on, buf): (&[usize], &Buffer) = if c.threads == 1 {
+                (std::slice::from_ref(&at.first), &at.bufs[*b])
+            } else {
+                let own = at.all_bufs.iter().find(|x| x.kind() == c.kind);
+                (at.cpus, own.unwrap_or(&at.bufs[*b]))
+            };
+            let gbs = read_pass(ctx, buf, on, at.width, c.prefetch, (pass, at.windows))?;
+            pass += 1;
+            if rep > 0 {
+                c.gbs.push(gbs);
+            }
+        }
+        ctx.progress.advance(1);
+    }
+    ctx.progress.finish();
+    Ok(configs.into_iter().map(|(_, c)| c).collect())
 }
 
 /// Metrics, samples and bars from the measured configurations.
@@ -438,7 +492,25 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
             find(base, 1, None),
         ));
     }
-    // Prefetch: the best distance against none, per page kind; every distance in effects.
+    record_prefetch(r, configs, base, huge);
+}
+
+/// Prefetch: the best and worst distance against none, per page kind (the best distance
+/// itself where its gain beats the noise); every distance in effects.
+fn record_prefetch(
+    r: &mut ProbeResult,
+    configs: &[Config],
+    base: PageKind,
+    huge: Option<PageKind>,
+) {
+    let find = |kind: PageKind, threads: usize, prefetch: Option<usize>| {
+        configs
+            .iter()
+            .find(|c| c.kind == kind && c.threads == threads && c.prefetch == prefetch)
+    };
+    let ratio = |name: &str, better: Better, a: Option<&Config>, b: Option<&Config>| {
+        Metric::paired_ratio(name, better, &a?.gbs, &b?.gbs)
+    };
     let mut by_distance = serde_json::Map::new();
     for kind in [Some(base), huge].into_iter().flatten() {
         let suffix = if kind == base { "" } else { "_huge" };

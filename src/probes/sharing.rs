@@ -468,12 +468,9 @@ struct Plan<'a> {
 impl Plan<'_> {
     /// Measures every variant in every sample, on fresh counters, and checks the counts.
     fn attempt(&self, ctx: &ProbeContext) -> Result<Attempt, ProbeFailure> {
-        let (clock, cpus, iterations) = (self.clock, self.cpus, self.iterations);
-        let atomics = self.atomic_iterations;
-        let n = cpus.len();
+        let (iterations, atomics) = (self.iterations, self.atomic_iterations);
+        let n = self.cpus.len();
         let lay = Layouts::new(n);
-        let per_op = |ticks: u64, ops: u64| clock.ticks_to_ns(ticks) / ops as f64;
-        let fail = ProbeFailure::Failed;
         let mut a = Attempt::default();
         ctx.progress.begin("sharing", self.samples as u64);
         for s in 0..self.samples {
@@ -482,83 +479,7 @@ impl Plan<'_> {
                 order.reverse();
             }
             for v in order {
-                let run = |work: Vec<Work<'_>>| run_threads(clock, cpus, &work).map_err(fail);
-                match v {
-                    Variant::PlainPacked | Variant::PlainPadded => {
-                        let work = (0..n)
-                            .map(|i| {
-                                let c = if v == Variant::PlainPacked {
-                                    lay.packed(i)
-                                } else {
-                                    &lay.padded[i].0
-                                };
-                                Work::PlainIncrement(c, iterations)
-                            })
-                            .collect();
-                        let ns = per_op(run(work)?.wall_ticks(), iterations);
-                        match v {
-                            Variant::PlainPacked => a.plain_packed.push(ns),
-                            _ => a.plain_padded.push(ns),
-                        }
-                    }
-                    Variant::AtomicPacked | Variant::AtomicPadded | Variant::Shared => {
-                        let work = (0..n)
-                            .map(|i| {
-                                let c = match v {
-                                    Variant::AtomicPacked => lay.packed(i),
-                                    Variant::AtomicPadded => &lay.padded[i].0,
-                                    _ => &lay.shared.0,
-                                };
-                                Work::AtomicIncrement(c, atomics)
-                            })
-                            .collect();
-                        let r = run(work)?;
-                        a.overlaps.push(r.overlap());
-                        let ns = per_op(r.wall_ticks(), atomics);
-                        match v {
-                            Variant::AtomicPacked => a.atomic_packed.push(ns),
-                            Variant::AtomicPadded => a.atomic_private.push(ns),
-                            _ => a.shared_atomic.push(ns),
-                        }
-                    }
-                    Variant::Alone => {
-                        let r = run_threads(
-                            clock,
-                            &cpus[..1],
-                            &[Work::AtomicIncrement(&lay.alone.0, atomics)],
-                        )
-                        .map_err(fail)?;
-                        a.alone_atomic.push(per_op(r.wall_ticks(), atomics));
-                    }
-                    Variant::ReadPacked | Variant::ReadPadded => {
-                        // Fresh lines each run: the stores overwrite the counts, and the
-                        // design's rule (a line placed per run) keeps a third core's copy out.
-                        let packed = PackedLine::default();
-                        let padded = [Padded::default(), Padded::default()];
-                        let done = Flag::default();
-                        let (written, read) = if v == Variant::ReadPacked {
-                            (&packed.0[0], &packed.0[1])
-                        } else {
-                            (&padded[0].0, &padded[1].0)
-                        };
-                        // Every reader loads the same neighbouring field, as every thread read
-                        // `_secondary_supers`.
-                        let work = std::iter::once(Work::Write(written, iterations, &done.0))
-                            .chain((1..n).map(|_| Work::ReadUntil(read, &done.0)))
-                            .collect();
-                        let r = run(work)?;
-                        let writer = r.thread_ns_per_op(clock, 0);
-                        let reader = (1..n).map(|i| r.thread_ns_per_op(clock, i)).sum::<f64>()
-                            / (n - 1) as f64;
-                        if v == Variant::ReadPacked {
-                            a.writer_packed.push(writer);
-                            a.reader_packed.push(reader);
-                        } else {
-                            a.writer_padded.push(writer);
-                            a.reader_padded.push(reader);
-                        }
-                    }
-                }
+                self.measure(v, &lay, &mut a)?;
             }
             ctx.progress.advance(1);
         }
@@ -579,6 +500,93 @@ impl Plan<'_> {
             ));
         }
         Ok(a)
+    }
+
+    /// One sample of variant `v` on the counters of `lay`, into `a`.
+    fn measure(&self, v: Variant, lay: &Layouts, a: &mut Attempt) -> Result<(), ProbeFailure> {
+        let (clock, cpus, iterations) = (self.clock, self.cpus, self.iterations);
+        let atomics = self.atomic_iterations;
+        let n = cpus.len();
+        let per_op = |ticks: u64, ops: u64| clock.ticks_to_ns(ticks) / ops as f64;
+        let fail = ProbeFailure::Failed;
+        let run = |work: Vec<Work<'_>>| run_threads(clock, cpus, &work).map_err(fail);
+        match v {
+            Variant::PlainPacked | Variant::PlainPadded => {
+                let work = (0..n)
+                    .map(|i| {
+                        let c = if v == Variant::PlainPacked {
+                            lay.packed(i)
+                        } else {
+                            &lay.padded[i].0
+                        };
+                        Work::PlainIncrement(c, iterations)
+                    })
+                    .collect();
+                let ns = per_op(run(work)?.wall_ticks(), iterations);
+                match v {
+                    Variant::PlainPacked => a.plain_packed.push(ns),
+                    _ => a.plain_padded.push(ns),
+                }
+            }
+            Variant::AtomicPacked | Variant::AtomicPadded | Variant::Shared => {
+                let work = (0..n)
+                    .map(|i| {
+                        let c = match v {
+                            Variant::AtomicPacked => lay.packed(i),
+                            Variant::AtomicPadded => &lay.padded[i].0,
+                            _ => &lay.shared.0,
+                        };
+                        Work::AtomicIncrement(c, atomics)
+                    })
+                    .collect();
+                let r = run(work)?;
+                a.overlaps.push(r.overlap());
+                let ns = per_op(r.wall_ticks(), atomics);
+                match v {
+                    Variant::AtomicPacked => a.atomic_packed.push(ns),
+                    Variant::AtomicPadded => a.atomic_private.push(ns),
+                    _ => a.shared_atomic.push(ns),
+                }
+            }
+            Variant::Alone => {
+                let r = run_threads(
+                    clock,
+                    &cpus[..1],
+                    &[Work::AtomicIncrement(&lay.alone.0, atomics)],
+                )
+                .map_err(fail)?;
+                a.alone_atomic.push(per_op(r.wall_ticks(), atomics));
+            }
+            Variant::ReadPacked | Variant::ReadPadded => {
+                // Fresh lines each run: the stores overwrite the counts, and the
+                // design's rule (a line placed per run) keeps a third core's copy out.
+                let packed = PackedLine::default();
+                let padded = [Padded::default(), Padded::default()];
+                let done = Flag::default();
+                let (written, read) = if v == Variant::ReadPacked {
+                    (&packed.0[0], &packed.0[1])
+                } else {
+                    (&padded[0].0, &padded[1].0)
+                };
+                // Every reader loads the same neighbouring field, as every thread read
+                // `_secondary_supers`.
+                let work = std::iter::once(Work::Write(written, iterations, &done.0))
+                    .chain((1..n).map(|_| Work::ReadUntil(read, &done.0)))
+                    .collect();
+                let r = run(work)?;
+                let writer = r.thread_ns_per_op(clock, 0);
+                let reader =
+                    (1..n).map(|i| r.thread_ns_per_op(clock, i)).sum::<f64>() / (n - 1) as f64;
+                if v == Variant::ReadPacked {
+                    a.writer_packed.push(writer);
+                    a.reader_packed.push(reader);
+                } else {
+                    a.writer_padded.push(writer);
+                    a.reader_padded.push(reader);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -5,6 +5,7 @@
 
 use assert_cmd::Command;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 /// The cpudoctor binary under test.
 pub fn cpudoctor() -> Command {
@@ -15,6 +16,17 @@ pub fn cpudoctor() -> Command {
 pub fn json_of(cmd: &mut Command) -> Value {
     let out = cmd.assert().success().get_output().stdout.clone();
     serde_json::from_slice(&out).expect("stdout is JSON")
+}
+
+/// Runs `cmd`, which must succeed, and returns its stdout as text.
+pub fn stdout_text(cmd: &mut Command) -> String {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    String::from_utf8(out).expect("stdout is UTF-8")
+}
+
+/// Runs `cpudoctor diagnose --json ARGS`, which must succeed, and parses the diagnosis.
+pub fn diagnose_json(args: &[&str]) -> Value {
+    json_of(cpudoctor().args(["diagnose", "--json"]).args(args))
 }
 
 /// Where `instance` breaks docs/fingerprint.schema.json; empty when it validates.
@@ -98,4 +110,58 @@ pub fn missing_hardware(what: &str, need: &str) {
         "this test needs {what}: {need}; or set CPUDOCTOR_ALLOW_SKIP=1 to skip the tests \
          that need it"
     );
+}
+
+/// Compiles `tests/programs/NAME.c` with `cc` (from [`c_compiler`]) and `flags` into
+/// `DIR/NAME` and returns that path; the compiler failing on it fails the test.
+pub fn compile_program(cc: &str, name: &str, flags: &[&str], dir: &Path) -> PathBuf {
+    let out = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(format!("{name}.c"));
+    let status = std::process::Command::new(cc)
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(src)
+        .status()
+        .expect("the C compiler started a moment ago");
+    assert!(status.success(), "{cc} failed on {name}.c");
+    out
+}
+
+/// Finding `id` of a diagnosis; when there is none the test fails with the findings, the
+/// hottest sites and functions and the notes, which say why.
+pub fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| {
+            let sites: Vec<String> = d["hot_sites"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(6)
+                .map(|s| format!("{} {} {}", s["symbol"], s["instruction"], s["share"]))
+                .collect();
+            let functions: Vec<String> = d["functions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(6)
+                .map(|f| {
+                    format!(
+                        "{} {} {} {}",
+                        f["symbol"], f["module"], f["share"], f["threads"]
+                    )
+                })
+                .collect();
+            panic!(
+                "no {id} finding in {:#}\nhot sites: {sites:#?}\nfunctions: {functions:#?}\n\
+                 notes: {:#}",
+                d["findings"], d["notes"]
+            )
+        })
 }

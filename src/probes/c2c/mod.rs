@@ -240,7 +240,6 @@ fn result(
             ns: med(&r.load_store_ns),
         })
         .collect();
-    let cas_medians: Vec<f64> = cas.iter().map(|p| p.ns).collect();
     let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
     let ls_medians: Vec<f64> = load_store.iter().map(|p| p.ns).collect();
 
@@ -255,8 +254,80 @@ fn result(
         .insert("warmup_handoffs".into(), json!(plan.warmup));
     r.params.insert("budget_s".into(), json!(budget_s));
 
+    let groups = record_latencies(
+        &mut r,
+        topology,
+        &cas,
+        cas_main[0],
+        &ls_medians,
+        runs,
+        core_hz,
+    );
+    for run in runs {
+        r.samples.insert(
+            format!("c2c_cas_ns.{}", pair_key(run.a, run.b)),
+            run.cas_ns.clone(),
+        );
+        r.samples.insert(
+            format!("c2c_load_store_ns.{}", pair_key(run.a, run.b)),
+            run.load_store_ns.clone(),
+        );
+    }
+
+    record_pairs(
+        &mut r,
+        topology,
+        cpus,
+        runs,
+        &splits,
+        pairs_total,
+        budget_exhausted,
+    );
+    if let Some(hz) = core_hz {
+        r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
+    }
+
+    record_matrices(&mut r, cpus, &cas, &load_store, &groups);
+    r
+}
+
+/// The CAS and load-store matrices over the CPUs, and the CAS latency's bars by pair group.
+fn record_matrices(
+    r: &mut ProbeResult,
+    cpus: &[usize],
+    cas: &[PairLatency],
+    load_store: &[PairLatency],
+    groups: &BTreeMap<PairGroup, Vec<f64>>,
+) {
+    let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+    r.series.push(matrix::matrix("c2c_latency_ns", cpus, cas));
+    r.series.push(matrix::matrix(
+        "c2c_load_store_latency_ns",
+        cpus,
+        load_store,
+    ));
+    r.series.push(Series::Bars {
+        name: "c2c_latency_ns_by_group".into(),
+        unit: "ns".into(),
+        labels: groups.keys().map(|g| g.key().to_string()).collect(),
+        values: groups.values().map(|v| med(v)).collect(),
+    });
+}
+
+/// The latency metrics: CAS handoff over pairs, its range and cycles, load-store handoff,
+/// and one range per pair group; returns the groups, for the bars.
+fn record_latencies(
+    r: &mut ProbeResult,
+    topology: Option<&crate::machine::Topology>,
+    cas: &[PairLatency],
+    first_cas: &[f64],
+    ls_medians: &[f64],
+    runs: &[PairRun],
+    core_hz: Option<f64>,
+) -> BTreeMap<PairGroup, Vec<f64>> {
+    let cas_medians: Vec<f64> = cas.iter().map(|p| p.ns).collect();
     r.metrics
-        .extend(over_pairs("c2c_latency_ns", &cas_medians, cas_main[0]));
+        .extend(over_pairs("c2c_latency_ns", &cas_medians, first_cas));
     let (min, max) = cas_medians
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
@@ -286,10 +357,10 @@ fn result(
     }
     r.metrics.extend(over_pairs(
         "c2c_load_store_latency_ns",
-        &ls_medians,
+        ls_medians,
         &runs[0].load_store_ns,
     ));
-    let groups = matrix::by_group(topology, &cas);
+    let groups = matrix::by_group(topology, cas);
     for (g, v) in &groups {
         if *g != PairGroup::Unknown {
             // One value per pair of the group: a range across pairs, not an interval.
@@ -302,20 +373,25 @@ fn result(
         }
     }
 
-    for run in runs {
-        r.samples.insert(
-            format!("c2c_cas_ns.{}", pair_key(run.a, run.b)),
-            run.cas_ns.clone(),
-        );
-        r.samples.insert(
-            format!("c2c_load_store_ns.{}", pair_key(run.a, run.b)),
-            run.load_store_ns.clone(),
-        );
-    }
+    groups
+}
 
+/// The pairs as measured: which saw their vCPU placement change (and both placements'
+/// figures), how many of how many were measured, and each pair's group.
+fn record_pairs(
+    r: &mut ProbeResult,
+    topology: Option<&crate::machine::Topology>,
+    cpus: &[usize],
+    runs: &[PairRun],
+    splits: &[Option<matrix::PlacementSplit>],
+    pairs_total: usize,
+    budget_exhausted: bool,
+) {
+    let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+    let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
     let moved: BTreeMap<String, serde_json::Value> = runs
         .iter()
-        .zip(&splits)
+        .zip(splits)
         .filter_map(|(r, s)| {
             let s = s.as_ref()?;
             Some((
@@ -351,21 +427,4 @@ fn result(
                 .collect::<BTreeMap<_, _>>()
         ),
     );
-    if let Some(hz) = core_hz {
-        r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
-    }
-
-    r.series.push(matrix::matrix("c2c_latency_ns", cpus, &cas));
-    r.series.push(matrix::matrix(
-        "c2c_load_store_latency_ns",
-        cpus,
-        &load_store,
-    ));
-    r.series.push(Series::Bars {
-        name: "c2c_latency_ns_by_group".into(),
-        unit: "ns".into(),
-        labels: groups.keys().map(|g| g.key().to_string()).collect(),
-        values: groups.values().map(|v| med(v)).collect(),
-    });
-    r
 }

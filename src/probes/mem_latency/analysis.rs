@@ -174,37 +174,7 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
         .get("core_clock_ghz")
         .and_then(Value::as_f64)
         .filter(|g| g.is_finite() && *g > 0.0);
-    let mut steps = serde_json::Map::new();
-    for k in &kinds {
-        let name = k.kind.name();
-        let med = KindSamples::medians(&k.curve);
-        steps.insert(name.to_string(), json!(curve::curve_steps(&med)));
-        a.series.push(Series::Xy {
-            name: format!("latency_{name}"),
-            x_label: "size_bytes".into(),
-            y_label: "latency_ns".into(),
-            points: med.iter().map(|&(s, ns)| [s as f64, ns]).collect(),
-        });
-        if let Some(ghz) = ghz {
-            a.series.push(Series::Xy {
-                name: format!("latency_cycles_{name}"),
-                x_label: "size_bytes".into(),
-                y_label: "latency_cycles".into(),
-                points: med.iter().map(|&(s, ns)| [s as f64, ns * ghz]).collect(),
-            });
-        }
-        a.series.push(Series::Xy {
-            name: format!("tlb_sweep_{name}"),
-            x_label: "size_bytes spanned (one line per 4 KiB page)".into(),
-            y_label: "latency_ns".into(),
-            points: KindSamples::medians(&k.tlb)
-                .iter()
-                .map(|&(p, ns)| [(p * 4096) as f64, ns])
-                .collect(),
-        });
-    }
-    a.effects
-        .insert("curve_steps_bytes".into(), Value::Object(steps));
+    curves(&mut a, &kinds, ghz);
 
     let small = kinds
         .iter()
@@ -227,23 +197,7 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
     let mut levels = curve::locate_levels(&points, &caches);
     let dram = curve::locate_dram(&points, &levels, &caches);
 
-    let with_cycles = |a: &mut Analysis, name: &str, ns: &[f64]| {
-        a.metrics.extend(Metric::from_samples(
-            &format!("{name}_latency_ns"),
-            "ns",
-            Better::Lower,
-            ns,
-        ));
-        if let Some(ghz) = ghz {
-            let cycles: Vec<f64> = ns.iter().map(|x| x * ghz).collect();
-            a.metrics.extend(Metric::from_samples(
-                &format!("{name}_latency_cycles"),
-                "cycles",
-                Better::Lower,
-                &cycles,
-            ));
-        }
-    };
+    let with_cycles = |a: &mut Analysis, name: &str, ns: &[f64]| latency_metrics(a, name, ns, ghz);
     for level in &levels {
         if level.confirmed() {
             with_cycles(
@@ -273,6 +227,61 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
     a.effects.insert("levels".into(), json!(levels));
     tlb_reach(&mut a, small, huge, ghz);
     a
+}
+
+/// Per kind: the latency curve (in ns, and in cycles where the core clock is known), its
+/// steps, and the TLB sweep.
+fn curves(a: &mut Analysis, kinds: &[KindSamples], ghz: Option<f64>) {
+    let mut steps = serde_json::Map::new();
+    for k in kinds {
+        let name = k.kind.name();
+        let med = KindSamples::medians(&k.curve);
+        steps.insert(name.to_string(), json!(curve::curve_steps(&med)));
+        a.series.push(Series::Xy {
+            name: format!("latency_{name}"),
+            x_label: "size_bytes".into(),
+            y_label: "latency_ns".into(),
+            points: med.iter().map(|&(s, ns)| [s as f64, ns]).collect(),
+        });
+        if let Some(ghz) = ghz {
+            a.series.push(Series::Xy {
+                name: format!("latency_cycles_{name}"),
+                x_label: "size_bytes".into(),
+                y_label: "latency_cycles".into(),
+                points: med.iter().map(|&(s, ns)| [s as f64, ns * ghz]).collect(),
+            });
+        }
+        a.series.push(Series::Xy {
+            name: format!("tlb_sweep_{name}"),
+            x_label: "size_bytes spanned (one line per 4 KiB page)".into(),
+            y_label: "latency_ns".into(),
+            points: KindSamples::medians(&k.tlb)
+                .iter()
+                .map(|&(p, ns)| [(p * 4096) as f64, ns])
+                .collect(),
+        });
+    }
+    a.effects
+        .insert("curve_steps_bytes".into(), Value::Object(steps));
+}
+
+/// `NAME_latency_ns` from `ns`, and `NAME_latency_cycles` where the core clock is known.
+fn latency_metrics(a: &mut Analysis, name: &str, ns: &[f64], ghz: Option<f64>) {
+    a.metrics.extend(Metric::from_samples(
+        &format!("{name}_latency_ns"),
+        "ns",
+        Better::Lower,
+        ns,
+    ));
+    if let Some(ghz) = ghz {
+        let cycles: Vec<f64> = ns.iter().map(|x| x * ghz).collect();
+        a.metrics.extend(Metric::from_samples(
+            &format!("{name}_latency_cycles"),
+            "cycles",
+            Better::Lower,
+            &cycles,
+        ));
+    }
 }
 
 /// Why a cache level's latency is not reported.

@@ -321,45 +321,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .page_kinds
         .clone()
         .unwrap_or_else(|| PageKind::ALL.to_vec());
-    let wanted = largest_size(llc);
-    let (max_size, capped) = match ctx.options.max_size {
-        Some(m) => (
-            m,
-            (m < wanted).then(|| {
-                format!(
-                    "the sweep stops at {} instead of {}: --max-size",
-                    human_bytes(m),
-                    human_bytes(wanted)
-                )
-            }),
-        ),
-        None => default_max_size(wanted, kinds_using_mem_available(&kinds)),
-    };
-    let mut sizes: Vec<u64> = match ctx.options.sizes.clone() {
-        Some(s) => s,
-        None => {
-            let mut s = match profile {
-                Profile::Full => full_sizes(wanted),
-                Profile::Quick => quick_sizes(&caches, wanted),
-            };
-            // Capped: the cap itself becomes the largest point, so DRAM is still read as far
-            // out as memory allows.
-            if s.last().is_some_and(|&l| l > max_size) {
-                s.push(max_size);
-            }
-            s
-        }
-    };
-    sizes.iter_mut().for_each(|s| *s = (*s / 64) * 64);
-    sizes.retain(|&s| s >= 128 && s <= max_size);
-    sizes.sort_unstable();
-    sizes.dedup();
-    let Some(&largest) = sizes.last() else {
-        return Err(ProbeFailure::Skipped(format!(
-            "no buffer size at or below the maximum of {}",
-            human_bytes(max_size)
-        )));
-    };
+    let Sweep {
+        sizes,
+        max_size,
+        capped,
+        largest,
+    } = sweep(ctx, &caches, llc, &kinds)?;
     let tlb_max_pages = TLB_SWEEP_MAX_PAGES.min(largest / 4096);
     let tlb_sweep = tlb_pages(profile, tlb_max_pages);
 
@@ -425,7 +392,81 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     if let Some(why) = capped {
         r.effects.insert("max_size_capped".into(), json!(why));
     }
-    for run in &runs {
+    record_samples(&mut r, &runs);
+    let derived = analyze(&r);
+    analysis::apply(&mut r, derived);
+    Ok(r)
+}
+
+/// The sizes the latency curve is measured at, up to the largest memory allows.
+struct Sweep {
+    sizes: Vec<u64>,
+    max_size: u64,
+    /// Why the sweep stops below the size it wanted, when it does.
+    capped: Option<String>,
+    largest: u64,
+}
+
+/// The sweep's sizes: `--sizes`, or the profile's points up to four LLCs, capped at
+/// `--max-size` or what memory allows (the cap itself the last point); cache-line multiples,
+/// sorted, at least 128 bytes.
+fn sweep(
+    ctx: &ProbeContext,
+    caches: &[CacheSize],
+    llc: Option<u64>,
+    kinds: &[PageKind],
+) -> Result<Sweep, ProbeFailure> {
+    let profile = ctx.options.profile;
+    let wanted = largest_size(llc);
+    let (max_size, capped) = match ctx.options.max_size {
+        Some(m) => (
+            m,
+            (m < wanted).then(|| {
+                format!(
+                    "the sweep stops at {} instead of {}: --max-size",
+                    human_bytes(m),
+                    human_bytes(wanted)
+                )
+            }),
+        ),
+        None => default_max_size(wanted, kinds_using_mem_available(kinds)),
+    };
+    let mut sizes: Vec<u64> = match ctx.options.sizes.clone() {
+        Some(s) => s,
+        None => {
+            let mut s = match profile {
+                Profile::Full => full_sizes(wanted),
+                Profile::Quick => quick_sizes(caches, wanted),
+            };
+            // Capped: the cap itself becomes the largest point, so DRAM is still read as far
+            // out as memory allows.
+            if s.last().is_some_and(|&l| l > max_size) {
+                s.push(max_size);
+            }
+            s
+        }
+    };
+    sizes.iter_mut().for_each(|s| *s = (*s / 64) * 64);
+    sizes.retain(|&s| s >= 128 && s <= max_size);
+    sizes.sort_unstable();
+    sizes.dedup();
+    let Some(&largest) = sizes.last() else {
+        return Err(ProbeFailure::Skipped(format!(
+            "no buffer size at or below the maximum of {}",
+            human_bytes(max_size)
+        )));
+    };
+    Ok(Sweep {
+        sizes,
+        max_size,
+        capped,
+        largest,
+    })
+}
+
+/// Every sample, by kind: the latency curve's per size, the TLB sweep's per page count.
+fn record_samples(r: &mut ProbeResult, runs: &[KindRun]) {
+    for run in runs {
         let k = run.kind.name();
         for (size, ns) in &run.curve {
             r.samples
@@ -438,9 +479,6 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             );
         }
     }
-    let derived = analyze(&r);
-    analysis::apply(&mut r, derived);
-    Ok(r)
 }
 
 /// The latency curve and the TLB sweep on every buffer, kinds in blocks (see [`time_chases`]).

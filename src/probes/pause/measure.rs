@@ -76,6 +76,51 @@ fn time_runs(ctx: &ProbeContext, runs: usize, chunks: usize, spaced: bool) -> Ve
         .collect()
 }
 
+/// What the pause-loop-exit runs timed on one CPU.
+struct PleRuns {
+    /// Chunk times of the runs of PAUSEs back to back, ns per chunk.
+    tight: Vec<Vec<f64>>,
+    /// Chunk times of the spaced runs (the control), ns per chunk.
+    spaced: Vec<Vec<f64>>,
+    /// ns per PAUSE of each long spin.
+    sustained_ns: Vec<f64>,
+}
+
+/// Pause-loop exits, timed on `cpu` (whose PAUSE `first` measured): `runs` runs of PAUSEs
+/// back to back and as many spaced, for the same time each (host noise arrives per unit of
+/// time, so equal time gives the control equal odds), then the long spins of the sustained
+/// cost.
+fn pause_loop_exit_runs(
+    ctx: &ProbeContext,
+    cpu: usize,
+    first: &CpuPause,
+    runs: usize,
+    run_ms: f64,
+) -> Result<PleRuns, ProbeFailure> {
+    let pause_ns_first = measure::stats::median(&first.ns).unwrap_or(25.0);
+    let spacing_ns = crate::arch::SPACING_ADDS_PER_PAUSE as f64 / first.core_hz * 1e9;
+    let chunks_for = |ns_per_pause: f64| {
+        ((run_ms * 1e6 / (ns_per_pause * PLE_CHUNK_PAUSES as f64)) as usize).clamp(1_000, 4_000_000)
+    };
+    let _pin = pin_to_cpu(cpu)?;
+    let tight = time_runs(ctx, runs, chunks_for(pause_ns_first), false);
+    let spaced = time_runs(ctx, runs, chunks_for(pause_ns_first + spacing_ns), true);
+    // Straight after the back-to-back runs, so the window is as a long spinner finds it.
+    let sustained_ns: Vec<f64> = (0..SUSTAINED_RUNS)
+        .map(|_| {
+            let t0 = ctx.clock.start();
+            crate::arch::pause_loop(SUSTAINED_PAUSES);
+            let t1 = ctx.clock.end();
+            ctx.clock.ticks_to_ns(t1 - t0) / SUSTAINED_PAUSES as f64
+        })
+        .collect();
+    Ok(PleRuns {
+        tight,
+        spaced,
+        sustained_ns,
+    })
+}
+
 pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let cpus = ctx.cpus()?;
     if cpus.is_empty() {
@@ -100,27 +145,11 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
     // Pause-loop exits: on the first CPU, PAUSEs back to back and spaced, for the same time
     // each (host noise arrives per unit of time, so equal time gives the control equal odds).
     let ple_cpu = cpus[0];
-    let pause_ns_first = measure::stats::median(&per_cpu[0].ns).unwrap_or(25.0);
-    let spacing_ns = crate::arch::SPACING_ADDS_PER_PAUSE as f64 / per_cpu[0].core_hz * 1e9;
-    let chunks_for = |ns_per_pause: f64| {
-        ((ple_run_ms * 1e6 / (ns_per_pause * PLE_CHUNK_PAUSES as f64)) as usize)
-            .clamp(1_000, 4_000_000)
-    };
-    let (tight, spaced, sustained_ns) = {
-        let _pin = pin_to_cpu(ple_cpu)?;
-        let tight = time_runs(ctx, ple_runs, chunks_for(pause_ns_first), false);
-        let spaced = time_runs(ctx, ple_runs, chunks_for(pause_ns_first + spacing_ns), true);
-        // Straight after the back-to-back runs, so the window is as a long spinner finds it.
-        let sustained: Vec<f64> = (0..SUSTAINED_RUNS)
-            .map(|_| {
-                let t0 = ctx.clock.start();
-                crate::arch::pause_loop(SUSTAINED_PAUSES);
-                let t1 = ctx.clock.end();
-                ctx.clock.ticks_to_ns(t1 - t0) / SUSTAINED_PAUSES as f64
-            })
-            .collect();
-        (tight, spaced, sustained)
-    };
+    let PleRuns {
+        tight,
+        spaced,
+        sustained_ns,
+    } = pause_loop_exit_runs(ctx, ple_cpu, &per_cpu[0], ple_runs, ple_run_ms)?;
     ctx.progress.advance(1);
     ctx.progress.finish();
     let evidence = ple::judge(&tight, &spaced, PLE_CHUNK_PAUSES);
@@ -136,6 +165,46 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
     r.params.insert("ple_run_ms".into(), json!(ple_run_ms));
     r.params.insert("ple_cpu".into(), json!(ple_cpu));
 
+    record_headline(&mut r, &per_cpu, &sustained_ns);
+
+    r.effects.insert("pinned_cpus".into(), json!(cpus));
+    r.effects.insert(
+        "core_clock_ghz_by_cpu".into(),
+        json!(
+            per_cpu
+                .iter()
+                .map(|c| (c.cpu.to_string(), c.core_hz / 1e9))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        ),
+    );
+    r.effects
+        .insert("pause_loop_exits".into(), json!(evidence.verdict));
+    r.effects.insert(
+        "pause_loop_exit_evidence".into(),
+        serde_json::to_value(&evidence).expect("evidence serialises"),
+    );
+
+    for c in &per_cpu {
+        r.samples
+            .insert(format!("pause_ns.cpu{}", c.cpu), c.ns.clone());
+    }
+    record_stalls(&mut r, &tight, &spaced, &evidence);
+    r.series.push(Series::Bars {
+        name: "pause_ns_per_cpu".into(),
+        unit: "ns".into(),
+        labels: per_cpu.iter().map(|c| format!("cpu{}", c.cpu)).collect(),
+        values: per_cpu
+            .iter()
+            // Every CPU in per_cpu has `reps` >= 1 samples, so a median exists.
+            .map(|c| measure::stats::median(&c.ns).unwrap_or_default())
+            .collect(),
+    });
+    Ok(r)
+}
+
+/// The headline figures, from the CPU with the fastest PAUSE, the core clock across CPUs and
+/// the sustained cost.
+fn record_headline(r: &mut ProbeResult, per_cpu: &[CpuPause], sustained_ns: &[f64]) {
     // The headline is the CPU with the fastest PAUSE, not all CPUs pooled. Interference only
     // adds time (Chen and Revels, "Robust benchmarking in noisy environments", 2016), and on a
     // VM it differs by vCPU: on the Zen 3 guest one vCPU read 24.1 ns and the other 27.4 ns
@@ -163,41 +232,23 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
             // One value per CPU: a range across CPUs, not an interval.
             Metric::across_places("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
             // What a long spin pays per PAUSE, pause-loop exits and host noise included.
-            Metric::from_samples("pause_sustained_ns", "ns", Better::Lower, &sustained_ns),
+            Metric::from_samples("pause_sustained_ns", "ns", Better::Lower, sustained_ns),
         ]
         .into_iter()
         .flatten(),
     );
+}
 
-    r.effects.insert("pinned_cpus".into(), json!(cpus));
-    r.effects.insert(
-        "core_clock_ghz_by_cpu".into(),
-        json!(
-            per_cpu
-                .iter()
-                .map(|c| (c.cpu.to_string(), c.core_hz / 1e9))
-                .collect::<std::collections::BTreeMap<_, _>>()
-        ),
-    );
-    r.effects
-        .insert("pause_loop_exits".into(), json!(evidence.verdict));
-    r.effects.insert(
-        "pause_loop_exit_evidence".into(),
-        serde_json::to_value(&evidence).expect("evidence serialises"),
-    );
-
-    for c in &per_cpu {
-        r.samples
-            .insert(format!("pause_ns.cpu{}", c.cpu), c.ns.clone());
-    }
-    // Raw evidence: where each run stalled, in PAUSEs from its start.
+/// Raw evidence: where each pause-loop-exit run stalled, in PAUSEs from its start.
+fn record_stalls(
+    r: &mut ProbeResult,
+    tight: &[Vec<f64>],
+    spaced: &[Vec<f64>],
+    evidence: &ple::PleEvidence,
+) {
     for (mode, runs, median) in [
-        (
-            "back_to_back",
-            &tight,
-            evidence.back_to_back.median_chunk_ns,
-        ),
-        ("spaced", &spaced, evidence.spaced.median_chunk_ns),
+        ("back_to_back", tight, evidence.back_to_back.median_chunk_ns),
+        ("spaced", spaced, evidence.spaced.median_chunk_ns),
     ] {
         for (i, run) in runs.iter().enumerate() {
             r.samples.insert(
@@ -209,15 +260,4 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
             );
         }
     }
-    r.series.push(Series::Bars {
-        name: "pause_ns_per_cpu".into(),
-        unit: "ns".into(),
-        labels: per_cpu.iter().map(|c| format!("cpu{}", c.cpu)).collect(),
-        values: per_cpu
-            .iter()
-            // Every CPU in per_cpu has `reps` >= 1 samples, so a median exists.
-            .map(|c| measure::stats::median(&c.ns).unwrap_or_default())
-            .collect(),
-    });
-    Ok(r)
 }

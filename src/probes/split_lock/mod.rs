@@ -148,16 +148,14 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let cpus = ctx.cpus()?;
     require_two_cpus(&cpus)?;
     let pair = (cpus[0], cpus[1]);
-    let state = &ctx.machine.split_lock;
-    let in_child = state.effective.kernel_acts();
+    let in_child = ctx.machine.split_lock.effective.kernel_acts();
     let profile = ctx.options.profile;
     let (aligned_plan, split_default, per_round) = plans(ctx);
-    let fail = |e: String| ProbeFailure::Failed(format!("CPU pair {}-{}: {e}", pair.0, pair.1));
 
     // Where the kernel traps, the per-op blocks run in a child; a SIGBUS ends it and is the
     // finding.
     let child = if in_child {
-        Some(locker::Locker::spawn(pair.0, 1, ctx.clock).map_err(fail)?)
+        Some(locker::Locker::spawn(pair.0, 1, ctx.clock).map_err(|e| pair_failure(pair, e))?)
     } else {
         None
     };
@@ -166,17 +164,89 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     } else {
         op_block(profile)
     };
-    let op_blocks_per_round = if in_child { 1 } else { per_round };
+    let setup = Setup {
+        pair,
+        in_child,
+        op_max,
+        op_budget,
+        op_blocks_per_round: if in_child { 1 } else { per_round },
+        aligned_plan,
+        split_default,
+        per_round,
+    };
     let op_lines = Lines::new();
-    let mut blocks = Vec::new();
+    let aligned_lines = Lines::new();
+    let split_lines = Lines::new();
+    let rounds = measure_rounds(
+        ctx,
+        &setup,
+        child.as_ref(),
+        [&op_lines, &aligned_lines, &split_lines],
+    )?;
+    drop(child);
+    let core_hz = {
+        let _pin = pin_to_cpu(pair.0)?;
+        estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
+    };
+    let split_at = split_lines.at(SPLIT_OFFSET) as usize;
+    Ok(summarise(ctx, &setup, rounds, split_at, core_hz))
+}
+
+/// A probe failure on the CPU pair.
+fn pair_failure(pair: (usize, usize), e: String) -> ProbeFailure {
+    ProbeFailure::Failed(format!("CPU pair {}-{}: {e}", pair.0, pair.1))
+}
+
+/// How a run measures: the CPU pair, where the split locks run, and the sizes of its blocks
+/// and samples.
+struct Setup {
+    pair: (usize, usize),
+    /// The kernel acts on split locks, so they run in a child process.
+    in_child: bool,
+    op_max: usize,
+    op_budget: Duration,
+    op_blocks_per_round: usize,
+    aligned_plan: Plan,
+    split_default: u64,
+    per_round: usize,
+}
+
+/// What the rounds measured.
+struct Rounds {
+    /// One thread's split locks timed op by op.
+    blocks: Vec<per_op::Block>,
+    /// Aligned ping-pong samples, ns per handoff.
+    aligned: Vec<f64>,
+    /// Split ping-pong samples, ns per handoff (in-process only).
+    split: Vec<f64>,
+    /// The split ping-pong's plan, sized from the first round's per-op cost.
+    split_plan: Option<Plan>,
+    /// How the child ended, where it did not survive.
+    child_end: Option<String>,
+}
+
+/// [`ROUNDS`] rounds of: split locks timed op by op, the aligned ping-pong, and (in-process)
+/// the split ping-pong, interleaved so all meet the same machine noise. `lines` are the
+/// per-op, aligned and split blocks.
+#[cfg(target_arch = "x86_64")]
+fn measure_rounds(
+    ctx: &ProbeContext,
+    setup: &Setup,
+    child: Option<&locker::Locker>,
+    [op_lines, aligned_lines, split_lines]: [&Lines; 3],
+) -> Result<Rounds, ProbeFailure> {
+    let pair = setup.pair;
+    let fail = |e: String| pair_failure(pair, e);
     let mut child_end: Option<String> = None;
     let mut time_blocks = |blocks: &mut Vec<per_op::Block>| -> Result<(), ProbeFailure> {
-        for _ in 0..op_blocks_per_round {
-            match &child {
-                Some(c) if child_end.is_none() => match c.time_ops(ctx.clock, op_max, op_budget) {
-                    Ok(b) => blocks.push(b),
-                    Err(e) => child_end = Some(c.poll_end().map_or(e, |end| end.to_string())),
-                },
+        for _ in 0..setup.op_blocks_per_round {
+            match child {
+                Some(c) if child_end.is_none() => {
+                    match c.time_ops(ctx.clock, setup.op_max, setup.op_budget) {
+                        Ok(b) => blocks.push(b),
+                        Err(e) => child_end = Some(c.poll_end().map_or(e, |end| end.to_string())),
+                    }
+                }
                 Some(_) => {}
                 None => {
                     let _pin = pin_to_cpu(pair.0)?;
@@ -185,8 +255,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
                         per_op::time_block_here(
                             ctx.clock,
                             op_lines.at(SPLIT_OFFSET),
-                            op_max,
-                            op_budget,
+                            setup.op_max,
+                            setup.op_budget,
                         )
                     });
                 }
@@ -195,8 +265,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         Ok(())
     };
 
-    let aligned_lines = Lines::new();
-    let split_lines = Lines::new();
+    let mut blocks = Vec::new();
     let mut aligned = Vec::new();
     let mut split = Vec::new();
     let mut split_plan = None;
@@ -207,28 +276,32 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             ping_pong(
                 ctx.clock,
                 pair,
-                &aligned_lines,
+                aligned_lines,
                 Variant::Cas { offset: 0 },
-                aligned_plan,
+                setup.aligned_plan,
             )
             .map_err(fail)?,
         );
-        if !in_child {
+        if !setup.in_child {
             // Sized once, from the first round's per-op cost.
             let plan = *split_plan.get_or_insert_with(|| {
                 let mean = per_op::summarize(&blocks).map(|s| s.mean_ns);
-                let n = split_handoffs(split_default, mean, split_sample_budget(profile));
+                let n = split_handoffs(
+                    setup.split_default,
+                    mean,
+                    split_sample_budget(ctx.options.profile),
+                );
                 Plan {
                     warmup: n / 4,
                     handoffs_per_sample: n,
-                    samples: per_round,
+                    samples: setup.per_round,
                 }
             });
             split.extend(
                 ping_pong(
                     ctx.clock,
                     pair,
-                    &split_lines,
+                    split_lines,
                     Variant::Cas {
                         offset: SPLIT_OFFSET,
                     },
@@ -240,17 +313,33 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ctx.progress.advance(1);
     }
     ctx.progress.finish();
-    drop(child);
-    let core_hz = {
-        let _pin = pin_to_cpu(pair.0)?;
-        estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
-    };
-    // Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
-    let cycles = |name: &str, ns: &[f64]| {
-        let hz = core_hz?;
-        let c: Vec<f64> = ns.iter().map(|x| x * hz * 1e-9).collect();
-        Metric::from_samples(name, "cycles", Better::Lower, &c)
-    };
+    Ok(Rounds {
+        blocks,
+        aligned,
+        split,
+        split_plan,
+        child_end,
+    })
+}
+
+/// The result: the set-up in params and effects, the aligned figures, the split (in-process)
+/// or trapped (in the child) figures, and the mechanism the per-op times name.
+fn summarise(
+    ctx: &ProbeContext,
+    setup: &Setup,
+    rounds: Rounds,
+    split_at: usize,
+    core_hz: Option<f64>,
+) -> ProbeResult {
+    let Rounds {
+        blocks,
+        aligned,
+        split,
+        split_plan,
+        child_end,
+    } = rounds;
+    let pair = setup.pair;
+    let state = &ctx.machine.split_lock;
 
     let mut r = ProbeResult::new("split-lock", Status::Ok);
     if let Some(hz) = core_hz {
@@ -261,7 +350,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params.insert("rounds".into(), json!(ROUNDS));
     r.params.insert(
         "aligned_handoffs_per_sample".into(),
-        json!(aligned_plan.handoffs_per_sample),
+        json!(setup.aligned_plan.handoffs_per_sample),
     );
     if let Some(plan) = split_plan {
         r.params.insert(
@@ -274,9 +363,9 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params.insert(
         "op_block".into(),
         json!({
-            "max_ops": op_max,
-            "budget_ms": op_budget.as_secs_f64() * 1e3,
-            "blocks": op_blocks_per_round * ROUNDS,
+            "max_ops": setup.op_max,
+            "budget_ms": setup.op_budget.as_secs_f64() * 1e3,
+            "blocks": setup.op_blocks_per_round * ROUNDS,
             "trap_boundary_ns": TRAP_BOUNDARY_NS,
         }),
     );
@@ -284,7 +373,6 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .insert("pinned_cpus".into(), json!([pair.0, pair.1]));
     r.effects
         .insert("kernel_split_lock_mode".into(), json!(state.effective));
-    let split_at = split_lines.at(SPLIT_OFFSET) as usize;
     r.effects.insert(
         "split_value_crosses_line".into(),
         json!(split_at / 64 != (split_at + 7) / 64),
@@ -294,54 +382,15 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let aligned_ns = aligned_metric.as_ref().map(|m| m.value);
     r.metrics.extend(aligned_metric);
     r.metrics
-        .extend(cycles("aligned_lock_latency_cycles", &aligned));
+        .extend(cycles("aligned_lock_latency_cycles", &aligned, core_hz));
     r.samples
         .insert(format!("aligned_lock_ns.{pair_key}"), aligned);
 
     let summary = per_op::summarize(&blocks);
-    if in_child {
-        r.effects
-            .insert("split_lock_measured".into(), json!("kernel_mitigation"));
-        r.effects.insert(
-            "split_lock_child".into(),
-            json!(child_end.as_deref().unwrap_or("survived")),
-        );
-        // One thread, every lock trapped: not the handoff the aligned figure times, so no
-        // ratio to it. Time over ops in every block, the rate a program gets.
-        if let Some(mean) = summary.as_ref().map(|s| s.mean_ns) {
-            r.samples.insert(
-                format!("split_lock_trapped_ns.cpu{}", pair.0),
-                summary
-                    .as_ref()
-                    .map(|s| s.block_means_ns.clone())
-                    .unwrap_or_default(),
-            );
-            r.metrics.push(Metric::derived(
-                "split_lock_trapped_ns",
-                mean,
-                "ns",
-                Better::Lower,
-            ));
-        }
+    if setup.in_child {
+        record_trapped(&mut r, summary.as_ref(), child_end.as_deref(), pair.0);
     } else {
-        r.effects
-            .insert("split_lock_measured".into(), json!("hardware"));
-        let m = Metric::from_samples("split_lock_latency_ns", "ns", Better::Lower, &split);
-        let split_ns = m.as_ref().map(|m| m.value);
-        r.metrics.extend(m);
-        r.metrics
-            .extend(cycles("split_lock_latency_cycles", &split));
-        if let (Some(s), Some(a)) = (split_ns, aligned_ns)
-            && a > 0.0
-        {
-            r.metrics.push(Metric::derived(
-                "split_lock_ratio",
-                s / a,
-                "ratio",
-                Better::Lower,
-            ));
-        }
-        r.samples.insert(format!("split_lock_ns.{pair_key}"), split);
+        record_split(&mut r, split, aligned_ns, &pair_key, core_hz);
     }
 
     let evidence = MechanismEvidence {
@@ -352,7 +401,73 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         mean_ns: None,
     };
     record_split_locks(&mut r, &evidence, summary.as_ref(), pair.0, core_hz);
-    Ok(r)
+    r
+}
+
+/// Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
+fn cycles(name: &str, ns: &[f64], core_hz: Option<f64>) -> Option<Metric> {
+    let hz = core_hz?;
+    let c: Vec<f64> = ns.iter().map(|x| x * hz * 1e-9).collect();
+    Metric::from_samples(name, "cycles", Better::Lower, &c)
+}
+
+/// Split locks in the child, where the kernel acts on them: how the child ended, and the
+/// trapped time per lock.
+fn record_trapped(
+    r: &mut ProbeResult,
+    summary: Option<&per_op::Summary>,
+    child_end: Option<&str>,
+    cpu: usize,
+) {
+    r.effects
+        .insert("split_lock_measured".into(), json!("kernel_mitigation"));
+    r.effects.insert(
+        "split_lock_child".into(),
+        json!(child_end.unwrap_or("survived")),
+    );
+    // One thread, every lock trapped: not the handoff the aligned figure times, so no
+    // ratio to it. Time over ops in every block, the rate a program gets.
+    if let Some(s) = summary {
+        r.samples.insert(
+            format!("split_lock_trapped_ns.cpu{cpu}"),
+            s.block_means_ns.clone(),
+        );
+        r.metrics.push(Metric::derived(
+            "split_lock_trapped_ns",
+            s.mean_ns,
+            "ns",
+            Better::Lower,
+        ));
+    }
+}
+
+/// Split locks in-process: the split ping-pong's latency, in cycles, and its ratio to the
+/// aligned one.
+fn record_split(
+    r: &mut ProbeResult,
+    split: Vec<f64>,
+    aligned_ns: Option<f64>,
+    pair_key: &str,
+    core_hz: Option<f64>,
+) {
+    r.effects
+        .insert("split_lock_measured".into(), json!("hardware"));
+    let m = Metric::from_samples("split_lock_latency_ns", "ns", Better::Lower, &split);
+    let split_ns = m.as_ref().map(|m| m.value);
+    r.metrics.extend(m);
+    r.metrics
+        .extend(cycles("split_lock_latency_cycles", &split, core_hz));
+    if let (Some(s), Some(a)) = (split_ns, aligned_ns)
+        && a > 0.0
+    {
+        r.metrics.push(Metric::derived(
+            "split_lock_ratio",
+            s / a,
+            "ratio",
+            Better::Lower,
+        ));
+    }
+    r.samples.insert(format!("split_lock_ns.{pair_key}"), split);
 }
 
 /// The mechanism (`split_lock_mechanism`, `split_lock_trap_shape`) and the per-op figures

@@ -178,13 +178,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     use super::Profile;
     use super::c2c::require_two_cpus;
     use super::split_lock::locker::Locker;
-    use crate::arch::{VectorWidth, pointer_chase, sequential_read};
-    use crate::measure::buffer::{Buffer, BufferError, PageKind};
-    use crate::measure::chase::{Layout, SplitMix64, build, sattolo_cycle};
+    use crate::arch::VectorWidth;
     use crate::measure::{self, pin_to_cpu};
-    use crate::schema::{Better, Metric, Status};
-    use serde_json::json;
-    use std::sync::atomic::Ordering;
     use std::time::Duration;
     let cpus = ctx.cpus()?;
     require_two_cpus(&cpus)?;
@@ -213,35 +208,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // batch, and a bandwidth sample lasts well under a millisecond.
     let batch = if trapped { 1 } else { 8 };
     let locker = Locker::spawn(aggressor_cpu, batch, ctx.clock).map_err(ProbeFailure::Failed)?;
-    // The aggressor alone, its locks timed one by one: trapped or not, by the split-lock
-    // probe's own rule (`schema::split_lock::classify`), preemptions discounted, so a busy
-    // CPU is not taken for a trap.
-    let alone = {
-        match locker.time_ops(ctx.clock, AGGRESSOR_PROBE_OPS, AGGRESSOR_PROBE) {
-            Ok(block) => block,
-            Err(e) if trapped => {
-                return Err(ProbeFailure::Skipped(format!(
-                    "{e} (split_lock_detect mode {mode}): the kernel stops split locks \
-                     here, so they cannot slow a neighbour"
-                )));
-            }
-            Err(e) => return Err(ProbeFailure::Failed(e)),
-        }
-    };
-    let alone_ns = alone.mean_ns();
-    let evidence = crate::schema::split_lock::MechanismEvidence {
-        kernel: mode,
-        guest: ctx.machine.hypervisor.is_some(),
-        killed_by_sigbus: false,
-        census: Some(crate::schema::split_lock::OpCensus::of(
-            &alone.per_op_ns,
-            alone.voluntary_switches,
-            alone.involuntary_switches,
-        )),
-        mean_ns: None,
-    };
-    let aggressor_trapped =
-        trapped || crate::schema::split_lock::classify(&evidence).is_some_and(|(m, _)| m.trapped());
+    let (alone_ns, aggressor_trapped) = aggressor_alone(ctx, &locker, mode)?;
     if aggressor_trapped {
         locker.set_batch(1);
     }
@@ -250,6 +217,60 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     } else {
         bytes
     };
+    let (buf, backing, start) = victim_buffer(bytes)?;
+    let rounds = victim_rounds(ctx, &locker, &buf, start, width, phase).map_err(|e| {
+        if trapped {
+            kernel_stops_split_locks(e, mode)
+        } else {
+            ProbeFailure::Failed(e)
+        }
+    })?;
+    drop(locker);
+    let (before, after) = (rounds.before, rounds.after);
+    let len = buf.len();
+    let findings = Findings {
+        victim_cpu,
+        aggressor_cpu,
+        duration_s,
+        buffer_bytes: len,
+        backing,
+        vector_isa: width.name(),
+        core_hz,
+        mode,
+        trapped,
+        aggressor_trapped,
+        alone_ns,
+        split_locks: after.ops - before.ops,
+        locking_s: (after.locking_ns - before.locking_ns) * 1e-9,
+    };
+    drop(buf);
+    Ok(summarise(&findings, &rounds.alone, &rounds.loaded))
+}
+
+/// The skip where the kernel stops split locks (`e`: how the aggressor ended): they cannot
+/// slow a neighbour there.
+fn kernel_stops_split_locks(e: String, mode: crate::machine::SplitLockMode) -> ProbeFailure {
+    ProbeFailure::Skipped(format!(
+        "{e} (split_lock_detect mode {mode}): the kernel stops split locks here, so they \
+         cannot slow a neighbour"
+    ))
+}
+
+/// The victim's buffer of `bytes` on transparent huge pages where it gets them, what backs
+/// it, and the start of the random chase cycle built through its lines.
+#[cfg(target_arch = "x86_64")]
+fn victim_buffer(
+    bytes: usize,
+) -> Result<
+    (
+        crate::measure::buffer::Buffer,
+        crate::measure::buffer::PageBacking,
+        *const u64,
+    ),
+    ProbeFailure,
+> {
+    use crate::measure::buffer::{Buffer, BufferError, PageKind};
+    use crate::measure::chase::{Layout, SplitMix64, build, sattolo_cycle};
     let mut buf = Buffer::allocate(bytes as u64, PageKind::Thp).map_err(|e| match e {
         BufferError::NotEnoughMemory { .. } => ProbeFailure::Skipped(e.to_string()),
         _ => ProbeFailure::Failed(e.to_string()),
@@ -262,6 +283,66 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // SAFETY: `lines` slots of 64 bytes fill the buffer, which is page aligned.
     let start = unsafe { build(buf.as_mut_ptr(), &next, Layout::Lines) };
     drop(next);
+    Ok((buf, backing, start))
+}
+
+/// The aggressor alone, its locks timed one by one: trapped or not, by the split-lock
+/// probe's own rule (`schema::split_lock::classify`), preemptions discounted, so a busy CPU
+/// is not taken for a trap. Returns its mean time per lock and whether it is trapped.
+#[cfg(target_arch = "x86_64")]
+fn aggressor_alone(
+    ctx: &ProbeContext,
+    locker: &super::split_lock::locker::Locker,
+    mode: crate::machine::SplitLockMode,
+) -> Result<(Option<f64>, bool), ProbeFailure> {
+    use crate::schema::split_lock::{MechanismEvidence, OpCensus, classify};
+    let trapped = mode.kernel_acts();
+    let alone = match locker.time_ops(ctx.clock, AGGRESSOR_PROBE_OPS, AGGRESSOR_PROBE) {
+        Ok(block) => block,
+        Err(e) if trapped => {
+            return Err(kernel_stops_split_locks(e, mode));
+        }
+        Err(e) => return Err(ProbeFailure::Failed(e)),
+    };
+    let evidence = MechanismEvidence {
+        kernel: mode,
+        guest: ctx.machine.hypervisor.is_some(),
+        killed_by_sigbus: false,
+        census: Some(OpCensus::of(
+            &alone.per_op_ns,
+            alone.voluntary_switches,
+            alone.involuntary_switches,
+        )),
+        mean_ns: None,
+    };
+    let aggressor_trapped = trapped || classify(&evidence).is_some_and(|(m, _)| m.trapped());
+    Ok((alone.mean_ns(), aggressor_trapped))
+}
+
+/// What the victim saw alone and loaded, and the aggressor's totals around the rounds.
+#[cfg(target_arch = "x86_64")]
+struct VictimRounds {
+    alone: Victim,
+    loaded: Victim,
+    before: super::split_lock::locker::LockTotals,
+    after: super::split_lock::locker::LockTotals,
+}
+
+/// The victim's work on `buf` (its chase starting at `start`): after an untimed warm-up, in
+/// [`alternate`]'s rounds, each phase (`phase` long) a latency then a bandwidth measurement,
+/// the aggressor's split-lock count read around every sample. An error is how the
+/// aggressor ended.
+#[cfg(target_arch = "x86_64")]
+fn victim_rounds(
+    ctx: &ProbeContext,
+    locker: &super::split_lock::locker::Locker,
+    buf: &crate::measure::buffer::Buffer,
+    start: *const u64,
+    width: crate::arch::VectorWidth,
+    phase: std::time::Duration,
+) -> Result<VictimRounds, String> {
+    use crate::arch::{pointer_chase, sequential_read};
+    use std::sync::atomic::Ordering;
     let clock = ctx.clock;
     let base = buf.as_ptr();
     let len = buf.len();
@@ -274,7 +355,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let mut at = unsafe { pointer_chase(start, CHASE_STEPS) };
     let mut offset = 0usize;
     let ops = locker.ops_counter();
-    let mut observe = |victim: &mut Victim| {
+    let observe = |victim: &mut Victim| {
         let end = Instant::now() + phase;
         victim.latency.extend(sample_until(
             end,
@@ -298,9 +379,29 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ));
     };
 
+    let before = locker.totals();
+    let (alone, loaded) = alternate(ctx, locker, observe)?;
+    let after = locker.totals();
+    std::hint::black_box(at);
+    Ok(VictimRounds {
+        alone,
+        loaded,
+        before,
+        after,
+    })
+}
+
+/// The victim's rounds: quiet, then while the aggressor locks, [`ROUNDS`] times, so drift
+/// hits both sides alike. Returns what the victim saw alone and loaded, or how the aggressor
+/// ended when it did not survive.
+#[cfg(target_arch = "x86_64")]
+fn alternate(
+    ctx: &ProbeContext,
+    locker: &super::split_lock::locker::Locker,
+    mut observe: impl FnMut(&mut Victim),
+) -> Result<(Victim, Victim), String> {
     let mut alone = Victim::default();
     let mut loaded = Victim::default();
-    let before = locker.totals();
     ctx.progress.begin("split-lock-neighbour", ROUNDS as u64);
     let mut child_end = None;
     for _ in 0..ROUNDS {
@@ -317,33 +418,47 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ctx.progress.advance(1);
     }
     ctx.progress.finish();
-    if let Some(e) = child_end {
-        return Err(if trapped {
-            ProbeFailure::Skipped(format!(
-                "{e} (split_lock_detect mode {mode}): the kernel stops split locks here, \
-                 so they cannot slow a neighbour"
-            ))
-        } else {
-            ProbeFailure::Failed(e)
-        });
+    match child_end {
+        Some(e) => Err(e),
+        None => Ok((alone, loaded)),
     }
-    let after = locker.totals();
-    drop(locker);
-    std::hint::black_box(at);
+}
 
-    let alone_lat = latency_ns(&alone.latency);
-    let alone_bw = bandwidth_gb_s(&alone.bandwidth);
-    let kept_lat = while_locking(&loaded.latency);
-    let kept_bw = while_locking(&loaded.bandwidth);
-    let loaded_lat = latency_ns(&kept_lat);
-    let loaded_bw = bandwidth_gb_s(&kept_bw);
+/// The set-up a run measured under and what the aggressor achieved, for the result.
+struct Findings {
+    victim_cpu: usize,
+    aggressor_cpu: usize,
+    duration_s: f64,
+    buffer_bytes: usize,
+    backing: crate::measure::buffer::PageBacking,
+    vector_isa: &'static str,
+    core_hz: Option<f64>,
+    mode: crate::machine::SplitLockMode,
+    /// The kernel acts on split locks (from its mode).
+    trapped: bool,
+    /// Trapped by the kernel's mode or by the aggressor's timed locks.
+    aggressor_trapped: bool,
+    /// The aggressor's mean time per lock, alone.
+    alone_ns: Option<f64>,
+    /// Split locks the aggressor executed during the loaded rounds.
+    split_locks: u64,
+    /// Seconds the aggressor spent locking during the loaded rounds.
+    locking_s: f64,
+}
 
+/// The result: the set-up in params and effects, the victim's figures alone and loaded (the
+/// loaded ones only from samples while the aggressor ran), their ratios and samples.
+fn summarise(f: &Findings, alone: &Victim, loaded: &Victim) -> ProbeResult {
+    use crate::schema::{Better, Metric, Status};
+    use serde_json::json;
+    let (victim_cpu, aggressor_cpu) = (f.victim_cpu, f.aggressor_cpu);
     let mut r = ProbeResult::new("split-lock-neighbour", Status::Ok);
     r.params
         .insert("cpus".into(), json!([victim_cpu, aggressor_cpu]));
-    r.params.insert("duration_s".into(), json!(duration_s));
+    r.params.insert("duration_s".into(), json!(f.duration_s));
     r.params.insert("rounds".into(), json!(ROUNDS));
-    r.params.insert("buffer_bytes".into(), json!(len));
+    r.params
+        .insert("buffer_bytes".into(), json!(f.buffer_bytes));
     r.params
         .insert("chase_steps_per_sample".into(), json!(CHASE_STEPS));
     r.params
@@ -357,42 +472,55 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .insert("pinned_cpus".into(), json!([victim_cpu, aggressor_cpu]));
     r.effects.insert(
         "page_backing".into(),
-        serde_json::to_value(&backing).expect("backing serialises"),
+        serde_json::to_value(&f.backing).expect("backing serialises"),
     );
-    r.effects.insert("vector_isa".into(), json!(width.name()));
-    if let Some(hz) = core_hz {
+    r.effects.insert("vector_isa".into(), json!(f.vector_isa));
+    if let Some(hz) = f.core_hz {
         r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
     }
     r.effects
-        .insert("kernel_split_lock_mode".into(), json!(mode.to_string()));
+        .insert("kernel_split_lock_mode".into(), json!(f.mode.to_string()));
     r.effects.insert(
         "split_lock_measured".into(),
-        json!(if trapped {
+        json!(if f.trapped {
             "kernel_mitigation"
         } else {
             "hardware"
         }),
     );
-    r.effects.insert(
-        "aggressor_split_locks".into(),
-        json!(after.ops - before.ops),
-    );
-    let locking_s = (after.locking_ns - before.locking_ns) * 1e-9;
-    r.effects.insert("bus_locking_s".into(), json!(locking_s));
-    if let Some(ns) = alone_ns {
+    r.effects
+        .insert("aggressor_split_locks".into(), json!(f.split_locks));
+    r.effects.insert("bus_locking_s".into(), json!(f.locking_s));
+    if let Some(ns) = f.alone_ns {
         r.effects
             .insert("aggressor_alone_ns_per_lock".into(), json!(ns));
     }
     r.effects
-        .insert("aggressor_trapped".into(), json!(aggressor_trapped));
-    if locking_s > 0.0 {
+        .insert("aggressor_trapped".into(), json!(f.aggressor_trapped));
+    if f.locking_s > 0.0 {
         r.metrics.push(Metric::derived(
             "aggressor_split_locks_per_s",
-            (after.ops - before.ops) as f64 / locking_s,
+            f.split_locks as f64 / f.locking_s,
             "locks/s",
             Better::Neither,
         ));
     }
+    victim_figures(&mut r, f, alone, loaded);
+    r
+}
+
+/// The victim's latency and bandwidth alone and under split locks (kept samples only), in
+/// cycles where the core clock is known, their ratios, and the samples behind them.
+fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Victim) {
+    use crate::measure;
+    use crate::schema::{Better, Metric};
+    use serde_json::json;
+    let alone_lat = latency_ns(&alone.latency);
+    let alone_bw = bandwidth_gb_s(&alone.bandwidth);
+    let kept_lat = while_locking(&loaded.latency);
+    let kept_bw = while_locking(&loaded.bandwidth);
+    let loaded_lat = latency_ns(&kept_lat);
+    let loaded_bw = bandwidth_gb_s(&kept_bw);
     r.effects.insert(
         "loaded_samples_kept".into(),
         json!({
@@ -422,7 +550,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .into_iter()
         .flatten(),
     );
-    if let Some(hz) = core_hz {
+    if let Some(hz) = f.core_hz {
         // Cycles of the victim's core clock, measured on the victim's CPU.
         let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
         r.metrics.extend(
@@ -460,7 +588,31 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
             Better::Higher,
         ));
     }
-    let cpu = victim_cpu;
+    victim_samples(
+        r,
+        f.victim_cpu,
+        [alone_lat, loaded_lat, alone_bw, loaded_bw],
+    );
+    // What the filter saw: the aggressor's split locks per microsecond in every loaded
+    // sample, kept or not.
+    let per_us = |v: &[Sample]| -> Vec<f64> {
+        v.iter()
+            .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
+            .collect()
+    };
+    r.samples.insert(
+        "aggressor_split_locks_per_us.latency".into(),
+        per_us(&loaded.latency),
+    );
+    r.samples.insert(
+        "aggressor_split_locks_per_us.bandwidth".into(),
+        per_us(&loaded.bandwidth),
+    );
+}
+
+/// The victim's samples behind its figures: latency and bandwidth, alone and loaded (kept).
+fn victim_samples(r: &mut ProbeResult, cpu: usize, figures: [Vec<f64>; 4]) {
+    let [alone_lat, loaded_lat, alone_bw, loaded_bw] = figures;
     r.samples
         .insert(format!("victim_latency_ns.cpu{cpu}"), alone_lat);
     r.samples.insert(
@@ -473,26 +625,6 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         format!("victim_bandwidth_under_split_locks_gb_s.cpu{cpu}"),
         loaded_bw,
     );
-    // What the filter saw: the aggressor's split locks per microsecond in every loaded
-    // sample, kept or not.
-    r.samples.insert(
-        "aggressor_split_locks_per_us.latency".into(),
-        loaded
-            .latency
-            .iter()
-            .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
-            .collect(),
-    );
-    r.samples.insert(
-        "aggressor_split_locks_per_us.bandwidth".into(),
-        loaded
-            .bandwidth
-            .iter()
-            .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
-            .collect(),
-    );
-    drop(buf);
-    Ok(r)
 }
 
 #[cfg(test)]
