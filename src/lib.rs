@@ -28,4 +28,5 @@ pub mod report;
 pub mod schema;
 pub mod session;
 pub mod spin;
+pub mod stats;
 pub mod words;

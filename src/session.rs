@@ -269,7 +269,7 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
                         .filter_map(|q| q.metric(&m.name).map(|x| x.value)),
                 )
                 .collect();
-            if let Some(summary) = crate::measure::summarize(&values) {
+            if let Some(summary) = crate::stats::summarize(&values) {
                 m.value = summary.median;
                 m.spread = Some(summary);
                 m.interval = crate::schema::Interval::of_median(&values);

@@ -10,9 +10,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 18] = [
+const LAYERS: [&str; 19] = [
     "error",      // input errors, the one thiserror enum every layer may return
     "format",     // numbers and units as text
+    "stats",      // numbers only: medians, intervals, MAD, binomial error, ckmeans, paired ratios
     "output",     // the one writer of named outputs: symlinks, FIFOs, modes, temp files
     "process",    // child processes: deadline, SIGTERM, SIGKILL, reap
     "arch",       // inline assembly

@@ -15,7 +15,7 @@ use crate::words;
 use serde::{Serialize, Serializer};
 
 /// How many scaled MADs a median must move before it counts as changed. The scaled MAD
-/// estimates the standard deviation of the samples (see `measure::stats`), so 2 is about two
+/// estimates the standard deviation of the samples (see `crate::stats`), so 2 is about two
 /// standard deviations of either run: a move smaller than that is within what one run shows
 /// from repetition to repetition.
 pub const SPREAD_FACTOR: f64 = 2.0;
@@ -23,7 +23,7 @@ pub const SPREAD_FACTOR: f64 = 2.0;
 /// Smallest relative move that counts, even when both runs' spread is tiny. Timings quantised
 /// to whole cycles can have a MAD of 0, yet two runs on one machine still differ by a few
 /// percent (core clock, neighbours); 5% is the bar `measure` uses to call a spread wide.
-pub const MIN_RELATIVE_CHANGE: f64 = crate::measure::stats::WIDE_RELATIVE_SPREAD;
+pub const MIN_RELATIVE_CHANGE: f64 = crate::stats::WIDE_RELATIVE_SPREAD;
 
 /// The practical-effect floor of the interval rule: a move smaller than this is not reported
 /// even when the intervals separate. 10% is the smallest effect any hazard threshold here

@@ -296,8 +296,8 @@ fn change(
     o: &ProfileRun,
     n: &ProfileRun,
 ) -> FunctionChange {
-    let var = |p: f64, total: u64| p * (1.0 - p) / total.max(1) as f64;
-    let noise = NOISE_SE * (var(old.share, o.samples) + var(new.share, n.samples)).sqrt();
+    let noise = NOISE_SE
+        * crate::stats::share_difference_se((old.share, o.samples), (new.share, n.samples));
     let d = new.share - old.share;
     let direction = if d.abs() < MIN_CHANGE || d.abs() <= noise {
         Direction::Within

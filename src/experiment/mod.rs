@@ -9,7 +9,7 @@
 //! against its baseline arm). The arms run interleaved, A B A B ..., after warmup rounds that
 //! are thrown away, so drift (a neighbour, the clock, the page cache) hits every arm alike;
 //! each comparison is the median of the per-round ratios with a distribution-free interval
-//! ([`stats::ratio`]). What each arm actually got (huge pages in `smaps_rollup`, the CPUs it
+//! ([`ratios::ratio`]). What each arm actually got (huge pages in `smaps_rollup`, the CPUs it
 //! ran on, whether the host trapped the neighbour's split locks) is recorded beside its
 //! times, because a variant that did not take is not a result.
 //!
@@ -20,8 +20,8 @@
 pub mod neighbour;
 pub mod placement;
 pub mod plan;
+pub mod ratios;
 pub mod run;
-pub mod stats;
 
 use serde::{Deserialize, Serialize};
 
@@ -351,7 +351,7 @@ pub struct Scaling {
     /// One point per CPU count, the fewest first (speedup 1 by definition).
     pub points: Vec<ScalingPoint>,
     /// The first CPU count whose interval lies wholly below
-    /// [`stats::SCALING_FALLS_AWAY_EFFICIENCY`] of ideal; `null` when none does.
+    /// [`ratios::SCALING_FALLS_AWAY_EFFICIENCY`] of ideal; `null` when none does.
     pub falls_away_at: Option<usize>,
 }
 

@@ -10,7 +10,7 @@
 use super::neighbour::Neighbour;
 use super::{
     ArmResult, ExperimentMachine, ExperimentResult, KIND, Measure, PagesSetting, Plan,
-    SCHEMA_VERSION, Variant, stats,
+    SCHEMA_VERSION, Variant, ratios,
 };
 use crate::machine::{Machine, ThpEnabled};
 use crate::measure::{Clock, Progress};
@@ -387,12 +387,12 @@ pub fn execute(
     progress.finish();
     for (arm, n) in arms.iter_mut().zip(&neighbours) {
         let got: Vec<f64> = arm.samples.iter().flatten().copied().collect();
-        arm.median = crate::measure::stats::median(&got);
+        arm.median = crate::stats::median(&got);
         arm.neighbour = n.as_ref().map(Neighbour::report);
     }
     drop(neighbours.drain(..));
-    let comparisons = stats::compare(&plan.comparisons, &arms, &spec.measure);
-    let scaling = stats::scaling(&comparisons, &arms, &spec.measure);
+    let comparisons = ratios::compare(&plan.comparisons, &arms, &spec.measure);
+    let scaling = ratios::scaling(&comparisons, &arms, &spec.measure);
     ExperimentResult {
         kind: KIND.into(),
         schema_version: SCHEMA_VERSION,

@@ -13,7 +13,7 @@ use crate::words::verdicts::prefetch::{self as words, Decisive, Facts, PageSizeE
 
 /// A prefetch distance that changes streaming bandwidth by this much (either way) is worth
 /// knowing: half the seed's +19% Northwood effect, and twice the 5% spread that marks a noisy
-/// figure ([`crate::measure::stats::WIDE_RELATIVE_SPREAD`]).
+/// figure ([`crate::stats::WIDE_RELATIVE_SPREAD`]).
 pub const EFFECT_RATIO: f64 = 0.10;
 
 /// The software-prefetch rule.

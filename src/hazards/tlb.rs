@@ -20,7 +20,7 @@ use crate::words::verdicts::tlb::{self as words, Facts};
 /// 4 KiB pages.
 pub const HAZARD_RATIO: f64 = 1.5;
 /// At or above this, walks are a visible cost: 20% is four times the 5% spread that marks a
-/// noisy figure ([`crate::measure::stats::WIDE_RELATIVE_SPREAD`]).
+/// noisy figure ([`crate::stats::WIDE_RELATIVE_SPREAD`]).
 pub const NOTICE_RATIO: f64 = 1.2;
 
 /// The 4 KiB page penalty rule.

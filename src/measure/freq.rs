@@ -4,7 +4,7 @@
 //! limits and a hypervisor's time slicing all show up in the figure, which is the point.
 
 use super::clock::Clock;
-use super::stats::Summary;
+use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 
 /// The estimated core clock.
@@ -48,7 +48,7 @@ pub fn estimate_core_clock(clock: &Clock, samples: usize) -> Option<CoreClock> {
             adds / (clock.ticks_to_ns(t1 - t0) * 1e-9)
         })
         .collect();
-    let summary = super::stats::summarize(&samples_hz)?;
+    let summary = crate::stats::summarize(&samples_hz)?;
     Some(CoreClock {
         hz: summary.median,
         samples_hz,

@@ -21,8 +21,9 @@
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::format::human_bytes;
 use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
-use crate::measure::{pin_to_cpu, stats};
+use crate::measure::pin_to_cpu;
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::stats;
 use serde_json::json;
 
 /// The bandwidth probe.

@@ -437,13 +437,13 @@ impl Attempt {
     }
 
     fn check(&self) -> CoreCheck {
-        let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+        let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
         CoreCheck {
-            true_sharing: med(&measure::stats::paired_ratios(
+            true_sharing: med(&crate::stats::paired_ratios(
                 &self.shared_atomic,
                 &self.atomic_private,
             )),
-            private_vs_alone: med(&measure::stats::paired_ratios(
+            private_vs_alone: med(&crate::stats::paired_ratios(
                 &self.atomic_private,
                 &self.alone_atomic,
             )),

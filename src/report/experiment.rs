@@ -4,7 +4,7 @@
 //! chart of the effects (a dot and its interval per variant, on a log axis so 2x slower and
 //! 2x faster sit equally far from 1) and the scaling curve against the ideal line.
 
-use crate::experiment::{Comparison, ExperimentResult, Measure, Scaling, stats};
+use crate::experiment::{Comparison, ExperimentResult, Measure, Scaling, ratios};
 use crate::format::{human_bytes, pct};
 use crate::report::charts::{Line, xy_chart};
 use crate::report::text::wrap;
@@ -18,7 +18,7 @@ pub fn effect_text(c: &Comparison) -> String {
     let Some((s, slo, shi)) = speed_interval(c) else {
         return "not measured".into();
     };
-    let words = stats::effect_words(s, slo, shi);
+    let words = ratios::effect_words(s, slo, shi);
     if words.starts_with("no measurable") {
         return format!("no effect [{slo:.2}, {shi:.2}]");
     }
@@ -120,7 +120,7 @@ pub fn render_text(r: &ExperimentResult) -> String {
             out.push_str(&wrap(&neighbour_line(n), SCREEN_COLUMNS, 2));
         }
         if let Some(cov) = c.coverage
-            && cov < crate::measure::stats::CONFIDENCE
+            && cov < crate::stats::CONFIDENCE
         {
             out.push_str(&wrap(
                 &format!(
@@ -238,11 +238,11 @@ fn scaling_text(out: &mut String, s: &Scaling) {
              ideal, so more CPUs buy little (contention: a shared line, a lock, memory \
              bandwidth), the Netflix JVM case's question answered before buying the bigger \
              machine.",
-            100.0 * stats::SCALING_FALLS_AWAY_EFFICIENCY
+            100.0 * ratios::SCALING_FALLS_AWAY_EFFICIENCY
         ),
         None => format!(
             "It stays above {:.0}% of ideal over the counts measured.",
-            100.0 * stats::SCALING_FALLS_AWAY_EFFICIENCY
+            100.0 * ratios::SCALING_FALLS_AWAY_EFFICIENCY
         ),
     };
     out.push_str(&wrap(&line, SCREEN_COLUMNS, 2));

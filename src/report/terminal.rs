@@ -466,7 +466,7 @@ mod tests {
     #[test]
     fn wide_spread_is_flagged() {
         let mut fp = sample_fingerprint();
-        fp.probes[0].metrics[0].spread = crate::measure::summarize(&[10.0, 20.0, 30.0]);
+        fp.probes[0].metrics[0].spread = crate::stats::summarize(&[10.0, 20.0, 30.0]);
         assert!(render_probe_list(&fp.probes, Style::plain(80)).contains("WIDE"));
     }
 

@@ -12,7 +12,8 @@ pub mod split_lock;
 pub(crate) mod test_support;
 
 use crate::machine::Machine;
-use crate::measure::{ClockInfo, Summary};
+use crate::measure::ClockInfo;
+use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -154,10 +155,10 @@ pub struct Interval {
 
 impl Interval {
     /// The 95% interval of the median of `samples` (see
-    /// [`crate::measure::stats::median_interval`]); `None` with fewer than two samples, whose
+    /// [`crate::stats::median_interval`]); `None` with fewer than two samples, whose
     /// "interval" would cover nothing.
     pub fn of_median(samples: &[f64]) -> Option<Interval> {
-        crate::measure::stats::median_interval(samples, crate::measure::stats::CONFIDENCE)
+        crate::stats::median_interval(samples, crate::stats::CONFIDENCE)
             .filter(|&(_, _, coverage)| coverage > 0.0)
             .map(|(low, high, confidence)| Interval {
                 low,
@@ -177,7 +178,7 @@ impl Metric {
     /// Its `interval` is the 95% confidence interval of the median (order statistics).
     pub fn from_samples(name: &str, unit: &str, better: Better, samples: &[f64]) -> Option<Metric> {
         let interval = Interval::of_median(samples);
-        crate::measure::summarize(samples).map(|s| Metric {
+        crate::stats::summarize(samples).map(|s| Metric {
             name: name.into(),
             value: s.median,
             unit: unit.into(),
@@ -206,7 +207,7 @@ impl Metric {
             i.high,
             &self.unit,
             i.confidence,
-            crate::measure::stats::CONFIDENCE,
+            crate::stats::CONFIDENCE,
             self.spread.as_ref().map(|s| s.n),
         ))
     }
@@ -214,7 +215,7 @@ impl Metric {
     /// A ratio of two figures sampled in pairs (`num[i]` and `den[i]` in the same block of
     /// time): the median of the paired ratios, with its interval.
     pub fn paired_ratio(name: &str, better: Better, num: &[f64], den: &[f64]) -> Option<Metric> {
-        let ratios = crate::measure::stats::paired_ratios(num, den);
+        let ratios = crate::stats::paired_ratios(num, den);
         Metric::from_samples(name, "ratio", better, &ratios)
     }
 

@@ -208,7 +208,7 @@ fn result(
     core_hz: Option<f64>,
 ) -> ProbeResult {
     let topology = ctx.machine.topology.as_ref();
-    let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+    let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
     // A pair whose samples split between two placements (the host moved a vCPU) is figured
     // on the placement most samples saw; the other is kept and said, not averaged in.
     let splits: Vec<Option<matrix::PlacementSplit>> = runs
@@ -299,7 +299,7 @@ fn record_matrices(
     load_store: &[PairLatency],
     groups: &BTreeMap<PairGroup, Vec<f64>>,
 ) {
-    let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+    let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
     r.series.push(matrix::matrix("c2c_latency_ns", cpus, cas));
     r.series.push(matrix::matrix(
         "c2c_load_store_latency_ns",
@@ -347,7 +347,7 @@ fn record_latencies(
             Better::Lower,
         ));
     }
-    if let (Some(hz), Some(m)) = (core_hz, measure::stats::median(&cas_medians)) {
+    if let (Some(hz), Some(m)) = (core_hz, crate::stats::median(&cas_medians)) {
         r.metrics.push(Metric::derived(
             "c2c_latency_cycles",
             m * hz * 1e-9,
@@ -387,7 +387,7 @@ fn record_pairs(
     pairs_total: usize,
     budget_exhausted: bool,
 ) {
-    let med = |v: &[f64]| measure::stats::median(v).unwrap_or(f64::NAN);
+    let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
     let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
     let moved: BTreeMap<String, serde_json::Value> = runs
         .iter()

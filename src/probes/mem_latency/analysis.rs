@@ -14,8 +14,8 @@
 use super::curve::{self, CacheSize, LevelOnCurve, TlbPoint};
 use crate::format::human_bytes;
 use crate::measure::buffer::{PageKind, PageKindOutcome};
-use crate::measure::stats;
 use crate::schema::{Better, Metric, ProbeResult, Series};
+use crate::stats;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! back-to-back and spaced runs for pause-loop exits, and long spins for the sustained cost.
 
 use super::ple;
-use crate::measure::{self, estimate_core_clock, pin_to_cpu};
+use crate::measure::{estimate_core_clock, pin_to_cpu};
 use crate::probes::{ProbeContext, ProbeFailure, Profile};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
@@ -97,7 +97,7 @@ fn pause_loop_exit_runs(
     runs: usize,
     run_ms: f64,
 ) -> Result<PleRuns, ProbeFailure> {
-    let pause_ns_first = measure::stats::median(&first.ns).unwrap_or(25.0);
+    let pause_ns_first = crate::stats::median(&first.ns).unwrap_or(25.0);
     let spacing_ns = crate::arch::SPACING_ADDS_PER_PAUSE as f64 / first.core_hz * 1e9;
     let chunks_for = |ns_per_pause: f64| {
         ((run_ms * 1e6 / (ns_per_pause * PLE_CHUNK_PAUSES as f64)) as usize).clamp(1_000, 4_000_000)
@@ -196,7 +196,7 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
         values: per_cpu
             .iter()
             // Every CPU in per_cpu has `reps` >= 1 samples, so a median exists.
-            .map(|c| measure::stats::median(&c.ns).unwrap_or_default())
+            .map(|c| crate::stats::median(&c.ns).unwrap_or_default())
             .collect(),
     });
     Ok(r)
@@ -213,7 +213,7 @@ fn record_headline(r: &mut ProbeResult, per_cpu: &[CpuPause], sustained_ns: &[f6
     let fastest = per_cpu
         .iter()
         .min_by(|a, b| {
-            let m = |c: &CpuPause| measure::stats::median(&c.ns).unwrap_or(f64::INFINITY);
+            let m = |c: &CpuPause| crate::stats::median(&c.ns).unwrap_or(f64::INFINITY);
             m(a).total_cmp(&m(b))
         })
         .expect("at least one CPU was measured");

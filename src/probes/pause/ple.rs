@@ -168,7 +168,7 @@ pub fn recurring_gaps(gaps: &[u64]) -> Vec<(u64, usize, f64)> {
 /// Median chunk time over all runs of a mode, in ns.
 fn median_chunk_ns(runs: &[Vec<f64>]) -> f64 {
     let all: Vec<f64> = runs.iter().flatten().copied().collect();
-    crate::measure::stats::median(&all).unwrap_or(0.0)
+    crate::stats::median(&all).unwrap_or(0.0)
 }
 
 /// Summarises one mode's runs, looking for recurring gaps of at least `min_gap_chunks`.
@@ -193,7 +193,7 @@ pub fn summarize_runs(runs: &[Vec<f64>], chunk_pauses: u64, min_gap_chunks: u64)
         } else {
             0.0
         },
-        median_stall_extra_ns: crate::measure::stats::median(&extras).unwrap_or(0.0),
+        median_stall_extra_ns: crate::stats::median(&extras).unwrap_or(0.0),
         sustained_ns_per_pause: if timed_chunks > 0 {
             total_ns / (timed_chunks as u64 * chunk_pauses) as f64
         } else {

@@ -512,7 +512,6 @@ fn summarise(f: &Findings, alone: &Victim, loaded: &Victim) -> ProbeResult {
 /// The victim's latency and bandwidth alone and under split locks (kept samples only), in
 /// cycles where the core clock is known, their ratios, and the samples behind them.
 fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Victim) {
-    use crate::measure;
     use crate::schema::{Better, Metric};
     use serde_json::json;
     let alone_lat = latency_ns(&alone.latency);
@@ -529,7 +528,7 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
         }),
     );
 
-    let med = |v: &[f64]| measure::stats::median(v).filter(|m| *m > 0.0);
+    let med = |v: &[f64]| crate::stats::median(v).filter(|m| *m > 0.0);
     r.metrics.extend(
         [
             Metric::from_samples("victim_latency_ns", "ns", Better::Lower, &alone_lat),

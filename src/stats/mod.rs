@@ -1,4 +1,5 @@
-//! Robust summary statistics over repeated timings: median, extremes, median absolute
+//! Numbers only: robust summary statistics over repeated timings, and ([`ckmeans`]) the
+//! clustering fleets are banded with. Robust summaries: median, extremes, median absolute
 //! deviation, interquartile range, outliers. Small pure functions so each can be tested on
 //! exact inputs.
 //!
@@ -6,6 +7,8 @@
 //! burst), so the centre is the median and the spread is the MAD, not mean and standard
 //! deviation (Leys et al., "Detecting outliers: Do not use standard deviation around the
 //! mean, use absolute deviation around the median", J. Exp. Soc. Psychol. 49, 2013).
+
+pub mod ckmeans;
 
 use serde::{Deserialize, Serialize};
 
@@ -173,8 +176,23 @@ pub fn paired_ratios(num: &[f64], den: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// Standard error of the difference of two shares, each `share` of `n` samples drawn
+/// independently (the normal approximation to two binomial proportions: the variance of one is
+/// p (1 - p) / n; e.g. Agresti, "Categorical Data Analysis", 3rd ed., 2013, section 1.3).
+pub fn share_difference_se((p1, n1): (f64, u64), (p2, n2): (f64, u64)) -> f64 {
+    let var = |p: f64, n: u64| p * (1.0 - p) / n.max(1) as f64;
+    (var(p1, n1) + var(p2, n2)).sqrt()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_difference_of_two_halves_of_a_hundred_has_a_standard_error_of_0_07() {
+        let se = share_difference_se((0.5, 100), (0.5, 100));
+        assert!((se - 0.070_710_678).abs() < 1e-6, "{se}");
+        assert_eq!(share_difference_se((0.0, 10), (1.0, 10)), 0.0);
+    }
+
     use super::*;
 
     #[test]

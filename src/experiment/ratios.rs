@@ -1,11 +1,11 @@
 //! An experiment's figures from its runs: paired ratios and their intervals, the scaling
 //! curve, and the line of meaning beside each. Small pure functions over numbers.
 //!
-//! The interval of a ratio is the one `measure::stats` gives every figure: the arms ran in
+//! The interval of a ratio is the one `crate::stats` gives every figure: the arms ran in
 //! the same rounds (A B A B ...), so each round gives one ratio (arm / baseline) in which
-//! drift that hit both runs cancels ([`crate::measure::stats::paired_ratios`]), and the
+//! drift that hit both runs cancels ([`crate::stats::paired_ratios`]), and the
 //! reported figure is the median of those ratios with its distribution-free order-statistic
-//! interval ([`crate::measure::stats::median_interval`]: Conover, *Practical Nonparametric
+//! interval ([`crate::stats::median_interval`]: Conover, *Practical Nonparametric
 //! Statistics*, 3rd ed., 1999, section 3.2). It needs no assumption about the shape of the
 //! timing distribution (which has a long right tail on a shared machine) and, unlike a
 //! Fieller interval for a ratio of two means, no normality; unlike a bootstrap, it is exact
@@ -15,7 +15,7 @@
 use super::{
     ArmResult, Comparison, Family, Measure, PlannedComparison, Scaling, ScalingPoint, Variant,
 };
-use crate::measure::stats::{CONFIDENCE, median_interval, paired_ratios};
+use crate::stats::{CONFIDENCE, median_interval, paired_ratios};
 use crate::words::experiment::{self as words, Effect, HugeGot, TrappedBy};
 
 /// Efficiency (speedup / ideal) below which a scaling curve has fallen away from ideal: at
@@ -55,7 +55,7 @@ pub fn ratio(arm: &[Option<f64>], baseline: &[Option<f64>]) -> Option<PairedRati
         .filter_map(|(a, b)| Some(((*a)?, (*b)?)))
         .unzip();
     let ratios = paired_ratios(&num, &den);
-    let ratio = crate::measure::stats::median(&ratios)?;
+    let ratio = crate::stats::median(&ratios)?;
     let (low, high, coverage) = median_interval(&ratios, CONFIDENCE)?;
     Some(PairedRatio {
         ratio,
@@ -142,7 +142,7 @@ pub fn meaning(
 fn huge_words(arm: &ArmResult) -> String {
     let got: Vec<u64> = arm.anon_huge_bytes.iter().flatten().copied().collect();
     words::huge_got(
-        match crate::measure::stats::median(&got.iter().map(|&b| b as f64).collect::<Vec<_>>()) {
+        match crate::stats::median(&got.iter().map(|&b| b as f64).collect::<Vec<_>>()) {
             None => HugeGot::Unreadable,
             Some(0.0) => HugeGot::Nothing,
             Some(b) => HugeGot::Bytes(b as u64),
