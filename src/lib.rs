@@ -20,6 +20,7 @@ pub mod format;
 pub mod hazards;
 pub mod machine;
 pub mod measure;
+pub mod names;
 pub mod output;
 pub mod probes;
 pub mod process;

@@ -6,6 +6,7 @@ use crate::error::InputError;
 use crate::hazards;
 use crate::machine::Machine;
 use crate::measure::{Clock, Progress, pin};
+use crate::names::{metric, probe};
 use crate::probes::{self, Probe, ProbeContext, ProbeOptions, Profile};
 use crate::schema::{Fingerprint, SCHEMA_VERSION, Tool};
 
@@ -117,7 +118,7 @@ pub fn measure_pause(
     options: &ProbeOptions,
     progress: &dyn Progress,
 ) -> (Fingerprint, Result<PauseCost, String>) {
-    let pause = probes::by_name("pause").expect("pause probe is registered");
+    let pause = probes::by_name(probe::PAUSE).expect("pause probe is registered");
     let fp = run(host, command, &[pause], options, progress);
     let cost = pause_of(&fp);
     (fp, cost)
@@ -127,13 +128,15 @@ pub fn measure_pause(
 /// the core clock was estimated), or the probe's reason for having none ("no result" when it
 /// gave none, or did not run).
 pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
-    match fp.metric("pause", "pause_ns") {
+    match fp.metric(probe::PAUSE, metric::PAUSE_NS) {
         Some(m) => Ok(PauseCost {
             ns: m.value,
-            cycles: fp.metric("pause", "pause_cycles").map(|c| c.value),
+            cycles: fp
+                .metric(probe::PAUSE, metric::PAUSE_CYCLES)
+                .map(|c| c.value),
         }),
         None => Err(fp
-            .probe("pause")
+            .probe(probe::PAUSE)
             .and_then(|p| p.reason.clone())
             .unwrap_or_else(|| "no result".to_string())),
     }
@@ -144,10 +147,10 @@ pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
 pub fn line_costs_of(fp: &Fingerprint, source: CostSource) -> Option<MachineCosts> {
     let value = |probe: &str, metric: &str| fp.metric(probe, metric).map(|m| m.value);
     let costs = MachineCosts {
-        line_transfer_ns: value("c2c", "c2c_latency_ns"),
-        aligned_lock_ns: value("split-lock", "aligned_lock_latency_ns"),
-        split_lock_ns: value("split-lock", "split_lock_latency_ns")
-            .or_else(|| value("split-lock", "split_lock_trapped_ns")),
+        line_transfer_ns: value(probe::C2C, metric::C2C_LATENCY_NS),
+        aligned_lock_ns: value(probe::SPLIT_LOCK, metric::ALIGNED_LOCK_LATENCY_NS),
+        split_lock_ns: value(probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS)
+            .or_else(|| value(probe::SPLIT_LOCK, "split_lock_trapped_ns")),
         source,
     };
     (costs.line_transfer_ns.is_some() || costs.split_lock_ns.is_some()).then_some(costs)
@@ -161,7 +164,7 @@ pub fn measure_line_costs(
     split_lock: bool,
     progress: &dyn Progress,
 ) -> Option<MachineCosts> {
-    let names = [("c2c", line_transfer), ("split-lock", split_lock)];
+    let names = [(probe::C2C, line_transfer), (probe::SPLIT_LOCK, split_lock)];
     let selected: Vec<&dyn Probe> = names
         .iter()
         .filter(|(_, wanted)| *wanted)

@@ -10,17 +10,18 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. One module per rank, so two layers can never import each other.
-const LAYERS: [&str; 19] = [
+const LAYERS: [&str; 20] = [
     "error",      // input errors, the one thiserror enum every layer may return
     "format",     // numbers and units as text
+    "names",      // probe and metric identifiers, each written once
     "stats",      // numbers only: medians, intervals, MAD, binomial error, ckmeans, paired ratios
     "output",     // the one writer of named outputs: symlinks, FIFOs, modes, temp files
     "process",    // child processes: deadline, SIGTERM, SIGKILL, reap
     "arch",       // inline assembly
     "machine",    // host facts: CPU, topology, kernel, memory, PMU, the CPUs we may use
-    "measure",    // clocks, pinning, statistics, buffers (which read smaps to see what took)
+    "measure",    // clocks, pinning, buffers (which read smaps to see what took), chases
     "spin",       // runtimes' spin policies, pure arithmetic
-    "reference",  // reference figures quoted by more than one part, each with its source
+    "reference",  // reference figures, each with its source
     "schema",     // the fingerprint's typed vocabulary (what probes write, everything reads)
     "words",      // every sentence a verdict, finding or comparison prints
     "probes",     // measurements into the schema

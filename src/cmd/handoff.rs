@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
 use cpudoctor::hazards;
+use cpudoctor::names::probe;
 use cpudoctor::probes::handoff::{
     DEFAULT_REPETITIONS, HandoffConfig, HandoffProbe, ModelPause, QUICK_DELAYS_MS, QUICK_ITEMS,
     Runtime, ideal_ms,
@@ -206,7 +207,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         "{}",
         terminal::render_machine_wrapped(&fp.machine, &fp.clock, width)
     )?;
-    if let Some(p) = fp.probe("handoff") {
+    if let Some(p) = fp.probe(probe::HANDOFF) {
         write!(out, "{}", render_handoff(p, width))?;
     }
     // The verdicts as `check -v` gives them: paragraphs that wrap at word boundaries.

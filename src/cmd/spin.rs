@@ -3,6 +3,7 @@
 use super::{BarProgress, MAX_CORES, pause_ns_arg, terminal_width};
 use anyhow::Result;
 use clap::Args;
+use cpudoctor::names::metric;
 use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::report::terminal;
 use cpudoctor::session::{self, Host};
@@ -63,7 +64,7 @@ pub fn run(args: SpinArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = json!({
-            "pause_ns": pause_ns,
+            metric::PAUSE_NS: pause_ns,
             "pause_source": source,
             "cores": cores,
             "runtimes": costs,

@@ -9,6 +9,7 @@
 pub use super::Side;
 use super::facts::{MachineFact, machine_facts};
 use crate::hazards;
+use crate::names::{metric, probe};
 use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
 use crate::spin::{RUNTIMES, SpinCost, spin_cost};
 use crate::words;
@@ -48,11 +49,11 @@ pub const GUEST_PLACEMENT_DRIFT: f64 = 5.0;
 /// Probes whose figures move a line between two vCPUs, so on a VM they depend on where the
 /// host placed the vCPUs ([`GUEST_PLACEMENT_DRIFT`]).
 const PLACEMENT_PROBES: &[&str] = &[
-    "c2c",
-    "sharing",
-    "split-lock",
-    "split-lock-neighbour",
-    "handoff",
+    probe::C2C,
+    probe::SHARING,
+    probe::SPLIT_LOCK,
+    probe::SPLIT_LOCK_NEIGHBOUR,
+    probe::HANDOFF,
 ];
 
 /// The factor within which a figure of `probe` moves on two VM guests with nothing changed.
@@ -415,7 +416,7 @@ impl SpinRun {
     /// The model at `fp`'s PAUSE; `None` when it has no usable PAUSE figure.
     pub fn of(fp: &Fingerprint) -> Option<SpinRun> {
         let pause_ns = fp
-            .metric("pause", "pause_ns")
+            .metric(probe::PAUSE, metric::PAUSE_NS)
             .map(|m| m.value)
             .filter(|ns| ns.is_finite() && *ns > 0.0)?;
         let cores = fp.machine.logical_cpus as u64;

@@ -5,6 +5,7 @@
 //! ~200 ns between sockets; a monolithic client die sits at 20-40 ns.
 
 use super::{Hazard, Inputs};
+use crate::names::{metric, probe};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::cross_core::{self as words, Facts, Group, Move};
 
@@ -28,16 +29,19 @@ impl Hazard for CrossCoreLatency {
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
-        &[("c2c", "c2c_latency_ns"), ("c2c", "c2c_latency_cycles")]
+        &[
+            (probe::C2C, metric::C2C_LATENCY_NS),
+            (probe::C2C, metric::C2C_LATENCY_CYCLES),
+        ]
     }
 
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("c2c", "c2c_load_store_latency_ns"),
-            ("c2c", "c2c_smt_sibling_ns"),
-            ("c2c", "c2c_shared_l3_ns"),
-            ("c2c", "c2c_other_l3_ns"),
-            ("c2c", "c2c_other_numa_node_ns"),
+            (probe::C2C, metric::C2C_LOAD_STORE_LATENCY_NS),
+            (probe::C2C, "c2c_smt_sibling_ns"),
+            (probe::C2C, "c2c_shared_l3_ns"),
+            (probe::C2C, "c2c_other_l3_ns"),
+            (probe::C2C, "c2c_other_numa_node_ns"),
         ]
     }
 
@@ -46,7 +50,7 @@ impl Hazard for CrossCoreLatency {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let latency = fp.metric("c2c", "c2c_latency_ns")?;
+        let latency = fp.metric(probe::C2C, metric::C2C_LATENCY_NS)?;
         let ns = latency.value;
         let (level, borderline) = super::level_near_thresholds(
             fp,
@@ -60,9 +64,11 @@ impl Hazard for CrossCoreLatency {
         let facts = Facts {
             latency_ns: ns,
             latency_metric: latency,
-            latency_cycles: fp.metric("c2c", "c2c_latency_cycles").map(|m| m.value),
+            latency_cycles: fp
+                .metric(probe::C2C, metric::C2C_LATENCY_CYCLES)
+                .map(|m| m.value),
             flag_ns: fp
-                .metric("c2c", "c2c_load_store_latency_ns")
+                .metric(probe::C2C, metric::C2C_LOAD_STORE_LATENCY_NS)
                 .map(|m| m.value),
             hidden_topology: fp.machine.hypervisor.is_some() && only_shared_l3 && ns >= NOTICE_NS,
             groups,
@@ -90,13 +96,13 @@ fn groups(fp: &Inputs<'_>) -> Vec<(Group, f64)> {
         (Group::OtherNumaNode, "c2c_other_numa_node_ns"),
     ]
     .into_iter()
-    .filter_map(|(group, metric)| Some((group, fp.metric("c2c", metric)?.value)))
+    .filter_map(|(group, metric)| Some((group, fp.metric(probe::C2C, metric)?.value)))
     .collect()
 }
 
 /// The pairs whose placement the host changed during the run (the probe's `placements`).
 fn moves(fp: &Inputs<'_>) -> Vec<Move> {
-    fp.effect("c2c", "placements")
+    fp.effect(probe::C2C, "placements")
         .and_then(|m| m.as_object())
         .map(|m| {
             m.iter()

@@ -17,6 +17,7 @@
 //! verdict is the worse of that and plain counters, named as what it is.
 
 use super::{Hazard, Inputs};
+use crate::names::{metric, probe};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::false_sharing::{
     self as words, Facts, Layout, Pattern as Kind, PatternFigures, TrueSharing,
@@ -53,38 +54,38 @@ struct Pattern {
 
 const PLAIN: Pattern = Pattern {
     kind: Kind::Plain,
-    ratio: "false_sharing_ratio",
-    packed: "packed_increment_ns",
-    padded: "padded_increment_ns",
+    ratio: metric::FALSE_SHARING_RATIO,
+    packed: metric::PACKED_INCREMENT_NS,
+    padded: metric::PADDED_INCREMENT_NS,
 };
 
 const ATOMIC: Pattern = Pattern {
     kind: Kind::Atomic,
-    ratio: "false_sharing_atomic_ratio",
-    packed: "packed_atomic_increment_ns",
-    padded: "private_atomic_increment_ns",
+    ratio: metric::FALSE_SHARING_ATOMIC_RATIO,
+    packed: metric::PACKED_ATOMIC_INCREMENT_NS,
+    padded: metric::PRIVATE_ATOMIC_INCREMENT_NS,
 };
 
 const READER: Pattern = Pattern {
     kind: Kind::Reader,
-    ratio: "false_sharing_reader_ratio",
-    packed: "packed_reader_load_ns",
-    padded: "padded_reader_load_ns",
+    ratio: metric::FALSE_SHARING_READER_RATIO,
+    packed: metric::PACKED_READER_LOAD_NS,
+    padded: metric::PADDED_READER_LOAD_NS,
 };
 
 const WRITER: Pattern = Pattern {
     kind: Kind::Writer,
-    ratio: "false_sharing_writer_ratio",
-    packed: "packed_writer_store_ns",
-    padded: "padded_writer_store_ns",
+    ratio: metric::FALSE_SHARING_WRITER_RATIO,
+    packed: metric::PACKED_WRITER_STORE_NS,
+    padded: metric::PADDED_WRITER_STORE_NS,
 };
 
 /// True sharing, judged as false sharing only in files without [`ATOMIC`].
 const SHARED_ATOMIC: Pattern = Pattern {
     kind: Kind::SharedAtomic,
-    ratio: "true_sharing_ratio",
-    packed: "shared_atomic_increment_ns",
-    padded: "private_atomic_increment_ns",
+    ratio: metric::TRUE_SHARING_RATIO,
+    packed: metric::SHARED_ATOMIC_INCREMENT_NS,
+    padded: metric::PRIVATE_ATOMIC_INCREMENT_NS,
 };
 
 /// A pattern's figures as this fingerprint has them, and the level they reach.
@@ -103,8 +104,8 @@ impl Judged<'_> {
             pattern: p.kind,
             ratio: self.ratio,
             op_ns: fp
-                .metric("sharing", p.packed)
-                .zip(fp.metric("sharing", p.padded))
+                .metric(probe::SHARING, p.packed)
+                .zip(fp.metric(probe::SHARING, p.padded))
                 .map(|(a, b)| (a.value, b.value)),
         }
     }
@@ -113,7 +114,7 @@ impl Judged<'_> {
 /// Every pattern the file has, judged, worst first: highest level, then highest borderline,
 /// then the measured pattern over the stand-in, then the larger ratio.
 fn judge_patterns<'p>(fp: &Inputs<'_>) -> Vec<Judged<'p>> {
-    let has_atomic = fp.metric("sharing", ATOMIC.ratio).is_some();
+    let has_atomic = fp.metric(probe::SHARING, ATOMIC.ratio).is_some();
     // One atomic from every core stands in for the per-thread atomic pattern only where
     // the file has none (saved before the probe measured it).
     let candidates: Vec<&Pattern> = if has_atomic {
@@ -124,7 +125,7 @@ fn judge_patterns<'p>(fp: &Inputs<'_>) -> Vec<Judged<'p>> {
     let mut judged: Vec<Judged<'_>> = candidates
         .into_iter()
         .filter_map(|p| {
-            let m = fp.metric("sharing", p.ratio)?;
+            let m = fp.metric(probe::SHARING, p.ratio)?;
             let (level, borderline) = super::level_near_thresholds(
                 fp,
                 m.value,
@@ -150,7 +151,7 @@ fn judge_patterns<'p>(fp: &Inputs<'_>) -> Vec<Judged<'p>> {
 
 /// True sharing's figures, all three or none.
 fn true_sharing(fp: &Inputs<'_>) -> Option<TrueSharing> {
-    let value = |name: &str| fp.metric("sharing", name).map(|m| m.value);
+    let value = |name: &str| fp.metric(probe::SHARING, name).map(|m| m.value);
     Some(TrueSharing {
         ratio: value(SHARED_ATOMIC.ratio)?,
         shared_ns: value(SHARED_ATOMIC.packed)?,
@@ -171,25 +172,25 @@ impl Hazard for FalseSharing {
         // The atomic pattern first: where present it is the pattern every x86 multi-core
         // shows, and the figure a reader of an interval expects first.
         &[
-            ("sharing", "false_sharing_atomic_ratio"),
-            ("sharing", "false_sharing_ratio"),
-            ("sharing", "false_sharing_reader_ratio"),
-            ("sharing", "false_sharing_writer_ratio"),
-            ("sharing", "true_sharing_ratio"),
+            (probe::SHARING, metric::FALSE_SHARING_ATOMIC_RATIO),
+            (probe::SHARING, metric::FALSE_SHARING_RATIO),
+            (probe::SHARING, metric::FALSE_SHARING_READER_RATIO),
+            (probe::SHARING, metric::FALSE_SHARING_WRITER_RATIO),
+            (probe::SHARING, metric::TRUE_SHARING_RATIO),
         ]
     }
 
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("sharing", "packed_increment_ns"),
-            ("sharing", "padded_increment_ns"),
-            ("sharing", "packed_atomic_increment_ns"),
-            ("sharing", "private_atomic_increment_ns"),
-            ("sharing", "shared_atomic_increment_ns"),
-            ("sharing", "packed_reader_load_ns"),
-            ("sharing", "padded_reader_load_ns"),
-            ("sharing", "packed_writer_store_ns"),
-            ("sharing", "padded_writer_store_ns"),
+            (probe::SHARING, metric::PACKED_INCREMENT_NS),
+            (probe::SHARING, metric::PADDED_INCREMENT_NS),
+            (probe::SHARING, metric::PACKED_ATOMIC_INCREMENT_NS),
+            (probe::SHARING, metric::PRIVATE_ATOMIC_INCREMENT_NS),
+            (probe::SHARING, metric::SHARED_ATOMIC_INCREMENT_NS),
+            (probe::SHARING, metric::PACKED_READER_LOAD_NS),
+            (probe::SHARING, metric::PADDED_READER_LOAD_NS),
+            (probe::SHARING, metric::PACKED_WRITER_STORE_NS),
+            (probe::SHARING, metric::PADDED_WRITER_STORE_NS),
         ]
     }
 
@@ -212,9 +213,9 @@ impl Hazard for FalseSharing {
             level: worst.level,
             borderline: worst.borderline,
             patterns: judged.iter().map(|j| j.figures(fp)).collect(),
-            worst_metric: fp.metric("sharing", worst.pattern.ratio),
+            worst_metric: fp.metric(probe::SHARING, worst.pattern.ratio),
             threads: fp
-                .param("sharing", "threads")
+                .param(probe::SHARING, "threads")
                 .and_then(|t| t.as_u64())
                 .unwrap_or(2),
             layout: LAYOUT,

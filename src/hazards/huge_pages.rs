@@ -9,6 +9,7 @@
 use super::{Hazard, Inputs};
 use crate::machine::ThpEnabled;
 use crate::measure::buffer::{HUGE_2M, PageKind, PageKindOutcome};
+use crate::names::{metric, probe};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::huge_pages::{self as words, Facts, Outcome, Request};
 
@@ -19,29 +20,31 @@ pub struct HugePages;
 /// was made. A buffer that could not be allocated (too little memory left after the other
 /// kinds' buffers) says nothing about whether huge pages take, so it is passed over.
 fn thp_outcome(fp: &Inputs<'_>) -> Option<Request> {
-    ["mem-latency", "bandwidth"].iter().find_map(|name| {
-        // Record by record: one this build cannot read does not hide the others.
-        let thp = fp
-            .effect(name, "page_kinds")?
-            .as_array()?
-            .iter()
-            .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
-            .find(|k| k.requested() == PageKind::Thp && k.took().is_some())?;
-        Some(match thp.backing() {
-            Some(b) => Request {
-                took: b.took,
-                huge_fraction: b.huge_fraction,
-                mapping_bytes: b.mapping_bytes,
-                note: b.note.clone(),
-            },
-            None => Request {
-                took: thp.took()?,
-                huge_fraction: 0.0,
-                mapping_bytes: 0,
-                note: thp.note().to_string(),
-            },
+    [probe::MEM_LATENCY, probe::BANDWIDTH]
+        .iter()
+        .find_map(|name| {
+            // Record by record: one this build cannot read does not hide the others.
+            let thp = fp
+                .effect(name, "page_kinds")?
+                .as_array()?
+                .iter()
+                .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
+                .find(|k| k.requested() == PageKind::Thp && k.took().is_some())?;
+            Some(match thp.backing() {
+                Some(b) => Request {
+                    took: b.took,
+                    huge_fraction: b.huge_fraction,
+                    mapping_bytes: b.mapping_bytes,
+                    note: b.note.clone(),
+                },
+                None => Request {
+                    took: thp.took()?,
+                    huge_fraction: 0.0,
+                    mapping_bytes: 0,
+                    note: thp.note().to_string(),
+                },
+            })
         })
-    })
 }
 
 impl Hazard for HugePages {
@@ -59,22 +62,24 @@ impl Hazard for HugePages {
     }
 
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
-        &[("mem-latency", "tlb_penalty_ratio")]
+        &[(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)]
     }
 
     fn probes(&self) -> Vec<&'static str> {
-        vec!["mem-latency"]
+        vec![probe::MEM_LATENCY]
     }
 
     fn unjudged_reason(&self, fp: &Inputs<'_>) -> String {
-        let unmapped = ["mem-latency", "bandwidth"].iter().find_map(|name| {
-            fp.effect(name, "page_kinds")?
-                .as_array()?
-                .iter()
-                .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
-                .find(|k| k.requested() == PageKind::Thp)
-                .map(|k| k.note().to_string())
-        });
+        let unmapped = [probe::MEM_LATENCY, probe::BANDWIDTH]
+            .iter()
+            .find_map(|name| {
+                fp.effect(name, "page_kinds")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
+                    .find(|k| k.requested() == PageKind::Thp)
+                    .map(|k| k.note().to_string())
+            });
         words::not_tried(unmapped.as_deref())
     }
 
@@ -100,7 +105,7 @@ impl Hazard for HugePages {
             outcome,
             huge_page_bytes: HUGE_2M,
             penalty_ratio: fp
-                .metric("mem-latency", "tlb_penalty_ratio")
+                .metric(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)
                 .map(|m| m.value),
         };
         Some(Verdict {

@@ -5,6 +5,7 @@
 //! on a Xeon E5-1620 v3 and 43 ns on a Xeon Gold 6126.
 
 use super::{Hazard, Inputs};
+use crate::names::{metric, probe};
 use crate::schema::{Level, Verdict};
 use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
 use crate::words::verdicts::pause::{self as words, Facts};
@@ -45,11 +46,14 @@ impl Hazard for SlowPause {
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
-        &[("pause", "pause_cycles"), ("pause", "pause_ns")]
+        &[
+            (probe::PAUSE, metric::PAUSE_CYCLES),
+            (probe::PAUSE, metric::PAUSE_NS),
+        ]
     }
 
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
-        &[("pause", "pause_sustained_ns")]
+        &[(probe::PAUSE, metric::PAUSE_SUSTAINED_NS)]
     }
 
     fn hurts(&self) -> &'static [&'static str] {
@@ -57,9 +61,9 @@ impl Hazard for SlowPause {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let ns_metric = fp.metric("pause", "pause_ns")?;
+        let ns_metric = fp.metric(probe::PAUSE, metric::PAUSE_NS)?;
         let ns = ns_metric.value;
-        let cycles = fp.metric("pause", "pause_cycles");
+        let cycles = fp.metric(probe::PAUSE, metric::PAUSE_CYCLES);
         let (level, borderline) = match cycles {
             Some(c) => super::level_with_interval(
                 c.value,
@@ -90,7 +94,7 @@ impl Hazard for SlowPause {
         // Millions of back-to-back PAUSEs pay what a long run pays per PAUSE, pause-loop exits
         // included, when that is clearly more than a short run's.
         let sustained = fp
-            .metric("pause", "pause_sustained_ns")
+            .metric(probe::PAUSE, metric::PAUSE_SUSTAINED_NS)
             .map(|m| m.value)
             .filter(|&s| s > SUSTAINED_EXTRA_FACTOR * ns);
         let long_ns = sustained.unwrap_or(ns);

@@ -8,6 +8,7 @@
 //! Prescott's do not, and it read 4.2 GB/s either way.
 
 use super::{Hazard, Inputs};
+use crate::names::{metric, probe};
 use crate::schema::{Interval, Level, Verdict};
 use crate::words::verdicts::prefetch::{self as words, Decisive, Facts, PageSizeEffect};
 
@@ -30,16 +31,16 @@ impl Hazard for SoftwarePrefetch {
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("bandwidth", "prefetch_read_gain_ratio"),
-            ("bandwidth", "prefetch_read_worst_ratio"),
+            (probe::BANDWIDTH, "prefetch_read_gain_ratio"),
+            (probe::BANDWIDTH, "prefetch_read_worst_ratio"),
         ]
     }
 
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("bandwidth", "prefetch_best_distance_bytes"),
-            ("bandwidth", "read_bw_1t_gbs"),
-            ("bandwidth", "huge_page_read_gain_ratio"),
+            (probe::BANDWIDTH, "prefetch_best_distance_bytes"),
+            (probe::BANDWIDTH, metric::READ_BW_1T_GBS),
+            (probe::BANDWIDTH, metric::HUGE_PAGE_READ_GAIN_RATIO),
         ]
     }
 
@@ -48,22 +49,22 @@ impl Hazard for SoftwarePrefetch {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let m = |name: &str| fp.metric("bandwidth", name).map(|m| m.value);
+        let m = |name: &str| fp.metric(probe::BANDWIDTH, name).map(|m| m.value);
         let best = m("prefetch_read_gain_ratio")?;
         let worst = m("prefetch_read_worst_ratio")?;
-        let base = m("read_bw_1t_gbs")?;
+        let base = m(metric::READ_BW_1T_GBS)?;
         let (help_level, hurt_level, level, borderline) = levels(fp, best, worst);
         let facts = Facts {
             best_ratio: best,
-            best_metric: fp.metric("bandwidth", "prefetch_read_gain_ratio"),
+            best_metric: fp.metric(probe::BANDWIDTH, "prefetch_read_gain_ratio"),
             best_distance_bytes: m("prefetch_best_distance_bytes").unwrap_or(0.0),
             worst_ratio: worst,
-            worst_metric: fp.metric("bandwidth", "prefetch_read_worst_ratio"),
+            worst_metric: fp.metric(probe::BANDWIDTH, "prefetch_read_worst_ratio"),
             worst_distance_bytes: worst_distance(fp),
             read_bw_gbs: base,
             hurts: worst <= 1.0 - EFFECT_RATIO,
             helps: best >= 1.0 + EFFECT_RATIO,
-            page_size: m("huge_page_read_gain_ratio").map(|g| {
+            page_size: m(metric::HUGE_PAGE_READ_GAIN_RATIO).map(|g| {
                 if g >= 1.0 + EFFECT_RATIO {
                     PageSizeEffect::Faster(g)
                 } else if g <= 1.0 - EFFECT_RATIO {
@@ -97,7 +98,7 @@ impl Hazard for SoftwarePrefetch {
 /// borderline. With intervals: an effect counts only when its whole interval is past the bar;
 /// one that reaches the bar is borderline.
 fn levels(fp: &Inputs<'_>, best: f64, worst: f64) -> (Level, Level, Level, Option<Level>) {
-    let interval = |name: &str| fp.metric("bandwidth", name).and_then(|m| m.interval);
+    let interval = |name: &str| fp.metric(probe::BANDWIDTH, name).and_then(|m| m.interval);
     let (help_level, help_border) = super::level_near_thresholds(
         fp,
         best,
@@ -127,10 +128,10 @@ fn levels(fp: &Inputs<'_>, best: f64, worst: f64) -> (Level, Level, Level, Optio
 /// (`read_bw_page_kind`: 4k unless the run asked only for huge pages).
 fn worst_distance(fp: &Inputs<'_>) -> Option<String> {
     let headline_kind = fp
-        .effect("bandwidth", "read_bw_page_kind")
+        .effect(probe::BANDWIDTH, "read_bw_page_kind")
         .and_then(|k| k.as_str())
         .unwrap_or("4k");
-    fp.effect("bandwidth", "prefetch_gain_by_distance")
+    fp.effect(probe::BANDWIDTH, "prefetch_gain_by_distance")
         .and_then(|g| g.get(headline_kind))
         .and_then(|g| g.as_object())
         .and_then(|g| {

@@ -17,6 +17,7 @@
 //! the probes could not run, where the kernel's state alone decides what a program meets.
 
 use super::{Hazard, Inputs};
+use crate::names::{metric, probe};
 use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, TrapShape, classify};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::split_lock::{self as words, CoreToCore, Facts, Neighbour};
@@ -74,22 +75,28 @@ impl Hazard for SplitLock {
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("split-lock", "split_lock_ratio"),
-            ("split-lock", "split_lock_latency_ns"),
-            ("split-lock", "split_lock_trapped_ns"),
-            ("split-lock", "split_lock_op_mean_ns"),
-            ("split-lock-neighbour", "split_lock_neighbour_latency_ratio"),
+            (probe::SPLIT_LOCK, metric::SPLIT_LOCK_RATIO),
+            (probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS),
+            (probe::SPLIT_LOCK, "split_lock_trapped_ns"),
+            (probe::SPLIT_LOCK, metric::SPLIT_LOCK_OP_MEAN_NS),
             (
-                "split-lock-neighbour",
-                "split_lock_neighbour_bandwidth_ratio",
+                probe::SPLIT_LOCK_NEIGHBOUR,
+                metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
+            ),
+            (
+                probe::SPLIT_LOCK_NEIGHBOUR,
+                metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
             ),
         ]
     }
 
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("split-lock", "aligned_lock_latency_ns"),
-            ("split-lock-neighbour", "aggressor_split_locks_per_s"),
+            (probe::SPLIT_LOCK, metric::ALIGNED_LOCK_LATENCY_NS),
+            (
+                probe::SPLIT_LOCK_NEIGHBOUR,
+                metric::AGGRESSOR_SPLIT_LOCKS_PER_S,
+            ),
         ]
     }
 
@@ -116,25 +123,28 @@ impl Hazard for SplitLock {
 /// measurement nor the kernel's state names one.
 fn gather<'a>(fp: &Inputs<'a>) -> Option<Facts<'a>> {
     let mode = fp.machine.split_lock.effective;
-    let value = |name: &str| fp.metric("split-lock", name).map(|m| m.value);
-    let effect_str = |key: &str| fp.effect("split-lock", key).and_then(|v| v.as_str());
+    let value = |name: &str| fp.metric(probe::SPLIT_LOCK, name).map(|m| m.value);
+    let effect_str = |key: &str| fp.effect(probe::SPLIT_LOCK, key).and_then(|v| v.as_str());
     let measured_in_child = effect_str("split_lock_measured") == Some("kernel_mitigation");
     // Where the kernel traps, the probe times one thread's trapped locks in a child
     // (`split_lock_trapped_ns`); fingerprints from before that name carried the same
     // figure as `split_lock_latency_ns` with `split_lock_measured: kernel_mitigation`.
     let split_metric = fp
-        .metric("split-lock", "split_lock_latency_ns")
-        .or_else(|| fp.metric("split-lock", "split_lock_trapped_ns"));
+        .metric(probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS)
+        .or_else(|| fp.metric(probe::SPLIT_LOCK, "split_lock_trapped_ns"));
     let split = split_metric.map(|m| m.value);
     // What one thread pays per split lock, traps included: the per-op mean where the
     // probe timed ops one by one, else the figure it had.
-    let op_metric = fp.metric("split-lock", "split_lock_op_mean_ns");
+    let op_metric = fp.metric(probe::SPLIT_LOCK, metric::SPLIT_LOCK_OP_MEAN_NS);
     let cost = op_metric
         .map(|m| m.value)
         .or_else(|| value("split_lock_trapped_ns"))
         .or(split);
-    let neighbour_value = |name: &str| fp.metric("split-lock-neighbour", name).map(|m| m.value);
-    let n_lat = neighbour_value("split_lock_neighbour_latency_ratio");
+    let neighbour_value = |name: &str| {
+        fp.metric(probe::SPLIT_LOCK_NEIGHBOUR, name)
+            .map(|m| m.value)
+    };
+    let n_lat = neighbour_value(metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO);
     let recorded = effect_str("split_lock_mechanism").and_then(SplitLockMechanism::from_word);
     let shape = effect_str("split_lock_trap_shape").and_then(TrapShape::from_word);
     let (mechanism, shape) = match recorded {
@@ -147,7 +157,11 @@ fn gather<'a>(fp: &Inputs<'a>) -> Option<Facts<'a>> {
             mean_ns: cost,
         })?,
     };
-    let core_to_core = match (split, value("aligned_lock_latency_ns"), measured_in_child) {
+    let core_to_core = match (
+        split,
+        value(metric::ALIGNED_LOCK_LATENCY_NS),
+        measured_in_child,
+    ) {
         (Some(split_ns), Some(aligned_ns), false) if aligned_ns > 0.0 => Some(CoreToCore {
             split_ns,
             aligned_ns,
@@ -159,18 +173,18 @@ fn gather<'a>(fp: &Inputs<'a>) -> Option<Facts<'a>> {
         mechanism,
         shape,
         split_metric,
-        aligned_ratio: value("split_lock_ratio"),
+        aligned_ratio: value(metric::SPLIT_LOCK_RATIO),
         op_metric,
         cost_ns: cost,
         core_to_core,
         percentiles_ns: fp
-            .effect("split-lock", "split_lock_op_percentiles_ns")
+            .effect(probe::SPLIT_LOCK, "split_lock_op_percentiles_ns")
             .and_then(|p| Some((p.get("p50")?.as_f64()?, p.get("p90")?.as_f64()?))),
         neighbour: neighbour_of(
             n_lat,
-            neighbour_value("split_lock_neighbour_bandwidth_ratio"),
+            neighbour_value(metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO),
         ),
-        aggressor_split_locks_per_s: neighbour_value("aggressor_split_locks_per_s"),
+        aggressor_split_locks_per_s: neighbour_value(metric::AGGRESSOR_SPLIT_LOCKS_PER_S),
         every_tenant_pays: n_lat.is_some_and(|l| l >= HAZARD_NEIGHBOUR_LATENCY_RATIO),
     })
 }

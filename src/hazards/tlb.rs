@@ -12,6 +12,7 @@
 //! `effects.not_measured`.
 
 use super::{Hazard, Inputs};
+use crate::names::{metric, probe};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::tlb::{self as words, Facts};
 
@@ -36,15 +37,15 @@ impl Hazard for SmallPagePenalty {
     }
 
     fn reads(&self) -> &'static [(&'static str, &'static str)] {
-        &[("mem-latency", "tlb_penalty_ratio")]
+        &[(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)]
     }
 
     fn quotes(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("mem-latency", "dram_latency_4k_ns"),
-            ("mem-latency", "dram_latency_huge_ns"),
-            ("mem-latency", "dram_latency_ns"),
-            ("mem-latency", "tlb_reach_bytes"),
+            (probe::MEM_LATENCY, metric::DRAM_LATENCY_4K_NS),
+            (probe::MEM_LATENCY, metric::DRAM_LATENCY_HUGE_NS),
+            (probe::MEM_LATENCY, metric::DRAM_LATENCY_NS),
+            (probe::MEM_LATENCY, metric::TLB_REACH_BYTES),
         ]
     }
 
@@ -53,13 +54,17 @@ impl Hazard for SmallPagePenalty {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let penalty = fp.metric("mem-latency", "tlb_penalty_ratio")?;
-        let small = fp.metric("mem-latency", "dram_latency_4k_ns")?.value;
+        let penalty = fp.metric(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)?;
+        let small = fp
+            .metric(probe::MEM_LATENCY, metric::DRAM_LATENCY_4K_NS)?
+            .value;
         // Huge pages at the size the penalty is read at; an earlier build read the penalty at
         // the DRAM size itself and saved no figure of its own for it.
-        let dram = fp.metric("mem-latency", "dram_latency_ns").map(|m| m.value);
+        let dram = fp
+            .metric(probe::MEM_LATENCY, metric::DRAM_LATENCY_NS)
+            .map(|m| m.value);
         let huge = fp
-            .metric("mem-latency", "dram_latency_huge_ns")
+            .metric(probe::MEM_LATENCY, metric::DRAM_LATENCY_HUGE_NS)
             .map(|m| m.value)
             .or(dram)?;
         let (level, borderline) = super::level_near_thresholds(
@@ -76,7 +81,7 @@ impl Hazard for SmallPagePenalty {
             small_page_ns: small,
             huge_page_ns: huge,
             huge_kind: fp
-                .effect("mem-latency", "latency_page_kind")
+                .effect(probe::MEM_LATENCY, "latency_page_kind")
                 .and_then(|k| k.as_str())
                 .map(str::to_string),
             // Quoted only where it differs from the huge-page figure by more than 5%.
@@ -84,7 +89,7 @@ impl Hazard for SmallPagePenalty {
             size_bytes: penalty_size(fp),
             by_size: penalty_by_size(fp),
             tlb_reach_bytes: fp
-                .metric("mem-latency", "tlb_reach_bytes")
+                .metric(probe::MEM_LATENCY, metric::TLB_REACH_BYTES)
                 .map(|m| m.value as u64),
             hypervisor: fp
                 .machine
@@ -109,10 +114,10 @@ impl Hazard for SmallPagePenalty {
 
 /// The DRAM size the penalty was read at (older fingerprints: the DRAM level's size).
 fn penalty_size(fp: &Inputs<'_>) -> Option<u64> {
-    fp.effect("mem-latency", "tlb_penalty_size_bytes")
+    fp.effect(probe::MEM_LATENCY, "tlb_penalty_size_bytes")
         .and_then(|s| s.as_u64())
         .or_else(|| {
-            fp.effect("mem-latency", "levels")
+            fp.effect(probe::MEM_LATENCY, "levels")
                 .and_then(|l| l.as_array())
                 .and_then(|l| l.iter().find(|x| x["name"] == "dram"))
                 .and_then(|d| d["at_size_bytes"].as_u64())
@@ -121,7 +126,7 @@ fn penalty_size(fp: &Inputs<'_>) -> Option<u64> {
 
 /// The penalty at each DRAM size, smallest first: it grows with the memory touched.
 fn penalty_by_size(fp: &Inputs<'_>) -> Vec<(u64, f64)> {
-    fp.effect("mem-latency", "tlb_penalty_by_size")
+    fp.effect(probe::MEM_LATENCY, "tlb_penalty_by_size")
         .and_then(|m| m.as_object())
         .map(|m| {
             let mut v: Vec<(u64, f64)> = m

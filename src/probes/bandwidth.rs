@@ -22,6 +22,7 @@ use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::format::human_bytes;
 use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
 use crate::measure::pin_to_cpu;
+use crate::names::{metric, probe};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use crate::stats;
 use serde_json::json;
@@ -66,7 +67,7 @@ fn default_size(profile: Profile, llc: Option<u64>) -> u64 {
 
 impl Probe for BandwidthProbe {
     fn name(&self) -> &'static str {
-        "bandwidth"
+        probe::BANDWIDTH
     }
 
     fn about(&self) -> &'static str {
@@ -271,7 +272,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         return Err(super::nothing_mapped(&backings));
     }
 
-    let mut r = ProbeResult::new("bandwidth", Status::Ok);
+    let mut r = ProbeResult::new(probe::BANDWIDTH, Status::Ok);
     r.params.insert("cpus".into(), json!(cpus));
     r.params.insert("repetitions".into(), json!(reps));
     r.params.insert("buffer_bytes".into(), json!(size));
@@ -389,7 +390,7 @@ fn measure_passes(
     mut configs: Vec<(usize, Config)>,
     reps: usize,
 ) -> Result<Vec<Config>, ProbeFailure> {
-    ctx.progress.begin("bandwidth", reps as u64 + 1);
+    ctx.progress.begin(probe::BANDWIDTH, reps as u64 + 1);
     // Pass 0 warms every configuration up (page-table caches, the core clock) untimed. Every
     // pass reads the next window, of whichever buffer: a window comes round again only after
     // the other windows, the rest of a buffer, went through the caches.
@@ -465,7 +466,7 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
     };
     r.metrics.extend(
         [
-            metric("read_bw_1t_gbs", find(base, 1, None)),
+            metric(metric::READ_BW_1T_GBS, find(base, 1, None)),
             metric("read_bw_all_gbs", find(base, all_threads, None)),
         ]
         .into_iter()
@@ -487,7 +488,7 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
             .flatten(),
         );
         r.metrics.extend(ratio(
-            "huge_page_read_gain_ratio",
+            metric::HUGE_PAGE_READ_GAIN_RATIO,
             Better::Neither,
             find(h, 1, None),
             find(base, 1, None),

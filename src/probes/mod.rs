@@ -248,6 +248,18 @@ pub(crate) fn run_here(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_probe_goes_by_a_name_in_names() {
+        // Readers look figures up by `names::probe`; a probe renamed without it would vanish
+        // from every verdict and diff rule that reads it.
+        let mut ids: Vec<&str> = all().iter().map(|p| p.name()).collect();
+        ids.push(crate::names::probe::HANDOFF);
+        ids.sort_unstable();
+        let mut named = crate::names::probe::ALL.to_vec();
+        named.sort_unstable();
+        assert_eq!(ids, named);
+    }
+
     use super::*;
 
     #[test]

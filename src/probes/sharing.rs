@@ -44,6 +44,7 @@ use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::machine::Machine;
 use crate::measure::{self, Clock, pin_to_cpu};
+use crate::names::{metric, probe};
 use crate::schema::{Better, Metric, ProbeResult, Status};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -346,7 +347,7 @@ impl CoreCheck {
 
     fn json(&self, problem: &Option<String>) -> serde_json::Value {
         json!({
-            "true_sharing_ratio": self.true_sharing,
+            metric::TRUE_SHARING_RATIO: self.true_sharing,
             "private_vs_alone_ratio": self.private_vs_alone,
             "span_overlap": self.span_overlap,
             "separate_cores": problem.is_none(),
@@ -364,16 +365,16 @@ impl Attempt {
         // (the checks in `effects` say which); cycles of the first CPU's core clock (TSC ticks
         // are not core cycles).
         let per_op: [(&str, &Vec<f64>); 10] = [
-            ("packed_increment_ns", &self.plain_packed),
-            ("padded_increment_ns", &self.plain_padded),
-            ("packed_atomic_increment_ns", &self.atomic_packed),
-            ("private_atomic_increment_ns", &self.atomic_private),
-            ("shared_atomic_increment_ns", &self.shared_atomic),
+            (metric::PACKED_INCREMENT_NS, &self.plain_packed),
+            (metric::PADDED_INCREMENT_NS, &self.plain_padded),
+            (metric::PACKED_ATOMIC_INCREMENT_NS, &self.atomic_packed),
+            (metric::PRIVATE_ATOMIC_INCREMENT_NS, &self.atomic_private),
+            (metric::SHARED_ATOMIC_INCREMENT_NS, &self.shared_atomic),
             ("single_thread_atomic_increment_ns", &self.alone_atomic),
-            ("packed_reader_load_ns", &self.reader_packed),
-            ("padded_reader_load_ns", &self.reader_padded),
-            ("packed_writer_store_ns", &self.writer_packed),
-            ("padded_writer_store_ns", &self.writer_padded),
+            (metric::PACKED_READER_LOAD_NS, &self.reader_packed),
+            (metric::PADDED_READER_LOAD_NS, &self.reader_padded),
+            (metric::PACKED_WRITER_STORE_NS, &self.writer_packed),
+            (metric::PADDED_WRITER_STORE_NS, &self.writer_padded),
         ];
         r.metrics.extend(
             per_op
@@ -394,27 +395,27 @@ impl Attempt {
             None => {
                 let pairs: [(&str, &[f64], &[f64]); 5] = [
                     (
-                        "false_sharing_ratio",
+                        metric::FALSE_SHARING_RATIO,
                         &self.plain_packed,
                         &self.plain_padded,
                     ),
                     (
-                        "false_sharing_atomic_ratio",
+                        metric::FALSE_SHARING_ATOMIC_RATIO,
                         &self.atomic_packed,
                         &self.atomic_private,
                     ),
                     (
-                        "false_sharing_reader_ratio",
+                        metric::FALSE_SHARING_READER_RATIO,
                         &self.reader_packed,
                         &self.reader_padded,
                     ),
                     (
-                        "false_sharing_writer_ratio",
+                        metric::FALSE_SHARING_WRITER_RATIO,
                         &self.writer_packed,
                         &self.writer_padded,
                     ),
                     (
-                        "true_sharing_ratio",
+                        metric::TRUE_SHARING_RATIO,
                         &self.shared_atomic,
                         &self.atomic_private,
                     ),
@@ -472,7 +473,7 @@ impl Plan<'_> {
         let n = self.cpus.len();
         let lay = Layouts::new(n);
         let mut a = Attempt::default();
-        ctx.progress.begin("sharing", self.samples as u64);
+        ctx.progress.begin(probe::SHARING, self.samples as u64);
         for s in 0..self.samples {
             let mut order = SEQUENCE;
             if s % 2 == 1 {
@@ -605,16 +606,16 @@ fn distinct_cores(machine: &Machine, cpus: &[usize]) -> bool {
 /// The ratio metrics, each the paired ratio of its pattern's packed (or shared) time over its
 /// padded (or private) time.
 pub const RATIO_METRICS: [&str; 5] = [
-    "false_sharing_ratio",
-    "false_sharing_atomic_ratio",
-    "false_sharing_reader_ratio",
-    "false_sharing_writer_ratio",
-    "true_sharing_ratio",
+    metric::FALSE_SHARING_RATIO,
+    metric::FALSE_SHARING_ATOMIC_RATIO,
+    metric::FALSE_SHARING_READER_RATIO,
+    metric::FALSE_SHARING_WRITER_RATIO,
+    metric::TRUE_SHARING_RATIO,
 ];
 
 impl Probe for SharingProbe {
     fn name(&self) -> &'static str {
-        "sharing"
+        probe::SHARING
     }
 
     fn about(&self) -> &'static str {
@@ -657,7 +658,7 @@ impl Probe for SharingProbe {
         };
 
         let n = cpus.len();
-        let mut r = ProbeResult::new("sharing", Status::Ok);
+        let mut r = ProbeResult::new(probe::SHARING, Status::Ok);
         r.params.insert("cpus".into(), json!(cpus));
         r.params.insert("threads".into(), json!(n));
         r.params.insert("samples".into(), json!(plan.samples));

@@ -2,6 +2,7 @@
 //! where its value falls between the smallest and largest, with the figure when the terminal
 //! is wide enough and shades alone when it is not. Returns text; the binary prints it.
 
+use crate::names::{metric, probe};
 use crate::schema::{ProbeResult, Series, Status};
 use std::fmt::Write;
 
@@ -128,13 +129,13 @@ pub fn render_matrix(series: &Series, width: u16) -> Option<String> {
 /// The heatmap and topology summary for a `c2c` result; `None` for any other probe or a
 /// result that is not ok.
 pub fn render_c2c(p: &ProbeResult, width: u16) -> Option<String> {
-    if p.name != "c2c" || p.status != Status::Ok {
+    if p.name != probe::C2C || p.status != Status::Ok {
         return None;
     }
     let matrix = p
         .series
         .iter()
-        .find(|s| matches!(s, Series::Matrix { name, .. } if name == "c2c_latency_ns"))?;
+        .find(|s| matches!(s, Series::Matrix { name, .. } if name == metric::C2C_LATENCY_NS))?;
     let mut s = String::from("Core-to-core latency, one way, lock cmpxchg ping-pong\n");
     s.push_str(&render_matrix(matrix, width)?);
     let groups = p.series.iter().find_map(|s| match s {
@@ -164,8 +165,8 @@ pub fn render_c2c(p: &ProbeResult, width: u16) -> Option<String> {
         let _ = writeln!(s, "By topology: {}", parts.join("; "));
     }
     if let (Some(cas), Some(ls)) = (
-        p.metric("c2c_latency_ns"),
-        p.metric("c2c_load_store_latency_ns"),
+        p.metric(metric::C2C_LATENCY_NS),
+        p.metric(metric::C2C_LOAD_STORE_LATENCY_NS),
     ) {
         let _ = writeln!(
             s,

@@ -2,10 +2,11 @@
 //! keyed by runtime and sender delay, and each key is built here once, for the probe that
 //! writes it and the report that reads it back, so a rename cannot drop a table column.
 
+use crate::names::probe;
 use serde::{Deserialize, Serialize};
 
 /// The probe's name in the fingerprint.
-pub const PROBE: &str = "handoff";
+pub const PROBE: &str = probe::HANDOFF;
 
 /// The series of the ideal wall time per delay (`items x max(work, D)`).
 pub const IDEAL_SERIES: &str = "ideal_ms";

@@ -5,6 +5,7 @@ use super::{
 };
 use crate::machine::{CpuIdentity, Machine, PmuStatus, kernel};
 use crate::measure::{ClockInfo, ClockSource};
+use crate::names::{metric, probe};
 
 /// A fingerprint of a made-up 2-CPU Zen 4 guest with no probes.
 pub fn empty_fingerprint() -> Fingerprint {
@@ -68,12 +69,12 @@ pub fn empty_fingerprint() -> Fingerprint {
 pub fn sample_fingerprint() -> Fingerprint {
     let mut fp = empty_fingerprint();
     let samples = vec![24.5, 24.6, 24.4, 24.5, 24.7];
-    let mut p = ProbeResult::new("pause", Status::Ok);
+    let mut p = ProbeResult::new(probe::PAUSE, Status::Ok);
     p.params.insert("repetitions".into(), 5.into());
     p.effects
         .insert("pause_loop_exits".into(), "not seen".into());
     p.metrics
-        .push(Metric::from_samples("pause_ns", "ns", Better::Lower, &samples).unwrap());
+        .push(Metric::from_samples(metric::PAUSE_NS, "ns", Better::Lower, &samples).unwrap());
     p.samples.insert("pause_ns.cpu0".into(), samples);
     p.series.push(Series::Bars {
         name: "pause_ns_per_cpu".into(),
@@ -85,7 +86,7 @@ pub fn sample_fingerprint() -> Fingerprint {
     fp.probes.push(p);
     fp.probes.push(ProbeResult {
         reason: Some("needs two CPUs".into()),
-        ..ProbeResult::new("c2c", Status::Skipped)
+        ..ProbeResult::new(probe::C2C, Status::Skipped)
     });
     fp.verdicts.push(Verdict {
         hazard: "slow_pause".into(),

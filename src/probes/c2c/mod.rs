@@ -17,6 +17,7 @@ pub mod pingpong;
 
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::{self, estimate_core_clock, pin_to_cpu};
+use crate::names::{metric, probe};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use matrix::{PairGroup, PairLatency};
 use pingpong::{Lines, Plan, Variant, ping_pong};
@@ -106,7 +107,7 @@ fn measure_pair(
 
 impl Probe for C2cProbe {
     fn name(&self) -> &'static str {
-        "c2c"
+        probe::C2C
     }
 
     fn about(&self) -> &'static str {
@@ -151,7 +152,7 @@ impl Probe for C2cProbe {
         };
         let mut done = vec![pairs[0]];
         let mut queue = queue_for(fit(1), &done);
-        ctx.progress.begin("c2c", queue.len() as u64 + 1);
+        ctx.progress.begin(probe::C2C, queue.len() as u64 + 1);
         ctx.progress.advance(1);
         let mut runs = vec![first];
         let mut budget_exhausted = false;
@@ -172,7 +173,8 @@ impl Probe for C2cProbe {
                     queue = queue_for(refit, &done);
                     next = 0;
                     ctx.progress.finish();
-                    ctx.progress.begin("c2c", (done.len() + queue.len()) as u64);
+                    ctx.progress
+                        .begin(probe::C2C, (done.len() + queue.len()) as u64);
                     ctx.progress.advance(done.len() as u64);
                 }
             }
@@ -243,7 +245,7 @@ fn result(
     let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
     let ls_medians: Vec<f64> = load_store.iter().map(|p| p.ns).collect();
 
-    let mut r = ProbeResult::new("c2c", Status::Ok);
+    let mut r = ProbeResult::new(probe::C2C, Status::Ok);
     r.params.insert("cpus".into(), json!(cpus));
     r.params.insert("samples".into(), json!(plan.samples));
     r.params.insert(
@@ -300,9 +302,10 @@ fn record_matrices(
     groups: &BTreeMap<PairGroup, Vec<f64>>,
 ) {
     let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
-    r.series.push(matrix::matrix("c2c_latency_ns", cpus, cas));
+    r.series
+        .push(matrix::matrix(metric::C2C_LATENCY_NS, cpus, cas));
     r.series.push(matrix::matrix(
-        "c2c_load_store_latency_ns",
+        metric::C2C_LOAD_STORE_LATENCY_NS,
         cpus,
         load_store,
     ));
@@ -327,7 +330,7 @@ fn record_latencies(
 ) -> BTreeMap<PairGroup, Vec<f64>> {
     let cas_medians: Vec<f64> = cas.iter().map(|p| p.ns).collect();
     r.metrics
-        .extend(over_pairs("c2c_latency_ns", &cas_medians, first_cas));
+        .extend(over_pairs(metric::C2C_LATENCY_NS, &cas_medians, first_cas));
     let (min, max) = cas_medians
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
@@ -349,14 +352,14 @@ fn record_latencies(
     }
     if let (Some(hz), Some(m)) = (core_hz, crate::stats::median(&cas_medians)) {
         r.metrics.push(Metric::derived(
-            "c2c_latency_cycles",
+            metric::C2C_LATENCY_CYCLES,
             m * hz * 1e-9,
             "cycles",
             Better::Lower,
         ));
     }
     r.metrics.extend(over_pairs(
-        "c2c_load_store_latency_ns",
+        metric::C2C_LOAD_STORE_LATENCY_NS,
         ls_medians,
         &runs[0].load_store_ns,
     ));

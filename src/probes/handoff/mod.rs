@@ -27,6 +27,7 @@ pub mod model_lock;
 pub mod result;
 
 use super::{Probe, ProbeContext, ProbeFailure};
+use crate::names::probe;
 use crate::schema::ProbeResult;
 use crate::spin::policy::{self, PolicyKind};
 use format::RunRecord;
@@ -251,7 +252,7 @@ pub(crate) enum Outcome {
 
 impl Probe for HandoffProbe {
     fn name(&self) -> &'static str {
-        "handoff"
+        probe::HANDOFF
     }
 
     fn about(&self) -> &'static str {
@@ -262,7 +263,7 @@ impl Probe for HandoffProbe {
         let cfg = &self.config;
         let per_runtime = cfg.delays_ms.len() as u64 * cfg.repetitions as u64;
         ctx.progress
-            .begin("handoff", per_runtime * cfg.runtimes.len() as u64);
+            .begin(probe::HANDOFF, per_runtime * cfg.runtimes.len() as u64);
         let mut outcomes: BTreeMap<Runtime, Outcome> = BTreeMap::new();
         let models: Vec<Runtime> = cfg
             .runtimes

@@ -14,6 +14,7 @@
 use super::curve::{self, CacheSize, LevelOnCurve, TlbPoint};
 use crate::format::human_bytes;
 use crate::measure::buffer::{PageKind, PageKindOutcome};
+use crate::names::metric;
 use crate::schema::{Better, Metric, ProbeResult, Series};
 use crate::stats;
 use serde_json::{Value, json};
@@ -171,7 +172,7 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
     let caches = saved_cache_sizes(saved);
     let ghz = saved
         .effects
-        .get("core_clock_ghz")
+        .get(metric::CORE_CLOCK_GHZ)
         .and_then(Value::as_f64)
         .filter(|g| g.is_finite() && *g > 0.0);
     curves(&mut a, &kinds, ghz);
@@ -186,7 +187,7 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
     // (Zen 4's 72-entry L1 DTLB) on, which are not the cache's latency.
     let Some(main) = huge.or(small) else {
         a.not_measured.insert(
-            "dram_latency_ns".into(),
+            metric::DRAM_LATENCY_NS.into(),
             "no latency curve in the saved samples".into(),
         );
         return a;
@@ -215,8 +216,10 @@ pub fn analyze(saved: &ProbeResult) -> Analysis {
     match &dram {
         Ok(d) => with_cycles(&mut a, "dram", main.at(d.at_size_bytes).unwrap_or(&[])),
         Err(why) => {
-            a.not_measured
-                .insert("dram_latency_ns".into(), format!("DRAM not reached: {why}"));
+            a.not_measured.insert(
+                metric::DRAM_LATENCY_NS.into(),
+                format!("DRAM not reached: {why}"),
+            );
         }
     }
 
@@ -329,7 +332,7 @@ fn penalty(
         (_, false, _) => Some(huge_pages_missing(saved)),
         (_, _, None) => Some(
             a.not_measured
-                .get("dram_latency_ns")
+                .get(metric::DRAM_LATENCY_NS)
                 .cloned()
                 .unwrap_or_else(|| "DRAM not reached".into()),
         ),
@@ -338,9 +341,9 @@ fn penalty(
     let (Some(small), Some(dram), None) = (small, dram, why.clone()) else {
         let why = why.unwrap_or_default();
         for m in [
-            "tlb_penalty_ratio",
-            "dram_latency_4k_ns",
-            "dram_latency_huge_ns",
+            metric::TLB_PENALTY_RATIO,
+            metric::DRAM_LATENCY_4K_NS,
+            metric::DRAM_LATENCY_HUGE_NS,
         ] {
             a.not_measured.insert(m.into(), why.clone());
         }
@@ -348,9 +351,9 @@ fn penalty(
         if main.kind == PageKind::Base4k
             && let Some(d) = dram
         {
-            a.not_measured.remove("dram_latency_4k_ns");
+            a.not_measured.remove(metric::DRAM_LATENCY_4K_NS);
             a.metrics.extend(Metric::from_samples(
-                "dram_latency_4k_ns",
+                metric::DRAM_LATENCY_4K_NS,
                 "ns",
                 Better::Lower,
                 main.at(d.at_size_bytes).unwrap_or(&[]),
@@ -369,26 +372,28 @@ fn penalty(
         };
         // The kinds take turns (ABBA, see `time_chases`): sample i of each comes from the
         // same half of the run, so their ratios pair.
-        if let Some(m) = Metric::paired_ratio("tlb_penalty_ratio", Better::Lower, ns_4k, ns_huge) {
+        if let Some(m) =
+            Metric::paired_ratio(metric::TLB_PENALTY_RATIO, Better::Lower, ns_4k, ns_huge)
+        {
             by_size.push((*size, m));
         }
     }
     let Some((largest, ratio)) = by_size.last().cloned() else {
         a.not_measured.insert(
-            "tlb_penalty_ratio".into(),
+            metric::TLB_PENALTY_RATIO.into(),
             "no DRAM size was measured on both 4 KiB and huge pages".into(),
         );
         return;
     };
     a.metrics.push(ratio);
     a.metrics.extend(Metric::from_samples(
-        "dram_latency_4k_ns",
+        metric::DRAM_LATENCY_4K_NS,
         "ns",
         Better::Lower,
         small.at(largest).unwrap_or(&[]),
     ));
     a.metrics.extend(Metric::from_samples(
-        "dram_latency_huge_ns",
+        metric::DRAM_LATENCY_HUGE_NS,
         "ns",
         Better::Lower,
         main.at(largest).unwrap_or(&[]),
@@ -474,7 +479,7 @@ fn tlb_reach(
         })
         .collect();
     let knee_metric = if knees.len() * 2 > reps {
-        Metric::from_samples("tlb_reach_bytes", "bytes", Better::Higher, &knees)
+        Metric::from_samples(metric::TLB_REACH_BYTES, "bytes", Better::Higher, &knees)
     } else {
         None
     };
@@ -484,12 +489,19 @@ fn tlb_reach(
         (reps <= 1)
             .then(|| curve::tlb_reach(&points, hz))
             .flatten()
-            .map(|bytes| Metric::derived("tlb_reach_bytes", bytes as f64, "bytes", Better::Higher))
+            .map(|bytes| {
+                Metric::derived(
+                    metric::TLB_REACH_BYTES,
+                    bytes as f64,
+                    "bytes",
+                    Better::Higher,
+                )
+            })
     }) {
         Some(m) => a.metrics.push(m),
         None => {
             a.not_measured.insert(
-                "tlb_reach_bytes".into(),
+                metric::TLB_REACH_BYTES.into(),
                 format!(
                     "no knee in most repetitions of the sweep ({} of {reps}): page walks did \
                      not start, started at once, or moved from one repetition to the next",

@@ -27,6 +27,7 @@ use crate::format::human_bytes;
 use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
 use crate::measure::chase::{self, Layout};
 use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu};
+use crate::names::probe;
 use crate::schema::{ProbeResult, Status};
 use curve::CacheSize;
 use serde_json::json;
@@ -76,7 +77,7 @@ const SEED: u64 = 0xC0FF_EE00_D0C7_0A11;
 
 impl Probe for MemLatencyProbe {
     fn name(&self) -> &'static str {
-        "mem-latency"
+        probe::MEM_LATENCY
     }
 
     fn about(&self) -> &'static str {
@@ -341,7 +342,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     });
     let _pin = pin_to_cpu(cpu)?;
     ctx.progress
-        .begin("mem-latency", (sizes.len() + tlb_sweep.len()) as u64);
+        .begin(probe::MEM_LATENCY, (sizes.len() + tlb_sweep.len()) as u64);
     // Every kind's buffer is mapped at once, so the kinds can take turns (in blocks, see
     // `time_chases`); pinned already, so the pages fault in on this CPU's NUMA node.
     let kb = allocate_kinds(&kinds, |kind| Buffer::allocate(largest, kind))
@@ -368,7 +369,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         return Err(crate::probes::nothing_mapped(&backings));
     }
 
-    let mut r = ProbeResult::new("mem-latency", Status::Ok);
+    let mut r = ProbeResult::new(probe::MEM_LATENCY, Status::Ok);
     r.params.insert("cpu".into(), json!(cpu));
     r.params.insert("repetitions".into(), json!(reps));
     r.params.insert("sizes_bytes".into(), json!(sizes));

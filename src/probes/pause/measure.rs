@@ -3,6 +3,7 @@
 
 use super::ple;
 use crate::measure::{estimate_core_clock, pin_to_cpu};
+use crate::names::{metric, probe};
 use crate::probes::{ProbeContext, ProbeFailure, Profile};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
@@ -135,7 +136,7 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
         Profile::Full => (16, 25.0),
     };
 
-    ctx.progress.begin("pause", cpus.len() as u64 + 1);
+    ctx.progress.begin(probe::PAUSE, cpus.len() as u64 + 1);
     let mut per_cpu = Vec::new();
     for &cpu in &cpus {
         per_cpu.push(measure_on_cpu(ctx, cpu, reps)?);
@@ -154,7 +155,7 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
     ctx.progress.finish();
     let evidence = ple::judge(&tight, &spaced, PLE_CHUNK_PAUSES);
 
-    let mut r = ProbeResult::new("pause", Status::Ok);
+    let mut r = ProbeResult::new(probe::PAUSE, Status::Ok);
     r.params.insert("cpus".into(), json!(cpus));
     r.params.insert("repetitions".into(), json!(reps));
     r.params
@@ -226,13 +227,18 @@ fn record_headline(r: &mut ProbeResult, per_cpu: &[CpuPause], sustained_ns: &[f6
     r.params.insert("headline_cpu".into(), json!(fastest.cpu));
     r.metrics.extend(
         [
-            Metric::from_samples("pause_ns", "ns", Better::Lower, &fastest.ns),
-            Metric::from_samples("pause_cycles", "cycles", Better::Lower, &cycles),
+            Metric::from_samples(metric::PAUSE_NS, "ns", Better::Lower, &fastest.ns),
+            Metric::from_samples(metric::PAUSE_CYCLES, "cycles", Better::Lower, &cycles),
             Metric::from_samples("pause_tsc_ticks", "ticks", Better::Lower, &fastest.ticks),
             // One value per CPU: a range across CPUs, not an interval.
-            Metric::across_places("core_clock_ghz", "GHz", Better::Neither, &core_ghz),
+            Metric::across_places(metric::CORE_CLOCK_GHZ, "GHz", Better::Neither, &core_ghz),
             // What a long spin pays per PAUSE, pause-loop exits and host noise included.
-            Metric::from_samples("pause_sustained_ns", "ns", Better::Lower, sustained_ns),
+            Metric::from_samples(
+                metric::PAUSE_SUSTAINED_NS,
+                "ns",
+                Better::Lower,
+                sustained_ns,
+            ),
         ]
         .into_iter()
         .flatten(),

@@ -11,6 +11,7 @@ mod measure;
 pub mod ple;
 
 use super::{Probe, ProbeContext, ProbeFailure};
+use crate::names::probe;
 use crate::schema::ProbeResult;
 
 /// The PAUSE probe.
@@ -18,7 +19,7 @@ pub struct PauseProbe;
 
 impl Probe for PauseProbe {
     fn name(&self) -> &'static str {
-        "pause"
+        probe::PAUSE
     }
 
     fn about(&self) -> &'static str {

@@ -37,6 +37,7 @@ use super::c2c::pingpong::{Lines, Plan, SPLIT_OFFSET, Variant, ping_pong};
 use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::{estimate_core_clock, pin_to_cpu};
+use crate::names::{metric, probe};
 use crate::schema::split_lock::{MechanismEvidence, OpHistogram, TRAP_BOUNDARY_NS, classify};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
@@ -123,7 +124,7 @@ fn plans(ctx: &ProbeContext) -> (Plan, u64, usize) {
 
 impl Probe for SplitLockProbe {
     fn name(&self) -> &'static str {
-        "split-lock"
+        probe::SPLIT_LOCK
     }
 
     fn about(&self) -> &'static str {
@@ -269,7 +270,7 @@ fn measure_rounds(
     let mut aligned = Vec::new();
     let mut split = Vec::new();
     let mut split_plan = None;
-    ctx.progress.begin("split-lock", ROUNDS as u64);
+    ctx.progress.begin(probe::SPLIT_LOCK, ROUNDS as u64);
     for _ in 0..ROUNDS {
         time_blocks(&mut blocks)?;
         aligned.extend(
@@ -341,7 +342,7 @@ fn summarise(
     let pair = setup.pair;
     let state = &ctx.machine.split_lock;
 
-    let mut r = ProbeResult::new("split-lock", Status::Ok);
+    let mut r = ProbeResult::new(probe::SPLIT_LOCK, Status::Ok);
     if let Some(hz) = core_hz {
         r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
     }
@@ -377,8 +378,12 @@ fn summarise(
         "split_value_crosses_line".into(),
         json!(split_at / 64 != (split_at + 7) / 64),
     );
-    let aligned_metric =
-        Metric::from_samples("aligned_lock_latency_ns", "ns", Better::Lower, &aligned);
+    let aligned_metric = Metric::from_samples(
+        metric::ALIGNED_LOCK_LATENCY_NS,
+        "ns",
+        Better::Lower,
+        &aligned,
+    );
     let aligned_ns = aligned_metric.as_ref().map(|m| m.value);
     r.metrics.extend(aligned_metric);
     r.metrics
@@ -452,7 +457,7 @@ fn record_split(
 ) {
     r.effects
         .insert("split_lock_measured".into(), json!("hardware"));
-    let m = Metric::from_samples("split_lock_latency_ns", "ns", Better::Lower, &split);
+    let m = Metric::from_samples(metric::SPLIT_LOCK_LATENCY_NS, "ns", Better::Lower, &split);
     let split_ns = m.as_ref().map(|m| m.value);
     r.metrics.extend(m);
     r.metrics
@@ -461,7 +466,7 @@ fn record_split(
         && a > 0.0
     {
         r.metrics.push(Metric::derived(
-            "split_lock_ratio",
+            metric::SPLIT_LOCK_RATIO,
             s / a,
             "ratio",
             Better::Lower,
@@ -497,7 +502,7 @@ fn record_per_op(r: &mut ProbeResult, s: &per_op::Summary, cpu: usize, core_hz: 
     // Each block's mean: a program pays the mean, traps included (preemptions not); blocks
     // spread over the probe give the figure its interval.
     r.metrics.extend(Metric::from_samples(
-        "split_lock_op_mean_ns",
+        metric::SPLIT_LOCK_OP_MEAN_NS,
         "ns",
         Better::Lower,
         &s.block_means_ns,
@@ -601,11 +606,11 @@ mod tests {
             "{:?}",
             r.metrics
         );
-        assert!(r.metric("aligned_lock_latency_ns").is_some());
-        assert!(r.metric("split_lock_latency_ns").is_none());
-        assert!(r.metric("split_lock_ratio").is_none());
+        assert!(r.metric(metric::ALIGNED_LOCK_LATENCY_NS).is_some());
+        assert!(r.metric(metric::SPLIT_LOCK_LATENCY_NS).is_none());
+        assert!(r.metric(metric::SPLIT_LOCK_RATIO).is_none());
         // The child timed its locks one by one.
-        assert!(r.metric("split_lock_op_mean_ns").is_some());
+        assert!(r.metric(metric::SPLIT_LOCK_OP_MEAN_NS).is_some());
         assert_eq!(r.effects["split_lock_child"], "survived");
     }
 
@@ -625,7 +630,7 @@ mod tests {
         let census = &r.effects["split_lock_op_census"];
         assert_eq!(h.ops.iter().sum::<u64>(), census["ops"].as_u64().unwrap());
         assert_eq!(h.low_ns.len(), h.ops.len());
-        let mean = r.metric("split_lock_op_mean_ns").unwrap().value;
+        let mean = r.metric(metric::SPLIT_LOCK_OP_MEAN_NS).unwrap().value;
         let per_s = r.metric("split_lock_locks_per_s").unwrap().value;
         // The median of each block's rate: one over the median mean for an odd count.
         assert!((mean * per_s / 1e9 - 1.0).abs() < 1e-6, "{mean} {per_s}");

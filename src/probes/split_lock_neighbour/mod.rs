@@ -33,6 +33,7 @@
 
 use super::{Probe, ProbeContext, ProbeFailure};
 use crate::measure::Clock;
+use crate::names::{metric, probe};
 use crate::schema::ProbeResult;
 use std::time::Instant;
 
@@ -154,7 +155,7 @@ fn bandwidth_gb_s(samples: &[Sample]) -> Vec<f64> {
 
 impl Probe for SplitLockNeighbourProbe {
     fn name(&self) -> &'static str {
-        "split-lock-neighbour"
+        probe::SPLIT_LOCK_NEIGHBOUR
     }
 
     fn about(&self) -> &'static str {
@@ -402,7 +403,8 @@ fn alternate(
 ) -> Result<(Victim, Victim), String> {
     let mut alone = Victim::default();
     let mut loaded = Victim::default();
-    ctx.progress.begin("split-lock-neighbour", ROUNDS as u64);
+    ctx.progress
+        .begin(probe::SPLIT_LOCK_NEIGHBOUR, ROUNDS as u64);
     let mut child_end = None;
     for _ in 0..ROUNDS {
         observe(&mut alone);
@@ -452,7 +454,7 @@ fn summarise(f: &Findings, alone: &Victim, loaded: &Victim) -> ProbeResult {
     use crate::schema::{Better, Metric, Status};
     use serde_json::json;
     let (victim_cpu, aggressor_cpu) = (f.victim_cpu, f.aggressor_cpu);
-    let mut r = ProbeResult::new("split-lock-neighbour", Status::Ok);
+    let mut r = ProbeResult::new(probe::SPLIT_LOCK_NEIGHBOUR, Status::Ok);
     r.params
         .insert("cpus".into(), json!([victim_cpu, aggressor_cpu]));
     r.params.insert("duration_s".into(), json!(f.duration_s));
@@ -499,7 +501,7 @@ fn summarise(f: &Findings, alone: &Victim, loaded: &Victim) -> ProbeResult {
         .insert("aggressor_trapped".into(), json!(f.aggressor_trapped));
     if f.locking_s > 0.0 {
         r.metrics.push(Metric::derived(
-            "aggressor_split_locks_per_s",
+            metric::AGGRESSOR_SPLIT_LOCKS_PER_S,
             f.split_locks as f64 / f.locking_s,
             "locks/s",
             Better::Neither,
@@ -524,7 +526,7 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
         "loaded_samples_kept".into(),
         json!({
             "latency": [kept_lat.len(), loaded.latency.len()],
-            "bandwidth": [kept_bw.len(), loaded.bandwidth.len()],
+            probe::BANDWIDTH: [kept_bw.len(), loaded.bandwidth.len()],
         }),
     );
 
@@ -573,7 +575,7 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
     }
     if let (Some(a), Some(l)) = (med(&alone_lat), med(&loaded_lat)) {
         r.metrics.push(Metric::derived(
-            "split_lock_neighbour_latency_ratio",
+            metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
             l / a,
             "ratio",
             Better::Lower,
@@ -581,7 +583,7 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
     }
     if let (Some(a), Some(l)) = (med(&alone_bw), med(&loaded_bw)) {
         r.metrics.push(Metric::derived(
-            "split_lock_neighbour_bandwidth_ratio",
+            metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
             l / a,
             "ratio",
             Better::Higher,

@@ -8,6 +8,7 @@
 
 use super::{Run, escape, first_probes, slug, swatch};
 use crate::compare::fingerprint::SpinRun;
+use crate::names::{metric, probe};
 use crate::report::charts::{self, BarSet, ChartError, Line, axis_name, axis_title};
 use crate::schema::{Series, Status};
 use crate::spin::RUNTIMES;
@@ -80,15 +81,15 @@ enum ChartKey<'a> {
 /// A chart's title in words: the known series by what they show, any other by its name.
 fn series_words(probe: &str, name: &str) -> String {
     match (probe, name) {
-        ("pause", "pause_ns_per_cpu") => "PAUSE latency on each CPU".into(),
-        ("c2c", "c2c_latency_ns") => {
+        (probe::PAUSE, "pause_ns_per_cpu") => "PAUSE latency on each CPU".into(),
+        (probe::C2C, metric::C2C_LATENCY_NS) => {
             "Core-to-core latency (lock cmpxchg ping-pong), one way".into()
         }
-        ("c2c", "c2c_load_store_latency_ns") => {
+        (probe::C2C, metric::C2C_LOAD_STORE_LATENCY_NS) => {
             "Core-to-core latency of a plain flag, one way".into()
         }
-        ("c2c", "c2c_latency_ns_by_group") => "Core-to-core latency by topology".into(),
-        ("bandwidth", "read_bw_gbs") => "Streaming read bandwidth".into(),
+        (probe::C2C, "c2c_latency_ns_by_group") => "Core-to-core latency by topology".into(),
+        (probe::BANDWIDTH, "read_bw_gbs") => "Streaming read bandwidth".into(),
         _ => {
             let words = name.replace('_', " ");
             let mut c = words.chars();
@@ -101,8 +102,8 @@ fn series_words(probe: &str, name: &str) -> String {
 /// A probe in words, for chart titles.
 fn probe_words(probe: &str) -> &str {
     match probe {
-        "mem-latency" => "Memory latency",
-        "handoff" => "Handoff",
+        probe::MEM_LATENCY => "Memory latency",
+        probe::HANDOFF => "Handoff",
         other => other,
     }
 }
@@ -162,7 +163,7 @@ pub fn figures(runs: &[Run], spin: &[Option<SpinRun>]) -> Figures {
             html,
         });
     };
-    add("pause", spin_chart(runs, spin));
+    add(probe::PAUSE, spin_chart(runs, spin));
     let mut keys: Vec<ChartKey> = Vec::new();
     for run in runs {
         for p in first_probes(&run.fp).filter(|p| p.status == Status::Ok) {
