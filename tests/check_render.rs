@@ -2,7 +2,7 @@
 //! 80 columns (the width issue reports were read at) and the verbose view, which must keep
 //! every figure the old verdict and probe tables showed, with no word broken.
 
-use cpudoctor::report::terminal::{Style, render_check};
+use cpudoctor::render::terminal::{Style, render_check};
 use cpudoctor::schema::Fingerprint;
 use cpudoctor::schema::json::from_json_bytes;
 

@@ -476,7 +476,7 @@ fn the_terminal_report_of_a_pause_spin_matches_its_snapshot() {
     let d = saved_diagnosis("pause-spin-zen4-kvm.json");
     insta::assert_snapshot!(
         "diagnose_render_pause_spin",
-        cpudoctor::report::diagnosis::render(&d, 120)
+        cpudoctor::render::diagnosis::render(&d, 120)
     );
 }
 
@@ -485,6 +485,6 @@ fn the_terminal_report_of_a_contended_counter_matches_its_snapshot() {
     let d = saved_diagnosis("locked-counter-zen4-kvm.json");
     insta::assert_snapshot!(
         "diagnose_render_locked_counter",
-        cpudoctor::report::diagnosis::render(&d, 120)
+        cpudoctor::render::diagnosis::render(&d, 120)
     );
 }

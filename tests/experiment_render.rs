@@ -3,7 +3,7 @@
 //! charts, and the JSON read back unchanged.
 
 use cpudoctor::experiment::ExperimentResult;
-use cpudoctor::report::experiment::{SCREEN_COLUMNS, render_html, render_markdown, render_text};
+use cpudoctor::render::experiment::{SCREEN_COLUMNS, render_html, render_markdown, render_text};
 use std::path::Path;
 
 fn fixture(name: &str) -> ExperimentResult {

@@ -203,13 +203,13 @@ fn value_changes() -> impl Strategy<Value = Vec<(f64, Option<Value>)>> {
 fn load_fingerprint(bytes: &[u8]) {
     tried();
     if let Ok(fp) = json::from_json_bytes(bytes) {
-        let style = cpudoctor::report::terminal::Style {
+        let style = cpudoctor::render::terminal::Style {
             width: 100,
             color: false,
         };
-        let _ = cpudoctor::report::terminal::render_check(&fp, style, true);
+        let _ = cpudoctor::render::terminal::render_check(&fp, style, true);
         let d = cpudoctor::compare::fingerprint::diff(&fp, &fp, "a", "b");
-        let _ = cpudoctor::report::diff::render_diff_with(&d, 100, true);
+        let _ = cpudoctor::render::diff::render_diff_with(&d, 100, true);
     }
     // What `fleet` reads of each host.
     let _ = serde_json::from_slice::<cpudoctor::compare::fleet::HostFingerprint>(bytes);
@@ -219,7 +219,7 @@ fn load_fingerprint(bytes: &[u8]) {
 fn load_diagnosis(bytes: &[u8]) {
     tried();
     if let Ok(d) = diagnose::from_json_bytes(bytes) {
-        let _ = cpudoctor::report::diagnosis::render(&d, 100);
+        let _ = cpudoctor::render::diagnosis::render(&d, 100);
         let _ = diagnose::export::folded(&d, diagnose::export::LeafOffsets::Keep);
         let _ = diagnose::export::pprof(&d);
     }

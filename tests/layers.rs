@@ -29,7 +29,7 @@ const LAYERS: [&str; 20] = [
     "diagnose",   // a running workload's profile and findings
     "experiment", // the user's command under variants: ratios with intervals
     "compare",    // fingerprints, profiles, fleets compared: typed results, no prose
-    "report",     // terminal, diff, HTML, Prometheus, fleet
+    "render",     // text and HTML from typed results: terminal, diff, HTML, Prometheus, fleet
     "session",    // runs probes and judges hazards into one fingerprint
 ];
 

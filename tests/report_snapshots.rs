@@ -5,7 +5,7 @@
 //! changes with `cargo insta review` (or compare the `.snap.new` files).
 
 use cpudoctor::compare::fingerprint::{Change, VerdictMove, diff};
-use cpudoctor::report::diff::{diff_to_json, render_diff};
+use cpudoctor::render::diff::{diff_to_json, render_diff};
 use cpudoctor::schema::Fingerprint;
 use cpudoctor::schema::json::from_json_bytes;
 
@@ -63,7 +63,7 @@ fn two_runs3_checks_of_one_guest_fit_a_screen_and_all_lists_the_host_drift() {
     let text = render_diff(&d, 80);
     assert!(text.lines().count() <= 25, "{text}");
     assert!(drift.iter().all(|m| !text.contains(m)), "{text}");
-    let all = cpudoctor::report::diff::render_diff_with(&d, 80, true);
+    let all = cpudoctor::render::diff::render_diff_with(&d, 80, true);
     assert!(drift.iter().all(|m| all.contains(m)), "{all}");
 }
 
@@ -257,7 +257,7 @@ fn probe_of<'a>(fp: &'a Fingerprint, name: &str) -> &'a cpudoctor::schema::Probe
 #[test]
 fn c2c_heatmap_of_four_cpus_matches_its_snapshot() {
     let fp = fixture("synthetic-all-series.json");
-    let text = cpudoctor::report::heatmap::render_c2c(probe_of(&fp, "c2c"), 80)
+    let text = cpudoctor::render::heatmap::render_c2c(probe_of(&fp, "c2c"), 80)
         .expect("an ok c2c result has a heatmap");
     for cpu in ["cpu0", "cpu1", "cpu2", "cpu3"] {
         assert!(text.contains(cpu), "{text}");
@@ -268,7 +268,7 @@ fn c2c_heatmap_of_four_cpus_matches_its_snapshot() {
 #[test]
 fn c2c_heatmap_of_a_real_two_cpu_guest_matches_its_snapshot() {
     let fp = fixture("zen3-kvm-runs3-a.json");
-    let text = cpudoctor::report::heatmap::render_c2c(probe_of(&fp, "c2c"), 80)
+    let text = cpudoctor::render::heatmap::render_c2c(probe_of(&fp, "c2c"), 80)
         .expect("an ok c2c result has a heatmap");
     insta::assert_snapshot!("c2c_heatmap_zen3_kvm", text);
 }
@@ -278,14 +278,14 @@ fn handoff_table_of_a_quick_spin_run_matches_its_snapshot() {
     // From `cpudoctor spin --handoff --quick --items 3 --delays 1,3 --runtimes rust,model
     // --save tests/fixtures/fingerprints/handoff-quick.json` on the 2-vCPU Zen 3 guest.
     let fp = fixture("handoff-quick.json");
-    let text = cpudoctor::report::handoff::render_handoff(probe_of(&fp, "handoff"), 80);
+    let text = cpudoctor::render::handoff::render_handoff(probe_of(&fp, "handoff"), 80);
     for word in ["rust", "1 ms", "3 ms"] {
         assert!(text.contains(word), "{word:?} missing in\n{text}");
     }
     // Issue 21: in an 80-column terminal, every line fits and no word is broken (the words
     // of the 80-column text are the words of the same text at any width).
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
-    let wide = cpudoctor::report::handoff::render_handoff(probe_of(&fp, "handoff"), 1000);
+    let wide = cpudoctor::render::handoff::render_handoff(probe_of(&fp, "handoff"), 1000);
     let words = |t: &str| {
         t.lines()
             .filter(|l| !l.starts_with(['│', '┌', '╞', '└', '├']))
@@ -299,7 +299,7 @@ fn handoff_table_of_a_quick_spin_run_matches_its_snapshot() {
 #[test]
 fn html_report_of_a_pause_only_check_matches_its_snapshot() {
     use cpudoctor::compare::fingerprint::{Compared, Run};
-    use cpudoctor::report::html::render_report;
+    use cpudoctor::render::html::render_report;
     let runs = Compared::new(vec![Run {
         label: "zen4-kvm-check.json".into(),
         fp: fixture("zen4-kvm-check.json"),

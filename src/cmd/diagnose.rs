@@ -9,7 +9,7 @@ use clap::Args;
 use cpudoctor::diagnose::record::{RecordOptions, Target};
 use cpudoctor::diagnose::{self, Diagnosis, counters, export, hotspots};
 use cpudoctor::probes::{ProbeOptions, Profile};
-use cpudoctor::report::diagnosis as render;
+use cpudoctor::render::diagnosis as render;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -9,8 +9,8 @@ use cpudoctor::compare::fingerprint::{self, Change, VerdictMove};
 use cpudoctor::compare::profile as compare;
 use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
-use cpudoctor::report::diff;
-use cpudoctor::report::profile_diff as compare_render;
+use cpudoctor::render::diff;
+use cpudoctor::render::profile_diff as compare_render;
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -10,7 +10,7 @@ use cpudoctor::experiment::run::{Spec, execute, startable};
 use cpudoctor::experiment::{Measure, NeighbourKind};
 use cpudoctor::machine::Machine;
 use cpudoctor::measure::{Clock, NoProgress, Progress};
-use cpudoctor::report::experiment::{render_markdown, render_text};
+use cpudoctor::render::experiment::{render_markdown, render_text};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 

@@ -9,7 +9,7 @@ use clap::Args;
 use cpudoctor::error::InputError;
 use cpudoctor::hazards;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
-use cpudoctor::report::terminal;
+use cpudoctor::render::terminal;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             write!(
                 out,
                 "{}",
-                cpudoctor::report::text::wrap(
+                cpudoctor::render::text::wrap(
                     &format!("{:<18} hurts {}", h.id(), h.hurts().join("; ")),
                     style.width,
                     2

@@ -156,14 +156,14 @@ pub fn run(args: FleetArgs) -> Result<()> {
         write!(
             out,
             "{}",
-            cpudoctor::report::fleet_text::render_fleet(&report, bad.len(), width)
+            cpudoctor::render::fleet_text::render_fleet(&report, bad.len(), width)
         )?;
     }
     out.flush()?;
     if let Some(path) = &args.html {
         super::write_output(
             path,
-            cpudoctor::report::html::fleet::fleet_to_html(&report).as_bytes(),
+            cpudoctor::render::html::fleet::fleet_to_html(&report).as_bytes(),
         )?;
         if !args.json {
             writeln!(out, "Report written to {}.", super::shown(path))?;

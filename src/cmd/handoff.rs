@@ -15,7 +15,7 @@ use cpudoctor::probes::handoff::{
     Runtime, ideal_ms,
 };
 use cpudoctor::probes::{self, ProbeContext, ProbeOptions, Profile};
-use cpudoctor::report::{handoff::render_handoff, terminal};
+use cpudoctor::render::{handoff::render_handoff, terminal};
 use cpudoctor::schema::json;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
@@ -167,7 +167,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         / 1e3;
     eprint!(
         "{}",
-        cpudoctor::report::text::wrap(
+        cpudoctor::render::text::wrap(
             &format!(
                 "handoff: {} runtime(s) x {} delay(s) x {} run(s); at least {:.0} s of runs, \
                  plus building the C, Go and Java programs on first use",

@@ -19,7 +19,7 @@ use cpudoctor::diagnose::{
 };
 use cpudoctor::error::InputError;
 use cpudoctor::measure::Progress;
-use cpudoctor::report::terminal;
+use cpudoctor::render::terminal;
 use cpudoctor::schema::{Fingerprint, json};
 use cpudoctor::{output, process};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -456,7 +456,7 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
     if let Some(path) = &output.prom {
         write_output(
             path,
-            cpudoctor::report::prom::prometheus_text(fp).as_bytes(),
+            cpudoctor::render::prom::prometheus_text(fp).as_bytes(),
         )
         .context("the Prometheus export was not written; fix the path and run again")?;
         if !output.json {

@@ -7,7 +7,7 @@ use cpudoctor::error::InputError;
 use cpudoctor::machine::meminfo;
 use cpudoctor::measure::buffer::{self, PageKind};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
-use cpudoctor::report::heatmap;
+use cpudoctor::render::heatmap;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::time::Duration;

@@ -9,8 +9,8 @@ use cpudoctor::compare::fingerprint::{Compared, Run};
 use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
 use cpudoctor::experiment::{self, ExperimentResult};
-use cpudoctor::report::html;
-use cpudoctor::report::html::diagnoses;
+use cpudoctor::render::html;
+use cpudoctor::render::html::diagnoses;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -79,7 +79,7 @@ fn report_experiments(args: &ReportArgs, paths: &[&Path], inputs: &[Input]) -> R
         }
         results.push((label, r));
     }
-    let page = cpudoctor::report::experiment::render_html(&results);
+    let page = cpudoctor::render::experiment::render_html(&results);
     write_output(&args.output, page.as_bytes())?;
     let mut out = super::screen(super::stdout_is_an_output(&[Some(&args.output)]));
     writeln!(

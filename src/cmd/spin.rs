@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use cpudoctor::names::metric;
 use cpudoctor::probes::{ProbeOptions, Profile};
-use cpudoctor::report::terminal;
+use cpudoctor::render::terminal;
 use cpudoctor::session::{self, Host};
 use cpudoctor::spin::{self, LegacySpin, NormalizedSpin};
 use serde_json::json;

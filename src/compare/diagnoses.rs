@@ -1,6 +1,6 @@
 //! Saved diagnoses compared for one report: each later diagnosis against the first, as a
 //! function-level diff ([`crate::compare::profile`]) and as the differential folding a
-//! differential flame graph draws ([`super::flame`]). `report::html::diagnoses` renders it.
+//! differential flame graph draws ([`super::flame`]). `render::html::diagnoses` renders it.
 
 use super::flame::{FlameError, differential_folded};
 use crate::compare::profile::{DiagnosisDiff, compare};

@@ -3,7 +3,7 @@
 //! with the software patterns each hurts. Built from the schema alone (metric directions,
 //! spreads, hazard ids), so probes added later are compared without changes here.
 //!
-//! [`diff`] computes a [`Diff`] (the machine facts in [`super::facts`]); `crate::report::diff` turns
+//! [`diff`] computes a [`Diff`] (the machine facts in [`super::facts`]); `crate::render::diff` turns
 //! it into a table or JSON.
 
 pub use super::Side;

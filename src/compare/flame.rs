@@ -1,6 +1,6 @@
 //! Two diagnoses' stacks compared for a differential flame graph: inferno's differential
 //! folding of their folded stacks, the old counts normalised to the new total so that runs of
-//! different length compare by share. `report::flame` draws it.
+//! different length compare by share. `render::flame` draws it.
 
 use crate::diagnose::Diagnosis;
 use crate::diagnose::export::{LeafOffsets, folded};

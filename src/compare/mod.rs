@@ -1,7 +1,7 @@
 //! Comparisons, each returning typed results and no prose: two fingerprints
 //! ([`fingerprint`], with the machine facts in [`facts`]), a fleet of hosts in bands
-//! ([`fleet`]), two diagnoses' stacks for a differential flame graph ([`flame`]). The renderers in `report` print what these return; nothing here prints, and
-//! nothing in `report` compares.
+//! ([`fleet`]), two diagnoses' stacks for a differential flame graph ([`flame`]). The renderers in `render` print what these return;
+//! nothing here prints, and nothing in `render` compares.
 //!
 //! One vocabulary: the two runs of a comparison are the [`Side`]s `old` (the baseline, the
 //! first file) and `new`.

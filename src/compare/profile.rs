@@ -8,7 +8,7 @@
 //! *CPU time per second of wall time* (samples / rate / wall time). A change counts when the
 //! share moved by [`MIN_CHANGE`] or more and by more than [`NOISE_SE`] standard errors of the
 //! two shares (binomial sampling noise); functions are ranked by the change in share. The
-//! result is a typed, serde-serialisable [`DiagnosisDiff`]; `report::profile_diff` prints
+//! result is a typed, serde-serialisable [`DiagnosisDiff`]; `render::profile_diff` prints
 //! it.
 
 use crate::diagnose::disasm::{Listing, SiteKind};

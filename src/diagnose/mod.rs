@@ -9,10 +9,10 @@
 //! HITM where a PMU exists.
 //!
 //! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
-//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by `report::diagnosis`. A
+//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by `render::diagnosis`. A
 //! saved diagnosis ([`from_json_bytes`]) is exported by [`export`] (pprof, folded stacks) and
-//! flame graphs (`report::flame`), and two are compared by `compare::profile`, printed by
-//! `report::profile_diff`.
+//! flame graphs (`render::flame`), and two are compared by `compare::profile`, printed by
+//! `render::profile_diff`.
 
 pub mod counters;
 pub mod disasm;

@@ -14,7 +14,7 @@
 //! times, because a variant that did not take is not a result.
 //!
 //! Layer: above `machine`, `measure`, `process` and `probes` (whose split-lock aggressor is
-//! the neighbour), below `report` (which draws [`ExperimentResult`]). Nothing here prints:
+//! the neighbour), below `render` (which draws [`ExperimentResult`]). Nothing here prints:
 //! progress goes through [`crate::measure::Progress`].
 
 pub mod neighbour;

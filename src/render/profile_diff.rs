@@ -7,7 +7,7 @@ use crate::compare::profile::{
 };
 
 use crate::format::{group_thousands, human_ns};
-use crate::report::text::{table, wrap_labelled};
+use crate::render::text::{table, wrap_labelled};
 use std::fmt::Write;
 
 /// Rows of the function table shown without `--all` (every grown and shrunk one up to this).

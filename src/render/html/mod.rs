@@ -302,7 +302,7 @@ fn header_section(
     not_judged: &[Vec<crate::schema::NotJudged>],
 ) {
     for (i, r) in runs.iter().enumerate() {
-        let lines = crate::report::terminal::machine_lines(&r.fp.machine, &r.fp.clock, u16::MAX);
+        let lines = crate::render::terminal::machine_lines(&r.fp.machine, &r.fp.clock, u16::MAX);
         let _ = writeln!(
             h,
             "<p class=\"machine\">{}<strong>{}</strong>, {}: {}</p>",
@@ -340,7 +340,7 @@ fn header_section(
                 } else {
                     String::new()
                 },
-                escape(&crate::report::terminal::level_cell(v)),
+                escape(&crate::render::terminal::level_cell(v)),
                 escape(&v.title),
                 escape(&v.figure),
                 escape(&crate::words::compare::summary_of(v))
@@ -362,7 +362,7 @@ fn header_section(
             } else {
                 String::new()
             },
-            escape(&crate::report::terminal::verdict_counts(
+            escape(&crate::render::terminal::verdict_counts(
                 vs,
                 not_judged[i].len()
             ))
@@ -421,7 +421,7 @@ fn hazard_sections(
                             String::new()
                         },
                         level_class(v.level),
-                        escape(&crate::report::terminal::level_cell(v)),
+                        escape(&crate::render::terminal::level_cell(v)),
                         escape(&v.figure),
                         escape(&crate::words::compare::summary_of(v))
                     );

@@ -6,7 +6,7 @@ use crate::compare::fingerprint::{
     Side, VerdictMove,
 };
 use crate::format::{human_value, pct};
-use crate::report::text::wrap;
+use crate::render::text::wrap;
 use crate::schema::Better;
 use std::fmt::Write;
 

@@ -4,7 +4,7 @@
 //! order of `params.delays_ms` and are read by position; a sentence whose figures are missing
 //! is left out rather than printed with a NaN.
 
-use crate::report::text::{table, wrap};
+use crate::render::text::{table, wrap};
 use crate::schema::handoff::{IDEAL_SERIES, MODEL_RATIO_METRIC, Quantity, RuntimeStatus};
 use crate::schema::{ProbeResult, Series, Status};
 use crate::spin::dotnet::LIMIT_PAUSES_PER_CORE;

@@ -3,7 +3,7 @@
 
 use crate::compare::fleet::{BandedFigure, FleetReport, Group};
 use crate::format::human_value;
-use crate::report::text::wrap;
+use crate::render::text::wrap;
 use std::fmt::Write;
 
 /// Most host names listed for one band; the rest are counted (`--json` lists all).

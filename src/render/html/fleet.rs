@@ -5,7 +5,7 @@
 use super::{escape, page_foot, page_head};
 use crate::compare::fleet::FleetReport;
 use crate::format::human_value;
-use crate::report::charts::strip_chart;
+use crate::render::charts::strip_chart;
 use std::fmt::Write;
 
 /// The page. A chart that cannot be drawn says so in its place.

@@ -10,7 +10,7 @@ use crate::compare::profile::{CodeSide, DiagnosisDiff, Direction, FindingBrief, 
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::short_module;
 use crate::format::pct;
-use crate::report::flame;
+use crate::render::flame;
 use std::fmt::Write;
 
 /// A written page.

@@ -9,7 +9,7 @@
 use super::{Run, escape, first_probes, slug, swatch};
 use crate::compare::fingerprint::SpinRun;
 use crate::names::{metric, probe};
-use crate::report::charts::{self, BarSet, ChartError, Line, axis_name, axis_title};
+use crate::render::charts::{self, BarSet, ChartError, Line, axis_name, axis_title};
 use crate::schema::{Series, Status};
 use crate::spin::RUNTIMES;
 use std::fmt::Write;

@@ -5,7 +5,7 @@ use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::short_module;
 use crate::format::group_thousands;
 use crate::format::human_ns;
-use crate::report::text::{table, wrap_labelled};
+use crate::render::text::{table, wrap_labelled};
 use std::fmt::Write;
 
 fn pct(x: f64) -> String {

@@ -6,8 +6,8 @@
 
 use crate::experiment::{Comparison, ExperimentResult, Measure, Scaling, ratios};
 use crate::format::{human_bytes, pct};
-use crate::report::charts::{Line, xy_chart};
-use crate::report::text::wrap;
+use crate::render::charts::{Line, xy_chart};
+use crate::render::text::wrap;
 use std::fmt::Write;
 
 /// The width the terminal screen is wrapped to.
@@ -58,7 +58,7 @@ fn median_text(m: &Measure, v: Option<f64>) -> String {
     match (m, v) {
         (_, None) => "-".into(),
         (Measure::WallTime, Some(s)) => crate::format::human_ns(s * 1e9),
-        (Measure::Metric { .. }, Some(x)) => crate::report::charts::short_number(x),
+        (Measure::Metric { .. }, Some(x)) => crate::render::charts::short_number(x),
     }
 }
 
@@ -174,9 +174,9 @@ pub fn render_text(r: &ExperimentResult) -> String {
 pub fn neighbour_line(n: &crate::experiment::neighbour::NeighbourReport) -> String {
     use crate::experiment::NeighbourKind::*;
     let rate = n.rate_per_s.map_or("-".to_string(), |r| match n.kind {
-        SplitLocks => format!("{} split locks/s", crate::report::charts::short_number(r)),
+        SplitLocks => format!("{} split locks/s", crate::render::charts::short_number(r)),
         Memory => format!("{}/s read", human_bytes(r as u64)),
-        Atomics => format!("{} locked adds/s", crate::report::charts::short_number(r)),
+        Atomics => format!("{} locked adds/s", crate::render::charts::short_number(r)),
     });
     let mut s = format!("neighbour on CPU {}: {rate}", n.cpu);
     if let Some(ns) = n.alone_split_lock_ns {
