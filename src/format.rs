@@ -23,6 +23,12 @@ pub fn pct(fraction: f64, decimals: usize) -> String {
     format!("{:.*}%", decimals, fraction * 100.0)
 }
 
+/// A size the kernel gives in KiB (`/proc`'s `kB`) as whole MiB: `512 MiB`. The one printer of
+/// /proc sizes, so every view rounds them alike (down).
+pub fn mib_from_kib(kib: u64) -> String {
+    format!("{} MiB", kib / 1024)
+}
+
 /// Bytes in the largest binary unit they reach: whole when exact (`16 KiB`, `1 GiB`), else
 /// two decimals (`1.50 MiB`), so a size one byte off a round one never prints as round.
 pub fn human_bytes(b: u64) -> String {

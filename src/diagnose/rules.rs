@@ -574,14 +574,13 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
         .sites
         .iter()
         .find(|s| s.kind == SiteKind::MemoryLoad);
-    let anonymous_mib = proc_.anonymous_kb / 1024;
     let mut evidence = vec![
         page_words::process(&ProcessPages {
             pid: proc_.pid,
             name: &proc_.name,
-            anonymous_mib,
-            huge_mib: proc_.anon_huge_pages_kb / 1024,
-            rss_mib: proc_.rss_kb / 1024,
+            anonymous_kib: proc_.anonymous_kb,
+            huge_kib: proc_.anon_huge_pages_kb,
+            rss_kib: proc_.rss_kb,
         }),
         page_words::thp(thp),
         page_words::load_share(load_share),
@@ -593,14 +592,14 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
     Some(Finding {
         id: "small_pages".into(),
         level,
-        title: page_words::title(anonymous_mib),
+        title: page_words::title(proc_.anonymous_kb),
         symbol: site.map(|s| s.symbol.clone()),
         module: site.map(|s| s.module.clone()),
         offset: site.map(|s| s.offset),
         sample_share: Some(load_share),
         disassembly: site.map(|s| s.disassembly.clone()).unwrap_or_default(),
         evidence,
-        explanation: page_words::explanation(anonymous_mib, proc_.anonymous_kb / 4),
+        explanation: page_words::explanation(proc_.anonymous_kb, proc_.anonymous_kb / 4),
         advice: page_words::advice(thp).into(),
     })
 }

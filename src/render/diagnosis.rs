@@ -5,12 +5,10 @@ use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::short_module;
 use crate::format::group_thousands;
 use crate::format::human_ns;
+use crate::format::mib_from_kib;
+use crate::format::pct;
 use crate::render::text::{table, wrap_labelled};
 use std::fmt::Write;
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
 
 /// Renders the whole report for a terminal `width` columns wide.
 pub fn render(d: &Diagnosis, width: u16) -> String {
@@ -140,7 +138,7 @@ fn hot_sites(d: &Diagnosis, width: u16) -> String {
     );
     for s in d.hot_sites.iter().take(10) {
         t.add_row(vec![
-            pct(s.share),
+            pct(s.share, 1),
             s.kind.describe().to_string(),
             s.symbol.clone(),
             format!("{} {:#x}", short_module(&s.module), s.address),
@@ -148,7 +146,7 @@ fn hot_sites(d: &Diagnosis, width: u16) -> String {
             s.threads
                 .iter()
                 .take(3)
-                .map(|t| format!("{} {}", t.tid, pct(t.share_of_thread)))
+                .map(|t| format!("{} {}", t.tid, pct(t.share_of_thread, 1)))
                 .collect::<Vec<_>>()
                 .join(", "),
         ]);
@@ -167,7 +165,7 @@ fn functions(d: &Diagnosis, width: u16) -> String {
     let mut t = table(width, &["Share", "Samples", "Function", "Module"]);
     for f in d.functions.iter().take(10) {
         t.add_row(vec![
-            pct(f.share),
+            pct(f.share, 1),
             f.samples.to_string(),
             f.symbol.clone(),
             short_module(&f.module).to_string(),
@@ -183,9 +181,9 @@ fn functions(d: &Diagnosis, width: u16) -> String {
     if !with_callers.is_empty() {
         let _ = writeln!(o, "\nCallers (innermost first)");
         for f in with_callers {
-            let _ = writeln!(o, "  {} ({})", f.symbol, pct(f.share));
+            let _ = writeln!(o, "  {} ({})", f.symbol, pct(f.share, 1));
             for c in &f.callers {
-                let line = format!("{} <- {}", pct(c.share), c.frames.join(" <- "));
+                let line = format!("{} <- {}", pct(c.share, 1), c.frames.join(" <- "));
                 let _ = write!(o, "{}", wrap_labelled(&line, "    ", width));
             }
         }
@@ -215,13 +213,13 @@ fn threads(d: &Diagnosis, width: u16) -> String {
         t.add_row(vec![
             f.tid.to_string(),
             f.name.clone(),
-            format!("{} ({})", th.samples, pct(th.sample_share)),
+            format!("{} ({})", th.samples, pct(th.sample_share, 1)),
             if f.wall_s > 0.0 {
                 format!(
                     "{} of {} ({})",
                     human_ns(f.cpu_s * 1e9),
                     human_ns(f.wall_s * 1e9),
-                    pct(f.cpu_per_wall)
+                    pct(f.cpu_per_wall, 1)
                 )
             } else {
                 "-".into()
@@ -230,7 +228,7 @@ fn threads(d: &Diagnosis, width: u16) -> String {
             format!("{}/{}", f.minor_faults, f.major_faults),
             th.kinds
                 .iter()
-                .map(|k| format!("{} {}", k.kind.describe(), pct(k.share)))
+                .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1)))
                 .collect::<Vec<_>>()
                 .join("; "),
         ]);
@@ -245,26 +243,26 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
         let _ = writeln!(
             o,
             "Process totals: user {:.2} s, system {:.2} s, {} voluntary / {} involuntary \
-             switches, {} minor / {} major faults, peak RSS {} MiB",
+             switches, {} minor / {} major faults, peak RSS {}",
             tot.user_s,
             tot.system_s,
             tot.voluntary_switches,
             tot.involuntary_switches,
             tot.minor_faults,
             tot.major_faults,
-            tot.max_rss_kb / 1024
+            mib_from_kib(tot.max_rss_kb)
         );
     }
     for p in &d.processes {
         let _ = writeln!(
             o,
-            "Memory of {} ({}): RSS {} MiB, anonymous {} MiB, on huge pages {} MiB ({})",
+            "Memory of {} ({}): RSS {}, anonymous {}, on huge pages {} ({})",
             p.pid,
             p.name,
-            p.rss_kb / 1024,
-            p.anonymous_kb / 1024,
-            p.anon_huge_pages_kb / 1024,
-            pct(p.huge_share())
+            mib_from_kib(p.rss_kb),
+            mib_from_kib(p.anonymous_kb),
+            mib_from_kib(p.anon_huge_pages_kb),
+            pct(p.huge_share(), 1)
         );
     }
     if d.counters.available && !d.counters.values.is_empty() {
@@ -276,7 +274,7 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
                 v.name,
                 v.value,
                 if v.running_fraction < 0.99 {
-                    format!("  (scaled, counted {})", pct(v.running_fraction))
+                    format!("  (scaled, counted {})", pct(v.running_fraction, 1))
                 } else {
                     String::new()
                 }

@@ -6,16 +6,13 @@ use crate::compare::profile::{
     CodeSide, DiagnosisDiff, Direction, FindingBrief, FunctionChange, ProfileRun,
 };
 
+use crate::format::pct;
 use crate::format::{group_thousands, human_ns};
 use crate::render::text::{table, wrap_labelled};
 use std::fmt::Write;
 
 /// Rows of the function table shown without `--all` (every grown and shrunk one up to this).
 const ROWS: usize = 15;
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
 
 fn points(x: f64) -> String {
     format!("{:+.1} pt", 100.0 * x)
@@ -72,7 +69,7 @@ fn amount_cell(share: f64, samples: u64) -> String {
     if samples == 0 {
         "-".into()
     } else {
-        format!("{} ({samples})", pct(share))
+        format!("{} ({samples})", pct(share, 1))
     }
 }
 
@@ -118,7 +115,7 @@ fn code_cells(c: &CodeSide, s: &ProfileRun) -> [String; 5] {
                 "`{}` at +{:#x}, {} of samples",
                 site.instruction,
                 site.offset,
-                pct(site.share)
+                pct(site.share, 1)
             ),
             site.next
                 .as_ref()
@@ -136,7 +133,7 @@ fn code_cells(c: &CodeSide, s: &ProfileRun) -> [String; 5] {
     } else {
         c.callers
             .iter()
-            .map(|p| format!("{} <- {}", pct(p.share), p.frames.join(" <- ")))
+            .map(|p| format!("{} <- {}", pct(p.share, 1), p.frames.join(" <- ")))
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -150,7 +147,7 @@ fn finding_line(f: &FindingBrief) -> String {
         f.level.word(),
         f.title,
         f.sample_share
-            .map(|s| format!(" ({})", pct(s)))
+            .map(|s| format!(" ({})", pct(s, 1)))
             .unwrap_or_default()
     )
 }
@@ -215,8 +212,8 @@ fn grown(d: &DiagnosisDiff, width: u16) -> String {
                 g.module,
                 c.map(|c| format!(
                     ": {} -> {}, {:.2} -> {:.2} CPU s/s",
-                    pct(c.old.share),
-                    pct(c.new.share),
+                    pct(c.old.share, 1),
+                    pct(c.new.share, 1),
                     c.old.cpu_per_wall,
                     c.new.cpu_per_wall
                 ))
@@ -267,7 +264,7 @@ fn findings(d: &DiagnosisDiff, w: u16) -> String {
             format!("{} -> {}", p.old.level.word(), p.new.level.word())
         };
         let shares = match (p.old.sample_share, p.new.sample_share) {
-            (Some(a), Some(b)) => format!(" ({} -> {})", pct(a), pct(b)),
+            (Some(a), Some(b)) => format!(" ({} -> {})", pct(a, 1), pct(b, 1)),
             _ => String::new(),
         };
         o.push_str(&wrap_labelled(

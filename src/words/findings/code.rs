@@ -2,7 +2,7 @@
 //! a split lock; and the evidence lines every code finding shares (the site, its threads,
 //! its callers, the runtime lock behind it).
 
-use super::pct;
+use crate::format::pct;
 use crate::format::{group_thousands, human_ns};
 use crate::reference::PAUSE_HASWELL_NS;
 
@@ -30,7 +30,7 @@ pub fn site(s: &SiteFacts) -> String {
     format!(
         "{} of all samples ({} samples, ~{} of CPU time) at {}+{:#x} in {}, hot instruction \
          `{}`",
-        pct(s.share),
+        pct(s.share, 1),
         s.samples,
         human_ns(s.cpu_ns),
         s.symbol,
@@ -48,11 +48,11 @@ pub fn source(line: &str) -> String {
 /// One thread at a site: its share of its own samples, and how busy it was when known.
 pub fn thread(tid: u32, name: &str, share_of_thread: f64, busy_of_wall: Option<f64>) -> String {
     let cpu = busy_of_wall
-        .map(|b| format!(", thread busy {} of its wall time", pct(b)))
+        .map(|b| format!(", thread busy {} of its wall time", pct(b, 1)))
         .unwrap_or_default();
     format!(
         "thread {tid} ({name}): {} of its samples here{cpu}",
-        pct(share_of_thread)
+        pct(share_of_thread, 1)
     )
 }
 
@@ -61,7 +61,7 @@ pub fn caller(frames: &[String], share: f64) -> String {
     format!(
         "called from {} ({} of its samples)",
         frames.join(" <- "),
-        pct(share)
+        pct(share, 1)
     )
 }
 

@@ -1,7 +1,7 @@
 //! The Netflix JVM case's finding: HotSpot's secondary-super cache written by type checks in
 //! more than one thread (JDK-8180450).
 
-use super::pct;
+use crate::format::pct;
 use crate::reference::NETFLIX_TRUE_SHARING_FIX_SPEEDUP;
 
 /// The scan that gives the case away.
@@ -24,7 +24,7 @@ pub fn scan(s: &ScanFacts) -> String {
     format!(
         "{} of all samples in {} ({} JIT method{}), with the secondary-supers scan `{}` at \
          +{:#x}",
-        pct(s.share),
+        pct(s.share, 1),
         s.method,
         s.methods,
         if s.methods == 1 { "" } else { "s" },

@@ -12,8 +12,3 @@ pub mod counters;
 pub mod jvm;
 pub mod pages;
 pub mod runtimes;
-
-/// A share as a percentage with one decimal (`12.5%`).
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}

@@ -1,31 +1,33 @@
 //! The page-size finding: a large anonymous memory on 4 KiB pages with hot memory loads.
 
-use super::pct;
-use crate::format::group_thousands;
+use crate::format::{group_thousands, human_bytes, mib_from_kib, pct};
 use crate::machine::ThpEnabled;
 use crate::reference::{STLB_ENTRIES_SKYLAKE, STLB_ENTRIES_ZEN4};
 
-/// The process whose memory is on small pages, in MiB.
+/// The process whose memory is on small pages, in KiB as /proc gives it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProcessPages<'a> {
     /// Process id.
     pub pid: u32,
     /// Its name.
     pub name: &'a str,
-    /// Anonymous memory, MiB.
-    pub anonymous_mib: u64,
-    /// Of it on huge pages, MiB.
-    pub huge_mib: u64,
-    /// Resident set, MiB.
-    pub rss_mib: u64,
+    /// Anonymous memory, KiB.
+    pub anonymous_kib: u64,
+    /// Of it on huge pages, KiB.
+    pub huge_kib: u64,
+    /// Resident set, KiB.
+    pub rss_kib: u64,
 }
 
 /// `process 5 (rand): 512 MiB anonymous memory, 0 MiB of it on huge pages ...`.
 pub fn process(p: &ProcessPages) -> String {
     format!(
-        "process {} ({}): {} MiB anonymous memory, {} MiB of it on huge pages (AnonHugePages), \
-         RSS {} MiB",
-        p.pid, p.name, p.anonymous_mib, p.huge_mib, p.rss_mib
+        "process {} ({}): {} anonymous memory, {} of it on huge pages (AnonHugePages), RSS {}",
+        p.pid,
+        p.name,
+        mib_from_kib(p.anonymous_kib),
+        mib_from_kib(p.huge_kib),
+        mib_from_kib(p.rss_kib)
     )
 }
 
@@ -39,7 +41,7 @@ pub fn thp(enabled: Option<ThpEnabled>) -> String {
 
 /// `70.0% of samples on memory loads`.
 pub fn load_share(share: f64) -> String {
-    format!("{} of samples on memory loads", pct(share))
+    format!("{} of samples on memory loads", pct(share, 1))
 }
 
 /// Data-TLB walks per 1000 instructions, or why they could not be counted.
@@ -53,26 +55,28 @@ pub fn tlb_walks(per_thousand_instructions: Option<f64>) -> String {
 }
 
 /// `512 MiB on 4 KiB pages with hot memory loads`.
-pub fn title(anonymous_mib: u64) -> String {
-    format!("{anonymous_mib} MiB on 4 KiB pages with hot memory loads")
+pub fn title(anonymous_kib: u64) -> String {
+    format!(
+        "{} on 4 KiB pages with hot memory loads",
+        mib_from_kib(anonymous_kib)
+    )
 }
 
 /// What small pages cost: the memory in pages against what a second-level TLB reaches.
-pub fn explanation(anonymous_mib: u64, pages_4k: u64) -> String {
-    // Reach in MiB with 4 KiB pages and in GiB with 2 MiB pages.
-    let reach_4k_mib = |entries: u64| entries * 4 / 1024;
-    let reach_2m_gib = |entries: u64| entries * 2 / 1024;
+pub fn explanation(anonymous_kib: u64, pages_4k: u64) -> String {
+    let reach = |entries: u64, page_bytes: u64| human_bytes(entries * page_bytes);
     format!(
-        "{anonymous_mib} MiB of anonymous memory is {} 4 KiB pages. A second-level TLB of \
-         {STLB_ENTRIES_SKYLAKE} (Skylake) to {STLB_ENTRIES_ZEN4} (Zen 4) entries reaches {}-{} \
-         MiB with 4 KiB pages, {}-{} GiB with 2 MiB pages: loads that jump around this memory \
+        "{} of anonymous memory is {} 4 KiB pages. A second-level TLB of \
+         {STLB_ENTRIES_SKYLAKE} (Skylake) to {STLB_ENTRIES_ZEN4} (Zen 4) entries reaches {} to \
+         {} with 4 KiB pages, {} to {} with 2 MiB pages: loads that jump around this memory \
          mostly miss the TLB and walk the page tables, a chain of dependent memory reads per \
          load.",
+        mib_from_kib(anonymous_kib),
         group_thousands(pages_4k),
-        reach_4k_mib(STLB_ENTRIES_SKYLAKE),
-        reach_4k_mib(STLB_ENTRIES_ZEN4),
-        reach_2m_gib(STLB_ENTRIES_SKYLAKE),
-        reach_2m_gib(STLB_ENTRIES_ZEN4),
+        reach(STLB_ENTRIES_SKYLAKE, 4 << 10),
+        reach(STLB_ENTRIES_ZEN4, 4 << 10),
+        reach(STLB_ENTRIES_SKYLAKE, 2 << 20),
+        reach(STLB_ENTRIES_ZEN4, 2 << 20),
     )
 }
 

@@ -1,8 +1,8 @@
 //! Findings about a runtime's lock: what its spin costs at this CPU's PAUSE, the lock-code
 //! finding's sentences, and each runtime's own remedy and knobs.
 
-use super::pct;
 use crate::format::human_ns;
+use crate::format::pct;
 
 /// A runtime's spin at this CPU's PAUSE, from the spin model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,10 +45,10 @@ pub fn spin_cost(spin: Option<&RuntimeSpin>) -> String {
 pub fn lock_code_share(runtime: &str, share: f64, functions: &[(&str, f64)]) -> String {
     format!(
         "{} of all samples in {runtime}'s lock code: {}",
-        pct(share),
+        pct(share, 1),
         functions
             .iter()
-            .map(|(f, s)| format!("{f} {}", pct(*s)))
+            .map(|(f, s)| format!("{f} {}", pct(*s, 1)))
             .collect::<Vec<_>>()
             .join(", ")
     )
