@@ -96,24 +96,7 @@ pub struct ModelOptions {
 
 pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
     let work_ms = h.work_ms.unwrap_or(10.0);
-    let delays_ms = match &h.delays {
-        Some(d) => {
-            let mut seen: Vec<f64> = Vec::new();
-            for &v in d {
-                if seen.contains(&v) {
-                    return Err(InputError::RepeatedValue {
-                        what: "--delays",
-                        value: v.to_string(),
-                    }
-                    .into());
-                }
-                seen.push(v);
-            }
-            seen
-        }
-        None if h.quick => QUICK_DELAYS_MS.to_vec(),
-        None => cpudoctor::probes::handoff::SEED_DELAYS_MS.to_vec(),
-    };
+    let delays_ms = delays_of(h)?;
     let runtimes = match &h.runtimes {
         Some(words) => select_runtimes(words)?,
         None => Runtime::ALL.to_vec(),
@@ -190,9 +173,36 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
     fp.probes.push(probes::run_probe(&probe, &ctx));
     hazards::judge_into(&mut fp);
 
-    let bytes = json::to_json_bytes(&fp);
+    print_result(&fp, &output)
+}
+
+/// The sender delays asked for (`--delays`, each once), or the defaults of the profile.
+fn delays_of(h: &HandoffArgs) -> Result<Vec<f64>> {
+    Ok(match &h.delays {
+        Some(d) => {
+            let mut seen: Vec<f64> = Vec::new();
+            for &v in d {
+                if seen.contains(&v) {
+                    return Err(InputError::RepeatedValue {
+                        what: "--delays",
+                        value: v.to_string(),
+                    }
+                    .into());
+                }
+                seen.push(v);
+            }
+            seen
+        }
+        None if h.quick => QUICK_DELAYS_MS.to_vec(),
+        None => cpudoctor::probes::handoff::SEED_DELAYS_MS.to_vec(),
+    })
+}
+
+/// Saves the fingerprint first (minutes of runs are not lost to a screen that cannot be
+/// written), then prints it: JSON, or the machine, the handoff tables and the verdicts.
+fn print_result(fp: &cpudoctor::schema::Fingerprint, output: &OutputArgs) -> Result<()> {
+    let bytes = json::to_json_bytes(fp);
     let to_stderr = stdout_is_an_output(&[output.save.as_deref()]);
-    // Saved first: minutes of runs are not lost to a screen that cannot be written.
     if let Some(path) = &output.save {
         write_output(path, &bytes)?;
     }
