@@ -372,6 +372,7 @@ fn configurations(bufs: &[Buffer], threads: usize) -> Vec<(usize, Config)> {
 
 /// Where the passes read: the first CPU (one thread) or all of them, the buffers per kind
 /// (and the all-threads pass's own, on NUMA machines), the loads' width and windows.
+#[cfg(target_arch = "x86_64")]
 struct Readers<'a> {
     first: usize,
     cpus: &'a [usize],
