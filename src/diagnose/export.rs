@@ -127,6 +127,7 @@ impl Strings {
 /// the instructions in the binary). Functions are named already (`has_functions`), so `-top`
 /// and `-diff_base` never look a binary up.
 pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
+    // The string table is filled in the order of these calls: kept so the bytes stay the same.
     let mut st = Strings::new();
     let period = period_ns(d);
     let sample_type = vec![
@@ -141,6 +142,35 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
     ];
     let stacks = stacks_of(d);
     // Mappings first: their address ranges come from every frame.
+    let (mapping, mapping_id) = mappings(&stacks, &mut st);
+    let located = locate_samples(&stacks, &mapping_id, period, &mut st);
+    let comment = comments(d, stacks.from_functions, &mut st);
+    let period_type = Some(pb::ValueType {
+        r#type: st.get("cpu"),
+        unit: st.get("nanoseconds"),
+    });
+    let default_sample_type = st.get("cpu");
+    pb::Profile {
+        sample_type,
+        sample: located.sample,
+        mapping,
+        location: located.location,
+        function: located.function,
+        string_table: st.table,
+        drop_frames: 0,
+        keep_frames: 0,
+        time_nanos: 0,
+        duration_nanos: (d.sampling.wall_s * 1e9).round() as i64,
+        period_type,
+        period,
+        comment,
+        default_sample_type,
+    }
+}
+
+/// One mapping per module, spanning the whole pages of every frame sampled in it, and each
+/// module's mapping id.
+fn mappings<'a>(stacks: &'a Stacks, st: &mut Strings) -> (Vec<pb::Mapping>, HashMap<&'a str, u64>) {
     let mut modules: BTreeMap<&str, (u64, u64, Option<u64>)> = BTreeMap::new();
     for f in stacks.stacks.iter().flat_map(|s| &s.frames) {
         let e = modules
@@ -182,6 +212,24 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
             ..Default::default()
         });
     }
+    (mapping, mapping_id)
+}
+
+/// The samples with their locations and the functions those lie in.
+struct Located {
+    function: Vec<pb::Function>,
+    location: Vec<pb::Location>,
+    sample: Vec<pb::Sample>,
+}
+
+/// Each stack as a sample of location ids (one location per address and function, one
+/// function per name and module), valued in samples and nanoseconds.
+fn locate_samples(
+    stacks: &Stacks,
+    mapping_id: &HashMap<&str, u64>,
+    period: i64,
+    st: &mut Strings,
+) -> Located {
     let mut function = Vec::new();
     let mut function_id: HashMap<(String, &str), u64> = HashMap::new();
     let mut location = Vec::new();
@@ -229,6 +277,16 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
             label: Vec::new(),
         });
     }
+    Located {
+        function,
+        location,
+        sample,
+    }
+}
+
+/// The profile's comments: the workload, the machine, the sampling, PAUSE, and whether the
+/// stacks were saved.
+fn comments(d: &Diagnosis, from_functions: bool, st: &mut Strings) -> Vec<i64> {
     let what = match &d.target.command {
         Some(c) => c.join(" "),
         None => format!("process {} (attached)", d.target.pid),
@@ -256,33 +314,13 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
                 .unwrap_or_default()
         )));
     }
-    if stacks.from_functions {
+    if from_functions {
         comment.push(st.get(
             "saved without call stacks: leaf-only samples of the 15 hottest functions, no \
              addresses",
         ));
     }
-    let period_type = Some(pb::ValueType {
-        r#type: st.get("cpu"),
-        unit: st.get("nanoseconds"),
-    });
-    let default_sample_type = st.get("cpu");
-    pb::Profile {
-        sample_type,
-        sample,
-        mapping,
-        location,
-        function,
-        string_table: st.table,
-        drop_frames: 0,
-        keep_frames: 0,
-        time_nanos: 0,
-        duration_nanos: (d.sampling.wall_s * 1e9).round() as i64,
-        period_type,
-        period,
-        comment,
-        default_sample_type,
-    }
+    comment
 }
 
 /// The pprof profile of `d`, encoded and gzipped: the bytes of a `.pb.gz` file. The gzip
@@ -294,20 +332,19 @@ pub fn pprof(d: &Diagnosis) -> Vec<u8> {
     gz.finish().expect("writing to memory")
 }
 
-/// Decodes a gzipped `profile.proto` (what [`pprof`] writes): for tests and for reading one
-/// back.
-pub fn read_pprof(bytes: &[u8]) -> Result<pb::Profile, std::io::Error> {
-    let mut raw = Vec::new();
-    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut raw)?;
-    prost::Message::decode(raw.as_slice())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use crate::diagnose::test_fixture as fixture;
+
+    /// Decodes a gzipped `profile.proto` (what [`pprof`] writes).
+    fn read_pprof(bytes: &[u8]) -> Result<pb::Profile, std::io::Error> {
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut raw)?;
+        prost::Message::decode(raw.as_slice())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
 
     /// A readable account of a decoded profile: what `go tool pprof -raw` would show.
     fn describe(p: &pb::Profile) -> String {

@@ -243,8 +243,60 @@ fn threads_of<'a>(
     threads
 }
 
+/// Samples per thread and site kind, from the decoded functions.
+type KindByThread = BTreeMap<(u32, SiteKind), u64>;
+
 /// Names, totals and classifies the samples of a recording.
 pub fn analyze(rec: &Recording) -> HotSpots {
+    let mut symz = symbolizer_for(rec);
+    let total = rec.total_samples.max(1) as f64;
+    let (funcs, thread_samples) = group_by_function(rec, &mut symz);
+    let thread_name = |tid: u32| thread_name(rec, tid);
+    let mut out = HotSpots {
+        functions: funcs
+            .iter()
+            .take(TOP_FUNCTIONS)
+            .map(|f| HotFunction {
+                symbol: func_name(f),
+                module: f.module.clone(),
+                samples: f.samples,
+                share: f.samples as f64 / total,
+                callers: Vec::new(),
+                threads: threads_of(f.ips.values(), &thread_samples, &thread_name),
+            })
+            .collect(),
+        ..HotSpots::default()
+    };
+    let mut kind_by_thread = KindByThread::new();
+    for f in funcs
+        .iter()
+        .filter(|f| f.samples as f64 / total >= MIN_DECODE_SHARE)
+        .take(DECODED_FUNCTIONS)
+    {
+        let decoder = SiteDecoder {
+            symz: &mut symz,
+            total,
+            thread_samples: &thread_samples,
+            thread_name: &thread_name,
+        };
+        decoder.decode(f, &mut out, &mut kind_by_thread);
+    }
+    out.sites
+        .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
+    out.stacks = name_stacks(&rec.stacks, &mut symz);
+    for f in &mut out.functions {
+        f.callers = callers_of(&out.stacks, &f.symbol, &f.module);
+    }
+    if rec.callchains {
+        out.notes.extend(cut_stacks_note(rec, &out.stacks));
+    }
+    out.kinds = kind_shares(&kind_by_thread, total);
+    out.threads = thread_reports(rec, &thread_samples, &kind_by_thread, total);
+    out
+}
+
+/// A symbolizer that knows the recording's perf maps, JIT code and live processes.
+fn symbolizer_for(rec: &Recording) -> Symbolizer {
     let mut symz = Symbolizer::default();
     for (pid, m) in &rec.perf_maps {
         symz.set_perf_map(*pid, m.clone());
@@ -253,7 +305,11 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         symz.set_jit_code(*pid, code.clone());
     }
     symz.live_pids = rec.live_pids.clone();
-    let total = rec.total_samples.max(1) as f64;
+    symz
+}
+
+/// The samples grouped per function, most samples first, and the samples per thread.
+fn group_by_function(rec: &Recording, symz: &mut Symbolizer) -> (Vec<FuncAcc>, BTreeMap<u32, u64>) {
     let mut funcs: HashMap<(String, u64), FuncAcc> = HashMap::new();
     let mut thread_samples: BTreeMap<u32, u64> = BTreeMap::new();
     for (loc, tids) in &rec.samples {
@@ -287,7 +343,12 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     }
     let mut funcs: Vec<FuncAcc> = funcs.into_values().collect();
     funcs.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.module.cmp(&b.module)));
-    let func_name = |f: &FuncAcc| match &f.symbol {
+    (funcs, thread_samples)
+}
+
+/// A function's name for the report: its symbol, else its module and address or mapping.
+fn func_name(f: &FuncAcc) -> String {
+    match &f.symbol {
         Some(s) => s.name.clone(),
         None if f.whole_mapping => {
             format!(
@@ -297,80 +358,53 @@ pub fn analyze(rec: &Recording) -> HotSpots {
             )
         }
         None => format!("{}+{:#x}", short_module(&f.module), f.fallback_addr),
-    };
-    let thread_name = |tid: u32| {
-        rec.thread_names
-            .get(&tid)
-            .cloned()
-            .or_else(|| {
-                rec.threads
-                    .iter()
-                    .find(|t| t.tid == tid)
-                    .map(|t| t.name.clone())
-            })
-            .unwrap_or_default()
-    };
-    let mut out = HotSpots {
-        functions: funcs
-            .iter()
-            .take(TOP_FUNCTIONS)
-            .map(|f| HotFunction {
-                symbol: func_name(f),
-                module: f.module.clone(),
-                samples: f.samples,
-                share: f.samples as f64 / total,
-                callers: Vec::new(),
-                threads: threads_of(f.ips.values(), &thread_samples, &thread_name),
-            })
-            .collect(),
-        ..HotSpots::default()
-    };
-    let mut kind_by_thread: BTreeMap<(u32, SiteKind), u64> = BTreeMap::new();
-    for f in funcs
-        .iter()
-        .filter(|f| f.samples as f64 / total >= MIN_DECODE_SHARE)
-        .take(DECODED_FUNCTIONS)
-    {
+    }
+}
+
+/// A thread's name as sampled, else as /proc showed it, else empty.
+fn thread_name(rec: &Recording, tid: u32) -> String {
+    rec.thread_names
+        .get(&tid)
+        .cloned()
+        .or_else(|| {
+            rec.threads
+                .iter()
+                .find(|t| t.tid == tid)
+                .map(|t| t.name.clone())
+        })
+        .unwrap_or_default()
+}
+
+/// Disassembles a hot function and finds its sites.
+struct SiteDecoder<'a> {
+    symz: &'a mut Symbolizer,
+    total: f64,
+    thread_samples: &'a BTreeMap<u32, u64>,
+    thread_name: &'a dyn Fn(u32) -> String,
+}
+
+impl SiteDecoder<'_> {
+    /// The sites of function `f` into `out` (or a note why it was not disassembled), and its
+    /// samples per thread and site kind into `kind_by_thread`.
+    fn decode(self, f: &FuncAcc, out: &mut HotSpots, kind_by_thread: &mut KindByThread) {
+        let total = self.total;
         let Some(sym) = &f.symbol else {
             out.notes.push(format!(
                 "{} ({:.1}% of samples) has no symbol; not disassembled",
                 func_name(f),
                 100.0 * f.samples as f64 / total
             ));
-            continue;
+            return;
         };
-        let last_ip = *f
-            .ips
-            .keys()
-            .next_back()
-            .expect("a sampled function has samples");
-        let first_ip = *f.ips.keys().next().expect("a sampled function has samples");
-        // Whole function when its size is known; else up to past the last sample, far enough
-        // to reach the backward branch that closes a loop around it.
-        // Saturating: a perf map may place a symbol at the top of the address space.
-        let end = if sym.size > 0 {
-            sym.addr.saturating_add(sym.size)
-        } else {
-            last_ip.saturating_add(256)
-        };
-        let start = if end - sym.addr > MAX_DECODE_BYTES {
-            // Too long to decode whole: a window before the first sample; its first
-            // instructions may be misdecoded, the decoder resynchronises within a few.
-            first_ip.saturating_sub(4096).max(sym.addr)
-        } else {
-            sym.addr
-        };
-        let len = end
-            .min(start.saturating_add(MAX_DECODE_BYTES))
-            .saturating_sub(start);
-        let Some(code) = symz.code(&f.loc, start, len) else {
+        let (start, len) = decode_window(f, sym);
+        let Some(code) = self.symz.code(&f.loc, start, len) else {
             out.notes.push(format!(
                 "{} ({:.1}% of samples): code not readable (anonymous memory of a process that \
                  has exited); named but not disassembled",
                 sym.name,
                 100.0 * f.samples as f64 / total
             ));
-            continue;
+            return;
         };
         let insns = disasm::decode(&code, start);
         let ip_counts: BTreeMap<u64, u64> = f
@@ -390,8 +424,8 @@ pub fn analyze(rec: &Recording) -> HotSpots {
             }
             let threads = threads_of(
                 site.ip_counts.keys().map(|ip| &f.ips[ip]),
-                &thread_samples,
-                &thread_name,
+                self.thread_samples,
+                self.thread_name,
             );
             let split = (site.kind == SiteKind::LockedRmw)
                 .then(|| site.hot_mem.as_ref().and_then(disasm::split_line))
@@ -412,54 +446,92 @@ pub fn analyze(rec: &Recording) -> HotSpots {
                 share,
                 threads,
                 disassembly: site.lines.clone(),
-                source_line: symz.source_line(&f.loc, site.hot_addr),
+                source_line: self.symz.source_line(&f.loc, site.hot_addr),
                 split_note,
                 possible_split_note,
             });
         }
     }
-    out.sites
-        .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
-    out.stacks = name_stacks(&rec.stacks, &mut symz);
-    for f in &mut out.functions {
-        f.callers = callers_of(&out.stacks, &f.symbol, &f.module);
-    }
-    if rec.callchains {
-        let cut = cut_share(&out.stacks);
-        if cut >= CUT_NOTE_SHARE {
-            out.notes.push(format!(
-                "{:.0}% of sampled stacks end in JIT or unknown code, where a frame keeps no \
-                 frame pointer, so their outer callers are missing{}",
-                100.0 * cut,
-                if rec.jvms.is_empty() {
-                    ""
-                } else {
-                    " (a JVM attached to, not started by diagnose: start it with \
-                     -XX:+PreserveFramePointer)"
-                }
-            ));
-        }
-    }
+}
+
+/// Where to disassemble a function (start, length in bytes).
+fn decode_window(f: &FuncAcc, sym: &Symbol) -> (u64, u64) {
+    let last_ip = *f
+        .ips
+        .keys()
+        .next_back()
+        .expect("a sampled function has samples");
+    let first_ip = *f.ips.keys().next().expect("a sampled function has samples");
+    // Whole function when its size is known; else up to past the last sample, far enough
+    // to reach the backward branch that closes a loop around it.
+    // Saturating: a perf map may place a symbol at the top of the address space.
+    let end = if sym.size > 0 {
+        sym.addr.saturating_add(sym.size)
+    } else {
+        last_ip.saturating_add(256)
+    };
+    let start = if end - sym.addr > MAX_DECODE_BYTES {
+        // Too long to decode whole: a window before the first sample; its first
+        // instructions may be misdecoded, the decoder resynchronises within a few.
+        first_ip.saturating_sub(4096).max(sym.addr)
+    } else {
+        sym.addr
+    };
+    let len = end
+        .min(start.saturating_add(MAX_DECODE_BYTES))
+        .saturating_sub(start);
+    (start, len)
+}
+
+/// A note when many sampled stacks were cut short in JIT or unknown code.
+fn cut_stacks_note(rec: &Recording, stacks: &[StackCount]) -> Option<String> {
+    let cut = cut_share(stacks);
+    (cut >= CUT_NOTE_SHARE).then(|| {
+        format!(
+            "{:.0}% of sampled stacks end in JIT or unknown code, where a frame keeps no \
+             frame pointer, so their outer callers are missing{}",
+            100.0 * cut,
+            if rec.jvms.is_empty() {
+                ""
+            } else {
+                " (a JVM attached to, not started by diagnose: start it with \
+                 -XX:+PreserveFramePointer)"
+            }
+        )
+    })
+}
+
+/// The samples of each site kind over all threads.
+fn kind_shares(kind_by_thread: &KindByThread, total: f64) -> Vec<KindShare> {
     let mut kinds: BTreeMap<SiteKind, u64> = BTreeMap::new();
-    for ((_, k), n) in &kind_by_thread {
+    for ((_, k), n) in kind_by_thread {
         *kinds.entry(*k).or_default() += n;
     }
-    out.kinds = kinds
+    kinds
         .into_iter()
         .map(|(kind, samples)| KindShare {
             kind,
             samples,
             share: samples as f64 / total,
         })
-        .collect();
-    // Threads: every thread /proc showed, plus any seen only in samples (too short-lived).
+        .collect()
+}
+
+/// Every thread /proc showed, plus any seen only in samples (too short-lived), with its
+/// samples and site kinds, most samples first.
+fn thread_reports(
+    rec: &Recording,
+    thread_samples: &BTreeMap<u32, u64>,
+    kind_by_thread: &KindByThread,
+    total: f64,
+) -> Vec<ThreadReport> {
     let mut figures: Vec<ThreadFigures> = rec.threads.clone();
     for &tid in thread_samples.keys() {
         if !figures.iter().any(|f| f.tid == tid) {
             figures.push(ThreadFigures {
                 pid: rec.thread_pid.get(&tid).copied().unwrap_or(0),
                 tid,
-                name: thread_name(tid),
+                name: thread_name(rec, tid),
                 wall_s: 0.0,
                 cpu_s: 0.0,
                 cpu_per_wall: 0.0,
@@ -470,7 +542,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
             });
         }
     }
-    out.threads = figures
+    let mut threads: Vec<ThreadReport> = figures
         .into_iter()
         .map(|fig| {
             let n = thread_samples.get(&fig.tid).copied().unwrap_or(0);
@@ -491,12 +563,12 @@ pub fn analyze(rec: &Recording) -> HotSpots {
             }
         })
         .collect();
-    out.threads.sort_by(|a, b| {
+    threads.sort_by(|a, b| {
         b.samples
             .cmp(&a.samples)
             .then(b.figures.cpu_s.total_cmp(&a.figures.cpu_s))
     });
-    out
+    threads
 }
 
 /// Names every frame of the sampled stacks. Callers were located at their return address

@@ -1,0 +1,546 @@
+//! A recording under way, split by the jobs [`super::record`] does: start (launch the command
+//! or attach to the process, open the samplers), follow (drain samples, adopt and prune
+//! processes, cover new threads), look (threads, JVMs and their perf maps every ~100 ms),
+//! read memory (every ~500 ms), the stop policy, stop (last samples, last `jcmd`), name the
+//! JIT code, and assemble the [`Recording`].
+
+use super::super::counters::{CounterValue, Counters};
+use super::super::jit::{self, HotCode, PerfMapRequest};
+use super::super::memory::{self, ProcessMemory};
+use super::super::namespace::NamespacedProcess;
+use super::super::perf_map::PerfMapFollower;
+use super::super::sampler::Sampler;
+use super::super::symbols;
+use super::super::target::{self, Launched};
+use super::super::threads::ThreadTracker;
+use super::{
+    InputError, Jvm, OpenScope, ProcessTotals, Record, RecordOptions, Recording, State, StopStep,
+    Target, Uncovered, describe_status, input_error, open_error, open_sampler, process_running,
+    stop_step, totals_of,
+};
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often the threads, JVMs and perf maps are looked at (a thread's /proc entries vanish
+/// when it exits), and how often memory is read.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+const MEMORY_EVERY: Duration = Duration::from_millis(500);
+/// The poll loop's sleep between rounds.
+const ROUND_SLEEP: Duration = Duration::from_millis(50);
+
+/// The samplers on the workload, as opened by [`Run::start`].
+struct Opened {
+    sampler: Sampler,
+    counters: Option<Counters>,
+    child: Option<Launched>,
+    root: i32,
+}
+
+/// What a stopped recording read last: the counters and the processes still running.
+pub(super) struct Stopped {
+    counter_values: Vec<CounterValue>,
+    live_pids: Vec<u32>,
+}
+
+/// A recording under way: the workload, its samplers, and what has been read of it so far.
+pub(super) struct Run<'a> {
+    opts: &'a RecordOptions,
+    started: Instant,
+    st: State,
+    uncovered: Uncovered,
+    notes: Vec<String>,
+    sampler: Sampler,
+    counters: Option<Counters>,
+    /// The launched command; `None` when attached to a running process.
+    child: Option<Launched>,
+    root: u32,
+    attached: bool,
+    /// The user asked for perf maps already: theirs are not diagnose's to remove.
+    user_maps: bool,
+    jvms: BTreeMap<u32, Jvm>,
+    map_existed: BTreeMap<u32, bool>,
+    jcmd: HashMap<u32, PerfMapRequest>,
+    jcmd_ok: BTreeSet<u32>,
+    hot_code: HotCode,
+    tracker: ThreadTracker,
+    memory: BTreeMap<u32, ProcessMemory>,
+    perf_maps: HashMap<u32, PerfMapFollower>,
+    records: Vec<Record>,
+    last_threads: Instant,
+    last_memory: Instant,
+    terminated_at: Option<Instant>,
+    exit: Option<(String, Option<ProcessTotals>)>,
+}
+
+/// Launches the command with its samplers opened before it runs (enabled on exec).
+fn launch(
+    opts: &RecordOptions,
+    argv: &[String],
+    st: &mut State,
+    notes: &mut Vec<String>,
+) -> Result<Opened> {
+    let mut child = target::launch(
+        argv,
+        opts.child_stdout_to_stderr,
+        &[jit::java_tool_options()],
+    )
+    .map_err(input_error)?;
+    let pid = child.pid.as_raw();
+    let scope = OpenScope {
+        opts,
+        pid,
+        threads: 1,
+    };
+    let sampler = match open_sampler(opts, &[pid], true, notes) {
+        Ok(s) => s,
+        Err(e) => {
+            child.abandon();
+            return Err(open_error(e, &scope));
+        }
+    };
+    let counters =
+        (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &[pid], true));
+    child.release().map_err(input_error)?;
+    st.threads.entry(pid as u32).or_default().insert(pid as u32);
+    Ok(Opened {
+        sampler,
+        counters,
+        child: Some(child),
+        root: pid,
+    })
+}
+
+/// Attaches to a running process: its maps so far, and samplers on each of its threads.
+fn attach(
+    opts: &RecordOptions,
+    pid: i32,
+    st: &mut State,
+    uncovered: &mut Uncovered,
+    notes: &mut Vec<String>,
+) -> Result<Opened> {
+    target::check_attachable(pid).map_err(input_error)?;
+    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        for e in symbols::parse_proc_maps(&text) {
+            st.spaces.add(pid as u32, e);
+        }
+    }
+    let tids = target::threads_of(pid);
+    if tids.is_empty() {
+        return Err(InputError::NoSuchProcess(pid).into());
+    }
+    let scope = OpenScope {
+        opts,
+        pid,
+        threads: tids.len(),
+    };
+    let sampler = open_sampler(opts, &tids, false, notes).map_err(|e| open_error(e, &scope))?;
+    let counters =
+        (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &tids, false));
+    sampler.enable();
+    if let Some(c) = &counters {
+        c.enable();
+    }
+    uncovered.opened.extend(&tids);
+    st.threads
+        .entry(pid as u32)
+        .or_default()
+        .extend(tids.iter().map(|&t| t as u32));
+    Ok(Opened {
+        sampler,
+        counters,
+        child: None,
+        root: pid,
+    })
+}
+
+impl<'a> Run<'a> {
+    /// Starts the command or attaches to the process, with the samplers open.
+    pub(super) fn start(opts: &'a RecordOptions, started: Instant) -> Result<Self> {
+        let mut st = State::default();
+        let mut uncovered = Uncovered::default();
+        let mut notes = Vec::new();
+        let opened = match &opts.target {
+            Target::Command(argv) => launch(opts, argv, &mut st, &mut notes)?,
+            Target::Pid(pid) => attach(opts, *pid, &mut st, &mut uncovered, &mut notes)?,
+        };
+        let root = opened.root as u32;
+        st.pids.insert(root);
+        st.seen.insert(root);
+        let attached = opened.child.is_none();
+        let user_maps = std::env::var("JAVA_TOOL_OPTIONS").is_ok_and(|v| v.contains("PerfMap"))
+            || matches!(&opts.target, Target::Command(a) if a.iter().any(|x| x.contains("PerfMap")));
+        let tracker = ThreadTracker::new(opened.child.is_some());
+        let last_threads = Instant::now() - Duration::from_secs(1);
+        Ok(Run {
+            opts,
+            started,
+            st,
+            uncovered,
+            notes,
+            sampler: opened.sampler,
+            counters: opened.counters,
+            child: opened.child,
+            root,
+            attached,
+            user_maps,
+            jvms: BTreeMap::new(),
+            map_existed: BTreeMap::new(),
+            jcmd: HashMap::new(),
+            jcmd_ok: BTreeSet::new(),
+            hot_code: HotCode::default(),
+            tracker,
+            memory: BTreeMap::new(),
+            perf_maps: HashMap::new(),
+            records: Vec::new(),
+            last_threads,
+            last_memory: last_threads,
+            terminated_at: None,
+            exit: None,
+        })
+    }
+
+    /// One round of the poll loop; false when the recording is to stop.
+    pub(super) fn poll(&mut self, stop: &AtomicBool) -> bool {
+        self.follow_processes();
+        let now = Instant::now();
+        if now - self.last_threads >= LOOK_EVERY {
+            self.look_at_processes(now);
+            self.last_threads = now;
+        }
+        if now - self.last_memory >= MEMORY_EVERY {
+            self.read_memory();
+            self.last_memory = now;
+        }
+        let go_on = if self.child.is_some() {
+            self.command_stop_policy(stop, now)
+        } else {
+            self.attached_stop_policy(stop)
+        };
+        if go_on {
+            std::thread::sleep(ROUND_SLEEP);
+        }
+        go_on
+    }
+
+    /// Takes the samples so far: adopts new processes, forgets exited ones, and opens events
+    /// on an attached process's threads that have none.
+    fn follow_processes(&mut self) {
+        let st = &mut self.st;
+        self.sampler.drain(&mut self.records);
+        st.apply(&mut self.records);
+        if let Some(c) = self.child.as_mut() {
+            for pid in st.new_pids.drain(..) {
+                c.adopt(pid);
+            }
+        }
+        st.new_pids.clear();
+        for pid in st.prune_exited() {
+            if let Some(c) = self.child.as_mut() {
+                c.forget(pid);
+            }
+            // A map written at exit is complete now.
+            self.perf_maps.entry(pid).or_default().refresh(pid);
+        }
+        if self.child.is_none() {
+            let listed = target::threads_of(self.root as i32);
+            for tid in self.uncovered.look(&listed, &st.thread_pid) {
+                st.threads.entry(self.root).or_default().insert(tid as u32);
+                let _ = self.sampler.add_task(tid);
+                if let Some(c) = self.counters.as_mut() {
+                    c.add_task(tid);
+                }
+            }
+        }
+    }
+
+    /// Threads, JVMs and perf maps of the followed processes, and `jcmd` for attached JVMs.
+    fn look_at_processes(&mut self, now: Instant) {
+        for &pid in &self.st.pids {
+            self.tracker.poll(pid);
+            self.map_existed
+                .entry(pid)
+                .or_insert_with(|| jit::perf_map_path(pid).exists());
+            self.perf_maps.entry(pid).or_default().refresh(pid);
+            if !self.jvms.contains_key(&pid)
+                && let Some(home) = jit::hotspot_home(self.st.spaces.maps(pid))
+            {
+                let version = jit::java_version(&home, pid);
+                self.jvms.insert(
+                    pid,
+                    Jvm {
+                        home,
+                        version,
+                        names_from: None,
+                    },
+                );
+            }
+        }
+        // An attached JVM is asked for its map once it has run a second under diagnose
+        // (code compiled before then is named even if the JVM exits first).
+        if self.attached && now - self.started >= Duration::from_secs(1) {
+            for (&pid, jvm) in &self.jvms {
+                if !self.jcmd.contains_key(&pid)
+                    && !self.jcmd_ok.contains(&pid)
+                    && let Ok(r) = PerfMapRequest::start(pid, &jvm.home)
+                {
+                    self.jcmd.insert(pid, r);
+                }
+            }
+        }
+        let (jcmd_ok, perf_maps) = (&mut self.jcmd_ok, &mut self.perf_maps);
+        self.jcmd.retain(|&pid, r| match r.poll() {
+            None => true,
+            Some(ok) => {
+                if ok {
+                    jcmd_ok.insert(pid);
+                    perf_maps.entry(pid).or_default().reread();
+                }
+                false
+            }
+        });
+    }
+
+    /// Hot anonymous code copied, and each process's memory (kept at its largest RSS).
+    fn read_memory(&mut self) {
+        for (pid, pages) in std::mem::take(&mut self.st.anon_pages) {
+            if self.st.pids.contains(&pid) {
+                self.hot_code.refresh(pid, &pages);
+            }
+        }
+        for &pid in &self.st.pids {
+            if let Some(m) = memory::read_process(pid) {
+                let keep = self
+                    .memory
+                    .get(&pid)
+                    .is_none_or(|old| m.rss_kb >= old.rss_kb);
+                if keep {
+                    self.memory.insert(pid, m);
+                }
+            }
+        }
+    }
+
+    /// The stop policy for a launched command ([`stop_step`]) applied; false to stop.
+    fn command_stop_policy(&mut self, stop: &AtomicBool, now: Instant) -> bool {
+        let Some(c) = self.child.as_mut() else {
+            return false;
+        };
+        if self.exit.is_none()
+            && let Some((status, usage)) = c.try_wait()
+        {
+            self.exit = Some((describe_status(status), Some(totals_of(&usage))));
+        }
+        let over = self
+            .opts
+            .duration
+            .is_some_and(|d| self.started.elapsed() >= d)
+            || stop.load(Ordering::Relaxed);
+        let since_terminate = self.terminated_at.map(|t| now - t);
+        match stop_step(self.exit.is_some(), over, since_terminate, || {
+            c.descendants_alive()
+        }) {
+            StopStep::Wait => true,
+            StopStep::EndedOnItsOwn => {
+                let left = c.leave_running();
+                if left > 0 {
+                    self.notes.push(format!(
+                        "the command exited leaving {left} process{} it started \
+                         running; they were left running and were not followed further",
+                        if left == 1 { "" } else { "es" }
+                    ));
+                }
+                false
+            }
+            StopStep::Terminate => {
+                c.terminate(false);
+                self.terminated_at = Some(now);
+                true
+            }
+            StopStep::Kill => {
+                c.terminate(true);
+                true
+            }
+            StopStep::Stopped => false,
+            StopStep::GiveUp => {
+                let left = c.leave_running() + usize::from(self.exit.is_none());
+                self.notes.push(format!(
+                    "{left} process{} of the command could not be stopped (not \
+                     permitted to signal them?) and still run",
+                    if left == 1 { "" } else { "es" }
+                ));
+                false
+            }
+        }
+    }
+
+    /// An attached process is followed until it exits, the duration ends or Ctrl-C; false to
+    /// stop.
+    fn attached_stop_policy(&mut self, stop: &AtomicBool) -> bool {
+        if !process_running(self.root) {
+            self.exit = Some(("exited during the recording".into(), None));
+            return false;
+        }
+        !(self
+            .opts
+            .duration
+            .is_some_and(|d| self.started.elapsed() >= d)
+            || stop.load(Ordering::Relaxed))
+    }
+
+    /// Stops sampling and takes the last samples and counts; an attached JVM still running
+    /// is asked once more for its map, for code compiled late.
+    pub(super) fn stop(&mut self) -> Stopped {
+        self.sampler.disable();
+        self.sampler.drain(&mut self.records);
+        self.st.apply(&mut self.records);
+        let counter_values = self.counters.as_ref().map(|c| c.read()).unwrap_or_default();
+        let live_pids: Vec<u32> = self
+            .st
+            .pids
+            .iter()
+            .copied()
+            .filter(|&p| process_running(p))
+            .collect();
+        if self.attached {
+            for (&pid, jvm) in &self.jvms {
+                if !live_pids.contains(&pid) {
+                    continue;
+                }
+                let ok = match self.jcmd.remove(&pid) {
+                    Some(r) => r.wait(),
+                    None => PerfMapRequest::start(pid, &jvm.home).is_ok_and(PerfMapRequest::wait),
+                };
+                if ok {
+                    self.jcmd_ok.insert(pid);
+                    self.perf_maps.entry(pid).or_default().reread();
+                }
+            }
+        }
+        Stopped {
+            counter_values,
+            live_pids,
+        }
+    }
+
+    /// Reads the perf maps a last time (JIT code published since the last look, maps written
+    /// at exit), says where each JVM's names came from, and removes the map files diagnose
+    /// caused.
+    pub(super) fn name_jit_code(&mut self) {
+        for &pid in self.st.seen.iter() {
+            self.perf_maps.entry(pid).or_default().refresh(pid);
+        }
+        let (attached, user_maps) = (self.attached, self.user_maps);
+        for (&pid, jvm) in self.jvms.iter_mut() {
+            let read = self
+                .perf_maps
+                .get(&pid)
+                .is_some_and(|f| f.symbol_count() > 0);
+            let existed = self.map_existed.get(&pid).copied().unwrap_or(false);
+            let by_jcmd = self.jcmd_ok.contains(&pid);
+            let ours = if attached {
+                by_jcmd && !existed
+            } else {
+                !user_maps && !existed
+            };
+            jvm.names_from = read.then(|| {
+                if attached && by_jcmd {
+                    format!("`jcmd {pid} Compiler.perfmap`, run by diagnose")
+                } else if !attached && !user_maps {
+                    "the perf map HotSpot wrote at exit (diagnose added -XX:+DumpPerfMapAtExit \
+                     to JAVA_TOOL_OPTIONS)"
+                        .to_string()
+                } else {
+                    let f = self.perf_maps.entry(pid).or_default();
+                    format!("{}", f.path(pid).display())
+                }
+            });
+            let version = jvm.version.as_deref().unwrap_or("version unknown");
+            match &jvm.names_from {
+                Some(from) => self.notes.push(format!(
+                    "process {pid} is HotSpot {version}: JIT code named from {from}{}",
+                    if ours {
+                        "; diagnose removed the map file it caused"
+                    } else {
+                        ""
+                    }
+                )),
+                None => self.notes.push(format!(
+                    "process {pid} is HotSpot {version} but no perf map could be had, so JIT \
+                     code is unnamed: run it under diagnose, or start it with \
+                     -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit"
+                )),
+            }
+            if ours {
+                let _ = std::fs::remove_file(self.perf_maps.entry(pid).or_default().path(pid));
+            }
+        }
+    }
+
+    /// The recording, from what the run read.
+    pub(super) fn assemble(self, stopped: Stopped) -> Recording {
+        let opts = self.opts;
+        let st = self.st;
+        let jvms = self.jvms;
+        // Processes in other namespaces (containers), and what of theirs could not be read.
+        let namespaces: Vec<NamespacedProcess> = self
+            .perf_maps
+            .iter()
+            .filter_map(|(pid, f)| {
+                let unnamed_jvm = jvms.get(pid).is_some_and(|j| j.names_from.is_none());
+                f.view()?.report(unnamed_jvm)
+            })
+            .collect();
+        let (mut perf_map_symbols, mut jit_code) = (HashMap::new(), HashMap::new());
+        for (pid, f) in self.perf_maps {
+            if !f.is_empty() {
+                let (syms, code) = f.finish();
+                perf_map_symbols.insert(pid, syms);
+                jit_code.insert(pid, code);
+            }
+        }
+        // Hot code copied while the processes ran: after the maps' copies, so newest last.
+        for (pid, blocks) in self.hot_code.into_blocks() {
+            jit_code.entry(pid).or_insert_with(Vec::new).extend(blocks);
+        }
+        let (ended, totals) = self.exit.unwrap_or_else(|| match &opts.target {
+            Target::Pid(_) => ("still running (attached)".into(), None),
+            Target::Command(_) => ("still running (could not be stopped)".into(), None),
+        });
+        Recording {
+            mode: opts.mode,
+            frequency_hz: opts.frequency_hz,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            root_pid: self.root,
+            command: match &opts.target {
+                Target::Command(a) => Some(a.clone()),
+                Target::Pid(_) => None,
+            },
+            ended,
+            samples: st.samples,
+            stacks: st.stacks,
+            callchains: self.sampler.layout().callchain,
+            unwinding: self
+                .sampler
+                .layout()
+                .callchain
+                .then(|| st.unwinder.report()),
+            total_samples: st.total,
+            lost: st.lost,
+            thread_names: st.names,
+            thread_pid: st.thread_pid,
+            threads: self.tracker.figures(),
+            processes: self.memory.into_values().collect(),
+            totals,
+            counter_values: stopped.counter_values,
+            counters_unavailable: self.counters.map(|c| c.unavailable).unwrap_or_default(),
+            perf_maps: perf_map_symbols,
+            jit_code,
+            live_pids: stopped.live_pids,
+            jvms,
+            namespaces,
+            notes: self.notes,
+        }
+    }
+}
