@@ -284,7 +284,13 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     out.sites
         .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
     out.stacks = name_stacks(&rec.stacks, &mut symz);
-    for f in &mut out.functions {
+    // Callers of the functions worth a look, the bar code is disassembled at: a caller path
+    // of a function under it explains nothing a reader acts on.
+    for f in out
+        .functions
+        .iter_mut()
+        .filter(|f| f.share >= MIN_DECODE_SHARE)
+    {
         f.callers = callers_of(&out.stacks, &f.symbol, &f.module);
     }
     if rec.callchains {

@@ -175,7 +175,7 @@ fn functions(d: &Diagnosis, width: u16) -> String {
     let with_callers: Vec<_> = d
         .functions
         .iter()
-        .filter(|f| !f.callers.is_empty() && f.share >= 0.01)
+        .filter(|f| !f.callers.is_empty())
         .take(5)
         .collect();
     if !with_callers.is_empty() {
