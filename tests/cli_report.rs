@@ -105,7 +105,9 @@ fn diff_shows_probes_of_one_file_as_not_measured() {
         .assert()
         .success()
         .stdout(predicate::str::contains("Not measured in new ("))
-        .stdout(predicate::str::contains("probe c2c (not in this file)"))
+        .stdout(predicate::str::contains(
+            "probes mem-latency, c2c, bandwidth (not in this file)",
+        ))
         .stdout(predicate::str::contains("Not compared ("))
         .stdout(predicate::str::contains("No figure moved beyond noise."));
 }

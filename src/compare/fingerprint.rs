@@ -647,18 +647,13 @@ fn direction(better: Better, delta: f64) -> Change {
 }
 
 fn not_measured_reason(fp: &Fingerprint, probe: &str) -> String {
-    match fp.probe(probe) {
-        None => "not in this file".to_string(),
-        Some(p) if p.status == Status::Ok => "metric not reported".to_string(),
-        Some(p) => format!(
-            "{}: {}",
-            match p.status {
-                Status::Skipped => "skipped",
-                _ => "failed",
-            },
-            p.reason.as_deref().unwrap_or("no reason given")
-        ),
-    }
+    let p = fp.probe(probe);
+    words::compare::not_measured(
+        p.is_some(),
+        p.is_some_and(|p| p.status == Status::Ok),
+        p.is_some_and(|p| p.status == Status::Skipped),
+        p.and_then(|p| p.reason.as_deref()),
+    )
 }
 
 fn ok_metrics<'a>(fp: &'a Fingerprint, probe: &str) -> &'a [Metric] {

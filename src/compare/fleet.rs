@@ -337,9 +337,9 @@ pub fn analyse(hosts: &[Host]) -> FleetReport {
                 not_banded: None,
             };
             if members.len() < MIN_GROUP_HOSTS {
-                g.not_banded = Some(format!(
-                    "{} host(s); bands need {MIN_GROUP_HOSTS} or more",
-                    members.len()
+                g.not_banded = Some(crate::words::compare::too_few_hosts(
+                    members.len(),
+                    MIN_GROUP_HOSTS,
                 ));
             } else {
                 band_group(&members, &mut g);

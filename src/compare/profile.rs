@@ -18,6 +18,7 @@ use crate::diagnose::rules::{Finding, PauseCost};
 use crate::diagnose::sampler::SamplingMode;
 use crate::diagnose::{Diagnosis, StackCount};
 use crate::schema::Level;
+use crate::words::compare::{self as words, NoSite};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -260,7 +261,7 @@ fn side(d: &Diagnosis, label: &str, from_functions: bool) -> ProfileRun {
         label: label.to_string(),
         workload: match &d.target.command {
             Some(c) => c.join(" "),
-            None => format!("process {} (attached)", d.target.pid),
+            None => words::attached_process(d.target.pid),
         },
         cpu: d.machine.cpu.clone(),
         logical_cpus: d.machine.logical_cpus,
@@ -355,13 +356,12 @@ fn code_side(
         });
     let no_site = match (&site, t.by_function.get(key)) {
         (Some(_), _) => None,
-        (None, None) => Some("not sampled".to_string()),
-        (None, Some(_)) if share < MIN_DECODE_SHARE => Some(format!(
-            "{:.1}% of samples: under the {}% from which code is disassembled",
-            100.0 * share,
-            100.0 * MIN_DECODE_SHARE
-        )),
-        (None, Some(_)) => Some("not disassembled (its notes say why)".to_string()),
+        (None, None) => Some(words::no_site(NoSite::NotSampled)),
+        (None, Some(_)) if share < MIN_DECODE_SHARE => Some(words::no_site(NoSite::UnderShare {
+            share,
+            min_share: MIN_DECODE_SHARE,
+        })),
+        (None, Some(_)) => Some(words::no_site(NoSite::NotDisassembled)),
     };
     let callers = t
         .paths
@@ -409,19 +409,12 @@ fn findings(old: &Diagnosis, new: &Diagnosis) -> FindingChanges {
 
 /// The rule the comparison follows, in words, with both runs' lengths.
 fn rule(o: &ProfileRun, n: &ProfileRun) -> String {
-    format!(
-        "Compared by share of samples, which does not depend on run length, and by CPU time \
-         per second of wall time (samples / sampling rate / wall time; old {:.2} s at {} Hz, \
-         new {:.2} s at {} Hz). A function grew or shrank when its share moved by {:.0} point \
-         or more and by more than {:.0} standard errors of the two shares (sampling noise); \
-         ranked by the change in share.",
-        o.wall_s,
-        o.frequency_hz,
-        n.wall_s,
-        n.frequency_hz,
-        100.0 * MIN_CHANGE,
-        NOISE_SE
-    )
+    words::profile_rule(&words::ProfileRuleFigures {
+        old: (o.wall_s, o.frequency_hz),
+        new: (n.wall_s, n.frequency_hz),
+        min_change: MIN_CHANGE,
+        noise_se: NOISE_SE,
+    })
 }
 
 /// Compares two diagnoses. `old_label` and `new_label` name the files for a reader.
@@ -473,22 +466,16 @@ pub fn compare(
     let mut notes = Vec::new();
     for s in [&o, &n] {
         if s.from_functions {
-            notes.push(format!(
-                "{} was saved without call stacks: only its 15 hottest functions are counted, \
-                 and no callers are known",
-                s.label
-            ));
+            notes.push(words::saved_without_stacks(&s.label));
         }
         if s.samples == 0 {
-            notes.push(format!("{} has no samples: nothing to compare", s.label));
+            notes.push(words::no_samples(&s.label));
         }
     }
     if o.event != n.event {
-        notes.push(format!(
-            "the runs sampled different events ({} and {}): shares compare; CPU time is \
-             estimated from each sampling rate",
+        notes.push(words::different_events(
             o.event.event_name(),
-            n.event.event_name()
+            n.event.event_name(),
         ));
     }
     DiagnosisDiff {

@@ -1,5 +1,6 @@
-//! The words of comparisons: the rule that decides whether a figure changed, and the one line
-//! a comparison quotes from each run's verdict.
+//! The words of comparisons: the rule that decides whether a figure changed, the one line a
+//! comparison quotes from each run's verdict, why a probe or a function's code is missing on
+//! one side, and the notes of a profile diff and a fleet.
 
 use crate::schema::Verdict;
 
@@ -65,4 +66,101 @@ pub fn change_rule_short(f: &ChangeRuleFigures) -> String {
          more{drift}",
         f.interval_practical_change * 100.0
     )
+}
+
+/// Why a probe's figures are missing from one run: absent from the file, its metric not
+/// reported, or its skip or failure reason.
+pub fn not_measured(in_file: bool, ok: bool, skipped: bool, reason: Option<&str>) -> String {
+    match (in_file, ok) {
+        (false, _) => "not in this file".to_string(),
+        (true, true) => "metric not reported".to_string(),
+        (true, false) => format!(
+            "{}: {}",
+            if skipped { "skipped" } else { "failed" },
+            reason.unwrap_or("no reason given")
+        ),
+    }
+}
+
+/// The workload of an attached diagnosis: `process 4242 (attached)`.
+pub fn attached_process(pid: u32) -> String {
+    format!("process {pid} (attached)")
+}
+
+/// Why a grown function has no hot code on one side.
+pub enum NoSite {
+    /// No sample landed in it.
+    NotSampled,
+    /// It had `share` of the samples, under the `min_share` code is disassembled from.
+    UnderShare { share: f64, min_share: f64 },
+    /// Sampled enough, but not disassembled (the diagnosis's notes say why).
+    NotDisassembled,
+}
+
+/// [`NoSite`] in words.
+pub fn no_site(why: NoSite) -> String {
+    match why {
+        NoSite::NotSampled => "not sampled".to_string(),
+        NoSite::UnderShare { share, min_share } => format!(
+            "{:.1}% of samples: under the {}% from which code is disassembled",
+            100.0 * share,
+            100.0 * min_share
+        ),
+        NoSite::NotDisassembled => "not disassembled (its notes say why)".to_string(),
+    }
+}
+
+/// The rule a profile diff follows, with both runs' lengths and rates.
+pub struct ProfileRuleFigures {
+    /// The old run's wall time, s, and sampling rate, Hz.
+    pub old: (f64, u64),
+    /// The new run's.
+    pub new: (f64, u64),
+    /// The smallest move in share that counts (0.01 = 1 point).
+    pub min_change: f64,
+    /// How many standard errors of the two shares a move must exceed.
+    pub noise_se: f64,
+}
+
+/// [`ProfileRuleFigures`] in words.
+pub fn profile_rule(f: &ProfileRuleFigures) -> String {
+    format!(
+        "Compared by share of samples, which does not depend on run length, and by CPU time \
+         per second of wall time (samples / sampling rate / wall time; old {:.2} s at {} Hz, \
+         new {:.2} s at {} Hz). A function grew or shrank when its share moved by {:.0} point \
+         or more and by more than {:.0} standard errors of the two shares (sampling noise); \
+         ranked by the change in share.",
+        f.old.0,
+        f.old.1,
+        f.new.0,
+        f.new.1,
+        100.0 * f.min_change,
+        f.noise_se
+    )
+}
+
+/// A diagnosis saved without call stacks, as a profile diff notes it.
+pub fn saved_without_stacks(label: &str) -> String {
+    format!(
+        "{label} was saved without call stacks: only its 15 hottest functions are counted, and \
+         no callers are known"
+    )
+}
+
+/// A diagnosis without samples.
+pub fn no_samples(label: &str) -> String {
+    format!("{label} has no samples: nothing to compare")
+}
+
+/// Two runs that sampled different events.
+pub fn different_events(old: &str, new: &str) -> String {
+    format!(
+        "the runs sampled different events ({old} and {new}): shares compare; CPU time is \
+         estimated from each sampling rate"
+    )
+}
+
+/// A fleet group too small to band: `12 host(s); bands need 20 or more`.
+pub fn too_few_hosts(hosts: usize, min_hosts: usize) -> String {
+    format!("{hosts} host(s); bands need {min_hosts} or more")
 }
