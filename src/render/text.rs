@@ -23,16 +23,7 @@ pub fn wrap(text: &str, width: u16, indent: usize) -> String {
 /// [`wrap`] with the first line indented by `first` spaces and the others by `rest` (a
 /// hanging indent under a label).
 pub fn wrap_hanging(text: &str, width: u16, first: usize, rest: usize) -> String {
-    let (first, rest) = (" ".repeat(first), " ".repeat(rest));
-    let opts = textwrap::Options::new((width as usize).max(first.len().max(rest.len()) + 20))
-        .initial_indent(&first)
-        .subsequent_indent(&rest)
-        .break_words(false)
-        // A range such as `0.89-0.99x` is one word: never split it at its hyphen.
-        .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    let mut out = textwrap::fill(text, opts);
-    out.push('\n');
-    out
+    fill(text, &" ".repeat(first), &" ".repeat(rest), width)
 }
 
 /// [`wrap`] after a label: the first line starts with `label` (`Stacks      `, `  - `), the
@@ -41,10 +32,16 @@ pub fn wrap_labelled(text: &str, label: &str, width: u16) -> String {
     if text.trim().is_empty() {
         return String::new();
     }
-    let rest = " ".repeat(label.chars().count());
-    let opts = textwrap::Options::new((width as usize).max(rest.len() + 20))
-        .initial_indent(label)
-        .subsequent_indent(&rest)
+    fill(text, label, &" ".repeat(label.chars().count()), width)
+}
+
+/// The one paragraph filler: textwrap, words never broken nor hyphenated (a range such as
+/// `0.89-0.99x` is one word), at least 20 columns of text.
+fn fill(text: &str, first: &str, rest: &str, width: u16) -> String {
+    let indent = first.chars().count().max(rest.chars().count());
+    let opts = textwrap::Options::new((width as usize).max(indent + 20))
+        .initial_indent(first)
+        .subsequent_indent(rest)
         .break_words(false)
         .word_splitter(textwrap::WordSplitter::NoHyphenation);
     let mut out = textwrap::fill(text, opts);
