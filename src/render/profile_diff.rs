@@ -19,16 +19,7 @@ fn points(x: f64) -> String {
 }
 
 fn pause(s: &ProfileRun) -> String {
-    match s.pause {
-        Some(p) => format!(
-            "PAUSE {:.1} ns{}",
-            p.ns,
-            p.cycles
-                .map(|c| format!(" = {c:.0} cycles"))
-                .unwrap_or_default()
-        ),
-        None => "PAUSE not measured".into(),
-    }
+    crate::words::machine::pause_figure(s.pause.map(|p| (p.ns, p.cycles)))
 }
 
 fn side_lines(o: &mut String, word: &str, s: &ProfileRun, other: Option<&ProfileRun>, w: u16) {

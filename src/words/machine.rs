@@ -45,3 +45,16 @@ pub fn split_lock_words(effective: SplitLockMode) -> String {
         other => format!("split locks trapped ({other})"),
     }
 }
+
+/// The PAUSE a diagnosis measured: `PAUSE 24.4 ns = 90 cycles`, or that it was not measured.
+pub fn pause_figure(pause: Option<(f64, Option<f64>)>) -> String {
+    match pause {
+        Some((ns, cycles)) => format!(
+            "PAUSE {ns:.1} ns{}",
+            cycles
+                .map(|c| format!(" = {c:.0} cycles"))
+                .unwrap_or_default()
+        ),
+        None => "PAUSE not measured".into(),
+    }
+}

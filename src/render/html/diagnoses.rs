@@ -37,16 +37,7 @@ section.finding ul { margin: 0.3em 0; padding-left: 1.3em; }
 "#;
 
 fn pause(d: &Diagnosis) -> String {
-    match d.machine.pause {
-        Some(p) => format!(
-            "PAUSE {:.1} ns{}",
-            p.ns,
-            p.cycles
-                .map(|c| format!(" = {c:.0} cycles"))
-                .unwrap_or_default()
-        ),
-        None => "PAUSE not measured".into(),
-    }
+    crate::words::machine::pause_figure(d.machine.pause.map(|p| (p.ns, p.cycles)))
 }
 
 fn workload(d: &Diagnosis) -> String {

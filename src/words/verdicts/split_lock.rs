@@ -305,7 +305,7 @@ fn host_trap_words(f: &Facts<'_>) -> String {
 
 /// What a neighbour felt, and who pays.
 fn neighbour_words(f: &Facts<'_>) -> String {
-    let percent = |b: f64| format!("{:.0}%", b * 100.0);
+    let percent = |b: f64| crate::format::pct(b, 0);
     let mut text = String::new();
     match f.neighbour {
         Neighbour::Unknown => {}
