@@ -210,11 +210,18 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         .map(|t| t.online_cpus.clone())
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| (0..machine.logical_cpus).collect());
-    note(&format!(
-        "cpudoctor diagnose: {} at {} Hz ({reason})",
-        mode.event_name(),
-        args.frequency
-    ));
+    eprint!(
+        "{}",
+        cpudoctor::render::text::wrap(
+            &format!(
+                "cpudoctor diagnose: {} at {} Hz ({reason})",
+                mode.event_name(),
+                args.frequency
+            ),
+            terminal_width(),
+            0
+        )
+    );
     // From here a fatal signal (Ctrl-C, which reaches a started command too; SIGTERM from
     // `timeout` or a job runner; SIGHUP from a dropped ssh session; SIGQUIT) stops the
     // command and everything it started, and what was recorded is written before cpudoctor

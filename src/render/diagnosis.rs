@@ -29,11 +29,14 @@ fn header(d: &Diagnosis, w: u16) -> String {
         Some(c) => c.join(" "),
         None => format!("attached to PID {}", d.target.pid),
     };
-    let _ = writeln!(
-        o,
-        "Workload    {what} (pid {}): {}, {:.2} s recorded",
-        d.target.pid, d.target.ended, d.sampling.wall_s
-    );
+    o.push_str(&wrap_labelled(
+        &format!(
+            "{what} (pid {}): {}, {:.2} s recorded",
+            d.target.pid, d.target.ended, d.sampling.wall_s
+        ),
+        "Workload    ",
+        w,
+    ));
     for n in &d.target.namespaces {
         o.push_str(&wrap_labelled(&n.describe(), "Namespaces  ", w));
     }
@@ -67,13 +70,16 @@ fn header(d: &Diagnosis, w: u16) -> String {
         );
         o.push_str(&wrap_labelled(&pmu, "PMU         ", w));
     }
-    let _ = writeln!(
-        o,
-        "Machine     {}, {} logical CPUs, THP {}",
-        d.machine.cpu,
-        d.machine.logical_cpus,
-        d.machine.thp.map_or("unknown", |t| t.as_str())
-    );
+    o.push_str(&wrap_labelled(
+        &format!(
+            "{}, {} logical CPUs, THP {}",
+            d.machine.cpu,
+            d.machine.logical_cpus,
+            d.machine.thp.map_or("unknown", |t| t.as_str())
+        ),
+        "Machine     ",
+        w,
+    ));
     if let Some(p) = d.machine.pause {
         let _ = writeln!(
             o,
