@@ -124,10 +124,10 @@ pub fn render_text(r: &ExperimentResult) -> String {
         {
             out.push_str(&wrap(
                 &format!(
-                    "({} rounds: the interval is their range, {:.0}% sure; --runs 6 or more \
+                    "({} rounds: the interval is their range, {} sure; --runs 6 or more \
                      for 95%)",
                     c.pairs,
-                    100.0 * cov
+                    pct(cov, 0)
                 ),
                 SCREEN_COLUMNS,
                 2,
@@ -234,15 +234,15 @@ fn scaling_text(out: &mut String, s: &Scaling) {
     }
     let line = match s.falls_away_at {
         Some(n) => format!(
-            "It falls away from ideal at {n} CPUs: the whole interval is below {:.0}% of \
+            "It falls away from ideal at {n} CPUs: the whole interval is below {} of \
              ideal, so more CPUs buy little (contention: a shared line, a lock, memory \
              bandwidth), the Netflix JVM case's question answered before buying the bigger \
              machine.",
-            100.0 * ratios::SCALING_FALLS_AWAY_EFFICIENCY
+            pct(ratios::SCALING_FALLS_AWAY_EFFICIENCY, 0)
         ),
         None => format!(
-            "It stays above {:.0}% of ideal over the counts measured.",
-            100.0 * ratios::SCALING_FALLS_AWAY_EFFICIENCY
+            "It stays above {} of ideal over the counts measured.",
+            pct(ratios::SCALING_FALLS_AWAY_EFFICIENCY, 0)
         ),
     };
     out.push_str(&wrap(&line, SCREEN_COLUMNS, 2));

@@ -49,13 +49,13 @@ fn figure(f: &BandedFigure, width: u16) -> String {
     );
     for b in &f.bands {
         let head = format!(
-            "{} ({} to {}): {} of {} hosts, {:.0}%",
+            "{} ({} to {}): {} of {} hosts, {}",
             human_value(b.centre, &f.unit),
             human_value(b.low, &f.unit),
             human_value(b.high, &f.unit),
             b.hosts,
             f.bands.iter().map(|b| b.hosts).sum::<usize>(),
-            b.share * 100.0
+            crate::format::pct(b.share, 0)
         );
         let line = if b.host_labels.is_empty() {
             head

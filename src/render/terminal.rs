@@ -356,8 +356,8 @@ pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
             );
             if let Some(sp) = &m.spread {
                 line.push_str(&format!(
-                    "  ±{:.1}%{}",
-                    sp.relative_spread * 100.0,
+                    "  ±{}{}",
+                    crate::format::pct(sp.relative_spread, 1),
                     if sp.wide { " WIDE" } else { "" }
                 ));
             }

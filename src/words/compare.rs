@@ -102,9 +102,9 @@ pub fn no_site(why: NoSite) -> String {
     match why {
         NoSite::NotSampled => "not sampled".to_string(),
         NoSite::UnderShare { share, min_share } => format!(
-            "{:.1}% of samples: under the {}% from which code is disassembled",
-            100.0 * share,
-            100.0 * min_share
+            "{} of samples: under the {} from which code is disassembled",
+            crate::format::pct(share, 1),
+            crate::format::pct(min_share, 0)
         ),
         NoSite::NotDisassembled => "not disassembled (its notes say why)".to_string(),
     }

@@ -122,7 +122,7 @@ pub fn placement(class: &str, baseline: &str, effect: &str, unclear: bool) -> St
 /// `n` CPUs against `n0`: the throughput factor against ideal.
 pub fn cpus(n: usize, n0: usize, speed: f64, ideal: f64) -> String {
     format!(
-        "{n} CPUs give {speed:.2}x the throughput of {n0} (ideal {ideal:.2}x, {:.0}% of it)",
-        100.0 * speed / ideal
+        "{n} CPUs give {speed:.2}x the throughput of {n0} (ideal {ideal:.2}x, {} of it)",
+        crate::format::pct(speed / ideal, 0)
     )
 }

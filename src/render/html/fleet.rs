@@ -63,12 +63,12 @@ pub fn fleet_to_html(r: &FleetReport) -> String {
             for b in &f.bands {
                 let _ = writeln!(
                     h,
-                    "<li>{} ({} to {}): {} hosts, {:.0}%{}</li>",
+                    "<li>{} ({} to {}): {} hosts, {}{}</li>",
                     escape(&human_value(b.centre, &f.unit)),
                     escape(&human_value(b.low, &f.unit)),
                     escape(&human_value(b.high, &f.unit)),
                     b.hosts,
-                    b.share * 100.0,
+                    crate::format::pct(b.share, 0),
                     if b.host_labels.is_empty() {
                         String::new()
                     } else {

@@ -129,10 +129,10 @@ pub fn explanation(f: &Facts<'_>) -> String {
             .iter()
             .map(|m| {
                 format!(
-                    "{} read {} in {:.0}% of its samples",
+                    "{} read {} in {} of its samples",
                     m.pair,
                     human_ns(m.other_ns),
-                    m.other_share * 100.0
+                    crate::format::pct(m.other_share, 0)
                 )
             })
             .collect();

@@ -47,10 +47,10 @@ pub fn figure(f: &Facts) -> String {
     match &f.outcome {
         Outcome::Never => "THP never".to_string(),
         Outcome::Requested(r) => format!(
-            "THP {}, {} ({:.0}%)",
+            "THP {}, {} ({})",
             mode_text(f),
             if r.took { "taken" } else { "request not taken" },
-            r.huge_fraction * 100.0
+            crate::format::pct(r.huge_fraction, 0)
         ),
     }
 }
@@ -83,16 +83,16 @@ pub fn explanation(f: &Facts) -> String {
                            pages, even one that asks for huge pages with madvise."
             .to_string(),
         Outcome::Requested(r) if !r.took => format!(
-            "A {} region madvised for huge pages got {:.0}% of them ({}): programs \
+            "A {} region madvised for huge pages got {} of them ({}): programs \
              that ask for huge pages silently run on 4 KiB pages.",
             human_bytes(r.mapping_bytes),
-            r.huge_fraction * 100.0,
+            crate::format::pct(r.huge_fraction, 0),
             r.note
         ),
         Outcome::Requested(r) => format!(
-            "A {} region madvised for huge pages got {:.0}% of it on {} pages.{}",
+            "A {} region madvised for huge pages got {} of it on {} pages.{}",
             human_bytes(r.mapping_bytes),
-            r.huge_fraction * 100.0,
+            crate::format::pct(r.huge_fraction, 0),
             human_bytes(f.huge_page_bytes),
             if f.mode == Some(ThpEnabled::Madvise) {
                 " In madvise mode only programs that ask get them."
