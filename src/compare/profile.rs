@@ -464,9 +464,9 @@ pub fn compare(
         })
         .collect();
     let mut notes = Vec::new();
-    for s in [&o, &n] {
+    for (s, d) in [(&o, old), (&n, new)] {
         if s.from_functions {
-            notes.push(words::saved_without_stacks(&s.label));
+            notes.push(words::saved_without_stacks(&s.label, d.functions.len()));
         }
         if s.samples == 0 {
             notes.push(words::no_samples(&s.label));

@@ -315,10 +315,11 @@ fn comments(d: &Diagnosis, from_functions: bool, st: &mut Strings) -> Vec<i64> {
         )));
     }
     if from_functions {
-        comment.push(st.get(
-            "saved without call stacks: leaf-only samples of the 15 hottest functions, no \
+        comment.push(st.get(&format!(
+            "saved without call stacks: leaf-only samples of the {} hottest functions, no \
              addresses",
-        ));
+            d.functions.len()
+        )));
     }
     comment
 }

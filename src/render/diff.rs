@@ -265,7 +265,7 @@ fn moved_figures_text(s: &mut String, d: &Diff, width: u16, all: bool, name_w: u
         figures_section(
             s,
             d,
-            "Moved within what a VM's host moves them, nothing changed (not counted)",
+            "Within what a VM's host moves them with nothing changed, not counted",
             Change::HostDrift,
             name_w,
             width,
@@ -274,7 +274,7 @@ fn moved_figures_text(s: &mut String, d: &Diff, width: u16, all: bool, name_w: u
         s.push('\n');
         s.push_str(&wrap(
             &format!(
-                "Moved within what a VM's host moves them, nothing changed (not counted): {}; \
+                "Within what a VM's host moves them with nothing changed, not counted: {}; \
                  `--all` lists them.",
                 crate::format::count_of(c.host_drift, "figure", "figures")
             ),

@@ -140,10 +140,10 @@ pub fn profile_rule(f: &ProfileRuleFigures) -> String {
 }
 
 /// A diagnosis saved without call stacks, as a profile diff notes it.
-pub fn saved_without_stacks(label: &str) -> String {
+pub fn saved_without_stacks(label: &str, functions: usize) -> String {
     format!(
-        "{label} was saved without call stacks: only its 15 hottest functions are counted, and \
-         no callers are known"
+        "{label} was saved without call stacks: only its {functions} hottest functions are \
+         counted, and no callers are known"
     )
 }
 
