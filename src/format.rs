@@ -23,10 +23,10 @@ pub fn pct(fraction: f64, decimals: usize) -> String {
     format!("{:.*}%", decimals, fraction * 100.0)
 }
 
-/// A size the kernel gives in KiB (`/proc`'s `kB`) as whole MiB: `512 MiB`. The one printer of
-/// /proc sizes, so every view rounds them alike (down).
-pub fn mib_from_kib(kib: u64) -> String {
-    format!("{} MiB", kib / 1024)
+/// A size the kernel gives in KiB (`/proc`'s `kB`), as [`human_bytes`] says it: `512 MiB`,
+/// `132 KiB`, `1.53 MiB`; nothing rounds to 0.
+pub fn human_kib(kib: u64) -> String {
+    human_bytes(kib.saturating_mul(1024))
 }
 
 /// Bytes in the largest binary unit they reach: whole when exact (`16 KiB`, `1 GiB`), else

@@ -4,8 +4,8 @@
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::short_module;
 use crate::format::group_thousands;
+use crate::format::human_kib;
 use crate::format::human_ns;
-use crate::format::mib_from_kib;
 use crate::format::pct;
 use crate::render::text::{table, wrap_labelled};
 use std::fmt::Write;
@@ -256,7 +256,7 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
             tot.involuntary_switches,
             tot.minor_faults,
             tot.major_faults,
-            mib_from_kib(tot.max_rss_kb)
+            human_kib(tot.max_rss_kb)
         );
     }
     for p in &d.processes {
@@ -265,9 +265,9 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
             "Memory of {} ({}): RSS {}, anonymous {}, on huge pages {} ({})",
             p.pid,
             p.name,
-            mib_from_kib(p.rss_kb),
-            mib_from_kib(p.anonymous_kb),
-            mib_from_kib(p.anon_huge_pages_kb),
+            human_kib(p.rss_kb),
+            human_kib(p.anonymous_kb),
+            human_kib(p.anon_huge_pages_kb),
             pct(p.huge_share(), 1)
         );
     }

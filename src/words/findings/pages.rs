@@ -1,6 +1,6 @@
 //! The page-size finding: a large anonymous memory on 4 KiB pages with hot memory loads.
 
-use crate::format::{group_thousands, human_bytes, mib_from_kib, pct};
+use crate::format::{group_thousands, human_bytes, human_kib, pct};
 use crate::machine::ThpEnabled;
 use crate::reference::{STLB_ENTRIES_SKYLAKE, STLB_ENTRIES_ZEN4};
 
@@ -25,9 +25,9 @@ pub fn process(p: &ProcessPages) -> String {
         "process {} ({}): {} anonymous memory, {} of it on huge pages (AnonHugePages), RSS {}",
         p.pid,
         p.name,
-        mib_from_kib(p.anonymous_kib),
-        mib_from_kib(p.huge_kib),
-        mib_from_kib(p.rss_kib)
+        human_kib(p.anonymous_kib),
+        human_kib(p.huge_kib),
+        human_kib(p.rss_kib)
     )
 }
 
@@ -58,7 +58,7 @@ pub fn tlb_walks(per_thousand_instructions: Option<f64>) -> String {
 pub fn title(anonymous_kib: u64) -> String {
     format!(
         "{} on 4 KiB pages with hot memory loads",
-        mib_from_kib(anonymous_kib)
+        human_kib(anonymous_kib)
     )
 }
 
@@ -71,7 +71,7 @@ pub fn explanation(anonymous_kib: u64, pages_4k: u64) -> String {
          {} with 4 KiB pages, {} to {} with 2 MiB pages: loads that jump around this memory \
          mostly miss the TLB and walk the page tables, a chain of dependent memory reads per \
          load.",
-        mib_from_kib(anonymous_kib),
+        human_kib(anonymous_kib),
         group_thousands(pages_4k),
         reach(STLB_ENTRIES_SKYLAKE, 4 << 10),
         reach(STLB_ENTRIES_ZEN4, 4 << 10),
