@@ -246,10 +246,9 @@ fn threads(d: &Diagnosis, width: u16) -> String {
 fn process_figures(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
     if let Some(tot) = &d.totals {
-        let _ = writeln!(
-            o,
-            "Process totals: user {:.2} s, system {:.2} s, {} voluntary / {} involuntary \
-             switches, {} minor / {} major faults, peak RSS {}",
+        let line = format!(
+            "user {:.2} s, system {:.2} s, {} voluntary / {} involuntary switches, {} minor / \
+             {} major faults, peak RSS {}",
             tot.user_s,
             tot.system_s,
             tot.voluntary_switches,
@@ -258,10 +257,10 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
             tot.major_faults,
             human_kib(tot.max_rss_kb)
         );
+        o.push_str(&wrap_labelled(&line, "Process totals: ", w));
     }
     for p in &d.processes {
-        let _ = writeln!(
-            o,
+        let line = format!(
             "Memory of {} ({}): RSS {}, anonymous {}, on huge pages {} ({})",
             p.pid,
             p.name,
@@ -270,6 +269,7 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
             human_kib(p.anon_huge_pages_kb),
             pct(p.huge_share(), 1)
         );
+        o.push_str(&wrap_labelled(&line, "", w));
     }
     if d.counters.available && !d.counters.values.is_empty() {
         let _ = writeln!(o, "\nCounters");
