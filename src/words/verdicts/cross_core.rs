@@ -64,7 +64,7 @@ pub struct Facts<'a> {
 /// The figure: one-way latency with its interval, and cycles when known.
 pub fn figure(f: &Facts<'_>) -> String {
     let one_way = with_interval(
-        format!("{:.0} ns one way", f.latency_ns),
+        format!("{:.1} ns one way", f.latency_ns),
         Some(f.latency_metric),
     );
     match f.latency_cycles {
