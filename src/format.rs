@@ -3,7 +3,9 @@
 
 /// Formats a duration in ns with a unit that suits it.
 pub fn human_ns(ns: f64) -> String {
-    if ns >= 1e6 {
+    if ns >= 1e9 {
+        format!("{:.1} s", ns / 1e9)
+    } else if ns >= 1e6 {
         format!("{:.1} ms", ns / 1e6)
     } else if ns >= 1e3 {
         format!("{:.1} us", ns / 1e3)

@@ -152,12 +152,12 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         "{}",
         cpudoctor::render::text::wrap(
             &format!(
-                "handoff: {} runtime(s) x {} delay(s) x {} run(s); at least {:.0} s of runs, \
-                 plus building the C, Go and Java programs on first use",
+                "handoff: {} runtime(s) x {} delay(s) x {} run(s); at least {} of runs, plus \
+                 building the C, Go and Java programs on first use",
                 config.runtimes.len(),
                 config.delays_ms.len(),
                 config.repetitions,
-                ideal_s
+                cpudoctor::format::human_ns(ideal_s * 1e9)
             ),
             terminal_width(),
             0
