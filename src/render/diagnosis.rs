@@ -131,6 +131,9 @@ fn hot_sites(d: &Diagnosis, width: u16) -> String {
     if d.hot_sites.is_empty() {
         return String::new();
     }
+    if width < WIDE_SITES_COLUMNS {
+        return hot_sites_list(d, width);
+    }
     let mut t = table(
         width,
         &[
@@ -158,6 +161,43 @@ fn hot_sites(d: &Diagnosis, width: u16) -> String {
         ]);
     }
     format!("\nHot sites\n{t}\n")
+}
+
+/// Below this many columns the hot sites are a list: a six-column table would split
+/// instructions and symbols mid-word.
+const WIDE_SITES_COLUMNS: u16 = 110;
+
+/// The hot sites as a list for a narrow terminal: share, kind and place on one line, the
+/// instruction and its threads under it.
+fn hot_sites_list(d: &Diagnosis, width: u16) -> String {
+    let mut o = String::from("\nHot sites\n");
+    for s in d.hot_sites.iter().take(10) {
+        let head = format!(
+            "{} in {} ({} {:#x})",
+            s.kind.describe(),
+            s.symbol,
+            short_module(&s.module),
+            s.address
+        );
+        o.push_str(&wrap_labelled(
+            &head,
+            &format!("  {:>6}  ", pct(s.share, 1)),
+            width,
+        ));
+        let threads = s
+            .threads
+            .iter()
+            .take(3)
+            .map(|t| format!("{} {}", t.tid, pct(t.share_of_thread, 1)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        o.push_str(&wrap_labelled(
+            &format!("{}; threads {threads}", s.instruction),
+            "          ",
+            width,
+        ));
+    }
+    o
 }
 
 /// The ten hottest functions, then who called the hottest: the sampled call chains,
@@ -291,4 +331,28 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
         o.push_str(&wrap_labelled(&format!("Note: {n}"), "", w));
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::test_fixture as fixture;
+
+    #[test]
+    fn at_80_columns_every_line_fits_and_no_instruction_is_split() {
+        // Issue 21's review: the hot-sites table cut `cmp [rax+rs|i],r10b` at 80 columns.
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        d.hot_sites[0].instruction = "lock cmpxchg qword ptr [rdx+rsi*8+10h],rcx".into();
+        d.hot_sites[0].symbol = "__pthread_mutex_lock_full".into();
+        let text = render(&d, 80);
+        let sites = &text[text.find("Hot sites").unwrap()..text.find("\nFunctions").unwrap()];
+        assert!(sites.lines().all(|l| l.chars().count() <= 80), "{sites}");
+        for s in d.hot_sites.iter().take(10) {
+            assert!(
+                sites.contains(&s.instruction),
+                "{} split in\n{sites}",
+                s.instruction
+            );
+        }
+    }
 }
