@@ -303,9 +303,21 @@ fn host_trap_words(f: &Facts<'_>) -> String {
     text
 }
 
+/// What the neighbour's memory accesses did beside the looping core; its streaming reads
+/// `get` (slowed) or `keep` (unharmed) a share of their bandwidth.
+fn neighbour_felt(latency_ratio: f64, bandwidth_ratio: Option<f64>, verb: &str) -> String {
+    format!(
+        " While one core loops split locks, another core's DRAM accesses take \
+         {latency_ratio:.1}x as long{}",
+        bandwidth_ratio.map_or(String::new(), |b| format!(
+            " and its streaming reads {verb} {} of their bandwidth",
+            crate::format::pct(b, 0)
+        ))
+    )
+}
+
 /// What a neighbour felt, and who pays.
 fn neighbour_words(f: &Facts<'_>) -> String {
-    let percent = |b: f64| crate::format::pct(b, 0);
     let mut text = String::new();
     match f.neighbour {
         Neighbour::Unknown => {}
@@ -313,14 +325,7 @@ fn neighbour_words(f: &Facts<'_>) -> String {
             latency_ratio,
             bandwidth_ratio,
         } => {
-            text.push_str(&format!(
-                " While one core loops split locks, another core's DRAM accesses take \
-                 {latency_ratio:.1}x as long{}",
-                bandwidth_ratio.map_or(String::new(), |b| format!(
-                    " and its streaming reads get {} of their bandwidth",
-                    percent(b)
-                ))
-            ));
+            text.push_str(&neighbour_felt(latency_ratio, bandwidth_ratio, "get"));
             text.push_str(if f.every_tenant_pays {
                 ": split locks slow every tenant of the host, not only the program that \
                  issues them."
@@ -332,14 +337,7 @@ fn neighbour_words(f: &Facts<'_>) -> String {
             latency_ratio,
             bandwidth_ratio,
         } => {
-            text.push_str(&format!(
-                " While one core loops split locks, another core's DRAM accesses take \
-                 {latency_ratio:.1}x as long{}",
-                bandwidth_ratio.map_or(String::new(), |b| format!(
-                    " and its streaming reads keep {} of their bandwidth",
-                    percent(b)
-                ))
-            ));
+            text.push_str(&neighbour_felt(latency_ratio, bandwidth_ratio, "keep"));
             if let Some(rate) = f.aggressor_split_locks_per_s.filter(|r| *r > 0.0) {
                 text.push_str(&format!(
                     " (the looping core managed {} split locks a second)",
