@@ -98,18 +98,12 @@ fn open_sampler_chain(
     notes: &mut Vec<String>,
 ) -> Result<Sampler, OpenError> {
     let open = |callchain| {
-        Sampler::open(
-            tasks,
-            &opts.cpus,
-            opts.mode,
-            opts.frequency_hz,
-            enable_on_exec,
-            if callchain {
-                SampleLayout::CHAIN
-            } else {
-                SampleLayout::LEAF
-            },
-        )
+        let layout = if callchain {
+            SampleLayout::CHAIN
+        } else {
+            SampleLayout::LEAF
+        };
+        open_sampler_layout(opts, tasks, enable_on_exec, layout)
     };
     if !opts.callchains {
         return open(false);

@@ -852,14 +852,19 @@ mod tests {
         assert!(findings(&ctx(&hot, &m, &[])).is_empty());
     }
 
-    #[test]
-    fn two_threads_on_one_locked_site_is_contended_and_a_split_adds_a_hazard() {
+    /// A locked RMW two threads share, its operand crossing a line.
+    fn split_locked_site() -> HotSpots {
         let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 400), (11, 380)]);
         s.split_note = Some("the 8-byte operand at 0x403c ... a split lock".into());
-        let hot = HotSpots {
+        HotSpots {
             sites: vec![s],
             ..HotSpots::default()
-        };
+        }
+    }
+
+    #[test]
+    fn two_threads_on_one_locked_site_is_contended_and_a_split_adds_a_hazard() {
+        let hot = split_locked_site();
         let m = machine();
         let f = findings(&ctx(&hot, &m, &[]));
         let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
@@ -871,12 +876,7 @@ mod tests {
     #[test]
     fn line_costs_are_quoted_from_the_check_given_and_never_typed_in() {
         // Guards issue 20's bug: "~22 ns within a Zen 4 CCX" printed on an Intel machine.
-        let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 400), (11, 380)]);
-        s.split_note = Some("the 8-byte operand at 0x403c ... a split lock".into());
-        let hot = HotSpots {
-            sites: vec![s],
-            ..HotSpots::default()
-        };
+        let hot = split_locked_site();
         let m = machine();
         let costs = MachineCosts {
             line_transfer_ns: Some(61.5),
