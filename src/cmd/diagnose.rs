@@ -34,6 +34,12 @@ pub struct DiagnoseArgs {
     /// pointers at each sample; this saves that walk).
     #[arg(long)]
     pub no_stacks: bool,
+    /// Sample on-CPU time only. By default every thread's whole wall time is accounted:
+    /// running, waiting for a CPU, or blocked (on a lock, I/O, a sleep, poll) with the stack
+    /// where it blocked, from the kernel's context-switch records and looks at sleeping
+    /// threads in /proc every 50 ms.
+    #[arg(long)]
+    pub no_wall: bool,
     /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -52,7 +58,7 @@ pub struct DiagnoseArgs {
     /// Record nothing: read a diagnosis saved with --save and convert it (--pprof, --folded),
     /// or print it again when no export is asked for.
     #[arg(long, value_name = "SAVED.json",
-          conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "save"])]
+          conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "no_wall", "save"])]
     pub from: Option<PathBuf>,
     /// A fingerprint saved by `cpudoctor check --save` on this machine: the line-transfer and
     /// lock costs the findings quote come from it. Without it (or when it was measured on
@@ -237,6 +243,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             counters: specs,
             child_stdout_to_stderr: args.json || to_stdout,
             callchains: !args.no_stacks,
+            wall: !args.no_wall,
         },
         &STOP,
     )?;

@@ -6,6 +6,7 @@ use super::disasm::{self, SiteKind};
 use super::record::Recording;
 use super::symbols::{Location, Symbol, Symbolizer};
 use super::threads::ThreadFigures;
+use super::wall::{NamedWait, WallRecording};
 use super::{StackCount, StackFrame};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -192,6 +193,10 @@ pub struct HotSpots {
     /// Distinct call stacks, named, most samples first.
     #[serde(default)]
     pub stacks: Vec<StackCount>,
+    /// The wall-clock view's off-CPU stacks, named (empty without it): the input of
+    /// [`super::wall::report`].
+    #[serde(skip)]
+    pub waits: Vec<NamedWait>,
 }
 
 /// Share of cut stacks from which a note says so.
@@ -284,6 +289,9 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     out.sites
         .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
     out.stacks = name_stacks(&rec.stacks, &mut symz);
+    if let Some(w) = &rec.wall {
+        out.waits = name_waits(w, &mut symz);
+    }
     // Callers of the functions worth a look, the bar code is disassembled at: a caller path
     // of a function under it explains nothing a reader acts on.
     for f in out
@@ -541,6 +549,7 @@ fn thread_reports(
                 wall_s: 0.0,
                 cpu_s: 0.0,
                 cpu_per_wall: 0.0,
+                run_delay_s: None,
                 voluntary_switches: 0,
                 involuntary_switches: 0,
                 minor_faults: 0,
@@ -583,29 +592,7 @@ fn name_stacks(stacks: &HashMap<Vec<Location>, u64>, symz: &mut Symbolizer) -> V
     let mut out: Vec<StackCount> = stacks
         .iter()
         .map(|(locs, &samples)| StackCount {
-            frames: locs
-                .iter()
-                .enumerate()
-                .map(|(i, loc)| {
-                    let named = symz.name(loc);
-                    let back = u64::from(i > 0);
-                    let offset = match (&named.symbol, named.mapping) {
-                        (Some(s), _) => named.address - s.addr,
-                        (None, Some(start)) => named.address - start,
-                        (None, None) => named.address,
-                    } + back;
-                    StackFrame {
-                        address: location_address(loc) + back,
-                        function: named.symbol.map(|s| s.name),
-                        module: named.module,
-                        offset,
-                        file_offset: match loc {
-                            Location::File { file_offset, .. } => Some(file_offset + back),
-                            _ => None,
-                        },
-                    }
-                })
-                .collect(),
+            frames: name_frames(locs, symz),
             samples,
         })
         .collect();
@@ -617,6 +604,49 @@ fn name_stacks(stacks: &HashMap<Vec<Location>, u64>, symz: &mut Symbolizer) -> V
             key(a).cmp(&key(b))
         })
     });
+    out
+}
+
+/// Names every frame of one stack (leaf first, callers located at their return address minus
+/// one, which their frames give back).
+fn name_frames(locs: &[Location], symz: &mut Symbolizer) -> Vec<StackFrame> {
+    locs.iter()
+        .enumerate()
+        .map(|(i, loc)| {
+            let named = symz.name(loc);
+            let back = u64::from(i > 0);
+            let offset = match (&named.symbol, named.mapping) {
+                (Some(s), _) => named.address - s.addr,
+                (None, Some(start)) => named.address - start,
+                (None, None) => named.address,
+            } + back;
+            StackFrame {
+                address: location_address(loc) + back,
+                function: named.symbol.map(|s| s.name),
+                module: named.module,
+                offset,
+                file_offset: match loc {
+                    Location::File { file_offset, .. } => Some(file_offset + back),
+                    _ => None,
+                },
+            }
+        })
+        .collect()
+}
+
+/// The off-CPU stacks of the wall-clock view, named like the samples' stacks.
+fn name_waits(wall: &WallRecording, symz: &mut Symbolizer) -> Vec<NamedWait> {
+    let mut out: Vec<NamedWait> = wall
+        .stacks
+        .iter()
+        .map(|((tid, state, locs), &ns)| NamedWait {
+            tid: *tid,
+            state: *state,
+            frames: name_frames(locs, symz),
+            ns,
+        })
+        .collect();
+    out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.tid.cmp(&b.tid)));
     out
 }
 
@@ -670,6 +700,7 @@ mod tests {
             jvms: BTreeMap::new(),
             namespaces: Vec::new(),
             notes: Vec::new(),
+            wall: None,
         }
     }
 

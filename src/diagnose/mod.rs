@@ -33,6 +33,8 @@ pub mod symbols;
 pub mod target;
 pub mod threads;
 pub mod unwind;
+pub mod waits;
+pub mod wall;
 
 use crate::machine::Machine;
 use crate::schema::Tool;
@@ -186,6 +188,10 @@ pub struct Diagnosis {
     /// sampled; empty in files from builds without stacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks: Vec<StackCount>,
+    /// Where every followed thread's wall time went: running, waiting for a CPU, blocked and
+    /// why, with the stacks it waited in (absent with `--no-wall` and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall: Option<wall::WallReport>,
 }
 
 /// One distinct call stack and the samples that ended in it.
@@ -334,13 +340,29 @@ pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> 
 /// Assembles the diagnosis: evidence, findings, facts.
 pub fn build(
     rec: Recording,
-    hot: HotSpots,
+    mut hot: HotSpots,
     machine: &Machine,
     mode_reason: String,
     counter_note: String,
     pause: Option<PauseCost>,
     costs: Option<MachineCosts>,
 ) -> Diagnosis {
+    let wall = rec.wall.as_ref().map(|w| {
+        let names = &rec.thread_names;
+        let threads = &rec.threads;
+        wall::report(w, std::mem::take(&mut hot.waits), &hot.threads, |pid| {
+            names
+                .get(&pid)
+                .cloned()
+                .or_else(|| {
+                    threads
+                        .iter()
+                        .find(|t| t.tid == pid)
+                        .map(|t| t.name.clone())
+                })
+                .unwrap_or_else(|| format!("pid {pid}"))
+        })
+    });
     let findings = rules::findings(&rules::Context {
         hot: &hot,
         processes: &rec.processes,
@@ -350,6 +372,7 @@ pub fn build(
         frequency_hz: rec.frequency_hz,
         jvms: &rec.jvms,
         costs: costs.as_ref(),
+        wall: wall.as_ref(),
     });
     let mut notes = rec.notes.clone();
     notes.extend(hot.notes.iter().cloned());
@@ -414,6 +437,7 @@ pub fn build(
         },
         notes,
         stacks: hot.stacks,
+        wall,
     }
 }
 

@@ -6,7 +6,8 @@
 
 use perf_event_open_sys::bindings::{
     PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
+    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
+    PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH,
 };
 
 /// One record from the ring, reduced to what diagnose uses.
@@ -77,6 +78,17 @@ pub enum Record {
         /// Time in ns.
         time_ns: u64,
     },
+    /// The thread went off or onto a CPU (`PERF_RECORD_SWITCH`, with `context_switch`).
+    Switch {
+        /// Process.
+        pid: u32,
+        /// Thread.
+        tid: u32,
+        /// Time in ns.
+        time_ns: u64,
+        /// Which way, and why it left.
+        switch: Switch,
+    },
     /// The kernel dropped records because the ring was full.
     Lost {
         /// How many.
@@ -92,10 +104,24 @@ impl Record {
             | Record::Mmap { time_ns, .. }
             | Record::Comm { time_ns, .. }
             | Record::Fork { time_ns, .. }
-            | Record::Exit { time_ns, .. } => *time_ns,
+            | Record::Exit { time_ns, .. }
+            | Record::Switch { time_ns, .. } => *time_ns,
             Record::Lost { .. } => 0,
         }
     }
+}
+
+/// One context switch of a followed thread, as the kernel's switch record says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// It was put on a CPU.
+    In,
+    /// It left the CPU while still runnable: preempted (`PERF_RECORD_MISC_SWITCH_OUT_PREEMPT`,
+    /// Linux 4.17 and later).
+    OutPreempted,
+    /// It left the CPU to sleep: blocked on a lock, I/O, a timer (or preempted, on a kernel
+    /// before 4.17 that does not say).
+    OutBlocked,
 }
 
 /// The user registers an unwinder needs on x86-64 (`PERF_SAMPLE_REGS_USER`).
@@ -290,6 +316,26 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], layout: SampleLayout) -> 
                 Record::Exit { pid, tid, time_ns }
             })
         }
+        PERF_RECORD_SWITCH => {
+            // Only the `sample_id` trailer: pid, tid, time.
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let time_ns = c.u64()?;
+            let misc = u32::from(misc);
+            let switch = if misc & PERF_RECORD_MISC_SWITCH_OUT == 0 {
+                Switch::In
+            } else if misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0 {
+                Switch::OutPreempted
+            } else {
+                Switch::OutBlocked
+            };
+            Some(Record::Switch {
+                pid,
+                tid,
+                time_ns,
+                switch,
+            })
+        }
         PERF_RECORD_LOST => {
             let _id = c.u64()?;
             Some(Record::Lost { count: c.u64()? })
@@ -466,6 +512,31 @@ mod tests {
                 exec: true,
                 time_ns: 77
             })
+        );
+    }
+
+    #[test]
+    fn switch_records_say_in_out_and_preempted_from_misc() {
+        let body = bytes(&[pid_tid(5, 6), 900]);
+        let at =
+            |misc: u32| parse_record(PERF_RECORD_SWITCH, misc as u16, &body, SampleLayout::LEAF);
+        let rec = |switch| {
+            Some(Record::Switch {
+                pid: 5,
+                tid: 6,
+                time_ns: 900,
+                switch,
+            })
+        };
+        assert_eq!(at(0), rec(Switch::In));
+        assert_eq!(at(PERF_RECORD_MISC_SWITCH_OUT), rec(Switch::OutBlocked));
+        assert_eq!(
+            at(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT),
+            rec(Switch::OutPreempted)
+        );
+        assert_eq!(
+            parse_record(PERF_RECORD_SWITCH, 0, &body[..12], SampleLayout::LEAF),
+            None
         );
     }
 

@@ -10,6 +10,8 @@ use super::symbols::{AddressSpaces, Location, MapEntry, Symbol};
 use super::target::TargetError;
 use super::threads::ThreadFigures;
 use super::unwind::{StackUnwinder, UnwindReport};
+use super::wall::timeline::{Phase, SwitchEvent};
+use super::wall::{WallRecorder, WallRecording};
 use crate::error::InputError;
 use crate::machine::pmu::PerfErrno;
 use anyhow::Result;
@@ -51,6 +53,9 @@ pub struct RecordOptions {
     /// Sample user call chains with each sample: the user stack and registers for CFI
     /// unwinding, and the kernel's frame-pointer chain as the fallback.
     pub callchains: bool,
+    /// Account every thread's whole wall time: context-switch records on the sampling
+    /// events, and looks at sleeping threads through /proc ([`super::wall`]).
+    pub wall: bool,
 }
 
 /// Opens the sampler, with stack copies and call chains when asked and the kernel takes them;
@@ -88,6 +93,7 @@ fn open_sampler_layout(
         opts.frequency_hz,
         enable_on_exec,
         layout,
+        opts.wall,
     )
 }
 
@@ -194,6 +200,9 @@ pub struct Recording {
     pub namespaces: Vec<NamespacedProcess>,
     /// What the recording could not do or chose not to.
     pub notes: Vec<String>,
+    /// Every thread's wall time by state, with the stacks it waited in (absent without
+    /// `wall`).
+    pub wall: Option<WallRecording>,
 }
 
 /// A HotSpot JVM that was followed.
@@ -341,6 +350,8 @@ struct State {
     /// Samples in anonymous executable memory since the last copy of hot code, per process
     /// and page: (samples, mapping start, mapping end).
     anon_pages: HashMap<u32, BTreeMap<u64, (u64, u64, u64)>>,
+    /// The wall-clock view, when recorded.
+    wall: Option<WallRecorder>,
 }
 
 impl State {
@@ -354,7 +365,7 @@ impl State {
                     ip,
                     callers,
                     user,
-                    ..
+                    time_ns,
                 } => {
                     self.total += 1;
                     let callers = self
@@ -378,6 +389,9 @@ impl State {
                             .iter()
                             .map(|&ret| self.spaces.locate(pid, ret.saturating_sub(1))),
                     );
+                    if let Some(w) = self.wall.as_mut() {
+                        w.sample(tid, time_ns, &stack);
+                    }
                     *self.stacks.entry(stack).or_default() += 1;
                     if let Location::Anon { region, .. } = &loc
                         && &**region != "[vdso]"
@@ -423,7 +437,16 @@ impl State {
                     self.names.insert(tid, comm);
                     self.thread_pid.insert(tid, pid);
                 }
-                Record::Fork { pid, ppid, tid, .. } => {
+                Record::Fork {
+                    pid,
+                    ppid,
+                    tid,
+                    time_ns,
+                } => {
+                    if let Some(w) = self.wall.as_mut() {
+                        // A new thread waits for its first run on a CPU.
+                        w.first_seen(tid, Phase::Runnable, time_ns);
+                    }
                     self.spaces.fork(ppid, pid);
                     self.seen.insert(pid);
                     if self.pids.insert(pid) {
@@ -432,11 +455,29 @@ impl State {
                     self.threads.entry(pid).or_default().insert(tid);
                     self.thread_pid.insert(tid, pid);
                 }
-                Record::Exit { pid, tid, .. } => {
+                Record::Exit { pid, tid, time_ns } => {
+                    if let Some(w) = self.wall.as_mut() {
+                        w.exit(tid, time_ns);
+                    }
                     if let Some(t) = self.threads.get_mut(&pid) {
                         t.remove(&tid);
                     }
                     self.exits.push(pid);
+                }
+                Record::Switch {
+                    pid,
+                    tid,
+                    time_ns,
+                    switch,
+                } => {
+                    if let Some(w) = self.wall.as_mut() {
+                        w.switch(SwitchEvent {
+                            pid,
+                            tid,
+                            time_ns,
+                            switch,
+                        });
+                    }
                 }
                 Record::Lost { count } => self.lost += count,
             }
@@ -585,6 +626,7 @@ mod tests {
             counters: Vec::new(),
             child_stdout_to_stderr: false,
             callchains: true,
+            wall: true,
         }
     }
 

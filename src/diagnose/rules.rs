@@ -111,6 +111,10 @@ pub struct Finding {
     pub offset: Option<u64>,
     /// Share of all samples.
     pub sample_share: Option<f64>,
+    /// Share of the wall time of the threads concerned, for a finding of the wall-clock view
+    /// (a lock slept on, a wait for a CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_share: Option<f64>,
     /// The code, `hot` on the hot instruction.
     pub disassembly: Listing,
     /// The evidence, one fact per line.
@@ -139,6 +143,8 @@ pub struct Context<'a> {
     pub jvms: &'a BTreeMap<u32, Jvm>,
     /// Line-transfer and lock costs of this machine, when measured or given.
     pub costs: Option<&'a MachineCosts>,
+    /// Where the threads' wall time went, when recorded.
+    pub wall: Option<&'a super::wall::WallReport>,
 }
 
 /// What a core-to-core line transfer costs here, as a finding says it.
@@ -264,6 +270,7 @@ fn code_finding(id: &str, level: Level, title: String, site: &HotSite, ctx: &Con
         module: Some(site.module.clone()),
         offset: Some(site.offset),
         sample_share: Some(site.share),
+        wall_share: None,
         disassembly: site.disassembly.clone(),
         evidence: site_evidence(site, ctx),
         explanation: String::new(),
@@ -342,6 +349,7 @@ fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
             module: Some(top.module.clone()),
             offset: None,
             sample_share: Some(share),
+            wall_share: None,
             disassembly: ctx
                 .hot
                 .sites
@@ -479,6 +487,7 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
         module: Some(scan.module.clone()),
         offset: Some(scan.offset),
         sample_share: Some(found.share),
+        wall_share: None,
         disassembly: scan.disassembly.clone(),
         evidence,
         explanation: jvm_words::explanation(),
@@ -597,6 +606,7 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
         module: site.map(|s| s.module.clone()),
         offset: site.map(|s| s.offset),
         sample_share: Some(load_share),
+        wall_share: None,
         disassembly: site.map(|s| s.disassembly.clone()).unwrap_or_default(),
         evidence,
         explanation: page_words::explanation(proc_.anonymous_kb, proc_.anonymous_kb / 4),
@@ -614,6 +624,7 @@ fn counter_finding(id: &str, level: Level, w: CounterWords) -> Finding {
         module: None,
         offset: None,
         sample_share: None,
+        wall_share: None,
         disassembly: Listing::default(),
         evidence: vec![w.evidence],
         explanation: w.explanation,
@@ -697,13 +708,13 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
     out.extend(secondary_supers(ctx));
     out.extend(small_pages(ctx));
     out.extend(counter_findings(ctx));
-    out.sort_by(|a, b| {
-        b.level.cmp(&a.level).then(
-            b.sample_share
-                .unwrap_or(0.0)
-                .total_cmp(&a.sample_share.unwrap_or(0.0)),
-        )
-    });
+    if let Some(w) = ctx.wall {
+        out.extend(super::waits::findings(w, ctx.hot, ctx.machine.logical_cpus));
+    }
+    // Most severe first, then the largest share (of samples, or of wall time for a finding
+    // of the wall-clock view).
+    let share = |f: &Finding| f.sample_share.or(f.wall_share).unwrap_or(0.0);
+    out.sort_by(|a, b| b.level.cmp(&a.level).then(share(b).total_cmp(&share(a))));
     out
 }
 
@@ -758,6 +769,7 @@ mod tests {
             frequency_hz: 1000,
             jvms: &NO_JVMS,
             costs: None,
+            wall: None,
         }
     }
 

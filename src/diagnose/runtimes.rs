@@ -286,6 +286,383 @@ fn is_runtime_plumbing(rt: Runtime, name: &str) -> bool {
     }
 }
 
+/// What a sleeping thread waits for, as the code it sleeps in says.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitKind {
+    /// A lock another thread holds: time lost to contention.
+    Lock,
+    /// A park that may be a lock or a queue (`LockSupport.park`): the caller says which.
+    Park,
+    /// A condition, semaphore or join: waiting for another thread's work.
+    Condition,
+    /// Waiting for a client's next request.
+    Client,
+    /// A thread with nothing to do: a pool, scheduler or event loop waiting for work.
+    Idle,
+    /// A timed sleep.
+    Sleep,
+}
+
+impl WaitKind {
+    /// Which kind says most when a stack holds several: a lock over the condition variable
+    /// it sleeps on, a client read over the event loop it waits in.
+    fn rank(self) -> u8 {
+        match self {
+            WaitKind::Lock => 5,
+            WaitKind::Park => 4,
+            WaitKind::Client => 3,
+            WaitKind::Condition => 2,
+            WaitKind::Sleep => 1,
+            WaitKind::Idle => 0,
+        }
+    }
+}
+
+/// A wait function some runtime or server is known by.
+struct KnownWait {
+    /// Whose code: `glibc`, `HotSpot`, `PostgreSQL`...
+    owner: &'static str,
+    name: Name,
+    kind: WaitKind,
+    /// What is waited for, in the owner's words.
+    what: &'static str,
+}
+
+const fn w(owner: &'static str, name: Name, kind: WaitKind, what: &'static str) -> KnownWait {
+    KnownWait {
+        owner,
+        name,
+        kind,
+        what,
+    }
+}
+
+/// The C library's waits: the floor under every runtime built on it, so a runtime's own
+/// entry above them in the stack says more.
+const LIBC: &str = "glibc";
+
+/// Wait functions by runtime (names as the symbol tables spell them).
+const WAITS: &[KnownWait] = &[
+    // glibc.
+    w(
+        LIBC,
+        Prefix("__lll_lock_wait_private"),
+        WaitKind::Lock,
+        "a glibc internal lock",
+    ),
+    w(
+        LIBC,
+        Prefix("__lll_lock_wait"),
+        WaitKind::Lock,
+        "a pthread mutex",
+    ),
+    w(
+        LIBC,
+        Contains("pthread_mutex_lock"),
+        WaitKind::Lock,
+        "a pthread mutex",
+    ),
+    w(
+        LIBC,
+        Contains("pthread_rwlock_"),
+        WaitKind::Lock,
+        "a pthread rwlock",
+    ),
+    w(
+        LIBC,
+        Contains("pthread_cond_"),
+        WaitKind::Condition,
+        "a condition variable",
+    ),
+    w(
+        LIBC,
+        Contains("sem_wait"),
+        WaitKind::Condition,
+        "a semaphore",
+    ),
+    w(
+        LIBC,
+        Contains("sem_timedwait"),
+        WaitKind::Condition,
+        "a semaphore",
+    ),
+    w(
+        LIBC,
+        Contains("pthread_join"),
+        WaitKind::Condition,
+        "joining a thread",
+    ),
+    w(
+        LIBC,
+        Contains("pthread_clockjoin"),
+        WaitKind::Condition,
+        "joining a thread",
+    ),
+    // HotSpot.
+    w(
+        "HotSpot",
+        Prefix("ObjectMonitor::EnterI"),
+        WaitKind::Lock,
+        "a Java monitor (synchronized)",
+    ),
+    w(
+        "HotSpot",
+        Prefix("ObjectMonitor::ReenterI"),
+        WaitKind::Lock,
+        "a Java monitor (synchronized)",
+    ),
+    w(
+        "HotSpot",
+        Prefix("ObjectMonitor::wait"),
+        WaitKind::Condition,
+        "Object.wait()",
+    ),
+    w(
+        "HotSpot",
+        Prefix("JVM_MonitorWait"),
+        WaitKind::Condition,
+        "Object.wait()",
+    ),
+    w(
+        "HotSpot",
+        Prefix("Unsafe_Park"),
+        WaitKind::Park,
+        "LockSupport.park (a java.util.concurrent lock, queue or future)",
+    ),
+    w(
+        "HotSpot",
+        Prefix("Parker::park"),
+        WaitKind::Park,
+        "LockSupport.park (a java.util.concurrent lock, queue or future)",
+    ),
+    w(
+        "HotSpot",
+        Prefix("JVM_Sleep"),
+        WaitKind::Sleep,
+        "Thread.sleep",
+    ),
+    w(
+        "HotSpot",
+        Prefix("Monitor::wait"),
+        WaitKind::Idle,
+        "a HotSpot service thread's queue (GC, compiler, VM thread)",
+    ),
+    // Go: goroutines park inside the runtime; what a thread shows is the scheduler idle.
+    w(
+        "Go",
+        Exact("runtime.stopm"),
+        WaitKind::Idle,
+        "the Go scheduler, with no goroutine to run",
+    ),
+    w(
+        "Go",
+        Exact("runtime.notetsleepg"),
+        WaitKind::Idle,
+        "a Go runtime timer or signal",
+    ),
+    w(
+        "Go",
+        Exact("runtime.netpoll"),
+        WaitKind::Idle,
+        "Go's network poller",
+    ),
+    w(
+        "Go",
+        Exact("runtime.usleep"),
+        WaitKind::Sleep,
+        "the Go runtime's sysmon",
+    ),
+    w(
+        "Go",
+        Exact("runtime.lock2"),
+        WaitKind::Lock,
+        "a Go runtime lock",
+    ),
+    // PostgreSQL.
+    w(
+        "PostgreSQL",
+        Exact("ProcSleep"),
+        WaitKind::Lock,
+        "a heavyweight lock (Lock:* in pg_stat_activity: a row, tuple or transaction)",
+    ),
+    w(
+        "PostgreSQL",
+        Exact("LWLockAcquire"),
+        WaitKind::Lock,
+        "an LWLock (LWLock:* in pg_stat_activity)",
+    ),
+    w(
+        "PostgreSQL",
+        Exact("LWLockAcquireOrWait"),
+        WaitKind::Lock,
+        "an LWLock (LWLock:* in pg_stat_activity)",
+    ),
+    w(
+        "PostgreSQL",
+        Exact("LWLockWaitForVar"),
+        WaitKind::Lock,
+        "an LWLock (LWLock:* in pg_stat_activity)",
+    ),
+    w(
+        "PostgreSQL",
+        Exact("pg_usleep"),
+        WaitKind::Sleep,
+        "pg_usleep (a spinlock's back-off, or a delay)",
+    ),
+    w(
+        "PostgreSQL",
+        Exact("secure_read"),
+        WaitKind::Client,
+        "the client's next command (Client:ClientRead)",
+    ),
+    w(
+        "PostgreSQL",
+        Exact("WaitEventSetWait"),
+        WaitKind::Idle,
+        "its latch (an idle server process)",
+    ),
+    // CPython.
+    w(
+        "CPython",
+        Exact("take_gil"),
+        WaitKind::Lock,
+        "the GIL (global interpreter lock)",
+    ),
+    w(
+        "CPython",
+        Prefix("PyThread_acquire_lock"),
+        WaitKind::Lock,
+        "a threading.Lock",
+    ),
+    w("CPython", Exact("pysleep"), WaitKind::Sleep, "time.sleep"),
+    // Rust.
+    w(
+        "Rust std",
+        Contains("futex::Mutex>::lock_contended"),
+        WaitKind::Lock,
+        "a std::sync::Mutex",
+    ),
+    w(
+        "Rust std",
+        Contains("futex::Mutex::lock_contended"),
+        WaitKind::Lock,
+        "a std::sync::Mutex",
+    ),
+    w(
+        "Rust std",
+        Contains("futex::Condvar>::wait"),
+        WaitKind::Condition,
+        "a std::sync::Condvar",
+    ),
+    w(
+        "Rust std",
+        Contains("futex::Condvar::wait"),
+        WaitKind::Condition,
+        "a std::sync::Condvar",
+    ),
+    w(
+        "parking_lot",
+        Contains("parking_lot::raw_mutex::RawMutex::lock_slow"),
+        WaitKind::Lock,
+        "a parking_lot::Mutex",
+    ),
+    w(
+        "parking_lot",
+        Contains("parking_lot_core::parking_lot::park"),
+        WaitKind::Park,
+        "parking_lot (a lock or condvar)",
+    ),
+];
+
+/// A known wait found in a sleeping thread's stack.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WaitInStack {
+    /// Whose code (`glibc`, `HotSpot`, `PostgreSQL`...).
+    pub owner: String,
+    /// What kind of wait.
+    pub kind: WaitKind,
+    /// What is waited for, in the owner's words.
+    pub what: String,
+    /// The function that says so.
+    pub function: String,
+    /// The first caller outside the owner's wait code: who waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiter: Option<String>,
+}
+
+/// Reads a sleeping thread's stack (names, leaf first) for a known wait: a runtime's or
+/// server's own entry beats the C library's under it, then the kind that says most
+/// ([`WaitKind::rank`]), then the innermost. The waiter is the first frame after it that no
+/// wait entry and no runtime plumbing claims.
+pub fn wait_in_stack<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<WaitInStack> {
+    let names: Vec<&str> = names.into_iter().collect();
+    let found = names
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| WAITS.iter().find(|k| k.name.matches(n)).map(|k| (i, k)))
+        .max_by_key(|(i, k)| (k.owner != LIBC, k.kind.rank(), std::cmp::Reverse(*i)))?;
+    let (at, k) = found;
+    // A park under java.util.concurrent's lock classes is a lock (ReentrantLock,
+    // ReentrantReadWriteLock, ...); under a queue or a future it stays a park.
+    let juc_lock = k.kind == WaitKind::Park
+        && k.owner == "HotSpot"
+        && names[at..].iter().any(|n| n.contains(JUC_LOCKS));
+    let waiter = names[at + 1..]
+        .iter()
+        .find(|n| {
+            !WAITS.iter().any(|k| k.name.matches(n))
+                && classify(n).is_none()
+                && !is_wait_plumbing(k.owner, n)
+        })
+        .map(|n| n.to_string());
+    Some(WaitInStack {
+        owner: k.owner.to_string(),
+        kind: if juc_lock { WaitKind::Lock } else { k.kind },
+        what: if juc_lock {
+            "a java.util.concurrent lock (ReentrantLock and its kin)".to_string()
+        } else {
+            k.what.to_string()
+        },
+        function: names[at].to_string(),
+        waiter,
+    })
+}
+
+/// java.util.concurrent's lock classes, as HotSpot's perf map names their methods.
+const JUC_LOCKS: &str = "java.util.concurrent.locks.";
+
+/// Frames between a wait and the code that asked for it that belong to the runtime.
+fn is_wait_plumbing(owner: &str, name: &str) -> bool {
+    match owner {
+        "HotSpot" => {
+            is_runtime_plumbing(HotSpot, name)
+                || name.starts_with("Unsafe_")
+                || name.contains("jdk.internal.misc.Unsafe.park")
+                || name.contains(JUC_LOCKS)
+        }
+        "Go" => name.starts_with("runtime."),
+        "CPython" => name.starts_with("_Py") || name.starts_with("PyEval_") || name == "drop_gil",
+        "PostgreSQL" => matches!(
+            name,
+            "WaitLatch"
+                | "WaitLatchOrSocket"
+                | "WaitEventSetWait"
+                | "WaitEventSetWaitBlock"
+                | "PGSemaphoreLock"
+                | "LockAcquire"
+                | "LockAcquireExtended"
+                | "XactLockTableWait"
+                | "secure_read"
+                | "pq_recvbuf"
+                | "pq_getbyte"
+        ),
+        _ => name.starts_with("__") || name.starts_with("pthread_") || name.starts_with("___"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +723,85 @@ mod tests {
         assert_eq!(l.waiter.as_deref(), Some("void Contended.increment()"));
         assert_eq!(classify("__lll_lock_wait"), Some((Glibc, Wait)));
         assert_eq!(lock_in_stack(["main", "start"]), None);
+    }
+
+    #[test]
+    fn a_sleeping_threads_stack_names_the_wait_the_runtime_knows_over_the_libc_under_it() {
+        // A glibc mutex waiter: the user's function is the waiter.
+        let w = wait_in_stack([
+            "__lll_lock_wait",
+            "___pthread_mutex_lock",
+            "worker",
+            "start_thread",
+        ])
+        .unwrap();
+        assert_eq!((w.owner.as_str(), w.kind), ("glibc", WaitKind::Lock));
+        assert_eq!(w.waiter.as_deref(), Some("worker"));
+        // PostgreSQL's heavyweight lock sleeps on its latch in epoll: the lock says most.
+        let w = wait_in_stack([
+            "epoll_wait",
+            "WaitEventSetWait",
+            "WaitLatch",
+            "ProcSleep",
+            "WaitOnLock",
+            "LockAcquireExtended",
+            "XactLockTableWait",
+            "heapam_tuple_lock",
+            "ExecUpdate",
+        ])
+        .unwrap();
+        assert_eq!((w.owner.as_str(), w.kind), ("PostgreSQL", WaitKind::Lock));
+        assert_eq!(w.function, "ProcSleep");
+        assert_eq!(w.waiter.as_deref(), Some("WaitOnLock"));
+        // An LWLock over glibc's semaphore.
+        let w = wait_in_stack([
+            "do_futex_wait",
+            "__new_sem_wait_slow64",
+            "PGSemaphoreLock",
+            "LWLockAcquire",
+            "XLogFlush",
+        ])
+        .unwrap();
+        assert_eq!(w.function, "LWLockAcquire");
+        assert_eq!(w.waiter.as_deref(), Some("XLogFlush"));
+        // An idle backend waits for its client, not a lock.
+        let w = wait_in_stack([
+            "epoll_wait",
+            "WaitEventSetWait",
+            "secure_read",
+            "pq_recvbuf",
+            "PostgresMain",
+        ])
+        .unwrap();
+        assert_eq!(w.kind, WaitKind::Client);
+        assert_eq!(w.waiter.as_deref(), Some("PostgresMain"));
+        // A JVM park over pthread_cond_wait is the park, waited for by the Java method.
+        let w = wait_in_stack([
+            "__futex_abstimed_wait_common",
+            "___pthread_cond_wait",
+            "Parker::park(bool, long)",
+            "Unsafe_Park",
+            "void jdk.internal.misc.Unsafe.park(boolean, long)",
+            "void java.util.concurrent.locks.LockSupport.park(java.lang.Object)",
+        ])
+        .unwrap();
+        assert_eq!((w.owner.as_str(), w.kind), ("HotSpot", WaitKind::Park));
+        assert_eq!(w.waiter, None, "only the JDK's own frames above it");
+        // The same park under ReentrantLock is a lock, waited for by the user's method.
+        let w = wait_in_stack([
+            "___pthread_cond_wait",
+            "Parker::park(bool, long)",
+            "Unsafe_Park",
+            "void jdk.internal.misc.Unsafe.park(boolean, long)",
+            "void java.util.concurrent.locks.LockSupport.park(java.lang.Object)",
+            "int java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire(...)",
+            "void java.util.concurrent.locks.ReentrantLock.lock()",
+            "void Counter.increment()",
+        ])
+        .unwrap();
+        assert_eq!(w.kind, WaitKind::Lock);
+        assert_eq!(w.waiter.as_deref(), Some("void Counter.increment()"));
+        assert_eq!(wait_in_stack(["read", "main"]), None);
     }
 
     #[test]

@@ -119,12 +119,15 @@ pub fn open_event(attr: &mut perf_event_attr, pid: i32, cpu: i32) -> Result<Owne
 
 /// The sampling attributes: frequency-based, user space only (allowed up to
 /// `perf_event_paranoid=2` without privileges), following children, with the side records
-/// symbolisation needs.
+/// symbolisation needs; with `switches`, a record each time a thread goes onto or off a CPU
+/// (what the wall-clock view is built from; allowed unprivileged too), timed by
+/// `CLOCK_MONOTONIC` so that the records line up with what diagnose reads from /proc.
 fn sampling_attr(
     mode: SamplingMode,
     frequency_hz: u64,
     enable_on_exec: bool,
     layout: SampleLayout,
+    switches: bool,
 ) -> perf_event_attr {
     let (type_, config) = mode.type_and_config();
     let mut sample_type = (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME) as u64;
@@ -163,6 +166,11 @@ fn sampling_attr(
     attr.set_comm_exec(1);
     attr.set_task(1);
     attr.set_sample_id_all(1);
+    if switches {
+        attr.set_context_switch(1);
+        attr.set_use_clockid(1);
+        attr.clockid = libc::CLOCK_MONOTONIC;
+    }
     attr
 }
 
@@ -305,12 +313,14 @@ pub struct Sampler {
     frequency_hz: u64,
     enable_on_exec: bool,
     layout: SampleLayout,
+    switches: bool,
 }
 
 impl Sampler {
     /// Opens sampling events for `tasks` (thread ids; one is enough for a process that is about
     /// to exec, whose threads are then inherited) on every CPU in `cpus`, with what `layout`
-    /// asks beyond the sampled address (call chains, registers and stack copies).
+    /// asks beyond the sampled address (call chains, registers and stack copies), and with
+    /// `switches` a record at each context switch (times then in `CLOCK_MONOTONIC`).
     pub fn open(
         tasks: &[i32],
         cpus: &[usize],
@@ -318,6 +328,7 @@ impl Sampler {
         frequency_hz: u64,
         enable_on_exec: bool,
         layout: SampleLayout,
+        switches: bool,
     ) -> Result<Sampler, OpenError> {
         let mut s = Sampler {
             rings: Vec::new(),
@@ -327,6 +338,7 @@ impl Sampler {
             frequency_hz,
             enable_on_exec,
             layout,
+            switches,
         };
         let pages = if layout.user_stack {
             DATA_PAGES_WITH_STACKS
@@ -334,7 +346,7 @@ impl Sampler {
             DATA_PAGES
         };
         for &cpu in cpus {
-            let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, layout);
+            let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, layout, switches);
             let Some((&first, _)) = tasks.split_first() else {
                 break;
             };
@@ -364,6 +376,7 @@ impl Sampler {
                 self.frequency_hz,
                 self.enable_on_exec,
                 self.layout,
+                self.switches,
             );
             let fd = open_event(&mut attr, task, cpu as i32)?;
             // SAFETY: both fds are open perf events on the same CPU.
@@ -381,6 +394,11 @@ impl Sampler {
     /// What samples carry.
     pub fn layout(&self) -> SampleLayout {
         self.layout
+    }
+
+    /// True when the events write a record at each context switch.
+    pub fn switches(&self) -> bool {
+        self.switches
     }
 
     /// Starts every event (attach mode; a launched command starts at its exec).
@@ -434,6 +452,7 @@ mod tests {
             1000,
             false,
             SampleLayout::CHAIN_AND_STACK,
+            false,
         ) {
             Ok(s) => s,
             Err(e) if e.kind() == PerfErrno::NotPermitted => return, // the CLI tests cover it

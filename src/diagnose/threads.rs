@@ -12,6 +12,9 @@ use std::fs;
 pub struct ThreadReading {
     /// CPU time in ns (schedstat's run time when present, else utime + stime).
     pub cpu_ns: u64,
+    /// Time runnable but waiting for a CPU, ns (schedstat's run-queue delay; `None` without
+    /// schedstat).
+    pub run_delay_ns: Option<u64>,
     /// Minor page faults.
     pub minor_faults: u64,
     /// Major page faults.
@@ -79,6 +82,12 @@ pub fn parse_schedstat(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// Parses `/proc/.../schedstat`'s second field: time runnable on a run queue, waiting for a
+/// CPU, in ns (preempted, or woken and not yet run).
+pub fn parse_run_delay(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Clock ticks per second of /proc times.
 pub fn clock_ticks_per_s() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -92,14 +101,17 @@ pub fn read_thread(pid: u32, tid: u32) -> Option<(String, ThreadReading)> {
     let stat = parse_stat(&fs::read_to_string(format!("{dir}/stat")).ok()?)?;
     let (vol, invol) = parse_switches(&fs::read_to_string(format!("{dir}/status")).ok()?);
     let tick_ns = 1_000_000_000 / clock_ticks_per_s();
-    let cpu_ns = fs::read_to_string(format!("{dir}/schedstat"))
-        .ok()
-        .and_then(|t| parse_schedstat(&t))
+    let schedstat = fs::read_to_string(format!("{dir}/schedstat")).ok();
+    let cpu_ns = schedstat
+        .as_deref()
+        .and_then(parse_schedstat)
         .unwrap_or((stat.utime + stat.stime) * tick_ns);
+    let run_delay_ns = schedstat.as_deref().and_then(parse_run_delay);
     Some((
         stat.comm,
         ThreadReading {
             cpu_ns,
+            run_delay_ns,
             minor_faults: stat.minflt,
             major_faults: stat.majflt,
             voluntary_switches: vol,
@@ -147,6 +159,10 @@ pub struct ThreadFigures {
     pub cpu_s: f64,
     /// CPU time over wall time (1.0 = one CPU busy the whole time).
     pub cpu_per_wall: f64,
+    /// Time runnable but waiting for a CPU in that window, s (schedstat's run-queue delay;
+    /// absent without schedstat, and in files saved before it was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay_s: Option<f64>,
     /// Voluntary context switches (blocked: lock waits, I/O, sleeps).
     pub voluntary_switches: u64,
     /// Involuntary context switches (preempted: more runnable threads than CPUs).
@@ -188,6 +204,7 @@ impl ThreadTracker {
                         name: name.clone(),
                         first: ThreadReading {
                             start_ticks: r.start_ticks,
+                            run_delay_ns: r.run_delay_ns.map(|_| 0),
                             ..ThreadReading::default()
                         },
                         first_ns: r.start_ticks * tick_ns,
@@ -229,6 +246,10 @@ impl ThreadTracker {
                         (cpu_s / wall_s).min(1.0)
                     } else {
                         0.0
+                    },
+                    run_delay_s: match (t.last.run_delay_ns, t.first.run_delay_ns) {
+                        (Some(last), Some(first)) => Some(last.saturating_sub(first) as f64 / 1e9),
+                        _ => None,
                     },
                     voluntary_switches: t
                         .last
@@ -278,6 +299,7 @@ mod tests {
         assert!(status.contains(&format!("nonvoluntary_ctxt_switches:\t{i}")));
         let sched = include_str!("../../tests/fixtures/proc/task/schedstat.txt");
         assert_eq!(parse_schedstat(sched), Some(620865));
+        assert_eq!(parse_run_delay(sched), Some(1966056));
     }
 
     #[test]

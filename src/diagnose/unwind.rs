@@ -247,6 +247,35 @@ impl StackUnwinder {
         kernel_callers: Vec<u64>,
         max_frames: usize,
     ) -> Unwound {
+        let (u, full) = self.walk(pid, maps, ip, user, kernel_callers, max_frames);
+        self.report.count(u.method, full);
+        u
+    }
+
+    /// [`StackUnwinder::unwind`] without counting the walk in the report of how the samples'
+    /// stacks were unwound: for the stacks of sleeping threads, which are no samples.
+    pub fn unwind_quietly(
+        &mut self,
+        pid: u32,
+        maps: &[MapEntry],
+        ip: u64,
+        user: Option<&UserStack>,
+        kernel_callers: Vec<u64>,
+        max_frames: usize,
+    ) -> Unwound {
+        self.walk(pid, maps, ip, user, kernel_callers, max_frames).0
+    }
+
+    /// The walk, and whether it reached the bottom of the stack.
+    fn walk(
+        &mut self,
+        pid: u32,
+        maps: &[MapEntry],
+        ip: u64,
+        user: Option<&UserStack>,
+        kernel_callers: Vec<u64>,
+        max_frames: usize,
+    ) -> (Unwound, bool) {
         let kernel = |callers: Vec<u64>| Unwound {
             method: if callers.is_empty() {
                 UnwindMethod::LeafOnly
@@ -256,9 +285,7 @@ impl StackUnwinder {
             callers,
         };
         let Some(user) = user else {
-            let u = kernel(kernel_callers);
-            self.report.count(u.method, false);
-            return u;
+            return (kernel(kernel_callers), false);
         };
         self.sync(pid, maps);
         let p = self.processes.get(&pid).expect("synced");
@@ -289,17 +316,14 @@ impl StackUnwinder {
             }
         };
         if !full && callers.len() < kernel_callers.len() {
-            let u = kernel(kernel_callers);
-            self.report.count(u.method, false);
-            return u;
+            return (kernel(kernel_callers), false);
         }
         let method = if p.cfi_ranges.iter().any(|r| r.contains(&ip)) {
             UnwindMethod::Cfi
         } else {
             UnwindMethod::FramePointers
         };
-        self.report.count(method, full);
-        Unwound { callers, method }
+        (Unwound { callers, method }, full)
     }
 
     /// What was unwound how.

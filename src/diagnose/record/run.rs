@@ -13,11 +13,15 @@ use super::super::sampler::Sampler;
 use super::super::symbols;
 use super::super::target::{self, Launched};
 use super::super::threads::ThreadTracker;
+use super::super::wall::observe::Observer;
+use super::super::wall::timeline::Phase;
+use super::super::wall::{WallRecorder, WallRecording};
 use super::{
     InputError, Jvm, OpenScope, ProcessTotals, Record, RecordOptions, Recording, State, StopStep,
     Target, Uncovered, describe_status, input_error, open_error, open_sampler, process_running,
     stop_step, totals_of,
 };
+use crate::measure::clock::monotonic_ns;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,18 +34,26 @@ const MEMORY_EVERY: Duration = Duration::from_millis(500);
 /// The poll loop's sleep between rounds.
 const ROUND_SLEEP: Duration = Duration::from_millis(50);
 
+/// Switch records are applied this long behind the start of the drain that brought them:
+/// a record the kernel timed just before the drain may land in its ring a little later.
+const RECORD_SLACK_NS: u64 = 2_000_000;
+
 /// The samplers on the workload, as opened by [`Run::start`].
 struct Opened {
     sampler: Sampler,
     counters: Option<Counters>,
     child: Option<Launched>,
     root: i32,
+    /// When the events were enabled (`CLOCK_MONOTONIC` ns): the wall-clock window's start.
+    enabled_ns: u64,
 }
 
-/// What a stopped recording read last: the counters and the processes still running.
+/// What a stopped recording read last: the counters, the processes still running, and the
+/// wall-clock view closed at the stop.
 pub(super) struct Stopped {
     counter_values: Vec<CounterValue>,
     live_pids: Vec<u32>,
+    wall: Option<WallRecording>,
 }
 
 /// A recording under way: the workload, its samplers, and what has been read of it so far.
@@ -65,6 +77,8 @@ pub(super) struct Run<'a> {
     jcmd_ok: BTreeSet<u32>,
     hot_code: HotCode,
     tracker: ThreadTracker,
+    /// Looks at sleeping threads for the wall-clock view.
+    observer: Observer,
     memory: BTreeMap<u32, ProcessMemory>,
     perf_maps: HashMap<u32, PerfMapFollower>,
     records: Vec<Record>,
@@ -102,6 +116,7 @@ fn launch(
     };
     let counters =
         (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &[pid], true));
+    let enabled_ns = monotonic_ns();
     child.release().map_err(input_error)?;
     st.threads.entry(pid as u32).or_default().insert(pid as u32);
     Ok(Opened {
@@ -109,6 +124,7 @@ fn launch(
         counters,
         child: Some(child),
         root: pid,
+        enabled_ns,
     })
 }
 
@@ -138,6 +154,7 @@ fn attach(
     let sampler = open_sampler(opts, &tids, false, notes).map_err(|e| open_error(e, &scope))?;
     let counters =
         (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &tids, false));
+    let enabled_ns = monotonic_ns();
     sampler.enable();
     if let Some(c) = &counters {
         c.enable();
@@ -152,6 +169,7 @@ fn attach(
         counters,
         child: None,
         root: pid,
+        enabled_ns,
     })
 }
 
@@ -168,6 +186,21 @@ impl<'a> Run<'a> {
         let root = opened.root as u32;
         st.pids.insert(root);
         st.seen.insert(root);
+        if opts.wall && opened.sampler.switches() {
+            let mut w = WallRecorder::new(opened.enabled_ns);
+            // What each thread already running was doing when following began: on a CPU or
+            // waiting for one (R), or asleep; its first switch record says the rest.
+            for (&pid, tids) in &st.threads {
+                for &tid in tids {
+                    let phase = match thread_state(pid, tid) {
+                        Some('R') => Phase::Runnable,
+                        _ => Phase::Blocked,
+                    };
+                    w.first_seen(tid, phase, opened.enabled_ns);
+                }
+            }
+            st.wall = Some(w);
+        }
         let attached = opened.child.is_none();
         let user_maps = std::env::var("JAVA_TOOL_OPTIONS").is_ok_and(|v| v.contains("PerfMap"))
             || matches!(&opts.target, Target::Command(a) if a.iter().any(|x| x.contains("PerfMap")));
@@ -191,6 +224,7 @@ impl<'a> Run<'a> {
             jcmd_ok: BTreeSet::new(),
             hot_code: HotCode::default(),
             tracker,
+            observer: Observer::default(),
             memory: BTreeMap::new(),
             perf_maps: HashMap::new(),
             records: Vec::new(),
@@ -228,8 +262,15 @@ impl<'a> Run<'a> {
     /// on an attached process's threads that have none.
     fn follow_processes(&mut self) {
         let st = &mut self.st;
+        let drained_at = monotonic_ns();
         self.sampler.drain(&mut self.records);
         st.apply(&mut self.records);
+        if st.wall.is_some() {
+            look_at_sleeping_threads(st, &mut self.observer);
+            if let Some(w) = st.wall.as_mut() {
+                w.advance(drained_at.saturating_sub(RECORD_SLACK_NS));
+            }
+        }
         if let Some(c) = self.child.as_mut() {
             for pid in st.new_pids.drain(..) {
                 c.adopt(pid);
@@ -237,6 +278,7 @@ impl<'a> Run<'a> {
         }
         st.new_pids.clear();
         for pid in st.prune_exited() {
+            self.observer.forget(pid);
             if let Some(c) = self.child.as_mut() {
                 c.forget(pid);
             }
@@ -393,8 +435,31 @@ impl<'a> Run<'a> {
     /// is asked once more for its map, for code compiled late.
     pub(super) fn stop(&mut self) -> Stopped {
         self.sampler.disable();
+        let end_ns = monotonic_ns();
         self.sampler.drain(&mut self.records);
         self.st.apply(&mut self.records);
+        let wall =
+            self.st.wall.take().map(|mut w| {
+                if !self.observer.refused.is_empty() {
+                    w.lacks.push(format!(
+                    "why and where {} process{} slept could not be read (/proc/PID/task/*/syscall \
+                     needs ptrace access: run diagnose as the processes' user, or with \
+                     CAP_SYS_PTRACE); their blocked time is counted without it",
+                    self.observer.refused.len(),
+                    if self.observer.refused.len() == 1 { "" } else { "es" }
+                ));
+                }
+                let thread_pid = &self.st.thread_pid;
+                let threads = &self.st.threads;
+                w.finish(end_ns, |tid| {
+                    thread_pid.get(&tid).copied().or_else(|| {
+                        threads
+                            .iter()
+                            .find(|(_, t)| t.contains(&tid))
+                            .map(|(&p, _)| p)
+                    })
+                })
+            });
         let counter_values = self.counters.as_ref().map(|c| c.read()).unwrap_or_default();
         let live_pids: Vec<u32> = self
             .st
@@ -421,6 +486,7 @@ impl<'a> Run<'a> {
         Stopped {
             counter_values,
             live_pids,
+            wall,
         }
     }
 
@@ -541,6 +607,44 @@ impl<'a> Run<'a> {
             jvms,
             namespaces,
             notes: self.notes,
+            wall: stopped.wall,
         }
     }
+}
+
+/// Looks at every followed thread through /proc; those asleep are handed to the wall-clock
+/// recorder with why and where they sleep.
+fn look_at_sleeping_threads(st: &mut State, observer: &mut Observer) {
+    let now = monotonic_ns();
+    let State {
+        wall,
+        threads,
+        pids,
+        spaces,
+        unwinder,
+        ..
+    } = st;
+    let Some(w) = wall.as_mut() else {
+        return;
+    };
+    for (&pid, tids) in threads.iter() {
+        if !pids.contains(&pid) {
+            continue;
+        }
+        for &tid in tids {
+            if let Some((reason, stack)) = observer.look(pid, tid, spaces, unwinder) {
+                w.look(tid, now, reason, stack);
+            }
+        }
+    }
+}
+
+/// The state letter of a thread in /proc (`R`, `S`, `D`...).
+fn thread_state(pid: u32, tid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    s.get(s.rfind(')')? + 1..)?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }

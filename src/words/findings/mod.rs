@@ -12,3 +12,4 @@ pub mod counters;
 pub mod jvm;
 pub mod pages;
 pub mod runtimes;
+pub mod waits;

@@ -1,0 +1,278 @@
+//! Findings from the wall-clock view ([`super::wall`]): time off the CPU that a reader should
+//! act on. Threads asleep on a lock (the lock and who takes it, how much of their wall time,
+//! the spin before the sleep, what they ran when they had it), and threads runnable but
+//! waiting for a CPU (whether the workload's own threads outnumber its CPUs). Time asleep
+//! waiting for work (an idle pool, an event loop, a client) is shown where the time went,
+//! never as a finding. The rules decide and fill facts; the sentences are
+//! `words::findings::waits`.
+
+use super::hotspots::HotSpots;
+use super::rules::{Finding, HAZARD_SHARE, NOTICE_SHARE};
+use super::runtimes::{self, Role, WaitKind};
+use super::wall::{OffCpu, ThreadWall, WallReport};
+use crate::schema::Level;
+use crate::words::findings::waits::{self as words, LockWaitFacts, StarvedFacts};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Share of their wall time threads must wait for a CPU before it is a finding: a fifth is
+/// more than a busy machine's ordinary scheduling delay (a few percent), and a loss a reader
+/// can act on.
+pub const STARVED_SHARE: f64 = 0.20;
+/// Share from which waiting for a CPU is a hazard: half the threads' time.
+pub const STARVED_HAZARD_SHARE: f64 = 0.50;
+/// Share of the machine's CPUs the workload's own threads keep busy from which they are what
+/// its threads wait behind (else something else holds the CPUs).
+const OWN_CPUS_SHARE: f64 = 0.8;
+/// Shortest wait for a CPU worth a finding, ns: below it a short run's noise.
+const STARVED_MIN_NS: f64 = 100e6;
+/// On-CPU functions named for the threads of a lock.
+const HOLDER_FUNCTIONS: usize = 3;
+/// Frames of the stack a lock's waiters sleep in, quoted: the wait, the lock, and the callers
+/// that say which lock.
+const STACK_FRAMES: usize = 5;
+
+/// Every finding of the wall-clock view, for the machine's `cpus` CPUs.
+pub fn findings(wall: &WallReport, hot: &HotSpots, cpus: usize) -> Vec<Finding> {
+    let mut out = lock_waits(wall, hot);
+    out.extend(starved(wall, cpus));
+    out
+}
+
+/// One lock's waiters: time asleep per thread, and the stacks they slept in.
+#[derive(Default)]
+struct LockGroup {
+    owner: String,
+    what: String,
+    waiter: Option<String>,
+    module: Option<String>,
+    by_thread: BTreeMap<u32, u64>,
+    stacks: Vec<(Vec<String>, u64)>,
+}
+
+fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
+    let mut groups: BTreeMap<(String, String, Option<String>), LockGroup> = BTreeMap::new();
+    for s in &wall.stacks {
+        let (OffCpu::Blocked { .. }, Some(w)) = (&s.state, &s.wait) else {
+            continue;
+        };
+        if w.kind != WaitKind::Lock {
+            continue;
+        }
+        let g = groups
+            .entry((w.owner.clone(), w.what.clone(), w.waiter.clone()))
+            .or_insert_with(|| LockGroup {
+                owner: w.owner.clone(),
+                what: w.what.clone(),
+                waiter: w.waiter.clone(),
+                module: w.waiter.as_ref().and_then(|name| {
+                    s.frames
+                        .iter()
+                        .find(|f| f.function.as_deref() == Some(name))
+                        .map(|f| f.module.clone())
+                }),
+                ..LockGroup::default()
+            });
+        for t in &s.threads {
+            *g.by_thread.entry(t.tid).or_default() += t.ns;
+        }
+        let names: Vec<String> = s
+            .frames
+            .iter()
+            .take(STACK_FRAMES)
+            .map(super::hotspots::frame_name)
+            .collect();
+        g.stacks.push((names, s.ns));
+    }
+    let threads: BTreeMap<u32, &ThreadWall> = wall.threads.iter().map(|t| (t.tid, t)).collect();
+    let mut out = Vec::new();
+    for g in groups.into_values() {
+        let waiting: Vec<&ThreadWall> = g
+            .by_thread
+            .keys()
+            .filter_map(|tid| threads.get(tid).copied())
+            .collect();
+        let wall_ns: f64 = waiting.iter().map(|t| t.times.wall_s * 1e9).sum();
+        let blocked_ns = g.by_thread.values().sum::<u64>() as f64;
+        let commands: Vec<String> = waiting
+            .iter()
+            .map(|t| t.command.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let facts = LockWaitFacts {
+            owner: &g.owner,
+            what: &g.what,
+            waiter: g.waiter.as_deref(),
+            threads: waiting.len(),
+            processes: waiting.iter().map(|t| t.pid).collect::<BTreeSet<_>>().len(),
+            commands: &commands,
+            blocked_ns,
+            wall_ns,
+        };
+        let share = facts.share();
+        let level = if share >= HAZARD_SHARE && waiting.len() >= 2 {
+            Level::Hazard
+        } else if share >= NOTICE_SHARE {
+            Level::Notice
+        } else {
+            continue;
+        };
+        let mut evidence = vec![words::lock_wait_share(&facts)];
+        let mut stacks = g.stacks.clone();
+        stacks.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        if let Some((frames, ns)) = stacks.first() {
+            evidence.push(words::lock_wait_stack(
+                frames,
+                *ns as f64 / blocked_ns.max(1.0),
+            ));
+        }
+        let tids: BTreeSet<u32> = g.by_thread.keys().copied().collect();
+        let on_cpu = OnCpu::of(hot, &tids);
+        if let Some(spin) = on_cpu.spin_share(&g.owner).filter(|s| *s >= 0.005) {
+            evidence.push(words::lock_spin_share(&g.owner, spin));
+        }
+        let ran = on_cpu.top();
+        if !ran.is_empty() {
+            evidence.push(words::lock_holders_ran(&ran));
+        }
+        let runnable: f64 = waiting.iter().map(|t| t.times.runnable_s * 1e9).sum();
+        if runnable / wall_ns.max(1.0) >= NOTICE_SHARE {
+            evidence.push(words::also_runnable(runnable / wall_ns.max(1.0)));
+        }
+        out.push(Finding {
+            id: "lock_wait".into(),
+            level,
+            title: words::lock_wait_title(&facts),
+            symbol: g.waiter.clone(),
+            module: g.module.clone(),
+            offset: None,
+            sample_share: None,
+            wall_share: Some(share),
+            disassembly: Default::default(),
+            evidence,
+            explanation: words::lock_wait_explanation(&facts),
+            advice: words::lock_wait_advice(&g.owner).into(),
+        });
+    }
+    out
+}
+
+/// The on-CPU samples of a set of threads, by function.
+struct OnCpu<'a> {
+    hot: &'a HotSpots,
+    tids: &'a BTreeSet<u32>,
+    total: u64,
+}
+
+impl<'a> OnCpu<'a> {
+    fn of(hot: &'a HotSpots, tids: &'a BTreeSet<u32>) -> OnCpu<'a> {
+        let total = hot
+            .threads
+            .iter()
+            .filter(|t| tids.contains(&t.figures.tid))
+            .map(|t| t.samples)
+            .sum();
+        OnCpu { hot, tids, total }
+    }
+
+    fn samples_in(&self, f: &super::hotspots::HotFunction) -> u64 {
+        f.threads
+            .iter()
+            .filter(|t| self.tids.contains(&t.tid))
+            .map(|t| t.samples)
+            .sum()
+    }
+
+    /// Share of their samples in `owner`'s lock code (its spin and wait functions).
+    fn spin_share(&self, owner: &str) -> Option<f64> {
+        if self.total == 0 {
+            return None;
+        }
+        let n: u64 = self
+            .hot
+            .functions
+            .iter()
+            .filter(|f| {
+                matches!(runtimes::classify(&f.symbol),
+                    Some((rt, Role::Spin | Role::Wait | Role::Enter)) if rt.name() == owner)
+            })
+            .map(|f| self.samples_in(f))
+            .sum();
+        Some(n as f64 / self.total as f64)
+    }
+
+    /// Their hottest functions with their share of their samples.
+    fn top(&self) -> Vec<(String, f64)> {
+        if self.total == 0 {
+            return Vec::new();
+        }
+        let mut v: Vec<(String, u64)> = self
+            .hot
+            .functions
+            .iter()
+            .map(|f| (f.symbol.clone(), self.samples_in(f)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.into_iter()
+            .take(HOLDER_FUNCTIONS)
+            .map(|(f, n)| (f, n as f64 / self.total as f64))
+            .collect()
+    }
+}
+
+fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
+    let waiting: Vec<&ThreadWall> = wall
+        .threads
+        .iter()
+        .filter(|t| {
+            t.times.runnable_s * 1e9 >= STARVED_MIN_NS
+                && t.times.share(t.times.runnable_s) >= STARVED_SHARE
+        })
+        .collect();
+    if waiting.is_empty() {
+        return Vec::new();
+    }
+    let runnable_ns: f64 = waiting.iter().map(|t| t.times.runnable_s * 1e9).sum();
+    let wall_ns: f64 = waiting.iter().map(|t| t.times.wall_s * 1e9).sum();
+    let window = wall.method.window_s.max(1e-9);
+    let running_cpus: f64 = wall
+        .threads
+        .iter()
+        .map(|t| t.times.running_s / window)
+        .sum();
+    let commands: Vec<String> = waiting
+        .iter()
+        .map(|t| t.command.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let facts = StarvedFacts {
+        threads: waiting.len(),
+        commands: &commands,
+        runnable_ns,
+        wall_ns,
+        running_cpus,
+        cpus,
+    };
+    let share = runnable_ns / wall_ns.max(1.0);
+    let own = running_cpus >= OWN_CPUS_SHARE * cpus as f64;
+    vec![Finding {
+        id: "waiting_for_cpu".into(),
+        level: if share >= STARVED_HAZARD_SHARE {
+            Level::Hazard
+        } else {
+            Level::Notice
+        },
+        title: words::starved_title(&facts),
+        symbol: None,
+        module: None,
+        offset: None,
+        sample_share: None,
+        wall_share: Some(share),
+        disassembly: Default::default(),
+        evidence: vec![words::starved_share(&facts), words::starved_demand(&facts)],
+        explanation: words::starved_explanation(&facts),
+        advice: words::starved_advice(own).into(),
+    }]
+}

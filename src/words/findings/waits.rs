@@ -1,0 +1,230 @@
+//! Findings about time off the CPU, from the wall-clock view: threads asleep on a lock
+//! (with the spin before the sleep, and what the threads ran when they held it), and threads
+//! runnable but waiting for a CPU (and what held the CPUs).
+
+use crate::format::{human_ns, pct};
+
+/// Threads asleep on one lock, as the finding says them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockWaitFacts<'a> {
+    /// Whose lock code (`glibc`, `PostgreSQL`).
+    pub owner: &'a str,
+    /// The lock, in its owner's words.
+    pub what: &'a str,
+    /// The caller that takes it, when known.
+    pub waiter: Option<&'a str>,
+    /// Threads that slept on it.
+    pub threads: usize,
+    /// Processes those threads belong to.
+    pub processes: usize,
+    /// Their command names.
+    pub commands: &'a [String],
+    /// Time asleep on it, ns, all threads together.
+    pub blocked_ns: f64,
+    /// Those threads' wall time, ns, together.
+    pub wall_ns: f64,
+}
+
+impl LockWaitFacts<'_> {
+    /// Share of the threads' wall time asleep on the lock.
+    pub fn share(&self) -> f64 {
+        self.blocked_ns / self.wall_ns.max(1.0)
+    }
+
+    /// Threads asleep on it at any moment, on average.
+    pub fn asleep(&self) -> f64 {
+        self.blocked_ns / (self.wall_ns / self.threads.max(1) as f64).max(1.0)
+    }
+}
+
+/// `4 threads of mutex_wait sleep on a pthread mutex taken in take_lock_and_work`.
+pub fn lock_wait_title(f: &LockWaitFacts) -> String {
+    let place = f
+        .waiter
+        .map(|w| format!(" taken in {w}"))
+        .unwrap_or_default();
+    format!(
+        "{} sleep on {}{place}",
+        threads_of(f.threads, f.processes, f.commands),
+        f.what,
+    )
+}
+
+fn threads_of(threads: usize, processes: usize, commands: &[String]) -> String {
+    let cmd = commands.join(", ");
+    match (threads, processes) {
+        (1, _) => format!("1 thread of {cmd}"),
+        (t, 1) => format!("{t} threads of {cmd}"),
+        (t, p) => format!("{t} threads in {p} processes of {cmd}"),
+    }
+}
+
+/// `the 4 threads slept on it 44.1% of their wall time (6.70 s of 15.2 s): 1.8 of the 4 asleep
+/// on it at any moment`.
+pub fn lock_wait_share(f: &LockWaitFacts) -> String {
+    format!(
+        "the {} thread{} slept on it {} of their wall time ({} of {}): {:.1} of the {} asleep on \
+         it at any moment",
+        f.threads,
+        if f.threads == 1 { "" } else { "s" },
+        pct(f.share(), 1),
+        human_ns(f.blocked_ns),
+        human_ns(f.wall_ns),
+        f.asleep(),
+        f.threads
+    )
+}
+
+/// `where they wait: __lll_lock_wait <- pthread_mutex_lock <- take_lock_and_work (92.0%)`.
+pub fn lock_wait_stack(frames: &[String], share: f64) -> String {
+    format!(
+        "asleep in {} ({} of the time asleep on it)",
+        frames.join(" <- "),
+        pct(share, 1)
+    )
+}
+
+/// `before sleeping they spin: 3.2% of their on-CPU samples in glibc's lock spin`.
+pub fn lock_spin_share(owner: &str, share: f64) -> String {
+    format!(
+        "before sleeping they spin on it: {} of their on-CPU samples in {owner}'s lock code",
+        pct(share, 1)
+    )
+}
+
+/// `when running (holding the lock, or between takes) they ran: compute_under_lock 93.1%`.
+pub fn lock_holders_ran(functions: &[(String, f64)]) -> String {
+    format!(
+        "on the CPU (the holder runs among them) they ran: {}",
+        functions
+            .iter()
+            .map(|(f, s)| format!("{f} {}", pct(*s, 1)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// `they also waited for a CPU 12.0% of their wall time`.
+pub fn also_runnable(share: f64) -> String {
+    format!(
+        "they also waited for a CPU {} of their wall time (runnable, not running)",
+        pct(share, 1)
+    )
+}
+
+/// Why a lock that threads sleep on costs what it does.
+pub fn lock_wait_explanation(f: &LockWaitFacts) -> String {
+    format!(
+        "A lock lets one thread in at a time. These {n} threads spent {share} of their wall time \
+         asleep waiting for it, {asleep:.1} of them at any moment: the lock, not the CPUs, \
+         sets the pace, and more threads or faster cores will not help while it does. A \
+         lock's cost is the spin before the sleep plus the sleep itself, and the wake-up \
+         after it (a futex wake and a context switch, microseconds each) on every handoff.",
+        n = f.threads,
+        share = pct(f.share(), 1),
+        asleep = f.asleep()
+    )
+}
+
+/// What to do about a lock of `owner`, in that code's own terms.
+pub fn lock_wait_advice(owner: &str) -> &'static str {
+    match owner {
+        "PostgreSQL" => {
+            "Find the blocker in pg_locks / pg_stat_activity (wait_event Lock:* or LWLock:*). \
+             For a hot row: batch its updates, spread them over rows, or queue work with \
+             SELECT ... FOR UPDATE SKIP LOCKED; keep transactions that hold row locks short. \
+             For LWLocks, the wait_event names the structure (WALWrite: faster commits or \
+             commit_delay; BufferContent: a hot page)."
+        }
+        "HotSpot" => {
+            "Hold the monitor or lock for less time (compute outside it), split it by key \
+             (lock striping, ConcurrentHashMap), or replace it with a lock-free structure \
+             (LongAdder, AtomicReference). A thread dump (jcmd PID Thread.print) shows the \
+             holder."
+        }
+        "CPython" => {
+            "CPU-bound Python threads take turns on the GIL: run them as processes \
+             (multiprocessing, concurrent.futures.ProcessPoolExecutor), use a free-threaded \
+             build (3.13t and later), or move the hot loop into code that releases the GIL \
+             (NumPy, a C extension)."
+        }
+        "Go" => {
+            "Go's runtime lock is rarely the user's: look for many goroutines in channel or \
+             timer operations, and profile with go tool pprof's mutex and block profiles."
+        }
+        _ => {
+            "Shorten the critical section (compute outside the lock, take it later, release \
+             it sooner), split the lock by key (one lock per shard), or replace it with a \
+             lock-free structure (atomic counters, per-thread accumulators merged at the end). \
+             More threads than the lock lets run only add waiting."
+        }
+    }
+}
+
+/// Threads waiting for a CPU, as the finding says them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StarvedFacts<'a> {
+    /// Threads that waited.
+    pub threads: usize,
+    /// Their command names.
+    pub commands: &'a [String],
+    /// Their time runnable, ns.
+    pub runnable_ns: f64,
+    /// Their wall time, ns.
+    pub wall_ns: f64,
+    /// CPUs the workload's own threads kept busy on average (their running time over the
+    /// window, all of its threads).
+    pub running_cpus: f64,
+    /// CPUs it may run on.
+    pub cpus: usize,
+}
+
+/// `3 threads of spin wait for a CPU 48.0% of their wall time`.
+pub fn starved_title(f: &StarvedFacts) -> String {
+    format!(
+        "{} wait for a CPU {} of their wall time",
+        threads_of(f.threads, 1, f.commands).replace(" in 1 processes", ""),
+        pct(f.runnable_ns / f.wall_ns.max(1.0), 1)
+    )
+}
+
+/// `runnable but not running 1.45 s of 3.02 s`.
+pub fn starved_share(f: &StarvedFacts) -> String {
+    format!(
+        "runnable but not running {} of {} of wall time",
+        human_ns(f.runnable_ns),
+        human_ns(f.wall_ns)
+    )
+}
+
+/// `the workload's own threads kept 0.6 of the machine's 2 CPUs busy on average`.
+pub fn starved_demand(f: &StarvedFacts) -> String {
+    format!(
+        "the workload's own threads kept {:.1} of the machine's {} CPUs busy on average",
+        f.running_cpus, f.cpus
+    )
+}
+
+/// Why waiting for a CPU costs what it does.
+pub fn starved_explanation(f: &StarvedFacts) -> String {
+    format!(
+        "A runnable thread that gets no CPU makes no progress: {} of these threads' wall time \
+         went to waiting for a turn. A latency-sensitive thread (a lock holder, a request \
+         handler) that waits for a CPU delays everything behind it.",
+        pct(f.runnable_ns / f.wall_ns.max(1.0), 1)
+    )
+}
+
+/// What to do about threads waiting for a CPU: `own` when the workload's own threads keep the
+/// CPUs busy.
+pub fn starved_advice(own: bool) -> &'static str {
+    if own {
+        "The workload runs more busy threads than it has CPUs: size its thread pools to the \
+         CPUs it may use (and to a container's CPU quota, not the host's count), or give it \
+         more CPUs."
+    } else {
+        "Something else holds the CPUs: move the other work to other CPUs (taskset, cpusets), \
+         raise the workload's priority, or give it CPUs of its own; in a container, check its \
+         CPU quota (cpu.max or cpu.cfs_quota_us) and its throttling (cpu.stat)."
+    }
+}
