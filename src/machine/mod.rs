@@ -6,6 +6,7 @@
 //! are read around a recording, for `diagnose` to say what held a waiting thread's CPU.
 
 pub mod cgroup;
+pub mod cpu_time;
 pub mod cpuinfo;
 pub mod hypervisor;
 pub mod kernel;
