@@ -29,6 +29,7 @@
 //! (`tests/fixtures/cgroup/`).
 
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
@@ -161,37 +162,58 @@ fn parse_mount_line(line: &str) -> Option<MountEntry> {
     })
 }
 
-/// Which entries something mounted later hides: one with another mounted on top of it at the
-/// same point (a bind over the host's hierarchy), and everything under a hidden one.
+/// Which entries path lookup cannot reach. A mount is covered when another is mounted on top
+/// of it at the same point (a bind over the host's hierarchy); its place is reachable when
+/// its parent's is and, where it sits on a directory inside its parent rather than on top of
+/// it, the parent is not covered. A mount is visible when its place is reachable and nothing
+/// covers it.
 fn hidden_mounts(entries: &[MountEntry]) -> Vec<bool> {
-    let mut hidden: Vec<bool> = entries
+    let by_id: HashMap<u32, usize> = entries.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
+    let stacked: HashSet<(u32, &str)> = entries
         .iter()
-        .map(|m| {
-            entries
-                .iter()
-                .any(|n| n.parent == m.id && n.id != m.id && n.mount_point == m.mount_point)
-        })
+        .filter(|n| n.parent != n.id)
+        .map(|n| (n.parent, n.mount_point.as_str()))
         .collect();
-    // Spreads down the tree; each round settles at least one more level.
-    for _ in 0..entries.len() {
-        let mut changed = false;
-        for (i, m) in entries.iter().enumerate() {
-            if hidden[i] {
-                continue;
+    let covered: Vec<bool> = entries
+        .iter()
+        .map(|m| stacked.contains(&(m.id, m.mount_point.as_str())))
+        .collect();
+    let mut reachable: Vec<Option<bool>> = vec![None; entries.len()];
+    for first in 0..entries.len() {
+        // Climb to a mount whose answer is known (or the top, whose parent is outside the
+        // namespace), then settle the chain on the way down. A cycle, which a real
+        // mountinfo cannot have, stops the climb at the length of the table.
+        let mut chain = vec![first];
+        let mut known = true;
+        while let Some(&i) = chain.last() {
+            if reachable[i].is_some() {
+                break;
             }
-            let under_hidden = entries.iter().enumerate().any(|(j, p)| {
-                p.id == m.parent && j != i && hidden[j] && p.mount_point != m.mount_point
-            });
-            if under_hidden {
-                hidden[i] = true;
-                changed = true;
+            match by_id.get(&entries[i].parent) {
+                Some(&p) if p != i && chain.len() <= entries.len() => chain.push(p),
+                Some(&p) if p != i => {
+                    known = false;
+                    break;
+                }
+                _ => {
+                    reachable[i] = Some(true);
+                    break;
+                }
             }
         }
-        if !changed {
-            break;
+        while let Some(i) = chain.pop() {
+            let Some(&above) = chain.last() else { break };
+            let parent_ok = reachable[i].unwrap_or(known);
+            let here = &entries[above];
+            let on_top = entries[i].mount_point == here.mount_point;
+            reachable[above] = Some(parent_ok && (on_top || !covered[i]));
         }
     }
-    hidden
+    reachable
+        .iter()
+        .zip(&covered)
+        .map(|(r, c)| *c || !r.unwrap_or(true))
+        .collect()
 }
 
 /// The cgroup filesystems in mountinfo text that nothing hides, in mountinfo order.
@@ -1008,6 +1030,27 @@ mod tests {
             None,
             "a cgroup outside our namespace"
         );
+    }
+
+    #[test]
+    fn mounts_under_a_covered_mount_are_hidden_too() {
+        // A tmpfs over /sys/fs/cgroup hides the cpu hierarchy under the old one, and the bind
+        // stacked on that; the cgroup2 mounted under the new tmpfs is what lookup reaches.
+        let mounts = parse_cgroup_mounts(
+            "1 0 254:0 / / rw - ext4 /dev/vda rw\n\
+             10 1 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n\
+             11 10 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+             12 11 0:29 /a /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+             13 10 0:40 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n\
+             14 13 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n",
+        );
+        assert_eq!(mounts.len(), 1, "{mounts:?}");
+        assert_eq!(mounts[0].hierarchy, Hierarchy::V2);
+        // A parent loop, which no kernel writes, ends without hanging.
+        let looped = parse_cgroup_mounts(
+            "5 6 0:1 / /a rw - cgroup2 cgroup2 rw\n6 5 0:2 / /b rw - tmpfs tmpfs rw\n",
+        );
+        assert!(looped.is_empty());
     }
 
     #[test]
