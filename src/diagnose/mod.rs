@@ -14,6 +14,7 @@
 //! flame graphs (`render::flame`), and two are compared by `compare::profile`, printed by
 //! `render::profile_diff`.
 
+pub mod contention;
 pub mod counters;
 pub mod disasm;
 pub mod events;

@@ -1,8 +1,12 @@
 //! Host facts: CPU identity and microarchitecture, topology and caches, kernel, hypervisor,
 //! PMU, huge pages, split-lock handling. Everything a reader of a fingerprint needs to know
 //! about the machine it came from, gathered once. Missing files give absent fields, never an
-//! error: a fact that cannot be read is recorded as unknown.
+//! error: a fact that cannot be read is recorded as unknown. [`cgroup`] (a process's cgroup
+//! limits and CPU counters) and [`cpu_time`] (busy, idle and stolen CPU time from /proc/stat)
+//! are read around a recording, for `diagnose` to say what held a waiting thread's CPU.
 
+pub mod cgroup;
+pub mod cpu_time;
 pub mod cpuinfo;
 pub mod hypervisor;
 pub mod kernel;
