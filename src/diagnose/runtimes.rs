@@ -307,6 +307,18 @@ pub enum WaitKind {
 }
 
 impl WaitKind {
+    /// One word for a table.
+    pub fn word(self) -> &'static str {
+        match self {
+            WaitKind::Lock => "lock",
+            WaitKind::Park => "park",
+            WaitKind::Condition => "condition",
+            WaitKind::Client => "client",
+            WaitKind::Idle => "idle",
+            WaitKind::Sleep => "sleep",
+        }
+    }
+
     /// Which kind says most when a stack holds several: a lock over the condition variable
     /// it sleeps on, a client read over the event loop it waits in.
     fn rank(self) -> u8 {
@@ -609,7 +621,9 @@ pub fn wait_in_stack<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Wai
     // ReentrantReadWriteLock, ...); under a queue or a future it stays a park.
     let juc_lock = k.kind == WaitKind::Park
         && k.owner == "HotSpot"
-        && names[at..].iter().any(|n| n.contains(JUC_LOCKS));
+        && names[at..]
+            .iter()
+            .any(|n| JUC_LOCK_CLASSES.iter().any(|c| n.contains(c)));
     let waiter = names[at + 1..]
         .iter()
         .find(|n| {
@@ -631,8 +645,15 @@ pub fn wait_in_stack<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Wai
     })
 }
 
-/// java.util.concurrent's lock classes, as HotSpot's perf map names their methods.
+/// java.util.concurrent's lock package, as HotSpot's perf map names its methods: its frames
+/// are the lock's plumbing between a park and the code that waits.
 const JUC_LOCKS: &str = "java.util.concurrent.locks.";
+/// Its lock classes (a latch or semaphore parks through the same package, and is no lock).
+const JUC_LOCK_CLASSES: &[&str] = &[
+    "java.util.concurrent.locks.ReentrantLock",
+    "java.util.concurrent.locks.ReentrantReadWriteLock",
+    "java.util.concurrent.locks.StampedLock",
+];
 
 /// Frames between a wait and the code that asked for it that belong to the runtime.
 fn is_wait_plumbing(owner: &str, name: &str) -> bool {

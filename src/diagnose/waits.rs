@@ -11,7 +11,7 @@ use super::rules::{Finding, HAZARD_SHARE, NOTICE_SHARE};
 use super::runtimes::{self, Role, WaitKind};
 use super::wall::{OffCpu, ThreadWall, WallReport};
 use crate::schema::Level;
-use crate::words::findings::waits::{self as words, LockWaitFacts, StarvedFacts};
+use crate::words::findings::waits::{self as words, CpuHolder, LockWaitFacts, StarvedFacts};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Share of their wall time threads must wait for a CPU before it is a finding: a fifth is
@@ -23,6 +23,12 @@ pub const STARVED_HAZARD_SHARE: f64 = 0.50;
 /// Share of the machine's CPUs the workload's own threads keep busy from which they are what
 /// its threads wait behind (else something else holds the CPUs).
 const OWN_CPUS_SHARE: f64 = 0.8;
+/// Share of a quota's periods throttled from which the quota is what holds threads back.
+const QUOTA_THROTTLED_SHARE: f64 = 0.20;
+/// Other processes' CPU time, as a share of one CPU over the window, from which they are named.
+const OTHERS_MIN_SHARE: f64 = 0.10;
+/// Steal from which the hypervisor is named: a few percent is a busy host's ordinary share.
+const STEAL_SHARE: f64 = 0.02;
 /// Shortest wait for a CPU worth a finding, ns: below it a short run's noise.
 const STARVED_MIN_NS: f64 = 100e6;
 /// On-CPU functions named for the threads of a lock.
@@ -256,7 +262,43 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
         cpus,
     };
     let share = runnable_ns / wall_ns.max(1.0);
-    let own = running_cpus >= OWN_CPUS_SHARE * cpus as f64;
+    let mut evidence = vec![words::starved_share(&facts), words::starved_demand(&facts)];
+    let mut holder = if running_cpus >= OWN_CPUS_SHARE * cpus as f64 {
+        CpuHolder::Own
+    } else {
+        CpuHolder::Others
+    };
+    if let Some(c) = &wall.cpu {
+        if let Some(q) = &c.quota
+            && let (Some(t), Some(p)) = (q.throttled.throttled_periods, q.throttled.periods)
+            && t > 0
+        {
+            evidence.push(words::starved_quota(
+                q.quota.cpus(),
+                &q.cgroup,
+                t,
+                p,
+                q.throttled.throttled_ns.unwrap_or(0) as f64,
+            ));
+            if t as f64 >= QUOTA_THROTTLED_SHARE * p as f64 {
+                holder = CpuHolder::Quota;
+            }
+        }
+        if c.others_ns as f64 >= OTHERS_MIN_SHARE * wall.method.window_s * 1e9 {
+            let top: Vec<(String, u32, f64)> = c
+                .others
+                .iter()
+                .take(3)
+                .map(|o| (o.command.clone(), o.pid, o.total_cpu_ns() as f64))
+                .collect();
+            evidence.push(words::starved_others(c.others_ns as f64, &top));
+        }
+        if let Some(steal) = c.machine.and_then(|m| m.steal_ratio())
+            && steal >= STEAL_SHARE
+        {
+            evidence.push(words::starved_steal(steal));
+        }
+    }
     vec![Finding {
         id: "waiting_for_cpu".into(),
         level: if share >= STARVED_HAZARD_SHARE {
@@ -271,8 +313,8 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
         sample_share: None,
         wall_share: Some(share),
         disassembly: Default::default(),
-        evidence: vec![words::starved_share(&facts), words::starved_demand(&facts)],
+        evidence,
         explanation: words::starved_explanation(&facts),
-        advice: words::starved_advice(own).into(),
+        advice: words::starved_advice(holder).into(),
     }]
 }

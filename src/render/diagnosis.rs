@@ -3,6 +3,8 @@
 
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::short_module;
+use crate::diagnose::wall::{StateTimes, WallReport};
+use crate::format::count_of;
 use crate::format::group_thousands;
 use crate::format::human_kib;
 use crate::format::human_ns;
@@ -14,6 +16,10 @@ use std::fmt::Write;
 pub fn render(d: &Diagnosis, width: u16) -> String {
     let mut o = header(d, width);
     o.push('\n');
+    if let Some(w) = &d.wall {
+        o.push_str(&wall(w, width));
+        o.push('\n');
+    }
     o.push_str(&findings(d, width));
     o.push_str(&hot_sites(d, width));
     o.push_str(&functions(d, width));
@@ -91,6 +97,129 @@ fn header(d: &Diagnosis, w: u16) -> String {
         );
     }
     o
+}
+
+/// Where the time went: per command, then the threads that spent most time off the CPU.
+fn wall(w: &WallReport, width: u16) -> String {
+    let mut o = String::new();
+    let m = &w.method;
+    let _ = writeln!(o, "Where the time went");
+    let how = format!(
+        "{} window; states from the kernel's context-switch records, why and where threads \
+         slept from {} looks at /proc every {} ms{}",
+        human_ns(m.window_s * 1e9),
+        group_thousands(m.looks),
+        m.look_every_ms,
+        if m.unobserved_share > 0.0 {
+            format!(
+                " ({} of the sleep fell between looks: shared out like the rest)",
+                pct(m.unobserved_share, 0)
+            )
+        } else {
+            String::new()
+        }
+    );
+    o.push_str(&wrap_labelled(&how, "  ", width));
+    for c in &w.commands {
+        let t = &c.times;
+        let head = format!(
+            "{}: {} in {}, {} of thread time",
+            c.command,
+            count_of(c.threads as usize, "thread", "threads"),
+            count_of(c.processes as usize, "process", "processes"),
+            human_ns(t.wall_s * 1e9)
+        );
+        o.push_str(&wrap_labelled(&head, "  ", width));
+        o.push_str(&wrap_labelled(&states_line(t), "    ", width));
+    }
+    let shown: Vec<_> = w.threads.iter().take(WALL_THREADS).collect();
+    if !shown.is_empty() {
+        let mut t = table(
+            width,
+            &[
+                "TID",
+                "Name",
+                "Running",
+                "Spinning",
+                "CPU wait",
+                "Blocked",
+                "Blocked on",
+            ],
+        );
+        for th in shown {
+            let s = &th.times;
+            t.add_row(vec![
+                th.tid.to_string(),
+                th.name.clone(),
+                pct(s.share(s.running_s), 1),
+                pct(s.share(s.spinning_s), 1),
+                pct(s.share(s.runnable_s), 1),
+                pct(s.share(s.blocked_s), 1),
+                blocked_on(s),
+            ]);
+        }
+        let _ = writeln!(o, "{t}");
+        if w.threads.len() > WALL_THREADS {
+            let _ = writeln!(
+                o,
+                "  ({} more threads in the JSON)",
+                w.threads.len() - WALL_THREADS
+            );
+        }
+    }
+    for l in &m.lacks {
+        o.push_str(&wrap_labelled(&format!("Lacks: {l}"), "  ", width));
+    }
+    o
+}
+
+/// Threads shown in the wall-clock table.
+const WALL_THREADS: usize = 12;
+
+/// `running 9.9% (spinning 0.0%), waiting for a CPU 46.0%, blocked 44.1% (lock 24.1%, ...)`.
+fn states_line(t: &StateTimes) -> String {
+    let blocked = blocked_on(t);
+    format!(
+        "running {} (spinning {}), waiting for a CPU {}, blocked {}{}",
+        pct(t.share(t.running_s), 1),
+        pct(t.share(t.spinning_s), 1),
+        pct(t.share(t.runnable_s), 1),
+        pct(t.share(t.blocked_s), 1),
+        if blocked.is_empty() {
+            String::new()
+        } else {
+            format!(" ({blocked})")
+        }
+    )
+}
+
+/// What the blocked time was spent on: the known waits by kind, then the reasons the kinds do
+/// not cover, two at most, as shares of the wall time.
+fn blocked_on(t: &StateTimes) -> String {
+    let mut parts: Vec<(String, f64)> = t
+        .waits
+        .iter()
+        .map(|k| (k.kind.word().to_string(), k.s))
+        .collect();
+    let known: f64 = t.waits.iter().map(|k| k.s).sum();
+    if known < 0.9 * t.blocked_s {
+        let rest = t.blocked_s - known;
+        // The reasons, scaled to the part no known wait covers.
+        let all: f64 = t.blocked.iter().map(|r| r.s).sum::<f64>().max(1e-12);
+        parts.extend(
+            t.blocked
+                .iter()
+                .map(|r| (r.reason.word().to_string(), r.s / all * rest)),
+        );
+    }
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    parts
+        .into_iter()
+        .filter(|(_, s)| t.share(*s) >= 0.001)
+        .take(2)
+        .map(|(w, s)| format!("{w} {}", pct(t.share(s), 1)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The findings, each with its evidence, code, cost and advice.

@@ -13,6 +13,7 @@ use super::super::sampler::Sampler;
 use super::super::symbols;
 use super::super::target::{self, Launched};
 use super::super::threads::ThreadTracker;
+use super::super::wall::cpu::CpuWindow;
 use super::super::wall::observe::Observer;
 use super::super::wall::timeline::Phase;
 use super::super::wall::{WallRecorder, WallRecording};
@@ -79,6 +80,8 @@ pub(super) struct Run<'a> {
     tracker: ThreadTracker,
     /// Looks at sleeping threads for the wall-clock view.
     observer: Observer,
+    /// What the machine's CPUs did, read at the start, for who held them.
+    cpu_window: Option<CpuWindow>,
     memory: BTreeMap<u32, ProcessMemory>,
     perf_maps: HashMap<u32, PerfMapFollower>,
     records: Vec<Record>,
@@ -205,6 +208,7 @@ impl<'a> Run<'a> {
         let user_maps = std::env::var("JAVA_TOOL_OPTIONS").is_ok_and(|v| v.contains("PerfMap"))
             || matches!(&opts.target, Target::Command(a) if a.iter().any(|x| x.contains("PerfMap")));
         let tracker = ThreadTracker::new(opened.child.is_some());
+        let cpu_window = st.wall.is_some().then(|| CpuWindow::start(root));
         let last_threads = Instant::now() - Duration::from_secs(1);
         Ok(Run {
             opts,
@@ -225,6 +229,7 @@ impl<'a> Run<'a> {
             hot_code: HotCode::default(),
             tracker,
             observer: Observer::default(),
+            cpu_window,
             memory: BTreeMap::new(),
             perf_maps: HashMap::new(),
             records: Vec::new(),
@@ -438,28 +443,7 @@ impl<'a> Run<'a> {
         let end_ns = monotonic_ns();
         self.sampler.drain(&mut self.records);
         self.st.apply(&mut self.records);
-        let wall =
-            self.st.wall.take().map(|mut w| {
-                if !self.observer.refused.is_empty() {
-                    w.lacks.push(format!(
-                    "why and where {} process{} slept could not be read (/proc/PID/task/*/syscall \
-                     needs ptrace access: run diagnose as the processes' user, or with \
-                     CAP_SYS_PTRACE); their blocked time is counted without it",
-                    self.observer.refused.len(),
-                    if self.observer.refused.len() == 1 { "" } else { "es" }
-                ));
-                }
-                let thread_pid = &self.st.thread_pid;
-                let threads = &self.st.threads;
-                w.finish(end_ns, |tid| {
-                    thread_pid.get(&tid).copied().or_else(|| {
-                        threads
-                            .iter()
-                            .find(|(_, t)| t.contains(&tid))
-                            .map(|(&p, _)| p)
-                    })
-                })
-            });
+        let wall = self.close_wall(end_ns);
         let counter_values = self.counters.as_ref().map(|c| c.read()).unwrap_or_default();
         let live_pids: Vec<u32> = self
             .st
@@ -488,6 +472,32 @@ impl<'a> Run<'a> {
             live_pids,
             wall,
         }
+    }
+
+    /// Closes the wall-clock view at `end_ns`: what it lacks, who held the CPUs.
+    fn close_wall(&mut self, end_ns: u64) -> Option<WallRecording> {
+        let mut w = self.st.wall.take()?;
+        let refused = self.observer.refused.len();
+        if refused > 0 {
+            w.lacks.push(format!(
+                "why and where {refused} process{} slept could not be read \
+                 (/proc/PID/task/*/syscall needs ptrace access: run diagnose as the processes' \
+                 user, or with CAP_SYS_PTRACE); their blocked time is counted without it",
+                if refused == 1 { "" } else { "es" }
+            ));
+        }
+        let cpu = self.cpu_window.take().map(|c| c.finish(&self.st.seen));
+        let (thread_pid, threads) = (&self.st.thread_pid, &self.st.threads);
+        let mut rec = w.finish(end_ns, |tid| {
+            thread_pid.get(&tid).copied().or_else(|| {
+                threads
+                    .iter()
+                    .find(|(_, t)| t.contains(&tid))
+                    .map(|(&p, _)| p)
+            })
+        });
+        rec.cpu = cpu;
+        Some(rec)
     }
 
     /// Reads the perf maps a last time (JIT code published since the last look, maps written

@@ -15,6 +15,7 @@
 //! The report ([`WallReport`]) is typed for the JSON, the screen and the exports: per thread
 //! and per command the time in each state, and the off-CPU stacks weighted in ns.
 
+pub mod cpu;
 pub mod observe;
 pub mod recorder;
 pub mod timeline;
@@ -47,6 +48,9 @@ pub struct WallReport {
     pub threads: Vec<ThreadWall>,
     /// Off-CPU stacks with their time, most first (at most 2000).
     pub stacks: Vec<WaitStack>,
+    /// Who held the CPUs meanwhile: other processes, the hypervisor, a cgroup quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<cpu::CpuHolders>,
 }
 
 /// How the wall-clock view was measured.
@@ -407,5 +411,6 @@ pub fn report(
         commands,
         threads,
         stacks,
+        cpu: rec.cpu.clone(),
     }
 }

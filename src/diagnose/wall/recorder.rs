@@ -60,8 +60,12 @@ impl ThreadTimes {
     }
 }
 
-/// Time off the CPU by thread, state and stack (leaf first; empty when not known).
-pub type OffCpuStacks = HashMap<(u32, OffCpu, Vec<Location>), u64>;
+/// A thread, its state off the CPU, and the stack it was in (leaf first; empty when not
+/// known).
+pub type OffCpuKey = (u32, OffCpu, Vec<Location>);
+
+/// Time off the CPU by thread, state and stack.
+pub type OffCpuStacks = HashMap<OffCpuKey, u64>;
 
 /// What the wall-clock recording gives the analysis.
 #[derive(Debug, Clone, Default)]
@@ -82,6 +86,8 @@ pub struct WallRecording {
     pub contradictions: u64,
     /// What the view lacks (a look refused, no stacks), one sentence each.
     pub lacks: Vec<String>,
+    /// Who held the CPUs meanwhile (other processes, the hypervisor, a cgroup quota).
+    pub cpu: Option<super::cpu::CpuHolders>,
 }
 
 #[derive(Debug, Clone)]
@@ -243,6 +249,7 @@ impl WallRecorder {
             unobserved_ns,
             contradictions: self.timeline.contradictions,
             lacks: self.lacks,
+            cpu: None,
         }
     }
 }
@@ -250,7 +257,7 @@ impl WallRecorder {
 /// Shares `ns` of thread `tid`'s unobserved blocked time over its observed blocked stacks in
 /// proportion to their time; with none, it stays unobserved, without a stack.
 fn share_out(stacks: &mut OffCpuStacks, tid: u32, ns: u64) {
-    let mut mine: Vec<((u32, OffCpu, Vec<Location>), u64)> = stacks
+    let mut mine: Vec<(OffCpuKey, u64)> = stacks
         .iter()
         .filter(|((t, s, _), _)| {
             *t == tid

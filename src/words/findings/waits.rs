@@ -44,8 +44,9 @@ pub fn lock_wait_title(f: &LockWaitFacts) -> String {
         .map(|w| format!(" taken in {w}"))
         .unwrap_or_default();
     format!(
-        "{} sleep on {}{place}",
+        "{} {} on {}{place}",
         threads_of(f.threads, f.processes, f.commands),
+        if f.threads == 1 { "sleeps" } else { "sleep" },
         f.what,
     )
 }
@@ -63,11 +64,12 @@ fn threads_of(threads: usize, processes: usize, commands: &[String]) -> String {
 /// on it at any moment`.
 pub fn lock_wait_share(f: &LockWaitFacts) -> String {
     format!(
-        "the {} thread{} slept on it {} of their wall time ({} of {}): {:.1} of the {} asleep on \
+        "the {} thread{} slept on it {} of {} wall time ({} of {}): {:.1} of the {} asleep on \
          it at any moment",
         f.threads,
         if f.threads == 1 { "" } else { "s" },
         pct(f.share(), 1),
+        if f.threads == 1 { "its" } else { "their" },
         human_ns(f.blocked_ns),
         human_ns(f.wall_ns),
         f.asleep(),
@@ -181,10 +183,13 @@ pub struct StarvedFacts<'a> {
 
 /// `3 threads of spin wait for a CPU 48.0% of their wall time`.
 pub fn starved_title(f: &StarvedFacts) -> String {
+    let one = f.threads == 1;
     format!(
-        "{} wait for a CPU {} of their wall time",
-        threads_of(f.threads, 1, f.commands).replace(" in 1 processes", ""),
-        pct(f.runnable_ns / f.wall_ns.max(1.0), 1)
+        "{} {} for a CPU {} of {} wall time",
+        threads_of(f.threads, 1, f.commands),
+        if one { "waits" } else { "wait" },
+        pct(f.runnable_ns / f.wall_ns.max(1.0), 1),
+        if one { "its" } else { "their" }
     )
 }
 
@@ -215,16 +220,63 @@ pub fn starved_explanation(f: &StarvedFacts) -> String {
     )
 }
 
-/// What to do about threads waiting for a CPU: `own` when the workload's own threads keep the
-/// CPUs busy.
-pub fn starved_advice(own: bool) -> &'static str {
-    if own {
-        "The workload runs more busy threads than it has CPUs: size its thread pools to the \
-         CPUs it may use (and to a container's CPU quota, not the host's count), or give it \
-         more CPUs."
-    } else {
-        "Something else holds the CPUs: move the other work to other CPUs (taskset, cpusets), \
-         raise the workload's priority, or give it CPUs of its own; in a container, check its \
-         CPU quota (cpu.max or cpu.cfs_quota_us) and its throttling (cpu.stat)."
+/// `other processes ran 1.9 s of CPU meanwhile: cc1plus (pid 4123) 0.8 s, ...`.
+pub fn starved_others(total_ns: f64, top: &[(String, u32, f64)]) -> String {
+    format!(
+        "other processes ran {} of CPU meanwhile: {}",
+        human_ns(total_ns),
+        top.iter()
+            .map(|(c, pid, ns)| format!("{c} (pid {pid}) {}", human_ns(*ns)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// `the hypervisor took 4.1% of the CPUs' time (steal)`.
+pub fn starved_steal(share: f64) -> String {
+    format!(
+        "the hypervisor took {} of the CPUs' time (steal: the host ran other guests on them)",
+        pct(share, 1)
+    )
+}
+
+/// `the cgroup's CPU quota of 0.50 CPUs (DIR) throttled 170 of 173 periods (1.2 s)`.
+pub fn starved_quota(cpus: f64, cgroup: &str, throttled: u64, periods: u64, ns: f64) -> String {
+    format!(
+        "the cgroup's CPU quota of {cpus:.2} CPUs ({cgroup}) held it back in {throttled} of \
+         {periods} periods ({} throttled)",
+        human_ns(ns)
+    )
+}
+
+/// Who held the CPUs, as the advice needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuHolder {
+    /// A cgroup CPU quota throttled the workload.
+    Quota,
+    /// The workload's own threads kept the CPUs busy.
+    Own,
+    /// Other processes, or the hypervisor.
+    Others,
+}
+
+/// What to do about threads waiting for a CPU, by who held it.
+pub fn starved_advice(holder: CpuHolder) -> &'static str {
+    match holder {
+        CpuHolder::Quota => {
+            "The cgroup's CPU quota, not the machine, holds the threads back: raise the \
+             quota (a pod's cpu limit, cpu.max, cpu.cfs_quota_us), or size the workload's \
+             thread pools to it (runtimes that size pools by the host's CPU count overrun a \
+             small quota in bursts)."
+        }
+        CpuHolder::Own => {
+            "The workload runs more busy threads than it has CPUs: size its thread pools to the \
+             CPUs it may use (and to a container's CPU quota, not the host's count), or give it \
+             more CPUs."
+        }
+        CpuHolder::Others => {
+            "Something else holds the CPUs: move the other work to other CPUs (taskset, \
+             cpusets), raise the workload's priority, or give it CPUs of its own."
+        }
     }
 }

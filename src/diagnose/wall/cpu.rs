@@ -1,0 +1,91 @@
+//! Who held the CPUs while the workload's threads waited for one: the other processes that
+//! ran in the window (their CPU time from /proc), the machine's CPUs as a whole (busy, idle,
+//! and the hypervisor's steal from /proc/stat), and the workload's cgroup CPU quota with its
+//! throttling (`cpu.stat`). Read once when recording starts and once when it stops.
+
+use crate::diagnose::contention::{self, OtherProcess, ProcessCpuSnapshot};
+use crate::machine::cgroup::{self, ControllerDir, CpuQuota, CpuStat, CpuStatDelta, ProcessCgroup};
+use crate::machine::cpu_time::{self, CpuTimeDelta, CpuTimeSnapshot, CpuTimeWindow};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Other processes kept in the report, most CPU first.
+const OTHERS_KEPT: usize = 5;
+
+/// What held the CPUs during the recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuHolders {
+    /// Processes outside the workload that used CPU, most first (at most 5).
+    pub others: Vec<OtherProcess>,
+    /// CPU time of all the other processes together (their reaped children included), ns.
+    pub others_ns: u64,
+    /// Every CPU of the machine together: busy, idle, and stolen by the hypervisor.
+    pub machine: Option<CpuTimeDelta>,
+    /// The workload's cgroup CPU quota and its throttling, when one binds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaWindow>,
+}
+
+/// A cgroup CPU quota over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuotaWindow {
+    /// The quota.
+    pub quota: CpuQuota,
+    /// The cgroup that sets it (its directory).
+    pub cgroup: String,
+    /// Its counters' change: periods, throttled periods and time.
+    pub throttled: CpuStatDelta,
+}
+
+/// The readings at the start.
+pub struct CpuWindow {
+    processes: ProcessCpuSnapshot,
+    machine: Option<CpuTimeSnapshot>,
+    quota: Option<(ProcessCgroup, ControllerDir, CpuQuota, CpuStat)>,
+}
+
+impl CpuWindow {
+    /// Reads everything now, for the workload's root process `pid`.
+    pub fn start(pid: u32) -> CpuWindow {
+        let quota = cgroup::process_cgroup(pid).and_then(|cg| {
+            let limit = cg.limits().cpu_quota?;
+            let stat = cg.cpu_stat_at(&limit.at)?;
+            Some((cg, limit.at, limit.value, stat))
+        });
+        CpuWindow {
+            processes: ProcessCpuSnapshot::take(),
+            machine: cpu_time::cpu_time_snapshot(),
+            quota,
+        }
+    }
+
+    /// Reads everything again: what the processes not in `followed` (nor diagnose itself)
+    /// used, what the CPUs did, and how the quota throttled.
+    pub fn finish(self, followed: &BTreeSet<u32>) -> CpuHolders {
+        let hz = cpu_time::user_hz();
+        let mut followed = followed.clone();
+        followed.insert(std::process::id());
+        let end = ProcessCpuSnapshot::take();
+        let mut others = contention::other_processes(&self.processes, &end, &followed, hz);
+        let others_ns = others.iter().map(OtherProcess::total_cpu_ns).sum();
+        others.truncate(OTHERS_KEPT);
+        let machine = match (self.machine, cpu_time::cpu_time_snapshot()) {
+            (Some(a), Some(b)) => Some(CpuTimeWindow::between(&a, &b, hz).total),
+            _ => None,
+        };
+        let quota = self.quota.and_then(|(cg, at, quota, start)| {
+            let end = cg.cpu_stat_at(&at)?;
+            Some(QuotaWindow {
+                quota,
+                cgroup: at.dir().display().to_string(),
+                throttled: CpuStatDelta::between(&start, &end),
+            })
+        });
+        CpuHolders {
+            others,
+            others_ns,
+            machine,
+            quota,
+        }
+    }
+}
