@@ -9,7 +9,7 @@
 //! Binaries are read once per file; each process gets its own module list, rebuilt when its
 //! mappings change (an exec, a library loaded).
 
-use super::perf_records::UserStack;
+use super::perf_records::{UserRegs, UserStack};
 use super::symbols::{MapEntry, parse_proc_maps, read_process_memory};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
@@ -207,6 +207,9 @@ struct ProcessModules {
     cfi_ranges: Vec<Range<u64>>,
 }
 
+/// Frame-pointer values tried for a sleeping thread's stack before taking the deepest walk.
+const MAX_FRAME_POINTER_GUESSES: usize = 32;
+
 /// Unwinds samples of many processes.
 pub struct StackUnwinder {
     files: HashMap<PathBuf, Option<Arc<FileCfi>>>,
@@ -252,18 +255,65 @@ impl StackUnwinder {
         u
     }
 
-    /// [`StackUnwinder::unwind`] without counting the walk in the report of how the samples'
-    /// stacks were unwound: for the stacks of sleeping threads, which are no samples.
-    pub fn unwind_quietly(
+    /// The stack of a thread asleep in the kernel, from its user `pc` and `sp` and the `bytes`
+    /// of its stack from `sp` up, as /proc gives them: return addresses, innermost first. Not
+    /// counted in the samples' report.
+    ///
+    /// /proc gives no frame pointer, and code built with frame pointers keeps its frame's
+    /// address (the CFA) in `rbp`, which the system call's wrapper leaves untouched: the walk
+    /// stops at the first such frame. So when the walk falls short of the thread's start, `rbp`
+    /// is looked for in the stack as Breakpad's stack scan does: each word that could be a
+    /// frame's saved `rbp` slot (the word above it a return address into executable code,
+    /// the word itself zero or a higher stack address) is tried, and the first that lets the
+    /// walk reach the thread's start is taken; failing that, the deepest walk.
+    pub fn unwind_sleeping(
         &mut self,
         pid: u32,
         maps: &[MapEntry],
-        ip: u64,
-        user: Option<&UserStack>,
-        kernel_callers: Vec<u64>,
+        pc: u64,
+        sp: u64,
+        bytes: Vec<u8>,
         max_frames: usize,
-    ) -> Unwound {
-        self.walk(pid, maps, ip, user, kernel_callers, max_frames).0
+    ) -> Vec<u64> {
+        let mut user = UserStack {
+            regs: UserRegs { ip: pc, sp, bp: 0 },
+            bytes,
+        };
+        let (first, full) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
+        if full {
+            return first.callers;
+        }
+        let executable = |a: u64| maps.iter().any(|m| (m.start..m.end).contains(&a));
+        let word = |b: &[u8], at: usize| -> Option<u64> {
+            Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
+        };
+        let top = sp + user.bytes.len() as u64;
+        let candidates: Vec<u64> = (0..user.bytes.len().saturating_sub(16))
+            .step_by(8)
+            .filter_map(|at| {
+                let saved = word(&user.bytes, at)?;
+                let ret = word(&user.bytes, at + 8)?;
+                let slot = sp + at as u64;
+                ((saved == 0 || (saved > slot && saved < top + (1 << 20))) && executable(ret))
+                    .then_some(slot)
+            })
+            .take(MAX_FRAME_POINTER_GUESSES)
+            .collect();
+        let mut best = first.callers;
+        if std::env::var_os("CPUDOCTOR_DEBUG_UNWIND").is_some() {
+            eprintln!("first {:x?} candidates {:x?}", best, candidates);
+        }
+        for bp in candidates {
+            user.regs.bp = bp;
+            let (u, full) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
+            if full {
+                return u.callers;
+            }
+            if u.callers.len() > best.len() {
+                best = u.callers;
+            }
+        }
+        best
     }
 
     /// The walk, and whether it reached the bottom of the stack.

@@ -9,7 +9,7 @@
 //! sampling rights). It is a sampler: each look sees the threads asleep at that moment, so a
 //! wait is seen in proportion to its length; the switch records time each wait exactly.
 
-use super::super::perf_records::{MAX_STACK_FRAMES, UserRegs, UserStack};
+use super::super::perf_records::MAX_STACK_FRAMES;
 use super::super::symbols::{AddressSpaces, Location};
 use super::super::unwind::StackUnwinder;
 use serde::{Deserialize, Serialize};
@@ -283,21 +283,14 @@ impl Observer {
             .or_insert_with(|| std::fs::File::open(format!("/proc/{pid}/mem")).ok());
         let stack = match mem {
             Some(mem) => {
-                let bytes = read_stack(mem, sp);
-                let user = UserStack {
-                    regs: UserRegs { ip: pc, sp, bp: 0 },
-                    bytes,
-                };
-                let callers = unwinder
-                    .unwind_quietly(
-                        pid,
-                        spaces.maps(pid),
-                        pc,
-                        Some(&user),
-                        Vec::new(),
-                        MAX_STACK_FRAMES,
-                    )
-                    .callers;
+                let callers = unwinder.unwind_sleeping(
+                    pid,
+                    spaces.maps(pid),
+                    pc,
+                    sp,
+                    read_stack(mem, sp),
+                    MAX_STACK_FRAMES,
+                );
                 let mut stack = Vec::with_capacity(1 + callers.len());
                 stack.push(spaces.locate(pid, pc));
                 stack.extend(
