@@ -32,6 +32,7 @@ pub mod sampler;
 pub mod symbols;
 pub mod target;
 pub mod threads;
+pub mod tree;
 pub mod unwind;
 
 use crate::machine::Machine;
