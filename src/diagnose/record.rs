@@ -5,10 +5,11 @@
 use super::counters::{CounterSpec, CounterValue};
 use super::memory::ProcessMemory;
 use super::namespace::NamespacedProcess;
-use super::sampler::{self, OpenError, Record, SampleLayout, Sampler, SamplingMode};
+use super::sampler::{self, Inherit, OpenError, Record, SampleLayout, Sampler, SamplingMode};
 use super::symbols::{AddressSpaces, Location, MapEntry, Symbol};
 use super::target::TargetError;
 use super::threads::ThreadFigures;
+use super::tree::FollowedProcess;
 use super::unwind::{StackUnwinder, UnwindReport};
 use crate::error::InputError;
 use crate::machine::pmu::PerfErrno;
@@ -51,6 +52,28 @@ pub struct RecordOptions {
     /// Sample user call chains with each sample: the user stack and registers for CFI
     /// unwinding, and the kernel's frame-pointer chain as the fallback.
     pub callchains: bool,
+    /// Follow an attached process's child processes: those running at the attach (all
+    /// generations) and those it starts. False (`--no-children`): the process and its threads
+    /// only. A started command is always followed into everything it starts.
+    pub children: bool,
+}
+
+impl RecordOptions {
+    /// True unless `--no-children` keeps an attached process's children out.
+    fn follows_children(&self) -> bool {
+        self.children || matches!(self.target, Target::Command(_))
+    }
+
+    /// How new tasks get the events: everything the workload starts, or with `--no-children`
+    /// its threads only where the kernel can (5.13+; an older one passes them to forked
+    /// processes too, whose records the recording then leaves out).
+    fn inherit(&self) -> Inherit {
+        if !self.follows_children() && Inherit::threads_only_supported() {
+            Inherit::ThreadsOnly
+        } else {
+            Inherit::ThreadsAndChildren
+        }
+    }
 }
 
 /// Opens the sampler, with stack copies and call chains when asked and the kernel takes them;
@@ -88,6 +111,7 @@ fn open_sampler_layout(
         opts.frequency_hz,
         enable_on_exec,
         layout,
+        opts.inherit(),
     )
 }
 
@@ -150,6 +174,10 @@ pub struct Recording {
     pub wall_s: f64,
     /// The process started or attached to.
     pub root_pid: u32,
+    /// Every process followed, the root first.
+    pub followed: Vec<FollowedProcess>,
+    /// True when child processes were not followed (`--no-children`).
+    pub no_children: bool,
     /// The command line, when started.
     pub command: Option<Vec<String>>,
     /// How it ended (`exited with 0`, `killed by SIGTERM`, `still running`).
@@ -267,7 +295,9 @@ fn stop_step(
 struct OpenScope<'a> {
     opts: &'a RecordOptions,
     pid: i32,
+    /// Threads of every process followed.
     threads: usize,
+    processes: usize,
 }
 
 fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
@@ -287,6 +317,7 @@ fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
             let cpus = scope.opts.cpus.len().max(1);
             InputError::TooManyOpenFiles {
                 threads: scope.threads,
+                processes: scope.processes,
                 cpus,
                 needed: scope.threads * cpus + scope.threads * scope.opts.counters.len() + 64,
                 limit: sampler::raise_open_file_limit(),
@@ -471,12 +502,12 @@ fn process_running(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Threads of an attached process that have no events yet. A thread created by a followed
-/// thread inherits its events and must not get its own (it would be sampled twice); only one
-/// created between listing the threads and opening its creator's events lacks them. The
-/// kernel writes the fork record (or the thread's first sample) within microseconds of the
-/// thread appearing in /proc, so a thread that has neither one look (~50 ms) after it was
-/// first listed has no events.
+/// Threads of an attached process and its descendants that have no events yet. A thread or
+/// process created by a followed thread inherits its events and must not get its own (it would
+/// be sampled twice); only one created between listing the threads and opening its creator's
+/// events lacks them. The kernel writes the fork record (or the thread's first sample) within
+/// microseconds of the thread appearing in /proc, so a thread that has neither one look
+/// (~50 ms) after it was first listed has no events.
 #[derive(Default)]
 struct Uncovered {
     opened: BTreeSet<i32>,
@@ -585,6 +616,7 @@ mod tests {
             counters: Vec::new(),
             child_stdout_to_stderr: false,
             callchains: true,
+            children: true,
         }
     }
 
@@ -604,6 +636,7 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 1,
+            processes: 1,
         };
         let e = open_error(errno(libc::EACCES), &scope);
         assert!(matches!(input(&e), InputError::PerfNotPermitted { .. }));
@@ -627,13 +660,18 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 600,
+            processes: 35,
         };
         let e = open_error(errno(libc::EMFILE), &scope);
         let InputError::TooManyOpenFiles { threads, cpus, .. } = input(&e) else {
             panic!("{e:#}");
         };
         assert_eq!((*threads, *cpus), (600, 2));
-        assert!(e.to_string().contains("ulimit -Hn"));
+        let said = e.to_string();
+        assert!(said.contains("ulimit -Hn"), "{said}");
+        // The threads of every process followed are counted, and following fewer is offered.
+        assert!(said.contains("600 thread(s) of 35 process(es)"), "{said}");
+        assert!(said.contains("--no-children"), "{said}");
     }
 
     #[test]
@@ -649,6 +687,7 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 1,
+            processes: 1,
         };
         let e = open_error(errno(libc::EINVAL), &scope);
         assert_eq!(
@@ -664,6 +703,7 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 1,
+            processes: 1,
         };
         assert!(
             open_error(errno(libc::EINVAL), &scope)
@@ -684,6 +724,7 @@ mod tests {
             opts: &o,
             pid: 42,
             threads: 1,
+            processes: 1,
         };
         let e = open_error(errno(libc::ESRCH), &scope);
         assert_eq!(
@@ -707,6 +748,22 @@ mod tests {
         covered.insert(12, 10); // fork record of 12
         assert_eq!(u.look(&[10, 11, 12, 13], &covered), vec![13]);
         assert!(u.look(&[10, 11, 12, 13], &covered).is_empty(), "once only");
+    }
+
+    #[test]
+    fn a_child_process_forked_after_attaching_is_not_given_a_second_event() {
+        // The same guarantee across the attached tree: root 10 and its child process 20 (with
+        // thread 21) got events at the attach. Process 30, forked by 21 afterwards, inherits
+        // them (its fork record says so); process 31, forked by 20 between the scan and the
+        // opening, has neither record nor events, and gets its own one look later.
+        let mut u = Uncovered::default();
+        u.opened.extend([10, 20, 21]);
+        let listed = [10, 20, 21, 30, 31];
+        let mut covered = BTreeMap::new();
+        assert!(u.look(&listed, &covered).is_empty(), "not on first sight");
+        covered.insert(30, 30); // fork record of process 30
+        assert_eq!(u.look(&listed, &covered), vec![31]);
+        assert!(u.look(&listed, &covered).is_empty(), "once only");
     }
 
     #[test]
