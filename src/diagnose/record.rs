@@ -508,13 +508,23 @@ fn process_running(pid: u32) -> bool {
 /// events lacks them. The kernel writes the fork record (or the thread's first sample) within
 /// microseconds of the thread appearing in /proc, so a thread that has neither one look
 /// (~50 ms) after it was first listed has no events.
+///
+/// The window closes: once a look finds every listed thread with events and opens none (a
+/// thread given events at a look may have created another meanwhile), every task created
+/// later inherits them, and the listing can stop ([`Uncovered::settled`]).
 #[derive(Default)]
 struct Uncovered {
     opened: BTreeSet<i32>,
     pending: BTreeSet<i32>,
+    settled: bool,
 }
 
 impl Uncovered {
+    /// True once a look found no thread without events and gave none its own.
+    fn settled(&self) -> bool {
+        self.settled
+    }
+
     /// Which listed threads need their own events now; remembers new ones for the next look.
     fn look(&mut self, listed: &[i32], covered: &BTreeMap<u32, u32>) -> Vec<i32> {
         let is_covered = |t: &i32| covered.contains_key(&(*t as u32));
@@ -530,6 +540,7 @@ impl Uncovered {
             .copied()
             .filter(|t| !self.opened.contains(t) && !is_covered(t))
             .collect();
+        self.settled = due.is_empty() && self.pending.is_empty();
         due
     }
 }
@@ -763,7 +774,10 @@ mod tests {
         assert!(u.look(&listed, &covered).is_empty(), "not on first sight");
         covered.insert(30, 30); // fork record of process 30
         assert_eq!(u.look(&listed, &covered), vec![31]);
+        // 31 may have forked before its events opened: one more look before the window closes.
+        assert!(!u.settled());
         assert!(u.look(&listed, &covered).is_empty(), "once only");
+        assert!(u.settled(), "every listed task has events");
     }
 
     #[test]

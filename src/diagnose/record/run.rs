@@ -330,8 +330,12 @@ impl<'a> Run<'a> {
     /// Opens events on the attached tree's threads that have none: those created, and the
     /// processes forked, between listing them and opening their creator's events (see
     /// [`Uncovered`]). A process forked by a followed thread afterwards has them by
-    /// inheritance, and its fork record says so.
+    /// inheritance, and its fork record says so. Once no such thread is left, there is nothing
+    /// more to list: the tree is read from /proc only in the first rounds.
     fn cover_new_tasks(&mut self) {
+        if self.uncovered.settled() {
+            return;
+        }
         let st = &mut self.st;
         let mut pids = vec![self.root];
         if self.opts.follows_children() {
