@@ -116,11 +116,13 @@ pub struct FollowedProcess {
 }
 
 /// The processes a recording meets, as it meets them, each named from /proc then (a short
-/// one may be gone before the end).
+/// one may be gone before the end), and the parent of each one forked while recording.
 #[derive(Debug, Default)]
 pub struct Followed {
     /// PID -> (command name when met, ran before the recording).
     met: BTreeMap<u32, (Option<String>, bool)>,
+    /// PID -> parent PID, from the fork records.
+    parents: BTreeMap<u32, u32>,
 }
 
 impl Followed {
@@ -136,19 +138,42 @@ impl Followed {
             .or_insert_with(|| (command_of(pid), false));
     }
 
+    /// Process `pid` was forked by `parent` (a fork record).
+    pub fn forked(&mut self, pid: u32, parent: u32) {
+        self.parents.insert(pid, parent);
+    }
+
     /// Every process met, in PID order: named by `latest` where it knows the name (an exec
-    /// while recording renames a process), else by the name it had when met, else `?`; exited
-    /// unless `running` says otherwise.
+    /// while recording renames a process), else by the name it had when met, else (one that
+    /// forked and exited between two looks, without an exec) by its parent's, else `?`;
+    /// exited unless `running` says otherwise.
     pub fn finish(
         self,
         latest: impl Fn(u32) -> Option<String>,
         running: impl Fn(u32) -> bool,
     ) -> Vec<FollowedProcess> {
+        let own = |pid: u32| {
+            latest(pid).or_else(|| self.met.get(&pid).and_then(|(name, _)| name.clone()))
+        };
+        let name = |pid: u32| {
+            // Up the fork records (a PID cannot be its own ancestor; the bound is for safety).
+            let mut at = pid;
+            for _ in 0..64 {
+                if let Some(n) = own(at) {
+                    return n;
+                }
+                match self.parents.get(&at) {
+                    Some(&p) => at = p,
+                    None => break,
+                }
+            }
+            "?".to_string()
+        };
         self.met
-            .into_iter()
-            .map(|(pid, (when_met, at_attach))| FollowedProcess {
+            .iter()
+            .map(|(&pid, &(_, at_attach))| FollowedProcess {
                 pid,
-                command: latest(pid).or(when_met).unwrap_or_else(|| "?".into()),
+                command: name(pid),
                 at_attach,
                 exited: !running(pid),
             })
@@ -301,9 +326,12 @@ mod tests {
         f.started(me); // met again (a fork record after the scan): still one that ran before
         f.started(99_999_999); // gone before it was read: no name from /proc
         f.started(99_999_998);
+        // Forked by this process and gone before a look, without an exec: its parent's name.
+        f.started(99_999_997);
+        f.forked(99_999_997, me);
         let latest = |pid| (pid == 99_999_998).then(|| "sed".to_string());
         let v = f.finish(latest, |pid| pid == me);
-        assert_eq!(v.len(), 3);
+        assert_eq!(v.len(), 4);
         let mine = v.iter().find(|p| p.pid == me).unwrap();
         assert!(mine.at_attach && !mine.exited);
         assert_eq!(Some(mine.command.clone()), command_of(me));
@@ -317,6 +345,8 @@ mod tests {
             v.iter().find(|p| p.pid == 99_999_998).unwrap().command,
             "sed"
         );
+        let forked = v.iter().find(|p| p.pid == 99_999_997).unwrap();
+        assert_eq!(forked.command, mine.command);
     }
 
     #[test]

@@ -315,14 +315,21 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Drains the rings into the state. With `--no-children` the records of other processes
-    /// are left out: the fork records of the root's children (written by the root's events),
+    /// Drains the rings into the state, noting each new process's parent. With `--no-children`
+    /// the records of other processes are left out: the fork records of the root's children (written by the root's events),
     /// and on a kernel before 5.13, which passes the events to forked processes, all of theirs.
     fn take_records(&mut self) {
         self.sampler.drain(&mut self.records);
         if !self.opts.follows_children() {
             let root = self.root;
             self.records.retain(|r| !of_another_process(r, root));
+        }
+        for r in &self.records {
+            if let Record::Fork { pid, ppid, .. } = *r
+                && pid != ppid
+            {
+                self.followed.forked(pid, ppid);
+            }
         }
         self.st.apply(&mut self.records);
     }
