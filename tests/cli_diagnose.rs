@@ -654,6 +654,18 @@ fn no_workload_or_a_bad_duration_is_refused() {
         .args(["diagnose", "--pid", "1", "--", "true"])
         .assert()
         .code(2);
+    // --no-children is for an attached process; a command is followed into all it starts.
+    for args in [
+        &["diagnose", "--no-children"][..],
+        &["diagnose", "--no-children", "--", "true"],
+    ] {
+        cpudoctor()
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains("--no-children"));
+    }
 }
 
 /// A diagnosis saved by a real run (`diagnose --save`) on the Zen 4 guest without a PMU.

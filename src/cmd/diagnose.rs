@@ -26,7 +26,9 @@ pub struct DiagnoseArgs {
     pub pid: Option<i32>,
     /// With --pid: follow the process and its threads only, not its child processes, neither
     /// those running nor those it forks while recording (their events are not inherited).
-    #[arg(long, requires = "pid")]
+    // clap drops a `requires` whose target conflicts with an argument given (the command), so
+    // the conflict is said here too.
+    #[arg(long, requires = "pid", conflicts_with = "command")]
     pub no_children: bool,
     /// Stop after S seconds, at most a day (default: when the command exits; 10 s with
     /// --pid). A started command and every process it started are then sent SIGTERM (SIGKILL
