@@ -223,13 +223,21 @@ pub enum InputError {
     },
     /// Out of file descriptors opening perf events (EMFILE): one event per thread and CPU.
     #[error(
-        "out of file descriptors: following {threads} thread(s) on {cpus} CPUs takes about \
-         {needed} perf events, and the open-file limit is {limit} (already raised to the hard \
-         limit); raise the hard limit (`ulimit -Hn`, LimitNOFILE= for a service, as root)"
+        "out of file descriptors: following {threads} thread(s) of {processes} process(es) on \
+         {cpus} CPUs takes about {needed} perf events, and the open-file limit is {limit} \
+         (already raised to the hard limit); raise the hard limit (`ulimit -Hn`, LimitNOFILE= \
+         for a service, as root){}",
+        if *processes > 1 {
+            ", or follow the process alone with --no-children"
+        } else {
+            ""
+        }
     )]
     TooManyOpenFiles {
-        /// Threads followed.
+        /// Threads followed, of every process.
         threads: usize,
+        /// Processes followed (an attached process and its children).
+        processes: usize,
         /// CPUs the events are opened on.
         cpus: usize,
         /// Descriptors needed, roughly.

@@ -29,6 +29,7 @@ fn programs() -> Option<&'static Path> {
             "random_access",
             "jit",
             "late_thread",
+            "fork_children",
         ] {
             // Frame pointers in every function, leaves included, as distributions that
             // build for profiling do: the kernel's stack walk needs them.
@@ -302,6 +303,199 @@ fn a_thread_created_after_attaching_is_sampled_once_not_twice() {
     );
 }
 
+/// The children of process `pid` (from its main thread's `children` file) once there are at
+/// least `n`; panics after 30 s.
+fn children_of(pid: u32, n: usize) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let children: Vec<u32> =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+        if children.len() >= n {
+            return children;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{pid} forked only {children:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Perf events process `pid` holds open.
+fn perf_events_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| l.to_string_lossy().contains("perf_event"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs `diagnose` with `args`, calls `attached` once it has attached (it holds at least
+/// `tasks` perf events, one per task and CPU, and has opened no more for 300 ms), and returns
+/// what it printed when it ends.
+fn diagnose_attached(args: &[&str], tasks: usize, attached: impl FnOnce()) -> std::process::Output {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
+        .arg("diagnose")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (mut last, mut since) = (0, std::time::Instant::now());
+    loop {
+        let n = perf_events_of(child.id());
+        if n != last {
+            (last, since) = (n, std::time::Instant::now());
+        } else if n >= tasks && since.elapsed() >= std::time::Duration::from_millis(300) {
+            attached();
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Asks `fork_children` (`pid`) to fork one more worker.
+fn fork_one_more(pid: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .unwrap();
+}
+
+/// The group of `command` in the diagnosis's followed processes.
+fn followed<'a>(d: &'a Value, command: &str) -> &'a Value {
+    d["target"]["followed"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no followed processes in {:#}", d["target"]))
+        .iter()
+        .find(|g| g["command"] == command)
+        .unwrap_or_else(|| panic!("no {command} among {:#}", d["target"]["followed"]))
+}
+
+#[test]
+fn attaching_to_a_parent_follows_the_children_it_had_and_those_it_starts() {
+    // Guards issue 28: `diagnose --pid` of a pre-fork server's parent said "0 samples ... No
+    // findings", because the events reached only children forked after the attach. Two
+    // workers run before the attach; a third is forked while recording.
+    let Some(parent) = spawn("fork_children", &["2"]) else {
+        return;
+    };
+    let pid = parent.0.id();
+    children_of(pid, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("d.json");
+    let out = diagnose_attached(
+        &[
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            "2",
+            "--save",
+            saved.to_str().unwrap(),
+        ],
+        3,
+        || fork_one_more(pid),
+    );
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    let workers = followed(&d, "fork_worker");
+    assert_eq!(workers["processes"], 3, "{workers:#}");
+    assert_eq!(
+        (&workers["at_attach"], &workers["started"]),
+        (&2.into(), &1.into())
+    );
+    let parent_group = followed(&d, "fork_children");
+    assert_eq!(parent_group["pids"], serde_json::json!([pid]));
+    // Every worker was sampled, the late one included, and the samples are theirs.
+    let pids: Vec<u64> = workers["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    for w in &pids {
+        let samples: u64 = d["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["pid"].as_u64() == Some(*w))
+            .map(|t| t["samples"].as_u64().unwrap())
+            .sum();
+        assert!(samples > 0, "worker {w} has no samples: {:#}", d["threads"]);
+    }
+    assert!(
+        workers["samples"].as_u64().unwrap() * 10 >= d["sampling"]["samples"].as_u64().unwrap() * 9
+    );
+    assert_eq!(hottest_function(&d), "worker_compute");
+    assert!(
+        screen.contains("Processes   4 processes followed: fork_worker x3 (2 running at"),
+        "{screen}"
+    );
+}
+
+/// The function with most samples.
+fn hottest_function(d: &Value) -> &str {
+    d["functions"][0]["symbol"].as_str().unwrap_or("")
+}
+
+#[test]
+fn with_no_children_a_parent_is_followed_alone_even_past_a_fork_while_recording() {
+    // --no-children: the workers running at the attach are not followed, nor one forked while
+    // recording (it inherits no events).
+    let Some(parent) = spawn("fork_children", &["2"]) else {
+        return;
+    };
+    let pid = parent.0.id();
+    children_of(pid, 2);
+    let out = diagnose_attached(
+        &[
+            "--json",
+            "--pid",
+            &pid.to_string(),
+            "--no-children",
+            "--duration",
+            "1.5",
+        ],
+        1,
+        || fork_one_more(pid),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The late worker was forked while diagnose recorded.
+    assert_eq!(children_of(pid, 3).len(), 3);
+    assert_eq!(d["target"]["no_children"], true);
+    let groups = d["target"]["followed"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{groups:#?}");
+    assert_eq!(groups[0]["pids"], serde_json::json!([pid]));
+    for t in d["threads"].as_array().unwrap() {
+        assert_eq!(t["pid"].as_u64(), Some(u64::from(pid)), "{t:#}");
+    }
+    // The parent only waits: whatever was sampled is not a worker's.
+    assert_ne!(hottest_function(&d), "worker_compute");
+}
+
 #[test]
 fn stopping_at_the_duration_ends_the_processes_the_command_started() {
     // Guards the leak: only the direct child (sh) used to get SIGTERM, and the spinner it
@@ -460,6 +654,18 @@ fn no_workload_or_a_bad_duration_is_refused() {
         .args(["diagnose", "--pid", "1", "--", "true"])
         .assert()
         .code(2);
+    // --no-children is for an attached process; a command is followed into all it starts.
+    for args in [
+        &["diagnose", "--no-children"][..],
+        &["diagnose", "--no-children", "--", "true"],
+    ] {
+        cpudoctor()
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains("--no-children"));
+    }
 }
 
 /// A diagnosis saved by a real run (`diagnose --save`) on the Zen 4 guest without a PMU.

@@ -345,6 +345,136 @@ fn postgresql_under_pgbench_with_a_hot_row_is_followed_into_its_backends_and_nam
     }
 }
 
+/// A process started by a test, killed when the test ends however it ends.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn postgresql_attached_by_the_postmasters_pid_is_followed_into_backends_that_ran_before() {
+    // Issue 28: `diagnose --pid` of the postmaster while pgbench loaded it said "0 samples ...
+    // No findings": the backends, forked for each client before diagnose attached, got no
+    // events. The clients connect first; then diagnose attaches to the postmaster alone.
+    let _serial = one_at_a_time();
+    let Some(bin) = postgresql_bin() else {
+        missing("PostgreSQL's server (/usr/lib/postgresql/N/bin/postgres)");
+        return;
+    };
+    if !on_path("pgbench") || !on_path("pg_isready") {
+        missing("pgbench and pg_isready (postgresql-client)");
+        return;
+    }
+    let cluster = Cluster::init(bin);
+    let args = cluster.server_args();
+    let _server = KillOnDrop(
+        Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    cluster.wait_ready();
+    // The postmaster's PID is the first line of postmaster.pid (runuser may stand between).
+    let postmaster: u32 = std::fs::read_to_string(cluster.data().join("postmaster.pid"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ok = cluster
+        .client("pgbench")
+        .args(["-i", "-s", "1", "-q", "postgres"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "pgbench -i failed");
+    // Select-only clients: CPU in the backends. They connect at pgbench's start.
+    let clients = 8;
+    let bench = KillOnDrop(
+        cluster
+            .client("pgbench")
+            .args(["-n", "-S", "-c", &clients.to_string(), "-j", "2", "-T", "8"])
+            .arg("postgres")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    // A client's backend calls itself `postgres: USER DATABASE [local] ...`.
+    let backends = || {
+        children(postmaster)
+            .into_iter()
+            .filter(|c| {
+                std::fs::read_to_string(format!("/proc/{c}/cmdline"))
+                    .is_ok_and(|l| l.starts_with("postgres: postgres postgres [local]"))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while backends() < clients && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let at_attach = children(postmaster).len() + 1;
+    assert!(backends() >= clients, "the clients' backends did not start");
+    let out = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+        .args(["diagnose", "--json", "--duration", "2", "--pid"])
+        .arg(postmaster.to_string())
+        .output()
+        .unwrap();
+    drop(bench);
+    assert!(
+        out.status.success(),
+        "diagnose failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let postgres = d["target"]["followed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["command"] == "postgres")
+        .unwrap_or_else(|| panic!("postgres not followed: {:#}", d["target"]));
+    eprintln!(
+        "{} samples; followed: {}",
+        d["sampling"]["samples"], d["target"]["followed"]
+    );
+    // Every process that ran at the attach, backends included, was followed.
+    assert!(
+        postgres["at_attach"].as_u64().unwrap() >= at_attach as u64,
+        "{postgres:#}"
+    );
+    // The samples are the backends' (the postmaster itself only accepts connections).
+    let sampled_backends = d["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["pid"].as_u64() != Some(u64::from(postmaster)))
+        .filter(|t| t["samples"].as_u64().unwrap_or(0) > 0)
+        .count();
+    assert!(
+        sampled_backends >= clients / 2,
+        "only {sampled_backends} backends sampled: {:#}",
+        d["threads"]
+    );
+    let (share, _) = module_shares(&d, "/postgres");
+    assert!(share >= 0.3, "only {share:.3} of samples in postgres");
+}
+
 #[test]
 fn stress_ng_lockbus_is_a_locked_hotspot_found_at_its_lock_instruction() {
     let _serial = one_at_a_time();

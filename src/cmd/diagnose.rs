@@ -18,9 +18,18 @@ use std::time::Duration;
 
 #[derive(Args)]
 pub struct DiagnoseArgs {
-    /// Attach to this running process instead of starting a command.
+    /// Attach to this running process instead of starting a command: its threads, its child
+    /// processes already running (all generations: a server's workers, PostgreSQL's backends)
+    /// and those it starts while recording. The screen says how many of each command were
+    /// followed.
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<i32>,
+    /// With --pid: follow the process and its threads only, not its child processes, neither
+    /// those running nor those it forks while recording (their events are not inherited).
+    // clap drops a `requires` whose target conflicts with an argument given (the command), so
+    // the conflict is said here too.
+    #[arg(long, requires = "pid", conflicts_with = "command")]
+    pub no_children: bool,
     /// Stop after S seconds, at most a day (default: when the command exits; 10 s with
     /// --pid). A started command and every process it started are then sent SIGTERM (SIGKILL
     /// 2 s later).
@@ -244,6 +253,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             child_stdout_to_stderr: args.json || to_stdout,
             callchains: !args.no_stacks,
             wall: !args.no_wall,
+            children: !args.no_children,
         },
         &STOP,
     )?;

@@ -12,7 +12,7 @@
 //! hot instructions on two neighbouring fields.
 
 use super::events::{self, Signal};
-use super::sampler::{OpenError, open_event};
+use super::sampler::{Inherit, OpenError, open_event};
 use crate::machine::pmu::PerfErrno;
 use perf_event_open_sys::bindings::{
     PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS,
@@ -102,6 +102,7 @@ struct Counter {
 pub struct Counters {
     counters: Vec<Counter>,
     enable_on_exec: bool,
+    inherit: Inherit,
     /// Events that could not be opened, and why.
     pub unavailable: Vec<(String, String)>,
 }
@@ -122,12 +123,19 @@ fn counting_attr(spec: &CounterSpec, enable_on_exec: bool) -> perf_event_attr {
 }
 
 impl Counters {
-    /// Opens every spec on each of `tasks`, on any CPU. A spec the PMU refuses is listed in
-    /// `unavailable`, not fatal; a task that exited meanwhile is skipped.
-    pub fn open(specs: &[CounterSpec], tasks: &[i32], enable_on_exec: bool) -> Counters {
+    /// Opens every spec on each of `tasks`, on any CPU, inherited as `inherit` says. A spec the
+    /// PMU refuses is listed in `unavailable`, not fatal; a task that exited meanwhile is
+    /// skipped.
+    pub fn open(
+        specs: &[CounterSpec],
+        tasks: &[i32],
+        enable_on_exec: bool,
+        inherit: Inherit,
+    ) -> Counters {
         let mut c = Counters {
             counters: Vec::new(),
             enable_on_exec,
+            inherit,
             unavailable: Vec::new(),
         };
         for spec in specs {
@@ -135,6 +143,7 @@ impl Counters {
             let mut failure = None;
             for &task in tasks {
                 let mut attr = counting_attr(spec, enable_on_exec);
+                inherit.apply(&mut attr);
                 match open_event(&mut attr, task, -1) {
                     Ok(fd) => fds.push(fd),
                     Err(e) if e.kind() == PerfErrno::NoSuchTask => {}
@@ -161,6 +170,7 @@ impl Counters {
     pub fn add_task(&mut self, task: i32) {
         for counter in &mut self.counters {
             let mut attr = counting_attr(&counter.spec, self.enable_on_exec);
+            self.inherit.apply(&mut attr);
             if let Ok(fd) = open_event(&mut attr, task, -1) {
                 if !self.enable_on_exec {
                     // SAFETY: fd is an open perf event.
@@ -306,7 +316,7 @@ mod tests {
                 nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).ok()?;
             }
             let tid = nix::unistd::gettid().as_raw();
-            let c = Counters::open(&[task_clock()], &[tid], false);
+            let c = Counters::open(&[task_clock()], &[tid], false, Inherit::ThreadsAndChildren);
             if !c.unavailable.is_empty() {
                 return None; // perf_event_open not permitted here
             }

@@ -679,6 +679,8 @@ mod tests {
             frequency_hz: 499,
             wall_s: 1.0,
             root_pid: 99_999_997,
+            followed: Vec::new(),
+            no_children: false,
             command: None,
             ended: "exited with status 0".into(),
             samples,

@@ -33,6 +33,7 @@ pub mod sampler;
 pub mod symbols;
 pub mod target;
 pub mod threads;
+pub mod tree;
 pub mod unwind;
 pub mod waits;
 pub mod wall;
@@ -92,6 +93,14 @@ pub struct TargetReport {
     /// not be read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<namespace::NamespacedProcess>,
+    /// The processes followed, by command name, most samples first: the started command or
+    /// the attached process, and its descendants (running at the attach and started while
+    /// recording). Empty in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub followed: Vec<tree::FollowedCommand>,
+    /// True when `--no-children` kept an attached process's children out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_children: bool,
 }
 
 /// How samples were taken.
@@ -391,6 +400,10 @@ pub fn build(
             rec.lost
         ));
     }
+    let mut samples_by_pid = std::collections::BTreeMap::new();
+    for t in &hot.threads {
+        *samples_by_pid.entry(t.figures.pid).or_insert(0) += t.samples;
+    }
     Diagnosis {
         diagnosis_version: DIAGNOSIS_VERSION,
         tool: Tool::this(),
@@ -399,6 +412,8 @@ pub fn build(
             pid: rec.root_pid,
             ended: rec.ended.clone(),
             namespaces: rec.namespaces.clone(),
+            followed: tree::by_command(&rec.followed, &samples_by_pid),
+            no_children: rec.no_children,
         },
         sampling: SamplingReport {
             event: rec.mode,

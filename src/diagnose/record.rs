@@ -5,10 +5,13 @@
 use super::counters::{CounterSpec, CounterValue};
 use super::memory::ProcessMemory;
 use super::namespace::NamespacedProcess;
-use super::sampler::{self, OpenError, Record, SampleLayout, Sampler, SamplingMode};
+use super::sampler::{
+    self, Follow, Inherit, OpenError, Record, SampleLayout, Sampler, SamplingMode,
+};
 use super::symbols::{AddressSpaces, Location, MapEntry, Symbol};
 use super::target::TargetError;
 use super::threads::ThreadFigures;
+use super::tree::FollowedProcess;
 use super::unwind::{StackUnwinder, UnwindReport};
 use super::wall::timeline::{Phase, SwitchEvent};
 use super::wall::{WallRecorder, WallRecording};
@@ -56,6 +59,28 @@ pub struct RecordOptions {
     /// Account every thread's whole wall time: context-switch records on the sampling
     /// events, and looks at sleeping threads through /proc ([`super::wall`]).
     pub wall: bool,
+    /// Follow an attached process's child processes: those running at the attach (all
+    /// generations) and those it starts. False (`--no-children`): the process and its threads
+    /// only. A started command is always followed into everything it starts.
+    pub children: bool,
+}
+
+impl RecordOptions {
+    /// True unless `--no-children` keeps an attached process's children out.
+    fn follows_children(&self) -> bool {
+        self.children || matches!(self.target, Target::Command(_))
+    }
+
+    /// How new tasks get the events: everything the workload starts, or with `--no-children`
+    /// its threads only where the kernel can (5.13+; an older one passes them to forked
+    /// processes too, whose records the recording then leaves out).
+    fn inherit(&self) -> Inherit {
+        if !self.follows_children() && Inherit::threads_only_supported() {
+            Inherit::ThreadsOnly
+        } else {
+            Inherit::ThreadsAndChildren
+        }
+    }
 }
 
 /// Opens the sampler, with stack copies and call chains when asked and the kernel takes them;
@@ -93,7 +118,10 @@ fn open_sampler_layout(
         opts.frequency_hz,
         enable_on_exec,
         layout,
-        opts.wall,
+        Follow {
+            inherit: opts.inherit(),
+            switches: opts.wall,
+        },
     )
 }
 
@@ -156,6 +184,10 @@ pub struct Recording {
     pub wall_s: f64,
     /// The process started or attached to.
     pub root_pid: u32,
+    /// Every process followed, the root first.
+    pub followed: Vec<FollowedProcess>,
+    /// True when child processes were not followed (`--no-children`).
+    pub no_children: bool,
     /// The command line, when started.
     pub command: Option<Vec<String>>,
     /// How it ended (`exited with 0`, `killed by SIGTERM`, `still running`).
@@ -276,7 +308,9 @@ fn stop_step(
 struct OpenScope<'a> {
     opts: &'a RecordOptions,
     pid: i32,
+    /// Threads of every process followed.
     threads: usize,
+    processes: usize,
 }
 
 fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
@@ -296,6 +330,7 @@ fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
             let cpus = scope.opts.cpus.len().max(1);
             InputError::TooManyOpenFiles {
                 threads: scope.threads,
+                processes: scope.processes,
                 cpus,
                 needed: scope.threads * cpus + scope.threads * scope.opts.counters.len() + 64,
                 limit: sampler::raise_open_file_limit(),
@@ -512,19 +547,29 @@ fn process_running(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Threads of an attached process that have no events yet. A thread created by a followed
-/// thread inherits its events and must not get its own (it would be sampled twice); only one
-/// created between listing the threads and opening its creator's events lacks them. The
-/// kernel writes the fork record (or the thread's first sample) within microseconds of the
-/// thread appearing in /proc, so a thread that has neither one look (~50 ms) after it was
-/// first listed has no events.
+/// Threads of an attached process and its descendants that have no events yet. A thread or
+/// process created by a followed thread inherits its events and must not get its own (it would
+/// be sampled twice); only one created between listing the threads and opening its creator's
+/// events lacks them. The kernel writes the fork record (or the thread's first sample) within
+/// microseconds of the thread appearing in /proc, so a thread that has neither one look
+/// (~50 ms) after it was first listed has no events.
+///
+/// The window closes: once a look finds every listed thread with events and opens none (a
+/// thread given events at a look may have created another meanwhile), every task created
+/// later inherits them, and the listing can stop ([`Uncovered::settled`]).
 #[derive(Default)]
 struct Uncovered {
     opened: BTreeSet<i32>,
     pending: BTreeSet<i32>,
+    settled: bool,
 }
 
 impl Uncovered {
+    /// True once a look found no thread without events and gave none its own.
+    fn settled(&self) -> bool {
+        self.settled
+    }
+
     /// Which listed threads need their own events now; remembers new ones for the next look.
     fn look(&mut self, listed: &[i32], covered: &BTreeMap<u32, u32>) -> Vec<i32> {
         let is_covered = |t: &i32| covered.contains_key(&(*t as u32));
@@ -540,6 +585,7 @@ impl Uncovered {
             .copied()
             .filter(|t| !self.opened.contains(t) && !is_covered(t))
             .collect();
+        self.settled = due.is_empty() && self.pending.is_empty();
         due
     }
 }
@@ -627,6 +673,7 @@ mod tests {
             child_stdout_to_stderr: false,
             callchains: true,
             wall: true,
+            children: true,
         }
     }
 
@@ -646,6 +693,7 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 1,
+            processes: 1,
         };
         let e = open_error(errno(libc::EACCES), &scope);
         assert!(matches!(input(&e), InputError::PerfNotPermitted { .. }));
@@ -669,13 +717,18 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 600,
+            processes: 35,
         };
         let e = open_error(errno(libc::EMFILE), &scope);
         let InputError::TooManyOpenFiles { threads, cpus, .. } = input(&e) else {
             panic!("{e:#}");
         };
         assert_eq!((*threads, *cpus), (600, 2));
-        assert!(e.to_string().contains("ulimit -Hn"));
+        let said = e.to_string();
+        assert!(said.contains("ulimit -Hn"), "{said}");
+        // The threads of every process followed are counted, and following fewer is offered.
+        assert!(said.contains("600 thread(s) of 35 process(es)"), "{said}");
+        assert!(said.contains("--no-children"), "{said}");
     }
 
     #[test]
@@ -691,6 +744,7 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 1,
+            processes: 1,
         };
         let e = open_error(errno(libc::EINVAL), &scope);
         assert_eq!(
@@ -706,6 +760,7 @@ mod tests {
             opts: &o,
             pid: 1,
             threads: 1,
+            processes: 1,
         };
         assert!(
             open_error(errno(libc::EINVAL), &scope)
@@ -726,6 +781,7 @@ mod tests {
             opts: &o,
             pid: 42,
             threads: 1,
+            processes: 1,
         };
         let e = open_error(errno(libc::ESRCH), &scope);
         assert_eq!(
@@ -749,6 +805,25 @@ mod tests {
         covered.insert(12, 10); // fork record of 12
         assert_eq!(u.look(&[10, 11, 12, 13], &covered), vec![13]);
         assert!(u.look(&[10, 11, 12, 13], &covered).is_empty(), "once only");
+    }
+
+    #[test]
+    fn a_child_process_forked_after_attaching_is_not_given_a_second_event() {
+        // The same guarantee across the attached tree: root 10 and its child process 20 (with
+        // thread 21) got events at the attach. Process 30, forked by 21 afterwards, inherits
+        // them (its fork record says so); process 31, forked by 20 between the scan and the
+        // opening, has neither record nor events, and gets its own one look later.
+        let mut u = Uncovered::default();
+        u.opened.extend([10, 20, 21]);
+        let listed = [10, 20, 21, 30, 31];
+        let mut covered = BTreeMap::new();
+        assert!(u.look(&listed, &covered).is_empty(), "not on first sight");
+        covered.insert(30, 30); // fork record of process 30
+        assert_eq!(u.look(&listed, &covered), vec![31]);
+        // 31 may have forked before its events opened: one more look before the window closes.
+        assert!(!u.settled());
+        assert!(u.look(&listed, &covered).is_empty(), "once only");
+        assert!(u.settled(), "every listed task has events");
     }
 
     #[test]

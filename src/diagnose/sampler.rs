@@ -58,6 +58,55 @@ impl SamplingMode {
     }
 }
 
+/// Which tasks created later get the events of the task that creates them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inherit {
+    /// Its new threads and the processes it forks (`inherit`), as `perf record` follows them.
+    ThreadsAndChildren,
+    /// Its new threads only (`inherit` with `inherit_thread`, Linux 5.13): a process it forks
+    /// gets no events (`--no-children`).
+    ThreadsOnly,
+}
+
+/// What the events follow beyond the sampled threads: the tasks they create, and every
+/// context switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Follow {
+    /// Which new tasks inherit the events.
+    pub inherit: Inherit,
+    /// A record each time a thread goes onto or off a CPU (times then in `CLOCK_MONOTONIC`).
+    pub switches: bool,
+}
+
+impl Inherit {
+    /// Sets the attribute's inheritance (after `inherit` is set).
+    pub fn apply(self, attr: &mut perf_event_attr) {
+        attr.set_inherit(1);
+        attr.set_inherit_thread(u64::from(self == Inherit::ThreadsOnly));
+    }
+
+    /// True when this kernel takes `inherit_thread` (5.13 and later; an older one refuses the
+    /// bit it does not know with EINVAL): a disabled software event on this thread, closed at
+    /// once, tried once per process.
+    pub fn threads_only_supported() -> bool {
+        static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *SUPPORTED.get_or_init(Inherit::try_threads_only)
+    }
+
+    fn try_threads_only() -> bool {
+        let mut attr = perf_event_attr {
+            type_: PERF_TYPE_SOFTWARE,
+            config: PERF_COUNT_SW_CPU_CLOCK as u64,
+            ..Default::default()
+        };
+        attr.set_disabled(1);
+        attr.set_exclude_kernel(1);
+        attr.set_exclude_hv(1);
+        Inherit::ThreadsOnly.apply(&mut attr);
+        open_event(&mut attr, 0, -1).is_ok()
+    }
+}
+
 /// Why events could not be opened (the errno classified by [`PerfErrno`]).
 #[derive(Debug)]
 pub enum OpenError {
@@ -127,7 +176,7 @@ fn sampling_attr(
     frequency_hz: u64,
     enable_on_exec: bool,
     layout: SampleLayout,
-    switches: bool,
+    follow: Follow,
 ) -> perf_event_attr {
     let (type_, config) = mode.type_and_config();
     let mut sample_type = (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME) as u64;
@@ -156,7 +205,6 @@ fn sampling_attr(
     attr.__bindgen_anon_1.sample_freq = frequency_hz;
     attr.set_freq(1);
     attr.set_disabled(1);
-    attr.set_inherit(1);
     attr.set_enable_on_exec(u64::from(enable_on_exec));
     attr.set_exclude_kernel(1);
     attr.set_exclude_hv(1);
@@ -166,7 +214,8 @@ fn sampling_attr(
     attr.set_comm_exec(1);
     attr.set_task(1);
     attr.set_sample_id_all(1);
-    if switches {
+    follow.inherit.apply(&mut attr);
+    if follow.switches {
         attr.set_context_switch(1);
         attr.set_use_clockid(1);
         attr.clockid = libc::CLOCK_MONOTONIC;
@@ -313,14 +362,14 @@ pub struct Sampler {
     frequency_hz: u64,
     enable_on_exec: bool,
     layout: SampleLayout,
-    switches: bool,
+    follow: Follow,
 }
 
 impl Sampler {
     /// Opens sampling events for `tasks` (thread ids; one is enough for a process that is about
     /// to exec, whose threads are then inherited) on every CPU in `cpus`, with what `layout`
-    /// asks beyond the sampled address (call chains, registers and stack copies), and with
-    /// `switches` a record at each context switch (times then in `CLOCK_MONOTONIC`).
+    /// asks beyond the sampled address (call chains, registers and stack copies), following
+    /// what `follow` says (inheritance, context switches).
     pub fn open(
         tasks: &[i32],
         cpus: &[usize],
@@ -328,7 +377,7 @@ impl Sampler {
         frequency_hz: u64,
         enable_on_exec: bool,
         layout: SampleLayout,
-        switches: bool,
+        follow: Follow,
     ) -> Result<Sampler, OpenError> {
         let mut s = Sampler {
             rings: Vec::new(),
@@ -338,7 +387,7 @@ impl Sampler {
             frequency_hz,
             enable_on_exec,
             layout,
-            switches,
+            follow,
         };
         let pages = if layout.user_stack {
             DATA_PAGES_WITH_STACKS
@@ -346,7 +395,7 @@ impl Sampler {
             DATA_PAGES
         };
         for &cpu in cpus {
-            let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, layout, switches);
+            let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, layout, follow);
             let Some((&first, _)) = tasks.split_first() else {
                 break;
             };
@@ -376,7 +425,7 @@ impl Sampler {
                 self.frequency_hz,
                 self.enable_on_exec,
                 self.layout,
-                self.switches,
+                self.follow,
             );
             let fd = open_event(&mut attr, task, cpu as i32)?;
             // SAFETY: both fds are open perf events on the same CPU.
@@ -398,7 +447,7 @@ impl Sampler {
 
     /// True when the events write a record at each context switch.
     pub fn switches(&self) -> bool {
-        self.switches
+        self.follow.switches
     }
 
     /// Starts every event (attach mode; a launched command starts at its exec).
@@ -440,6 +489,61 @@ mod tests {
     }
 
     #[test]
+    fn threads_only_events_leave_a_forked_process_unsampled() {
+        // Guards --no-children: with `inherit_thread` a process forked by the sampled thread
+        // gets no events; with plain `inherit` (the control) it does.
+        if !Inherit::threads_only_supported() {
+            return; // before Linux 5.13: the recording leaves their records out instead
+        }
+        let tid = nix::unistd::gettid().as_raw();
+        let cpus: Vec<usize> = crate::measure::allowed_cpus();
+        for (inherit, followed) in [
+            (Inherit::ThreadsAndChildren, true),
+            (Inherit::ThreadsOnly, false),
+        ] {
+            let mut s = match Sampler::open(
+                &[tid],
+                &cpus,
+                SamplingMode::CpuClock,
+                1000,
+                false,
+                SampleLayout::LEAF,
+                Follow {
+                    inherit,
+                    switches: false,
+                },
+            ) {
+                Ok(s) => s,
+                Err(e) if e.kind() == PerfErrno::NotPermitted => return,
+                Err(e) => panic!("cannot open cpu-clock: {e:?}"),
+            };
+            s.enable();
+            // A shell counting to 200,000: a fraction of a second of CPU in the child.
+            let child = std::process::Command::new("sh")
+                .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            child.wait_with_output().unwrap();
+            s.disable();
+            let mut out = Vec::new();
+            s.drain(&mut out);
+            let samples = out
+                .iter()
+                .filter(|r| matches!(r, Record::Sample { pid: p, .. } if *p == pid))
+                .count();
+            if followed {
+                assert!(
+                    samples > 5,
+                    "{inherit:?}: {samples} samples of the forked shell"
+                );
+            } else {
+                assert_eq!(samples, 0, "{inherit:?}: samples of the forked shell");
+            }
+        }
+    }
+
+    #[test]
     fn sampling_this_process_yields_samples_of_this_thread() {
         // Guards the ring reader end to end on the running kernel: a busy loop sampled with
         // cpu-clock must produce samples of the calling thread.
@@ -452,7 +556,10 @@ mod tests {
             1000,
             false,
             SampleLayout::CHAIN_AND_STACK,
-            false,
+            Follow {
+                inherit: Inherit::ThreadsAndChildren,
+                switches: false,
+            },
         ) {
             Ok(s) => s,
             Err(e) if e.kind() == PerfErrno::NotPermitted => return, // the CLI tests cover it

@@ -2,7 +2,9 @@
 //! then the tables behind them (hot sites, functions, threads, memory). Returns a `String`.
 
 use crate::diagnose::Diagnosis;
+use crate::diagnose::hotspots::ThreadReport;
 use crate::diagnose::hotspots::short_module;
+use crate::diagnose::memory::ProcessMemory;
 use crate::diagnose::wall::{StateTimes, WallReport};
 use crate::format::count_of;
 use crate::format::group_thousands;
@@ -10,6 +12,7 @@ use crate::format::human_kib;
 use crate::format::human_ns;
 use crate::format::pct;
 use crate::render::text::{table, wrap_labelled};
+use crate::words::diagnose::{CommandFollowed, processes_followed};
 use std::fmt::Write;
 
 /// Renders the whole report for a terminal `width` columns wide.
@@ -43,6 +46,9 @@ fn header(d: &Diagnosis, w: u16) -> String {
         "Workload    ",
         w,
     ));
+    if let Some(line) = processes_line(d) {
+        o.push_str(&wrap_labelled(&line, "Processes   ", w));
+    }
     for n in &d.target.namespaces {
         o.push_str(&wrap_labelled(&n.describe(), "Namespaces  ", w));
     }
@@ -222,6 +228,31 @@ fn blocked_on(t: &StateTimes) -> String {
         .join(", ")
 }
 
+/// The processes followed, by command: for an attached process always (whether its children
+/// were found is news), for a started command when it started others.
+fn processes_line(d: &Diagnosis) -> Option<String> {
+    let t = &d.target;
+    let attached = t.command.is_none();
+    let processes: u64 = t.followed.iter().map(|g| g.processes).sum();
+    if processes == 0 || (!attached && processes == 1) {
+        return None;
+    }
+    let total = d.sampling.samples.max(1) as f64;
+    let groups: Vec<CommandFollowed> = t
+        .followed
+        .iter()
+        .map(|g| CommandFollowed {
+            command: &g.command,
+            processes: g.processes,
+            at_attach: g.at_attach,
+            started: g.started,
+            exited: g.exited,
+            sample_share: g.samples as f64 / total,
+        })
+        .collect();
+    Some(processes_followed(&groups, attached, t.no_children))
+}
+
 /// The findings, each with its evidence, code, cost and advice.
 fn findings(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
@@ -367,6 +398,8 @@ fn functions(d: &Diagnosis, width: u16) -> String {
 }
 
 /// The twelve busiest threads: CPU against wall time, switches, faults, where samples go.
+/// When several processes were followed, grouped by their process's command (the commands
+/// with most samples first), each group under a row with its processes and samples.
 fn threads(d: &Diagnosis, width: u16) -> String {
     if d.threads.is_empty() {
         return String::new();
@@ -383,32 +416,84 @@ fn threads(d: &Diagnosis, width: u16) -> String {
             "Where its samples go",
         ],
     );
-    for th in d.threads.iter().take(12) {
-        let f = &th.figures;
-        t.add_row(vec![
-            f.tid.to_string(),
-            f.name.clone(),
-            format!("{} ({})", th.samples, pct(th.sample_share, 1)),
-            if f.wall_s > 0.0 {
-                format!(
-                    "{} of {} ({})",
-                    human_ns(f.cpu_s * 1e9),
-                    human_ns(f.wall_s * 1e9),
-                    pct(f.cpu_per_wall, 1)
-                )
-            } else {
-                "-".into()
-            },
-            format!("{}/{}", f.voluntary_switches, f.involuntary_switches),
-            format!("{}/{}", f.minor_faults, f.major_faults),
-            th.kinds
-                .iter()
-                .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1)))
-                .collect::<Vec<_>>()
-                .join("; "),
-        ]);
+    let busiest: Vec<&ThreadReport> = d.threads.iter().take(12).collect();
+    let groups = &d.target.followed;
+    let grouped = groups.iter().map(|g| g.processes).sum::<u64>() > 1;
+    if !grouped {
+        for th in busiest {
+            t.add_row(thread_row(th, th.figures.name.clone()));
+        }
+        return format!("\nThreads\n{t}\n");
     }
-    format!("\nThreads\n{t}\n")
+    let group_of = |th: &ThreadReport| groups.iter().position(|g| g.pids.contains(&th.figures.pid));
+    // The followed groups in order, then threads of no known process.
+    for (i, g) in groups.iter().enumerate() {
+        let members: Vec<&&ThreadReport> = busiest
+            .iter()
+            .filter(|th| group_of(th) == Some(i))
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let times = if g.processes > 1 {
+            format!(" x{}", g.processes)
+        } else {
+            String::new()
+        };
+        t.add_row(vec![
+            String::new(),
+            format!("{}{times}", g.command),
+            format!(
+                "{} ({})",
+                g.samples,
+                pct(g.samples as f64 / d.sampling.samples.max(1) as f64, 1)
+            ),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+        for th in members {
+            let f = &th.figures;
+            let name = if g.processes > 1 && f.tid != f.pid {
+                format!("  {} (pid {})", f.name, f.pid)
+            } else {
+                format!("  {}", f.name)
+            };
+            t.add_row(thread_row(th, name));
+        }
+    }
+    for th in busiest.iter().filter(|th| group_of(th).is_none()) {
+        t.add_row(thread_row(th, th.figures.name.clone()));
+    }
+    format!("\nThreads, by process command\n{t}\n")
+}
+
+/// One thread's row of the threads table, under `name`.
+fn thread_row(th: &ThreadReport, name: String) -> Vec<String> {
+    let f = &th.figures;
+    vec![
+        f.tid.to_string(),
+        name,
+        format!("{} ({})", th.samples, pct(th.sample_share, 1)),
+        if f.wall_s > 0.0 {
+            format!(
+                "{} of {} ({})",
+                human_ns(f.cpu_s * 1e9),
+                human_ns(f.wall_s * 1e9),
+                pct(f.cpu_per_wall, 1)
+            )
+        } else {
+            "-".into()
+        },
+        format!("{}/{}", f.voluntary_switches, f.involuntary_switches),
+        format!("{}/{}", f.minor_faults, f.major_faults),
+        th.kinds
+            .iter()
+            .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1)))
+            .collect::<Vec<_>>()
+            .join("; "),
+    ]
 }
 
 /// Process totals, memory per process, counter values, notes.
@@ -428,16 +513,7 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
         );
         o.push_str(&wrap_labelled(&line, "Process totals: ", w));
     }
-    for p in &d.processes {
-        let line = format!(
-            "Memory of {} ({}): RSS {}, anonymous {}, on huge pages {} ({})",
-            p.pid,
-            p.name,
-            human_kib(p.rss_kb),
-            human_kib(p.anonymous_kb),
-            human_kib(p.anon_huge_pages_kb),
-            pct(p.huge_share(), 1)
-        );
+    for line in memory_lines(d) {
         o.push_str(&wrap_labelled(&line, "", w));
     }
     if d.counters.available && !d.counters.values.is_empty() {
@@ -462,10 +538,144 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
     o
 }
 
+/// Memory of each process, at its largest RSS; several processes of one command (a server's
+/// workers) in one line: the largest in full, the others' RSS as a range.
+fn memory_lines(d: &Diagnosis) -> Vec<String> {
+    let one = |p: &ProcessMemory| {
+        format!(
+            "Memory of {} ({}): RSS {}, anonymous {}, on huge pages {} ({})",
+            p.pid,
+            p.name,
+            human_kib(p.rss_kb),
+            human_kib(p.anonymous_kb),
+            human_kib(p.anon_huge_pages_kb),
+            pct(p.huge_share(), 1)
+        )
+    };
+    let mut lines = Vec::new();
+    let mut said = Vec::new();
+    for g in &d.target.followed {
+        let mine: Vec<&ProcessMemory> = d
+            .processes
+            .iter()
+            .filter(|p| g.pids.contains(&p.pid))
+            .collect();
+        said.extend(mine.iter().map(|p| p.pid));
+        let Some(largest) = mine
+            .iter()
+            .max_by_key(|p| (p.rss_kb, std::cmp::Reverse(p.pid)))
+        else {
+            continue;
+        };
+        if mine.len() == 1 {
+            lines.push(one(largest));
+            continue;
+        }
+        let others = mine
+            .iter()
+            .filter(|p| p.pid != largest.pid)
+            .map(|p| p.rss_kb);
+        let (low, high) = others.fold((u64::MAX, 0), |(l, h), r| (l.min(r), h.max(r)));
+        let range = if low == high {
+            human_kib(low)
+        } else {
+            format!("{} to {}", human_kib(low), human_kib(high))
+        };
+        lines.push(format!(
+            "Memory of {} x{}: the largest, {}: RSS {}, anonymous {}, on huge pages {} ({}); \
+             the other {}: RSS {range}",
+            g.command,
+            mine.len(),
+            largest.pid,
+            human_kib(largest.rss_kb),
+            human_kib(largest.anonymous_kb),
+            human_kib(largest.anon_huge_pages_kb),
+            pct(largest.huge_share(), 1),
+            mine.len() - 1,
+        ));
+    }
+    lines.extend(
+        d.processes
+            .iter()
+            .filter(|p| !said.contains(&p.pid))
+            .map(one),
+    );
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::diagnose::test_fixture as fixture;
+
+    #[test]
+    fn an_attached_tree_says_its_processes_and_groups_threads_by_command() {
+        use crate::diagnose::tree::FollowedCommand;
+        let mut d = fixture("locked-counter-zen4-kvm.json");
+        // As if attached to locked_counter (19544), which had started two helpers.
+        d.target.command = None;
+        let group = |command: &str, pids: Vec<u32>, at_attach, samples| FollowedCommand {
+            command: command.into(),
+            processes: pids.len() as u64,
+            at_attach,
+            started: pids.len() as u64 - at_attach,
+            exited: 0,
+            samples,
+            pids,
+        };
+        d.target.followed = vec![
+            group("locked_counter", vec![19544], 1, 236),
+            group("helper", vec![20000, 20001], 0, 0),
+        ];
+        let mut helper = d.threads[2].clone();
+        (helper.figures.pid, helper.figures.tid) = (20000, 20002);
+        helper.figures.name = "helper".into();
+        d.threads.push(helper);
+        let text = render(&d, 120);
+        assert!(
+            text.contains(
+                "Processes   3 processes followed: locked_counter (1 running at attach; 100.0% \
+                 of samples), helper x2 (2 started)"
+            ),
+            "{text}"
+        );
+        let table = &text[text.find("Threads, by process command").expect(&text)..];
+        let row = |s: &str| table.find(s).unwrap_or_else(|| panic!("no {s} in {table}"));
+        // Each command's row, then its threads under it; a thread of a process with others
+        // of its name says which process.
+        assert!(row("┆ locked_counter ") < row("19546"));
+        assert!(row("19544") < row("helper x2"));
+        assert!(row("helper x2") < row("helper (pid 20000)"));
+        // The helpers' memory in one line, the largest in full.
+        let helper_memory = |pid, rss_kb| ProcessMemory {
+            pid,
+            name: "helper".into(),
+            rss_kb,
+            anonymous_kb: 100,
+            anon_huge_pages_kb: 0,
+        };
+        d.processes
+            .extend([helper_memory(20000, 2048), helper_memory(20001, 4096)]);
+        let text = render(&d, 200);
+        assert!(
+            text.contains(
+                "Memory of helper x2: the largest, 20001: RSS 4 MiB, anonymous 100 KiB, on huge \
+                 pages 0 B (0.0%); the other 1: RSS 2 MiB\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Memory of 19544 (locked_counter): RSS"),
+            "{text}"
+        );
+        // A file without the processes (older, or one process) keeps the plain table.
+        let old = fixture("locked-counter-zen4-kvm.json");
+        let text = render(&old, 120);
+        assert!(
+            text.contains("\nThreads\n") && !text.contains("Processes "),
+            "{text}"
+        );
+    }
 
     #[test]
     fn at_80_columns_every_line_fits_and_no_instruction_is_split() {

@@ -10,6 +10,7 @@
 //! returns text; none measures, judges or reads a file.
 
 pub mod compare;
+pub mod diagnose;
 pub mod experiment;
 pub mod findings;
 pub mod machine;

@@ -9,10 +9,11 @@ use super::super::jit::{self, HotCode, PerfMapRequest};
 use super::super::memory::{self, ProcessMemory};
 use super::super::namespace::NamespacedProcess;
 use super::super::perf_map::PerfMapFollower;
-use super::super::sampler::Sampler;
+use super::super::sampler::{Inherit, Sampler};
 use super::super::symbols;
-use super::super::target::{self, Launched};
+use super::super::target::{self, Launched, TargetError};
 use super::super::threads::ThreadTracker;
+use super::super::tree::{self, Followed};
 use super::super::wall::cpu::CpuWindow;
 use super::super::wall::observe::Observer;
 use super::super::wall::timeline::Phase;
@@ -23,6 +24,7 @@ use super::{
     stop_step, totals_of,
 };
 use crate::measure::clock::monotonic_ns;
+use crate::words::diagnose as words;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +65,10 @@ pub(super) struct Run<'a> {
     started: Instant,
     st: State,
     uncovered: Uncovered,
+    /// Every process followed, as met.
+    followed: Followed,
+    /// Processes of the tree that are not this user's to follow (named in a note once).
+    not_ours: BTreeSet<u32>,
     notes: Vec<String>,
     sampler: Sampler,
     counters: Option<Counters>,
@@ -109,6 +115,7 @@ fn launch(
         opts,
         pid,
         threads: 1,
+        processes: 1,
     };
     let sampler = match open_sampler(opts, &[pid], true, notes) {
         Ok(s) => s,
@@ -117,8 +124,8 @@ fn launch(
             return Err(open_error(e, &scope));
         }
     };
-    let counters =
-        (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &[pid], true));
+    let counters = (!opts.counters.is_empty())
+        .then(|| Counters::open(&opts.counters, &[pid], true, opts.inherit()));
     let enabled_ns = monotonic_ns();
     child.release().map_err(input_error)?;
     st.threads.entry(pid as u32).or_default().insert(pid as u32);
@@ -131,42 +138,67 @@ fn launch(
     })
 }
 
-/// Attaches to a running process: its maps so far, and samplers on each of its threads.
+/// Attaches to a running process: its maps so far, and samplers on each of its threads and,
+/// unless `--no-children`, on every thread of its descendants (all generations). A child that
+/// exits meanwhile is skipped; one that is not this user's is left out with a note.
 fn attach(
     opts: &RecordOptions,
     pid: i32,
     st: &mut State,
     uncovered: &mut Uncovered,
+    followed: &mut Followed,
+    not_ours: &mut BTreeSet<u32>,
     notes: &mut Vec<String>,
 ) -> Result<Opened> {
     target::check_attachable(pid).map_err(input_error)?;
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-        for e in symbols::parse_proc_maps(&text) {
-            st.spaces.add(pid as u32, e);
-        }
-    }
-    let tids = target::threads_of(pid);
-    if tids.is_empty() {
+    let root_tids = target::threads_of(pid);
+    if root_tids.is_empty() {
         return Err(InputError::NoSuchProcess(pid).into());
     }
+    // The root's threads first: its first thread owns each CPU's ring.
+    let mut processes = vec![(pid as u32, root_tids)];
+    if opts.follows_children() {
+        for child in tree::descendants_of(pid as u32) {
+            if let Some(tids) = followable_threads(child, not_ours, notes) {
+                processes.push((child, tids));
+            }
+        }
+    } else if opts.inherit() == Inherit::ThreadsAndChildren {
+        notes.push(words::children_inherit_on_old_kernel());
+    }
+    for (p, tids) in &processes {
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{p}/maps")) {
+            for e in symbols::parse_proc_maps(&text) {
+                st.spaces.add(*p, e);
+            }
+        }
+        st.pids.insert(*p);
+        st.seen.insert(*p);
+        st.threads
+            .entry(*p)
+            .or_default()
+            .extend(tids.iter().map(|&t| t as u32));
+        followed.running(*p);
+    }
+    let tids: Vec<i32> = processes
+        .iter()
+        .flat_map(|(_, t)| t.iter().copied())
+        .collect();
     let scope = OpenScope {
         opts,
         pid,
         threads: tids.len(),
+        processes: processes.len(),
     };
     let sampler = open_sampler(opts, &tids, false, notes).map_err(|e| open_error(e, &scope))?;
-    let counters =
-        (!opts.counters.is_empty()).then(|| Counters::open(&opts.counters, &tids, false));
+    let counters = (!opts.counters.is_empty())
+        .then(|| Counters::open(&opts.counters, &tids, false, opts.inherit()));
     let enabled_ns = monotonic_ns();
     sampler.enable();
     if let Some(c) = &counters {
         c.enable();
     }
     uncovered.opened.extend(&tids);
-    st.threads
-        .entry(pid as u32)
-        .or_default()
-        .extend(tids.iter().map(|&t| t as u32));
     Ok(Opened {
         sampler,
         counters,
@@ -176,17 +208,48 @@ fn attach(
     })
 }
 
+/// The threads of a descendant found in /proc, when it is one to follow: still running (not a
+/// zombie) and this user's. One that is not is remembered in `not_ours`, with a note.
+fn followable_threads(
+    pid: u32,
+    not_ours: &mut BTreeSet<u32>,
+    notes: &mut Vec<String>,
+) -> Option<Vec<i32>> {
+    if not_ours.contains(&pid) || !process_running(pid) {
+        return None;
+    }
+    if let Err(TargetError::NotOwner { uid, .. }) = target::check_attachable(pid as i32) {
+        not_ours.insert(pid);
+        let command = tree::command_of(pid).unwrap_or_else(|| "?".into());
+        notes.push(words::child_not_followed(pid, &command, uid));
+        return None;
+    }
+    let tids = target::threads_of(pid as i32);
+    (!tids.is_empty()).then_some(tids)
+}
+
 impl<'a> Run<'a> {
     /// Starts the command or attaches to the process, with the samplers open.
     pub(super) fn start(opts: &'a RecordOptions, started: Instant) -> Result<Self> {
         let mut st = State::default();
         let mut uncovered = Uncovered::default();
+        let mut followed = Followed::default();
+        let mut not_ours = BTreeSet::new();
         let mut notes = Vec::new();
         let opened = match &opts.target {
             Target::Command(argv) => launch(opts, argv, &mut st, &mut notes)?,
-            Target::Pid(pid) => attach(opts, *pid, &mut st, &mut uncovered, &mut notes)?,
+            Target::Pid(pid) => attach(
+                opts,
+                *pid,
+                &mut st,
+                &mut uncovered,
+                &mut followed,
+                &mut not_ours,
+                &mut notes,
+            )?,
         };
         let root = opened.root as u32;
+        followed.started(root);
         st.pids.insert(root);
         st.seen.insert(root);
         if opts.wall && opened.sampler.switches() {
@@ -215,6 +278,8 @@ impl<'a> Run<'a> {
             started,
             st,
             uncovered,
+            followed,
+            not_ours,
             notes,
             sampler: opened.sampler,
             counters: opened.counters,
@@ -264,17 +329,19 @@ impl<'a> Run<'a> {
     }
 
     /// Takes the samples so far: adopts new processes, forgets exited ones, and opens events
-    /// on an attached process's threads that have none.
+    /// on an attached tree's threads that have none.
     fn follow_processes(&mut self) {
-        let st = &mut self.st;
         let drained_at = monotonic_ns();
-        self.sampler.drain(&mut self.records);
-        st.apply(&mut self.records);
+        self.take_records();
+        let st = &mut self.st;
         if st.wall.is_some() {
             look_at_sleeping_threads(st, &mut self.observer);
             if let Some(w) = st.wall.as_mut() {
                 w.advance(drained_at.saturating_sub(RECORD_SLACK_NS));
             }
+        }
+        for &pid in &st.new_pids {
+            self.followed.started(pid);
         }
         if let Some(c) = self.child.as_mut() {
             for pid in st.new_pids.drain(..) {
@@ -291,13 +358,75 @@ impl<'a> Run<'a> {
             self.perf_maps.entry(pid).or_default().refresh(pid);
         }
         if self.child.is_none() {
-            let listed = target::threads_of(self.root as i32);
-            for tid in self.uncovered.look(&listed, &st.thread_pid) {
-                st.threads.entry(self.root).or_default().insert(tid as u32);
-                let _ = self.sampler.add_task(tid);
-                if let Some(c) = self.counters.as_mut() {
-                    c.add_task(tid);
+            self.cover_new_tasks();
+        }
+    }
+
+    /// Drains the rings into the state, noting each new process's parent. With `--no-children`
+    /// the records of other processes are left out: the fork records of the root's children (written by the root's events),
+    /// and on a kernel before 5.13, which passes the events to forked processes, all of theirs.
+    fn take_records(&mut self) {
+        self.sampler.drain(&mut self.records);
+        if !self.opts.follows_children() {
+            let root = self.root;
+            self.records.retain(|r| !of_another_process(r, root));
+        }
+        for r in &self.records {
+            if let Record::Fork { pid, ppid, .. } = *r
+                && pid != ppid
+            {
+                self.followed.forked(pid, ppid);
+            }
+        }
+        self.st.apply(&mut self.records);
+    }
+
+    /// Opens events on the attached tree's threads that have none: those created, and the
+    /// processes forked, between listing them and opening their creator's events (see
+    /// [`Uncovered`]). A process forked by a followed thread afterwards has them by
+    /// inheritance, and its fork record says so. Once no such thread is left, there is nothing
+    /// more to list: the tree is read from /proc only in the first rounds.
+    fn cover_new_tasks(&mut self) {
+        if self.uncovered.settled() {
+            return;
+        }
+        let st = &mut self.st;
+        let mut pids = vec![self.root];
+        if self.opts.follows_children() {
+            pids.extend(tree::descendants_of(self.root));
+        }
+        let mut listed = Vec::new();
+        let mut owner = HashMap::new();
+        for pid in pids {
+            let tids = if st.pids.contains(&pid) {
+                target::threads_of(pid as i32)
+            } else {
+                match followable_threads(pid, &mut self.not_ours, &mut self.notes) {
+                    Some(tids) => tids,
+                    None => continue,
                 }
+            };
+            for &tid in &tids {
+                owner.insert(tid, pid);
+            }
+            listed.extend(tids);
+        }
+        for tid in self.uncovered.look(&listed, &st.thread_pid) {
+            let pid = owner[&tid];
+            if st.pids.insert(pid) {
+                // Forked before its parent had events: no fork record, no mmap records.
+                st.seen.insert(pid);
+                if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+                    for e in symbols::parse_proc_maps(&text) {
+                        st.spaces.add(pid, e);
+                    }
+                }
+                self.followed.started(pid);
+            }
+            st.threads.entry(pid).or_default().insert(tid as u32);
+            let _ = self.sampler.add_task(tid);
+            if let Some(c) = self.counters.as_mut() {
+                c.add_task(tid);
             }
         }
     }
@@ -441,8 +570,7 @@ impl<'a> Run<'a> {
     pub(super) fn stop(&mut self) -> Stopped {
         self.sampler.disable();
         let end_ns = monotonic_ns();
-        self.sampler.drain(&mut self.records);
-        self.st.apply(&mut self.records);
+        self.take_records();
         let wall = self.close_wall(end_ns);
         let counter_values = self.counters.as_ref().map(|c| c.read()).unwrap_or_default();
         let live_pids: Vec<u32> = self
@@ -589,6 +717,23 @@ impl<'a> Run<'a> {
             frequency_hz: opts.frequency_hz,
             wall_s: self.started.elapsed().as_secs_f64(),
             root_pid: self.root,
+            followed: {
+                let names = &st.names;
+                let threads = self.tracker.figures();
+                let live = &stopped.live_pids;
+                self.followed.finish(
+                    |pid| {
+                        names.get(&pid).cloned().or_else(|| {
+                            threads
+                                .iter()
+                                .find(|t| t.tid == pid)
+                                .map(|t| t.name.clone())
+                        })
+                    },
+                    |pid| live.contains(&pid),
+                )
+            },
+            no_children: !opts.follows_children(),
             command: match &opts.target {
                 Target::Command(a) => Some(a.clone()),
                 Target::Pid(_) => None,
@@ -657,4 +802,58 @@ fn thread_state(pid: u32, tid: u32) -> Option<char> {
         .next()?
         .chars()
         .next()
+}
+
+/// True for a record of a process other than `root`: with `--no-children`, one to leave out.
+fn of_another_process(r: &Record, root: u32) -> bool {
+    matches!(r,
+        Record::Sample { pid, .. }
+        | Record::Mmap { pid, .. }
+        | Record::Comm { pid, .. }
+        | Record::Fork { pid, .. }
+        | Record::Exit { pid, .. }
+        | Record::Switch { pid, .. } if *pid != root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_children_only_the_roots_records_are_kept() {
+        // Guards --no-children: the root's events write the fork record of every child it
+        // forks (and on a kernel before 5.13 the child inherits them and is sampled); neither
+        // may make the child followed. The root's own new thread and lost counts stay.
+        let root = 100;
+        let sample = |pid, tid| Record::Sample {
+            pid,
+            tid,
+            time_ns: 1,
+            ip: 0x1000,
+            callers: Vec::new(),
+            user: None,
+        };
+        let fork = |pid, tid| Record::Fork {
+            pid,
+            ppid: root,
+            tid,
+            time_ns: 1,
+        };
+        let mut records = vec![
+            fork(200, 200),
+            fork(root, 101),
+            sample(200, 200),
+            sample(root, 101),
+            Record::Lost { count: 3 },
+        ];
+        records.retain(|r| !of_another_process(r, root));
+        assert_eq!(
+            records,
+            vec![
+                fork(root, 101),
+                sample(root, 101),
+                Record::Lost { count: 3 }
+            ]
+        );
+    }
 }

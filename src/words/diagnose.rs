@@ -1,0 +1,169 @@
+//! What `diagnose` says about its recording beyond the findings: the processes it followed
+//! (the screen's header line) and why one was left out (notes saved with the diagnosis).
+
+use crate::format::pct;
+
+/// The processes of one command name a recording followed, as the header says them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandFollowed<'a> {
+    /// Command name.
+    pub command: &'a str,
+    /// Processes of that name.
+    pub processes: u64,
+    /// Of them, those running when diagnose attached.
+    pub at_attach: u64,
+    /// Of them, those started while recording.
+    pub started: u64,
+    /// Of them, those that had exited when the recording stopped.
+    pub exited: u64,
+    /// Their share of all samples, 0 to 1.
+    pub sample_share: f64,
+}
+
+/// Commands named one by one on the header line; the rest are counted.
+const COMMANDS_NAMED: usize = 6;
+
+/// One line: `35 processes followed: postgres x34 (32 running at attach, 2 started, 2 exited;
+/// 96.1% of samples), pgbench (3.9% of samples)`. `attached` when diagnose attached (a
+/// started command's processes all started while recording, which goes without saying);
+/// `no_children` when `--no-children` kept it to the process itself.
+pub fn processes_followed(groups: &[CommandFollowed], attached: bool, no_children: bool) -> String {
+    let total: u64 = groups.iter().map(|g| g.processes).sum();
+    let named: Vec<String> = groups
+        .iter()
+        .take(COMMANDS_NAMED)
+        .map(|g| {
+            let mut parts = Vec::new();
+            if attached && g.at_attach > 0 {
+                parts.push(format!("{} running at attach", g.at_attach));
+            }
+            if attached && g.started > 0 {
+                parts.push(format!("{} started", g.started));
+            }
+            if g.exited > 0 {
+                parts.push(format!("{} exited", g.exited));
+            }
+            let mut said = parts.join(", ");
+            if g.sample_share > 0.0 {
+                if !said.is_empty() {
+                    said.push_str("; ");
+                }
+                said.push_str(&format!("{} of samples", pct(g.sample_share, 1)));
+            }
+            let times = if g.processes > 1 {
+                format!(" x{}", g.processes)
+            } else {
+                String::new()
+            };
+            if said.is_empty() {
+                format!("{}{times}", g.command)
+            } else {
+                format!("{}{times} ({said})", g.command)
+            }
+        })
+        .collect();
+    let mut line = format!(
+        "{total} process{} followed: {}",
+        if total == 1 { "" } else { "es" },
+        named.join(", ")
+    );
+    let rest = &groups[groups.len().min(COMMANDS_NAMED)..];
+    if !rest.is_empty() {
+        let processes: u64 = rest.iter().map(|g| g.processes).sum();
+        line.push_str(&format!(
+            ", and {} more command{} ({processes} process{})",
+            rest.len(),
+            if rest.len() == 1 { "" } else { "s" },
+            if processes == 1 { "" } else { "es" }
+        ));
+    }
+    if no_children {
+        line.push_str("; its child processes were not followed (--no-children)");
+    }
+    line
+}
+
+/// A note: a child of the attached process that belongs to another user (a setuid helper)
+/// cannot be sampled by this one.
+pub fn child_not_followed(pid: u32, command: &str, uid: u32) -> String {
+    format!(
+        "child process {pid} ({command}) belongs to uid {uid} and was not followed; run \
+         cpudoctor as that user or as root to follow it"
+    )
+}
+
+/// A note: `--no-children` on a kernel without `inherit_thread` (before Linux 5.13), which
+/// passes the events to every process the attached one forks.
+pub fn children_inherit_on_old_kernel() -> String {
+    "this kernel (before Linux 5.13) passes the events to processes the attached one forks: \
+     their samples are left out, but the hardware counters include them"
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(
+        command: &str,
+        processes: u64,
+        at_attach: u64,
+        exited: u64,
+        share: f64,
+    ) -> CommandFollowed<'_> {
+        CommandFollowed {
+            command,
+            processes,
+            at_attach,
+            started: processes - at_attach,
+            exited,
+            sample_share: share,
+        }
+    }
+
+    #[test]
+    fn a_server_tree_is_one_line_by_command_with_what_ran_before_and_what_started() {
+        let groups = [
+            group("postgres", 34, 32, 2, 0.961),
+            group("psql", 1, 0, 1, 0.0),
+        ];
+        assert_eq!(
+            processes_followed(&groups, true, false),
+            "35 processes followed: postgres x34 (32 running at attach, 2 started, 2 exited; \
+             96.1% of samples), psql (1 started, 1 exited)"
+        );
+    }
+
+    #[test]
+    fn the_process_alone_says_its_children_were_left_out() {
+        let line = processes_followed(&[group("fork_children", 1, 1, 0, 0.0)], true, true);
+        assert_eq!(
+            line,
+            "1 process followed: fork_children (1 running at attach); its child processes \
+             were not followed (--no-children)"
+        );
+    }
+
+    #[test]
+    fn a_started_command_says_no_attach_and_counts_commands_past_six() {
+        let groups: Vec<CommandFollowed> =
+            ["sh", "make", "cc1", "as", "ld", "collect2", "rm", "mv"]
+                .iter()
+                .map(|c| group(c, 1, 0, 1, 0.1))
+                .collect();
+        let line = processes_followed(&groups, false, false);
+        assert!(
+            line.starts_with("8 processes followed: sh (1 exited; 10.0% of samples), make"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("attach") && !line.contains("started"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(", and 2 more commands (2 processes)"),
+            "{line}"
+        );
+        assert!(!line.contains("rm ("), "{line}");
+    }
+}
