@@ -483,6 +483,14 @@ impl State {
                         w.first_seen(tid, Phase::Runnable, time_ns);
                     }
                     self.spaces.fork(ppid, pid);
+                    // A process forked without an exec keeps its parent's name (the kernel
+                    // writes no comm record for it): a server's worker is named like it.
+                    if pid != ppid
+                        && !self.names.contains_key(&tid)
+                        && let Some(parent) = self.names.get(&ppid).cloned()
+                    {
+                        self.names.insert(tid, parent);
+                    }
                     self.seen.insert(pid);
                     if self.pids.insert(pid) {
                         self.new_pids.push(pid);

@@ -207,6 +207,9 @@ struct ProcessModules {
     cfi_ranges: Vec<Range<u64>>,
 }
 
+/// The frame pointer of a sleeping thread before one is found: outside any stack.
+const UNKNOWN_FRAME_POINTER: u64 = 1;
+
 /// Frame-pointer values tried for a sleeping thread's stack before taking the deepest walk.
 const MAX_FRAME_POINTER_GUESSES: usize = 32;
 
@@ -275,8 +278,14 @@ impl StackUnwinder {
         bytes: Vec<u8>,
         max_frames: usize,
     ) -> Vec<u64> {
+        // Not 0, which a frame-pointer walk takes for the end of the stack: a value no stack
+        // read can reach, so a frame that needs rbp fails the walk instead of ending it.
         let mut user = UserStack {
-            regs: UserRegs { ip: pc, sp, bp: 0 },
+            regs: UserRegs {
+                ip: pc,
+                sp,
+                bp: UNKNOWN_FRAME_POINTER,
+            },
             bytes,
         };
         let (first, full) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
@@ -300,9 +309,6 @@ impl StackUnwinder {
             .take(MAX_FRAME_POINTER_GUESSES)
             .collect();
         let mut best = first.callers;
-        if std::env::var_os("CPUDOCTOR_DEBUG_UNWIND").is_some() {
-            eprintln!("first {:x?} candidates {:x?}", best, candidates);
-        }
         for bp in candidates {
             user.regs.bp = bp;
             let (u, full) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
