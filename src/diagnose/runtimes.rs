@@ -624,13 +624,23 @@ pub fn wait_in_stack<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Wai
         && names[at..]
             .iter()
             .any(|n| JUC_LOCK_CLASSES.iter().any(|c| n.contains(c)));
-    let waiter = names[at + 1..]
+    let candidates: Vec<&str> = names[at + 1..]
         .iter()
-        .find(|n| {
+        .copied()
+        .filter(|n| {
             !WAITS.iter().any(|k| k.name.matches(n))
                 && classify(n).is_none()
                 && !is_wait_plumbing(k.owner, n)
         })
+        .collect();
+    // A function with a name says more than one a stripped binary's CFI bounds
+    // (`postgres@0x45d8a0`), when one comes within a few frames.
+    let unnamed = |n: &str| n.is_empty() || n.contains("@0x");
+    let waiter = candidates
+        .iter()
+        .take(NAMED_WAITER_REACH)
+        .find(|n| !unnamed(n))
+        .or(candidates.first())
         .map(|n| n.to_string());
     Some(WaitInStack {
         owner: k.owner.to_string(),
@@ -644,6 +654,9 @@ pub fn wait_in_stack<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Wai
         waiter,
     })
 }
+
+/// Frames past the wait looked through for a named waiter before an unnamed one is taken.
+const NAMED_WAITER_REACH: usize = 3;
 
 /// java.util.concurrent's lock package, as HotSpot's perf map names its methods: its frames
 /// are the lock's plumbing between a park and the code that waits.
@@ -774,6 +787,20 @@ mod tests {
         assert_eq!((w.owner.as_str(), w.kind), ("PostgreSQL", WaitKind::Lock));
         assert_eq!(w.function, "ProcSleep");
         assert_eq!(w.waiter.as_deref(), Some("WaitOnLock"));
+        // Debian's postgres is stripped of its static functions: WaitOnLock is unnamed, and
+        // the first named caller past the lock's plumbing says more.
+        let w = wait_in_stack([
+            "epoll_wait",
+            "WaitEventSetWait",
+            "WaitLatch",
+            "ProcSleep",
+            "postgres@0x45d8a0",
+            "LockAcquireExtended",
+            "XactLockTableWait",
+            "heap_update",
+        ])
+        .unwrap();
+        assert_eq!(w.waiter.as_deref(), Some("heap_update"));
         // An LWLock over glibc's semaphore.
         let w = wait_in_stack([
             "do_futex_wait",

@@ -111,15 +111,15 @@ fn wall(w: &WallReport, width: u16) -> String {
     let m = &w.method;
     let _ = writeln!(o, "Where the time went");
     let how = format!(
-        "{} window; states from the kernel's context-switch records, why and where threads \
-         slept from {} looks at /proc every {} ms{}",
+        "{} window; states timed by the kernel's context-switch records; why and where threads \
+         slept sampled by {} looks at /proc, one every {} ms{}",
         human_ns(m.window_s * 1e9),
         group_thousands(m.looks),
         m.look_every_ms,
-        if m.unobserved_share > 0.0 {
+        if m.unobserved_share >= 0.001 {
             format!(
-                " ({} of the sleep fell between looks: shared out like the rest)",
-                pct(m.unobserved_share, 0)
+                " ({} of the sleep is of threads no look found asleep: why is not known)",
+                pct(m.unobserved_share, 1)
             )
         } else {
             String::new()

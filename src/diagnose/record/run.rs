@@ -770,7 +770,6 @@ impl<'a> Run<'a> {
 /// Looks at every followed thread through /proc; those asleep are handed to the wall-clock
 /// recorder with why and where they sleep.
 fn look_at_sleeping_threads(st: &mut State, observer: &mut Observer) {
-    let now = monotonic_ns();
     let State {
         wall,
         threads,
@@ -782,13 +781,14 @@ fn look_at_sleeping_threads(st: &mut State, observer: &mut Observer) {
     let Some(w) = wall.as_mut() else {
         return;
     };
+    let weight_ns = w.round(monotonic_ns());
     for (&pid, tids) in threads.iter() {
         if !pids.contains(&pid) {
             continue;
         }
         for &tid in tids {
             if let Some((reason, stack)) = observer.look(pid, tid, spaces, unwinder) {
-                w.look(tid, now, reason, stack);
+                w.look(tid, weight_ns, reason, stack);
             }
         }
     }

@@ -62,8 +62,9 @@ pub struct WallMethod {
     pub looks: u64,
     /// Time between looks, ms.
     pub look_every_ms: u64,
-    /// Share of the blocked time that no look fell in: given to the thread's observed waits
-    /// in proportion to their time (or left `not observed` when a thread had none).
+    /// Share of the blocked time of threads that no look found asleep: its reason and stack
+    /// are not known (`not observed`). Every other thread's blocked time is shared over the
+    /// waits its looks found, each look standing for the time since the look before.
     pub unobserved_share: f64,
     /// True when the wait for a CPU after each wake-up was moved from blocked to runnable with
     /// schedstat's run-queue delay (false: blocked includes it).

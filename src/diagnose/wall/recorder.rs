@@ -1,11 +1,14 @@
 //! The wall-clock recording under way: the [`Timeline`] of switch records gives each thread's
-//! intervals; each interval is given the code it waited in. A preempted interval gets the
-//! stack of the thread's last on-CPU sample before it (where it was when the CPU was taken);
-//! a blocked one the stack and reason of the /proc looks that fell inside it, split equally
-//! when several did. A blocked interval no look fell in (shorter than the time between looks)
-//! is shared out at the end over that thread's observed waits in proportion to their time:
-//! the looks are a uniform sample of the thread's sleeping time, so the shares are unbiased.
-//! Pure, apart from nothing: it is fed by the recorder and tested on made-up events.
+//! time in each state exactly; the code it waited in comes from two samplers. A preempted
+//! interval gets the stack of the thread's last on-CPU sample before it (where it was when the
+//! CPU was taken). Blocked time is shared over the /proc looks that found the thread asleep,
+//! each look standing for the time since the look before it: the looks fall at times that
+//! have nothing to do with the thread's waits, so the time they find in each wait is in
+//! proportion to that wait's share of the sleep, long waits and short ones alike, as a
+//! wall-clock profiler's samples are. (Joining each look to the one wait it fell in would be
+//! exact for the waits a look hit, but would leave the short waits, most of a lock's, to be
+//! guessed from the long ones: a PostgreSQL backend's quick client reads were given to its
+//! long row-lock waits that way.) Pure: fed by the recorder, tested on made-up events.
 
 use super::observe::BlockReason;
 use super::timeline::{Interval, Phase, SwitchEvent, Timeline};
@@ -80,7 +83,7 @@ pub struct WallRecording {
     pub stacks: OffCpuStacks,
     /// Looks at sleeping threads.
     pub looks: u64,
-    /// Blocked time no look fell in, before it was shared out (ns).
+    /// Blocked time of threads no look ever found asleep (ns): its reason is not known.
     pub unobserved_ns: u64,
     /// Switch records that contradicted the state: records were lost.
     pub contradictions: u64,
@@ -88,13 +91,6 @@ pub struct WallRecording {
     pub lacks: Vec<String>,
     /// Who held the CPUs meanwhile (other processes, the hypervisor, a cgroup quota).
     pub cpu: Option<super::cpu::CpuHolders>,
-}
-
-#[derive(Debug, Clone)]
-struct Look {
-    time_ns: u64,
-    reason: BlockReason,
-    stack: Vec<Location>,
 }
 
 /// On-CPU samples remembered per thread, for the stack a preemption interrupted: enough to
@@ -107,11 +103,13 @@ pub struct WallRecorder {
     timeline: Timeline,
     start_ns: u64,
     recent: HashMap<u32, VecDeque<(u64, Vec<Location>)>>,
-    looks: HashMap<u32, VecDeque<Look>>,
+    /// Per thread, the time the looks found it asleep in each wait (reason and stack).
+    looks: HashMap<u32, HashMap<(BlockReason, Vec<Location>), u64>>,
+    /// When the last round of looks was, and the round before it.
+    last_round_ns: u64,
     closed: Vec<Interval>,
     threads: BTreeMap<u32, ThreadTimes>,
     stacks: OffCpuStacks,
-    unobserved: BTreeMap<u32, u64>,
     look_count: u64,
     /// Sentences on what the view lacks, added by the recorder's caller.
     pub lacks: Vec<String>,
@@ -125,10 +123,10 @@ impl WallRecorder {
             start_ns,
             recent: HashMap::new(),
             looks: HashMap::new(),
+            last_round_ns: start_ns,
             closed: Vec::new(),
             threads: BTreeMap::new(),
             stacks: HashMap::new(),
-            unobserved: BTreeMap::new(),
             look_count: 0,
             lacks: Vec::new(),
         }
@@ -163,14 +161,24 @@ impl WallRecorder {
         self.closed = out;
     }
 
-    /// A look at a sleeping thread: why, and its stack (empty when it could not be read).
-    pub fn look(&mut self, tid: u32, time_ns: u64, reason: BlockReason, stack: Vec<Location>) {
+    /// A round of looks at the sleeping threads begins at `time_ns`: each look of this round
+    /// stands for the time since the round before.
+    pub fn round(&mut self, time_ns: u64) -> u64 {
+        let since = time_ns.saturating_sub(self.last_round_ns);
+        self.last_round_ns = time_ns;
+        since
+    }
+
+    /// A look at a sleeping thread, standing for `weight_ns` of its time: why it sleeps, and
+    /// its stack (empty when it could not be read).
+    pub fn look(&mut self, tid: u32, weight_ns: u64, reason: BlockReason, stack: Vec<Location>) {
         self.look_count += 1;
-        self.looks.entry(tid).or_default().push_back(Look {
-            time_ns,
-            reason,
-            stack,
-        });
+        *self
+            .looks
+            .entry(tid)
+            .or_default()
+            .entry((reason, stack))
+            .or_default() += weight_ns.max(1);
     }
 
     /// Applies the switch records older than `watermark_ns`.
@@ -198,47 +206,22 @@ impl WallRecorder {
                         .entry((i.tid, OffCpu::Runnable, stack))
                         .or_default() += i.ns();
                 }
-                Phase::Blocked => self.blocked(&i),
+                Phase::Blocked => {}
             }
         }
     }
 
-    fn blocked(&mut self, i: &Interval) {
-        let mut inside = Vec::new();
-        if let Some(q) = self.looks.get_mut(&i.tid) {
-            while q.front().is_some_and(|l| l.time_ns < i.end_ns) {
-                let l = q.pop_front().expect("front");
-                // A look before this interval fell in a wait whose records were lost.
-                if l.time_ns >= i.start_ns {
-                    inside.push(l);
-                }
-            }
-        }
-        if inside.is_empty() {
-            *self.unobserved.entry(i.tid).or_default() += i.ns();
-            return;
-        }
-        let n = inside.len() as u64;
-        for (k, l) in inside.into_iter().enumerate() {
-            // The remainder of the division goes to the first, so the thread's total is exact.
-            let share = i.ns() / n + if k == 0 { i.ns() % n } else { 0 };
-            *self
-                .stacks
-                .entry((i.tid, OffCpu::Blocked { reason: l.reason }, l.stack))
-                .or_default() += share;
-        }
-    }
-
-    /// Closes the window at `end_ns`: every record applied, every open interval closed, the
-    /// unobserved waits shared out. `pid_of` gives the process of a thread that never
-    /// switched.
+    /// Closes the window at `end_ns`: every record applied, every open interval closed, each
+    /// thread's blocked time shared over its looks. `pid_of` gives the process of a thread
+    /// that never switched.
     pub fn finish(mut self, end_ns: u64, pid_of: impl Fn(u32) -> Option<u32>) -> WallRecording {
         let mut out = std::mem::take(&mut self.closed);
         self.timeline.finish(end_ns, pid_of, &mut out);
         self.take(&mut out);
-        let unobserved_ns = self.unobserved.values().sum();
-        for (tid, ns) in std::mem::take(&mut self.unobserved) {
-            share_out(&mut self.stacks, tid, ns);
+        let mut unobserved_ns = 0;
+        for (&tid, t) in &self.threads {
+            let looks = self.looks.remove(&tid).unwrap_or_default();
+            unobserved_ns += share_out(&mut self.stacks, tid, t.blocked_ns, looks);
         }
         WallRecording {
             start_ns: self.start_ns,
@@ -254,19 +237,20 @@ impl WallRecorder {
     }
 }
 
-/// Shares `ns` of thread `tid`'s unobserved blocked time over its observed blocked stacks in
-/// proportion to their time; with none, it stays unobserved, without a stack.
-fn share_out(stacks: &mut OffCpuStacks, tid: u32, ns: u64) {
-    let mut mine: Vec<(OffCpuKey, u64)> = stacks
-        .iter()
-        .filter(|((t, s, _), _)| {
-            *t == tid
-                && matches!(s, OffCpu::Blocked { reason } if *reason != BlockReason::Unobserved)
-        })
-        .map(|(k, &v)| (k.clone(), v))
-        .collect();
-    let observed: u64 = mine.iter().map(|(_, v)| v).sum();
-    if observed == 0 {
+/// Shares thread `tid`'s `blocked_ns` over the waits its looks found, in proportion to the
+/// time each look stood for; the rounding remainder goes to the largest. With no look, the
+/// time stays `not observed`, without a stack; that time is returned.
+fn share_out(
+    stacks: &mut OffCpuStacks,
+    tid: u32,
+    blocked_ns: u64,
+    looks: HashMap<(BlockReason, Vec<Location>), u64>,
+) -> u64 {
+    if blocked_ns == 0 {
+        return 0;
+    }
+    let seen: u64 = looks.values().sum();
+    if seen == 0 {
         *stacks
             .entry((
                 tid,
@@ -275,21 +259,28 @@ fn share_out(stacks: &mut OffCpuStacks, tid: u32, ns: u64) {
                 },
                 Vec::new(),
             ))
-            .or_default() += ns;
-        return;
+            .or_default() += blocked_ns;
+        return blocked_ns;
     }
-    mine.sort();
+    let mut looks: Vec<((BlockReason, Vec<Location>), u64)> = looks.into_iter().collect();
+    // Largest first, then a fixed order: the same recording gives the same shares.
+    looks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let mut given = 0;
-    let last = mine.len() - 1;
-    for (k, (key, v)) in mine.into_iter().enumerate() {
-        let add = if k == last {
-            ns - given
-        } else {
-            (ns as u128 * v as u128 / observed as u128) as u64
-        };
-        given += add;
-        *stacks.get_mut(&key).expect("present") += add;
+    let shares: Vec<u64> = looks
+        .iter()
+        .map(|(_, w)| {
+            let ns = (blocked_ns as u128 * *w as u128 / seen as u128) as u64;
+            given += ns;
+            ns
+        })
+        .collect();
+    for (k, ((reason, stack), _)) in looks.into_iter().enumerate() {
+        let ns = shares[k] + if k == 0 { blocked_ns - given } else { 0 };
+        *stacks
+            .entry((tid, OffCpu::Blocked { reason }, stack))
+            .or_default() += ns;
     }
+    0
 }
 
 #[cfg(test)]
@@ -318,39 +309,43 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_wait_gets_the_stack_of_the_look_inside_it_and_short_ones_are_shared_out() {
+    fn blocked_time_is_shared_over_the_looks_by_the_time_each_stands_for() {
+        // Guards the length bias: short client reads between long lock waits. Looks every 10
+        // ns find the thread in the futex 3 times and reading once, and once (after a 30 ns
+        // gap in the looks) in the futex again: futex 50 ns, read 10 ns of the 60 looked at.
         let mut r = WallRecorder::new(0);
         let futex = OffCpu::Blocked {
             reason: BlockReason::Futex,
         };
-        let sleep = OffCpu::Blocked {
-            reason: BlockReason::Sleep,
+        let read = OffCpu::Blocked {
+            reason: BlockReason::Socket,
         };
-        // Waits: [10, 50) seen in a futex at 0xa, [60, 70) unseen, [80, 110) seen sleeping
-        // at 0xb twice, [120, 125) unseen.
         for e in [
             sw(1, 10, Switch::OutBlocked),
-            sw(1, 50, Switch::In),
-            sw(1, 60, Switch::OutBlocked),
             sw(1, 70, Switch::In),
             sw(1, 80, Switch::OutBlocked),
             sw(1, 110, Switch::In),
-            sw(1, 120, Switch::OutBlocked),
-            sw(1, 125, Switch::In),
         ] {
             r.switch(e);
         }
-        r.look(1, 30, BlockReason::Futex, at(0xa));
-        r.look(1, 90, BlockReason::Sleep, at(0xb));
-        r.look(1, 100, BlockReason::Sleep, at(0xb));
+        for (t, reason, addr) in [
+            (20, BlockReason::Futex, 0xa),
+            (30, BlockReason::Futex, 0xa),
+            (40, BlockReason::Socket, 0xb),
+            (50, BlockReason::Futex, 0xa),
+            (90, BlockReason::Futex, 0xa),
+        ] {
+            let w = r.round(t);
+            r.look(1, if t == 20 { 10 } else { w }, reason, at(addr));
+        }
         r.advance(1_000);
         let w = r.finish(200, |_| Some(1));
         let t = w.threads[&1];
-        assert_eq!((t.running_ns, t.runnable_ns, t.blocked_ns), (115, 0, 85));
-        assert_eq!(w.unobserved_ns, 15);
-        // 40 ns seen in the futex, 30 sleeping; the 15 unseen shared 40:30.
-        assert_eq!(off(&w, 1, futex, &at(0xa)), 40 + 8);
-        assert_eq!(off(&w, 1, sleep, &at(0xb)), 30 + 7);
+        assert_eq!((t.running_ns, t.runnable_ns, t.blocked_ns), (110, 0, 90));
+        // 90 ns asleep: the looks stood for 10+10+10(read)+10+40 = 80 ns, 70 of it in the futex.
+        assert_eq!(off(&w, 1, futex, &at(0xa)), 79);
+        assert_eq!(off(&w, 1, read, &at(0xb)), 11);
+        assert_eq!(w.unobserved_ns, 0);
         let blocked: u64 = w.stacks.values().sum();
         assert_eq!(blocked, t.blocked_ns, "every blocked ns is somewhere, once");
     }
