@@ -742,6 +742,7 @@ mod tests {
             source_line: None,
             split_note: None,
             possible_split_note: None,
+            reads_through: None,
         }
     }
 
