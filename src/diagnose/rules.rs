@@ -129,7 +129,7 @@ pub struct Context<'a> {
     pub processes: &'a [ProcessMemory],
     /// Host facts.
     pub machine: &'a Machine,
-    /// PAUSE measured now, when a PAUSE spin was found.
+    /// PAUSE measured now, when a spin (on PAUSE or without it) was found.
     pub pause: Option<PauseCost>,
     /// Hardware counters (empty without a PMU).
     pub counters: &'a [CounterValue],
@@ -486,11 +486,40 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
     })
 }
 
+/// A spin without PAUSE, inlined or re-reading through calls (then its share holds the samples
+/// its calls took in their callees, and the evidence names them).
 fn plain_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
-    let title = words::plain_spin_title(&site.symbol);
+    let through = site.reads_through.as_ref();
+    let title = words::plain_spin_title(
+        &site.symbol,
+        through.map_or(&[][..], |r| r.functions.as_slice()),
+    );
     let mut f = code_finding("spin_without_pause", level, title, site, ctx);
-    f.explanation = words::plain_spin_explanation().into();
-    f.advice = words::plain_spin_advice().into();
+    if let Some(r) = through {
+        let all_samples = site.samples as f64 / site.share.max(f64::MIN_POSITIVE);
+        let line = words::read_through(&words::ReadThrough {
+            functions: &r.functions,
+            load: &r.load,
+            known_as: r.known_as.as_deref(),
+            under_loop: r.samples.map(|n| (n, n as f64 / all_samples.max(1.0))),
+            own_share: ctx
+                .hot
+                .functions
+                .iter()
+                .filter(|h| r.functions.contains(&h.symbol))
+                .map(|h| h.share)
+                .sum(),
+        });
+        f.evidence.insert(1, line);
+    }
+    f.evidence
+        .extend(caller_evidence(&callers(ctx, &site.symbol, &site.module)));
+    f.explanation = words::plain_spin_explanation(&words::PlainSpinCost {
+        cpu_ns: cpu_ns(site.samples, ctx),
+        pause: ctx.pause.map(|p| (p.ns, p.cycles)),
+        machine_clears: counters::signal_total(ctx.counters, Signal::MemoryOrderingClears),
+    });
+    f.advice = words::plain_spin_advice(ctx.pause.map(|p| p.ns));
     f
 }
 
@@ -710,7 +739,7 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::hotspots::{KindShare, SiteThread};
+    use crate::diagnose::hotspots::{KindShare, ReadsThrough, SiteThread};
 
     fn machine() -> Machine {
         let mut m = Machine::detect();
@@ -1015,6 +1044,20 @@ mod tests {
                 pause,
                 glibc,
                 named(SiteKind::SpinWithoutPause, 0.06, &[(10, 60)], "plain"),
+                HotSite {
+                    reads_through: Some(ReadsThrough {
+                        functions: vec!["load_turn".into()],
+                        load: "mov eax,[4038h]".into(),
+                        known_as: None,
+                        samples: Some(40),
+                    }),
+                    ..named(
+                        SiteKind::SpinWithoutPause,
+                        0.3,
+                        &[(12, 200), (13, 100)],
+                        "wait_turn",
+                    )
+                },
                 go,
                 named(SiteKind::LockedRmw, 0.07, &[(10, 70)], "hotatomic"),
                 split,
@@ -1029,6 +1072,10 @@ mod tests {
             functions: vec![
                 monitor("ObjectMonitor::TrySpin", 0.12),
                 monitor("ObjectMonitor::EnterI", 0.2),
+                HotFunction {
+                    module: "/tmp/x/turn_call".into(),
+                    ..monitor("load_turn", 0.04)
+                },
             ],
             stacks: vec![
                 stack("spin_wait_on_flag", &["worker", "start_thread"]),
@@ -1037,6 +1084,7 @@ mod tests {
                     "sync.(*Mutex).lockSlow",
                     &["sync.(*Mutex).Lock", "main.inc"],
                 ),
+                stack("wait_turn", &["player", "start_thread"]),
             ],
             ..HotSpots::default()
         }
@@ -1062,12 +1110,18 @@ mod tests {
 
     /// Every rule's sentences on one made-up profile that sets them all off, four ways (no
     /// costs and no THP figure; a saved check and THP madvise; costs measured now with
-    /// counters and THP never; no PAUSE measured, THP always): a change to any sentence shows
-    /// here. Review with `cargo insta review`.
+    /// counters and THP never; no PAUSE measured, THP always, no call stacks for the spin
+    /// through a call): a change to any sentence shows here. Review with `cargo insta review`.
     #[test]
     fn every_rules_sentences_match_their_snapshot() {
         use crate::machine::{ThpEnabled, ThpMode};
         let hot = every_rule_profile();
+        let mut no_stacks = hot.clone();
+        for s in &mut no_stacks.sites {
+            if let Some(r) = &mut s.reads_through {
+                r.samples = None;
+            }
+        }
         let counters = every_rule_counters();
         let saved = MachineCosts {
             line_transfer_ns: Some(61.5),
@@ -1109,7 +1163,7 @@ mod tests {
                     enabled,
                     defrag: None,
                 });
-            let mut c = ctx(&hot, &m, &procs);
+            let mut c = ctx(if variant == 3 { &no_stacks } else { &hot }, &m, &procs);
             c.jvms = &jvms;
             match variant {
                 1 => c.costs = Some(&saved),
