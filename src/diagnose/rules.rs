@@ -688,15 +688,48 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
     out
 }
 
+/// The sites to judge, with how many copies of the code each joins: a JIT compiles the same
+/// function once per isolate or process (two Node workers, two JVMs), at different addresses
+/// but with the same name and offset; their samples and threads add up, so a finding says
+/// what that code costs in all. (The same address twice is one loop with two back edges:
+/// left as it is, one finding.)
+fn joined_copies(sites: &[HotSite]) -> Vec<(HotSite, usize)> {
+    let mut out: Vec<(HotSite, usize)> = Vec::new();
+    for s in sites {
+        let copy_of = out.iter_mut().find(|(o, _)| {
+            (&o.kind, &o.symbol, &o.module, o.offset) == (&s.kind, &s.symbol, &s.module, s.offset)
+                && o.address != s.address
+        });
+        let Some((o, copies)) = copy_of else {
+            out.push((s.clone(), 1));
+            continue;
+        };
+        o.samples += s.samples;
+        o.share += s.share;
+        o.threads.extend(s.threads.iter().cloned());
+        o.threads.sort_by_key(|t| std::cmp::Reverse(t.samples));
+        if let (Some(a), Some(b)) = (&mut o.reads_through, &s.reads_through) {
+            a.samples = a.samples.zip(b.samples).map(|(x, y)| x + y);
+        }
+        *copies += 1;
+    }
+    out
+}
+
 /// Every finding, most severe first, then by share.
 pub fn findings(ctx: &Context) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
-    for site in &ctx.hot.sites {
+    for (site, copies) in &joined_copies(&ctx.hot.sites) {
         let Some(level) = level_for_share(site.share) else {
             continue;
         };
+        let first_new = out.len();
         match site.kind {
             SiteKind::PauseSpin => out.push(pause_spin(site, level, ctx)),
+            // A runtime's own lock code (HotSpot's TrySpin re-reads the owner through
+            // SafeFetchN and PAUSEs once in 256 rounds) is runtime_lock_spin's, with that
+            // runtime's remedy: its users cannot put a PAUSE in it.
+            SiteKind::SpinWithoutPause if runtimes::classify(&site.symbol).is_some() => {}
             SiteKind::SpinWithoutPause => out.push(plain_spin(site, level, ctx)),
             SiteKind::LockedRmw => {
                 // A split lock is the locked hotspot with its cause named: one finding, unless
@@ -715,6 +748,11 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
                 }
             }
             SiteKind::MemoryLoad | SiteKind::Compute => {}
+        }
+        if *copies > 1 {
+            for f in &mut out[first_new..] {
+                f.evidence.insert(1, words::code_copies(*copies));
+            }
         }
     }
     // One loop can give two sites with the same hot instruction (two back edges): one
@@ -870,6 +908,74 @@ mod tests {
         // One thread in the method is no contention.
         hot.functions[0].threads = vec![thread(1, 950)];
         assert!(judge(&hot).is_none());
+    }
+
+    /// Two Node workers each compile the spin loop: two JIT copies, one finding with both
+    /// copies' samples (the dedupe of one loop's two back edges dropped the second worker's).
+    #[test]
+    fn copies_of_one_jit_function_make_one_finding_with_their_samples_together() {
+        let copy = |address, tid| HotSite {
+            address,
+            module: "//anon".into(),
+            ..site(SiteKind::SpinWithoutPause, 0.35, &[(tid, 350)])
+        };
+        let hot = HotSpots {
+            sites: vec![copy(0x7f00_0000_b8b3, 1), copy(0x7f11_0000_b8b3, 2)],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let f = findings(&ctx(&hot, &m, &[]));
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].sample_share, Some(0.7));
+        assert!(
+            f[0].evidence[0].contains("(700 samples"),
+            "{:?}",
+            f[0].evidence
+        );
+        assert!(f[0].evidence[1].contains("runs at 2 addresses"));
+        assert_eq!(
+            f[0].evidence
+                .iter()
+                .filter(|e| e.starts_with("thread "))
+                .count(),
+            2
+        );
+        // One loop's two back edges (one address): one finding, counted once.
+        let hot = HotSpots {
+            sites: vec![copy(0x7f00_0000_b8b3, 1), copy(0x7f00_0000_b8b3, 1)],
+            ..HotSpots::default()
+        };
+        let f = findings(&ctx(&hot, &m, &[]));
+        assert_eq!((f.len(), f[0].sample_share), (1, Some(0.35)));
+    }
+
+    #[test]
+    fn a_spin_without_pause_in_a_runtimes_lock_code_is_left_to_the_runtime_rule() {
+        // HotSpot's TrySpin re-reads the owner through SafeFetchN_impl: a spin through a call,
+        // but its remedy is HotSpot's, not a PAUSE its users cannot add.
+        let spin = HotSite {
+            symbol: "ObjectMonitor::TrySpin(JavaThread*)".into(),
+            module: "/lib/libjvm.so".into(),
+            ..site(SiteKind::SpinWithoutPause, 0.07, &[(10, 70)])
+        };
+        let hot = HotSpots {
+            sites: vec![spin],
+            functions: vec![HotFunction {
+                symbol: "ObjectMonitor::TrySpin(JavaThread*)".into(),
+                module: "/lib/libjvm.so".into(),
+                samples: 70,
+                share: 0.07,
+                callers: Vec::new(),
+                threads: Vec::new(),
+            }],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let ids: Vec<String> = findings(&ctx(&hot, &m, &[]))
+            .into_iter()
+            .map(|f| f.id)
+            .collect();
+        assert_eq!(ids, ["runtime_lock_spin"]);
     }
 
     #[test]

@@ -40,6 +40,15 @@ pub fn site(s: &SiteFacts) -> String {
     )
 }
 
+/// The same code compiled more than once (a JIT's copy per isolate or process), counted
+/// together.
+pub fn code_copies(copies: usize) -> String {
+    format!(
+        "the same code runs at {copies} addresses (a JIT compiles it once per isolate or \
+         process): their samples are counted together"
+    )
+}
+
 /// The source line of the hot instruction.
 pub fn source(line: &str) -> String {
     format!("source: {line}")
