@@ -30,6 +30,7 @@ fn programs() -> Option<&'static Path> {
             "jit",
             "late_thread",
             "fork_children",
+            "turn_call",
         ] {
             // Frame pointers in every function, leaves included, as distributions that
             // build for profiling do: the kernel's stack walk needs them.
@@ -163,6 +164,83 @@ fn without_stacks_each_sample_is_a_one_frame_stack() {
             .unwrap()
             .iter()
             .any(|n| n.as_str().unwrap().contains("call chains were not sampled"))
+    );
+}
+
+/// Issue 28: two threads handing a turn back and forth, each waiting in a loop that calls
+/// `load_turn()` to load it, read as "computation in wait_turn" at 97% of samples and no finding.
+#[test]
+fn a_spin_that_re_reads_through_a_call_is_a_spin_without_pause_naming_both_functions() {
+    let Some(d) = run_program("turn_call", &["1"]) else {
+        return;
+    };
+    let f = finding(&d, "spin_without_pause");
+    assert_eq!(f["symbol"], "wait_turn");
+    let title = f["title"].as_str().unwrap();
+    assert!(title.contains("re-reading through load_turn()"), "{title}");
+    // Both threads spin nearly the whole run: far above the 5% notice bar.
+    assert!(f["sample_share"].as_f64().unwrap() > 0.5, "{f:#}");
+    let site = d["hot_sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "spin_without_pause")
+        .expect("the spin's site");
+    assert_eq!(site["symbol"], "wait_turn");
+    assert!(site["instruction"].as_str().unwrap().starts_with("call"));
+    let through = &site["reads_through"];
+    assert_eq!(through["functions"], serde_json::json!(["load_turn"]));
+    // The stacks give load_turn's samples under the loop to the spin.
+    assert!(through["samples"].is_u64(), "{through:#}");
+    assert!(
+        d["hot_sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["symbol"] != "load_turn" || s["share"].as_f64().unwrap() < 0.05),
+        "load_turn's samples under the loop are the spin's, not a site of their own"
+    );
+    // PAUSE was measured, so the fix is costed in this machine's figure.
+    assert!(
+        d["machine"]["pause"]["ns"].as_f64().is_some(),
+        "{:#}",
+        d["machine"]
+    );
+    assert!(
+        f["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("A PAUSE per round costs"),
+        "{f:#}"
+    );
+    assert!(f["advice"].as_str().unwrap().contains("_mm_pause()"));
+}
+
+#[test]
+fn without_stacks_a_spin_through_a_call_says_its_callees_samples_are_not_counted() {
+    let Some(p) = program("turn_call") else {
+        return;
+    };
+    let d = diagnose_json(&["--no-stacks", "--", p.to_str().unwrap(), "0.5"]);
+    let f = finding(&d, "spin_without_pause");
+    assert!(
+        f["title"].as_str().unwrap().contains("load_turn()"),
+        "{f:#}"
+    );
+    let site = d["hot_sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "spin_without_pause")
+        .expect("the spin's site");
+    assert!(site["reads_through"]["samples"].is_null(), "{site:#}");
+    assert!(
+        f["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("without call stacks")),
+        "{f:#}"
     );
 }
 

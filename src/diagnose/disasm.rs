@@ -2,6 +2,12 @@
 //! hot code is: a spin-wait on PAUSE, a spin loop without PAUSE, a locked read-modify-write,
 //! a memory load, or plain computation.
 //!
+//! A spin loop may re-read its flag through a call (`while (load_turn() != me) ;` with the
+//! getter out of line): the loop is a call, and the load sits in another function. This module
+//! reads no other function's code; the caller answers, per call, what function it reaches
+//! ([`Callee`], judged by [`load_only_leaf`] on that function's decoded bytes), so the
+//! analysis stays a pure function of bytes and counts.
+//!
 //! Skid: a timer sample interrupts the thread at an instruction boundary, so the address it
 //! records is usually the instruction *after* the one that was executing: the seed's hot
 //! addresses were the `jmp` and the `sub` right after a `pause`. Every sample is therefore
@@ -13,7 +19,7 @@ use iced_x86::{
     IntelFormatter, Mnemonic, OpAccess, OpKind, Register,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The memory operand of an instruction.
@@ -38,6 +44,8 @@ pub struct Insn {
     pub bytes: Vec<u8>,
     /// Intel syntax.
     pub text: String,
+    /// Its mnemonic.
+    pub mnemonic: Mnemonic,
     /// `pause`.
     pub pause: bool,
     /// A `lock`-prefixed instruction, or `xchg` with a memory operand (implicitly locked).
@@ -46,14 +54,23 @@ pub struct Insn {
     pub reads_memory: bool,
     /// Writes memory.
     pub writes_memory: bool,
+    /// Writes memory other than the stack slot a push or a call fills implicitly (a call's
+    /// return address, an argument pushed): a store.
+    pub stores: bool,
     /// A call.
     pub call: bool,
+    /// How it passes control on (next instruction, branch, call, return...).
+    pub flow: FlowControl,
     /// Target of a direct jump or conditional branch.
     pub branch_target: Option<u64>,
+    /// Target of a direct call.
+    pub call_target: Option<u64>,
     /// The explicit memory operand, if any.
     pub mem: Option<MemOperand>,
     /// Registers it writes (full width).
     pub writes_registers: Vec<Register>,
+    /// General-purpose registers it reads (full width), address registers included.
+    pub reads_registers: Vec<Register>,
 }
 
 impl Insn {
@@ -61,6 +78,20 @@ impl Insn {
     pub fn end(&self) -> u64 {
         self.addr + self.bytes.len() as u64
     }
+}
+
+fn is_read(a: OpAccess) -> bool {
+    matches!(
+        a,
+        OpAccess::Read | OpAccess::CondRead | OpAccess::ReadWrite | OpAccess::ReadCondWrite
+    )
+}
+
+fn is_write(a: OpAccess) -> bool {
+    matches!(
+        a,
+        OpAccess::Write | OpAccess::CondWrite | OpAccess::ReadWrite | OpAccess::ReadCondWrite
+    )
 }
 
 /// Decodes `code`, which starts at `start`, until the bytes run out or stop decoding.
@@ -79,22 +110,18 @@ pub fn decode(code: &[u8], start: u64) -> Vec<Insn> {
         let mut text = String::new();
         formatter.format(&instr, &mut text);
         let facts = info.info(&instr);
-        let reads_memory = facts.used_memory().iter().any(|m| {
-            matches!(
-                m.access(),
-                OpAccess::Read | OpAccess::CondRead | OpAccess::ReadWrite | OpAccess::ReadCondWrite
-            )
-        });
-        let writes_memory = facts.used_memory().iter().any(|m| {
-            matches!(
-                m.access(),
-                OpAccess::Write
-                    | OpAccess::CondWrite
-                    | OpAccess::ReadWrite
-                    | OpAccess::ReadCondWrite
-            )
-        });
+        let reads_memory = facts.used_memory().iter().any(|m| is_read(m.access()));
+        let writes_memory = facts.used_memory().iter().any(|m| is_write(m.access()));
         let has_mem_operand = (0..instr.op_count()).any(|i| instr.op_kind(i) == OpKind::Memory);
+        // An operand the instruction names (a `mov [x]`, a string store's [rdi]) written; a
+        // push or call writes only the stack slot below rsp, implicitly.
+        let explicit_write = (0..instr.op_count()).any(|i| {
+            matches!(
+                instr.op_kind(i),
+                OpKind::Memory | OpKind::MemoryESDI | OpKind::MemoryESEDI | OpKind::MemoryESRDI
+            ) && is_write(facts.op_access(i))
+        });
+        let stores = explicit_write || (writes_memory && !instr.is_stack_instruction());
         let mem = (has_mem_operand && instr.mnemonic() != Mnemonic::Lea).then(|| MemOperand {
             size: instr.memory_size().size() as u32,
             displacement: instr.memory_displacement64() as i64,
@@ -124,33 +151,41 @@ pub fn decode(code: &[u8], start: u64) -> Vec<Insn> {
             }
             _ => None,
         };
+        let call_target = (instr.flow_control() == FlowControl::Call
+            && matches!(
+                instr.op0_kind(),
+                OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+            ))
+        .then(|| instr.near_branch_target());
         out.push(Insn {
             addr: instr.ip(),
             bytes: code[offset..offset + instr.len()].to_vec(),
             text,
+            mnemonic: instr.mnemonic(),
             pause: instr.mnemonic() == Mnemonic::Pause,
             locked_rmw: instr.has_lock_prefix()
                 || (instr.mnemonic() == Mnemonic::Xchg && has_mem_operand),
             reads_memory,
             writes_memory,
+            stores,
             call: matches!(
                 instr.flow_control(),
                 FlowControl::Call | FlowControl::IndirectCall
             ),
+            flow: instr.flow_control(),
             branch_target,
+            call_target,
             mem,
             writes_registers: facts
                 .used_registers()
                 .iter()
-                .filter(|r| {
-                    matches!(
-                        r.access(),
-                        OpAccess::Write
-                            | OpAccess::CondWrite
-                            | OpAccess::ReadWrite
-                            | OpAccess::ReadCondWrite
-                    )
-                })
+                .filter(|r| is_write(r.access()))
+                .map(|r| r.register().full_register())
+                .collect(),
+            reads_registers: facts
+                .used_registers()
+                .iter()
+                .filter(|r| r.register().is_gpr() && is_read(r.access()))
                 .map(|r| r.register().full_register())
                 .collect(),
         });
@@ -250,6 +285,235 @@ fn is_plain_spin(body: &[Insn]) -> bool {
     })
 }
 
+/// What a short load-only leaf function reads: the function a spin loop calls to re-read its
+/// flag (`mov eax,[rip+x]; ret`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafLoad {
+    /// Text of its first load (`mov eax,[4038h]`).
+    pub load: String,
+    /// The caller's registers its load addresses come from (an argument register holding a
+    /// pointer); empty when every address is fixed (RIP-relative or absolute).
+    pub address_inputs: Vec<Register>,
+    /// Registers it writes: its caller cannot count on them keeping their value.
+    pub clobbers: Vec<Register>,
+}
+
+/// Instructions a load-only leaf may have, its `ret` included: a getter is two to four
+/// (`endbr64`, a load or two, `ret`); past eight it does work of its own.
+const MAX_LEAF_INSNS: usize = 8;
+
+/// Judges a function decoded from its first byte: a short straight-line leaf that reads memory
+/// and returns, with no store (pushes to its own stack aside), no locked instruction, no
+/// PAUSE, no call and no branch. Returns what it loads, `None` for anything else.
+pub fn load_only_leaf(insns: &[Insn]) -> Option<LeafLoad> {
+    // For each register the leaf writes, the caller's registers its value came from: a load's
+    // result counts as coming from its address, so `mov rax,[rdi]; mov eax,[rax]` reads an
+    // address that follows rdi.
+    let mut derived: BTreeMap<Register, Vec<Register>> = BTreeMap::new();
+    let inputs = |regs: &[Register], derived: &BTreeMap<Register, Vec<Register>>| {
+        let mut v: Vec<Register> = regs
+            .iter()
+            .filter(|r| **r != Register::RSP)
+            .flat_map(|r| derived.get(r).cloned().unwrap_or_else(|| vec![*r]))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let mut load: Option<LeafLoad> = None;
+    for i in insns.iter().take(MAX_LEAF_INSNS) {
+        match i.flow {
+            FlowControl::Return => {
+                return load.map(|mut l| {
+                    l.clobbers = derived.keys().copied().collect();
+                    l
+                });
+            }
+            FlowControl::Next => {}
+            _ => return None,
+        }
+        if i.stores || i.locked_rmw || i.pause {
+            return None;
+        }
+        // A load from the heap or globals, not the leaf's own stack.
+        if let Some(m) = i
+            .mem
+            .as_ref()
+            .filter(|m| i.reads_memory && !m.registers.contains(&Register::RSP) && !i.writes_memory)
+        {
+            let from = inputs(&m.registers, &derived);
+            let l = load.get_or_insert_with(|| LeafLoad {
+                load: i.text.clone(),
+                address_inputs: Vec::new(),
+                clobbers: Vec::new(),
+            });
+            l.address_inputs.extend(from);
+            l.address_inputs.sort();
+            l.address_inputs.dedup();
+        }
+        let from = inputs(&i.reads_registers, &derived);
+        for w in i.writes_registers.iter().filter(|r| r.is_gpr()) {
+            if *w != Register::RSP {
+                derived.insert(*w, from.clone());
+            }
+        }
+    }
+    None
+}
+
+/// Whether a function only jumps on: a PLT entry (`jmp [rip+got]`, after `endbr64` in a CET
+/// build), whose target is in no code the caller's module holds.
+pub fn is_jump_stub(insns: &[Insn]) -> bool {
+    insns
+        .iter()
+        .take(2)
+        .find(|i| i.flow != FlowControl::Next || i.reads_memory || i.writes_memory)
+        .is_some_and(|i| {
+            matches!(
+                i.flow,
+                FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
+            )
+        })
+}
+
+/// A function a loop's call reaches, as the layer that can read other functions' code found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Callee {
+    /// Its name.
+    pub name: String,
+    /// What it loads.
+    pub leaf: LeafLoad,
+    /// What a runtime's load function is (`V8's Atomics.load`), when it is known by its name
+    /// rather than by its code.
+    pub known_as: Option<String>,
+}
+
+/// A call of a spin loop to a load-only leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpinCall {
+    /// The call instruction.
+    pub call: u64,
+    /// Its return address: callers in sampled stacks sit here.
+    pub returns_to: u64,
+    /// The function called.
+    pub callee: String,
+    /// The load it does.
+    pub load: String,
+    /// What it is, when a runtime's load function known by its name.
+    pub known_as: Option<String>,
+}
+
+/// Longest loop taken for a spin through calls. A C loop is a handful of instructions; a
+/// JIT's keeps its type checks and pushes each call's arguments (V8's loop on two
+/// `Atomics.load`s is ~45). What makes a loop a spin is checked by [`spin_through_calls`], not
+/// its length; the bound keeps the walk short.
+const MAX_CALL_SPIN_INSNS: usize = 64;
+
+/// The general-purpose registers one round of a loop reads: the stack pointer aside, which
+/// pushes and calls move and restore.
+fn loop_reads(i: &Insn) -> impl Iterator<Item = Register> + '_ {
+    i.reads_registers
+        .iter()
+        .copied()
+        .filter(|r| *r != Register::RSP)
+}
+
+/// A bounded spin's counter at work: `add rbx,1`, `sub ecx,1`, `inc`, `dec`, `lea rbx,[rbx+1]`
+/// writing the one register the loop carries, or its compare with the bound (`cmp rbx,rbp`).
+fn is_counter_step(i: &Insn, counter: Register) -> bool {
+    match i.mnemonic {
+        Mnemonic::Add | Mnemonic::Sub | Mnemonic::Inc | Mnemonic::Dec | Mnemonic::Lea => {
+            !i.reads_memory && i.writes_registers.iter().all(|w| *w == counter)
+        }
+        Mnemonic::Cmp | Mnemonic::Test => true,
+        _ => false,
+    }
+}
+
+/// A loop that re-reads through calls and does nothing else: no stores (a call's
+/// return-address push and pushed arguments are none), no locked ops, no PAUSE; every call
+/// reaches a load-only function (`callee` says which, the registers its address comes from
+/// and those it clobbers); and no value lives from one round to the next but a bounded spin's
+/// counter, which no callee takes as its address. That last is what
+/// tells a wait from work: a round of a spin makes everything it uses afresh (constants,
+/// fixed addresses, registers the loop never writes, what its calls load), while a loop that
+/// computes (`x = f(x)`) or walks (`get(i++)`) carries its state round to round, and so does
+/// a callee's address that moves. Returns its calls.
+fn spin_through_calls(
+    body: &[Insn],
+    callee: &mut dyn FnMut(&Insn) -> Option<Callee>,
+) -> Option<Vec<SpinCall>> {
+    if body.len() > MAX_CALL_SPIN_INSNS
+        || !body.iter().any(|i| i.call)
+        || body.iter().any(|i| i.stores || i.locked_rmw || i.pause)
+    {
+        return None;
+    }
+    let mut calls: BTreeMap<u64, Callee> = BTreeMap::new();
+    for c in body.iter().filter(|i| i.call) {
+        calls.insert(c.addr, callee(c)?);
+    }
+    // Registers anything in the loop writes; the rest keep their value round after round.
+    let written: BTreeSet<Register> = body
+        .iter()
+        .flat_map(|i| i.writes_registers.iter().copied())
+        .chain(calls.values().flat_map(|c| c.leaf.clobbers.iter().copied()))
+        .filter(|r| *r != Register::RSP)
+        .collect();
+    // Registers holding a value made this round. Two rounds over the body in order: the second
+    // sees what the first left, as a rotated loop's next round does.
+    let mut fresh: BTreeSet<Register> = BTreeSet::new();
+    let mut carried_all: BTreeSet<Register> = BTreeSet::new();
+    for round in 0..2 {
+        let judge = round == 1;
+        for i in body {
+            let carried: Vec<Register> = loop_reads(i)
+                .filter(|r| written.contains(r) && !fresh.contains(r))
+                .collect();
+            if let Some(c) = calls.get(&i.addr) {
+                let moves = c
+                    .leaf
+                    .address_inputs
+                    .iter()
+                    .any(|r| written.contains(r) && !fresh.contains(r));
+                if judge && moves {
+                    return None;
+                }
+                // What the call returns or leaves behind is made this round.
+                fresh.extend(c.leaf.clobbers.iter().copied());
+                continue;
+            }
+            // Anything but a counter's step that uses a carried value (a pushed argument
+            // included) is work, or a moving address.
+            if judge {
+                carried_all.extend(carried.iter().copied());
+                if carried_all.len() > 1 || carried.iter().any(|r| !is_counter_step(i, *r)) {
+                    return None;
+                }
+            }
+            for w in i.writes_registers.iter().filter(|r| **r != Register::RSP) {
+                if carried.is_empty() {
+                    fresh.insert(*w);
+                } else {
+                    fresh.remove(w);
+                }
+            }
+        }
+    }
+    Some(
+        body.iter()
+            .filter_map(|i| Some((i, calls.remove(&i.addr)?)))
+            .map(|(i, c)| SpinCall {
+                call: i.addr,
+                returns_to: i.end(),
+                callee: c.name,
+                load: c.leaf.load,
+                known_as: c.known_as,
+            })
+            .collect(),
+    )
+}
+
 /// One hot site inside a function.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SiteAnalysis {
@@ -271,11 +535,25 @@ pub struct SiteAnalysis {
     pub lines: Listing,
     /// Sampled addresses of the site and their counts.
     pub ip_counts: BTreeMap<u64, u64>,
+    /// A spin that re-reads through calls: the calls and what they reach (empty otherwise).
+    pub calls: Vec<SpinCall>,
 }
 
 /// Groups the samples of one function (`ip_counts`, in the module's numbering) into sites and
-/// classifies each. `insns` is the function decoded from its first byte.
+/// classifies each. `insns` is the function decoded from its first byte. Calls are taken to
+/// reach code of unknown kind: see [`analyze_with_callees`].
 pub fn analyze(insns: &[Insn], ip_counts: &BTreeMap<u64, u64>) -> Vec<SiteAnalysis> {
+    analyze_with_callees(insns, ip_counts, &mut |_| None)
+}
+
+/// [`analyze`], with `callee` telling what a call instruction reaches (asked only for the calls
+/// of a hot loop that could be a spin): a loop whose calls all reach load-only leaves is a
+/// spin without PAUSE.
+pub fn analyze_with_callees(
+    insns: &[Insn],
+    ip_counts: &BTreeMap<u64, u64>,
+    callee: &mut dyn FnMut(&Insn) -> Option<Callee>,
+) -> Vec<SiteAnalysis> {
     struct Acc {
         range: (usize, usize),
         in_loop: bool,
@@ -324,11 +602,19 @@ pub fn analyze(insns: &[Insn], ip_counts: &BTreeMap<u64, u64>) -> Vec<SiteAnalys
                     / acc.samples.max(1) as f64
             };
             let has_call = body.iter().any(|i| i.call);
+            let mut calls = Vec::new();
             let kind = if acc.in_loop && !has_call && body.iter().any(|i| i.pause) {
                 SiteKind::PauseSpin
             } else if share(Blame::Locked) >= 0.5 {
                 SiteKind::LockedRmw
             } else if acc.in_loop && is_plain_spin(body) {
+                SiteKind::SpinWithoutPause
+            } else if let Some(c) = acc
+                .in_loop
+                .then(|| spin_through_calls(body, callee))
+                .flatten()
+            {
+                calls = c;
                 SiteKind::SpinWithoutPause
             } else if share(Blame::Load) >= 0.5 {
                 SiteKind::MemoryLoad
@@ -353,6 +639,8 @@ pub fn analyze(insns: &[Insn], ip_counts: &BTreeMap<u64, u64>) -> Vec<SiteAnalys
                         .map(|i| i.addr)
                 })
                 .unwrap_or(body[0].addr);
+            // Through a call, the re-read is the call: the load is in the callee.
+            let hot_addr = calls.first().map_or(hot_addr, |c| c.call);
             let hot = insns.iter().find(|i| i.addr == hot_addr);
             SiteAnalysis {
                 kind,
@@ -364,6 +652,7 @@ pub fn analyze(insns: &[Insn], ip_counts: &BTreeMap<u64, u64>) -> Vec<SiteAnalys
                 hot_text: hot.map(|i| i.text.clone()).unwrap_or_default(),
                 lines: listing(insns, acc.range, hot_addr, &acc.ips),
                 ip_counts: acc.ips,
+                calls,
             }
         })
         .collect();
@@ -660,6 +949,215 @@ mod tests {
         let insns = decode(&code, 0x3000);
         let sites = analyze(&insns, &counts(&[(0x3006, 40), (0x3008, 40)]));
         assert_eq!(sites[0].kind, SiteKind::SpinWithoutPause);
+    }
+
+    // tests/programs/turn_call.c as gcc 12 -O2 builds it (issue 28): the wait loop's load is a
+    // call to an out-of-line getter.
+    // load_turn at 0x1230: mov eax,[rip+0x2e02] (8b 05 ..) / ret (c3)
+    const LOAD_TURN: &[u8] = &[0x8b, 0x05, 0x02, 0x2e, 0x00, 0x00, 0xc3];
+    // wait_turn at 0x1240: push rbp / mov rbp,rsp / jmp 0x125a / 10-byte nop /
+    // 0x1250: mov eax,[rip+0x2dde] (the stop flag) / test eax,eax / jne 0x1263 (out) /
+    // 0x125a: call 0x1230 (e8 d1 ff ff ff) / cmp eax,edi / jne 0x1250 / pop rbp / ret
+    const WAIT_TURN: &[u8] = &[
+        0x55, 0x48, 0x89, 0xe5, 0xeb, 0x14, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x8b, 0x05, 0xde, 0x2d, 0x00, 0x00, 0x85, 0xc0, 0x75, 0x09, 0xe8, 0xd1, 0xff, 0xff,
+        0xff, 0x39, 0xf8, 0x75, 0xed, 0x5d, 0xc3,
+    ];
+
+    /// A callee lookup over functions given as (start, bytes, name), as hotspots answers it
+    /// from the binary.
+    fn callees<'a>(
+        funcs: &'a [(u64, &'a [u8], &'a str)],
+    ) -> impl FnMut(&Insn) -> Option<Callee> + 'a {
+        |call| {
+            let target = call.call_target?;
+            let (start, code, name) = funcs.iter().find(|f| f.0 == target)?;
+            Some(Callee {
+                name: name.to_string(),
+                leaf: load_only_leaf(&decode(code, *start))?,
+                known_as: None,
+            })
+        }
+    }
+
+    #[test]
+    fn a_wait_loop_that_calls_a_load_only_getter_is_a_spin_without_pause() {
+        // Issue 28: `while (load_turn() != me) ;` with load_turn out of line read as
+        // "computation" in wait_turn, 97% of samples.
+        let insns = decode(WAIT_TURN, 0x1240);
+        let counts = counts(&[(0x1256, 20), (0x125f, 300), (0x1261, 60)]);
+        let funcs = [(0x1230, LOAD_TURN, "load_turn")];
+        let sites = analyze_with_callees(&insns, &counts, &mut callees(&funcs));
+        assert_eq!(sites.len(), 1, "{sites:#?}");
+        assert_eq!(sites[0].kind, SiteKind::SpinWithoutPause);
+        assert_eq!(sites[0].samples, 380);
+        assert_eq!(sites[0].hot_addr, 0x125a, "the call is the re-read");
+        assert_eq!(
+            sites[0].calls,
+            [SpinCall {
+                call: 0x125a,
+                returns_to: 0x125f,
+                callee: "load_turn".into(),
+                load: "mov eax,[4038h]".into(),
+                known_as: None,
+            }]
+        );
+        // Without a way to read the callee, the same loop is what it was: computation.
+        let sites = analyze(&insns, &counts);
+        assert_eq!(sites[0].kind, SiteKind::Compute);
+        assert!(sites[0].calls.is_empty());
+    }
+
+    #[test]
+    fn an_argument_set_again_before_each_call_to_the_same_address_is_still_a_spin() {
+        // spin_arg at 0: lea rdi,[rip+0x100] / call 0x11 / test eax,eax / je 0 / ret
+        // leaf_ptr at 0x11: mov eax,[rdi] / ret
+        let code = [
+            0x48, 0x8d, 0x3d, 0x00, 0x01, 0x00, 0x00, 0xe8, 0x05, 0x00, 0x00, 0x00, 0x85, 0xc0,
+            0x74, 0xf0, 0xc3,
+        ];
+        let leaf: &[u8] = &[0x8b, 0x07, 0xc3];
+        let funcs = [(0x11, leaf, "leaf_ptr")];
+        let sites = analyze_with_callees(
+            &decode(&code, 0),
+            &counts(&[(0xc, 50), (0xe, 10)]),
+            &mut callees(&funcs),
+        );
+        assert_eq!(sites[0].kind, SiteKind::SpinWithoutPause, "{sites:#?}");
+        assert_eq!(sites[0].calls[0].load, "mov eax,[rdi]");
+    }
+
+    #[test]
+    fn a_sum_over_a_getter_with_a_moving_index_is_not_a_spin() {
+        // Guards the false positive: no stores, and every call reaches a load-only leaf, but
+        // each round reads another element.
+        // sumloop at 0x31: mov edi,ebx / call 0xb / add r12d,eax / add ebx,1 / cmp ebx,ebp /
+        // jne 0x31
+        let code = [
+            0x89, 0xdf, 0xe8, 0xd3, 0xff, 0xff, 0xff, 0x41, 0x01, 0xc4, 0x83, 0xc3, 0x01, 0x39,
+            0xeb, 0x75, 0xef, 0xc3,
+        ];
+        // getter at 0xb: lea rax,[rip+0x100] / mov eax,[rax+rdi*4] / ret
+        let getter: &[u8] = &[
+            0x48, 0x8d, 0x05, 0x00, 0x01, 0x00, 0x00, 0x8b, 0x04, 0xb8, 0xc3,
+        ];
+        let leaf = load_only_leaf(&decode(getter, 0xb)).expect("a load-only leaf");
+        assert_eq!(leaf.address_inputs, [Register::RDI]);
+        let funcs = [(0xb, getter, "getter")];
+        let sites = analyze_with_callees(
+            &decode(&code, 0x31),
+            &counts(&[(0x38, 50), (0x3e, 10)]),
+            &mut callees(&funcs),
+        );
+        assert_ne!(sites[0].kind, SiteKind::SpinWithoutPause, "{sites:#?}");
+    }
+
+    // Loops around `leaf` (at 0x76: mov eax,[rip+0x100] / ret), hand-assembled (GNU as):
+    // 0x00 bounded: call leaf / test eax,eax / jne out / add rbx,1 / cmp rbx,rbp / jne 0x00
+    // 0x13 compute: call leaf / imul r12d,r12d,31 / add r12d,eax / cmp eax,0 / je 0x13
+    // 0x25 jitlike (V8's shape): mov rdi,imm64 / mov rsi,[rdi+0x1f] / push 0 / mov rcx,imm64 /
+    //      push rcx / push 1 / mov eax,3 / call leaf / test al,1 / jne out /
+    //      cmp rax,[r13+0x1b0] / jne 0x25
+    // 0x5a jitwalk: mov rcx,rbx / push rcx / mov eax,3 / call leaf / add rbx,2 /
+    //      cmp rax,[r13+0x1b0] / jne 0x5a
+    const LOOPS: &[u8] = &[
+        0xe8, 0x71, 0x00, 0x00, 0x00, 0x85, 0xc0, 0x75, 0x09, 0x48, 0x83, 0xc3, 0x01, 0x48, 0x39,
+        0xeb, 0x75, 0xee, 0xc3, 0xe8, 0x5e, 0x00, 0x00, 0x00, 0x45, 0x6b, 0xe4, 0x1f, 0x41, 0x01,
+        0xc4, 0x83, 0xf8, 0x00, 0x74, 0xef, 0xc3, 0x48, 0xbf, 0x51, 0xea, 0x2a, 0x4b, 0x43, 0x1a,
+        0x00, 0x00, 0x48, 0x8b, 0x77, 0x1f, 0x6a, 0x00, 0x48, 0xb9, 0x09, 0x24, 0xcd, 0x38, 0x9a,
+        0x26, 0x00, 0x00, 0x51, 0x6a, 0x01, 0xb8, 0x03, 0x00, 0x00, 0x00, 0xe8, 0x2a, 0x00, 0x00,
+        0x00, 0xa8, 0x01, 0x75, 0x09, 0x49, 0x3b, 0x85, 0xb0, 0x01, 0x00, 0x00, 0x75, 0xcc, 0xc3,
+        0x48, 0x89, 0xd9, 0x51, 0xb8, 0x03, 0x00, 0x00, 0x00, 0xe8, 0x0e, 0x00, 0x00, 0x00, 0x48,
+        0x83, 0xc3, 0x02, 0x49, 0x3b, 0x85, 0xb0, 0x01, 0x00, 0x00, 0x75, 0xe5, 0xc3, 0x8b, 0x05,
+        0x00, 0x01, 0x00, 0x00, 0xc3,
+    ];
+
+    /// The kind of the site the samples at `ips` make in [`LOOPS`].
+    fn loops_kind(ips: &[(u64, u64)]) -> SiteKind {
+        let funcs = [(0x76, &LOOPS[0x76..], "leaf")];
+        let sites = analyze_with_callees(&decode(LOOPS, 0), &counts(ips), &mut callees(&funcs));
+        assert_eq!(sites.len(), 1, "{sites:#?}");
+        sites[0].kind
+    }
+
+    #[test]
+    fn a_bounded_spin_through_a_call_is_a_spin_and_a_loop_that_computes_is_not() {
+        // The counter is the one value a spin may carry round to round.
+        assert_eq!(
+            loops_kind(&[(0x5, 40), (0xd, 10)]),
+            SiteKind::SpinWithoutPause
+        );
+        // r12 = r12 * 31 + loaded: work that lives from round to round.
+        assert_ne!(
+            loops_kind(&[(0x18, 40), (0x1f, 10)]),
+            SiteKind::SpinWithoutPause
+        );
+    }
+
+    #[test]
+    fn a_jit_loop_pushing_the_same_arguments_each_round_is_a_spin_one_walking_them_is_not() {
+        // V8's loop on Atomics.load pushes constants each round and reloads what the call
+        // clobbered: nothing carried.
+        assert_eq!(
+            loops_kind(&[(0x4c, 40), (0x50, 10)]),
+            SiteKind::SpinWithoutPause
+        );
+        // The pushed argument is a counter: each round reads another place.
+        assert_ne!(
+            loops_kind(&[(0x68, 40), (0x6c, 10)]),
+            SiteKind::SpinWithoutPause
+        );
+    }
+
+    #[test]
+    fn only_a_short_straight_line_leaf_that_loads_and_stores_nothing_is_load_only() {
+        let leaf = |code: &[u8]| load_only_leaf(&decode(code, 0));
+        // endbr64 (f3 0f 1e fa) / mov eax,[rip+0x100] / ret: a CET build's getter
+        let l = leaf(&[
+            0xf3, 0x0f, 0x1e, 0xfa, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3,
+        ])
+        .expect("load-only");
+        assert!(l.address_inputs.is_empty(), "a fixed address: {l:?}");
+        assert_eq!(l.clobbers, [Register::RAX]);
+        // mov [rip+0x100],eax / ret: a store
+        assert_eq!(leaf(&[0x89, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3]), None);
+        // lock add dword [rip+0x100],1 / ret
+        assert_eq!(
+            leaf(&[0xf0, 0x83, 0x05, 0x00, 0x01, 0x00, 0x00, 0x01, 0xc3]),
+            None
+        );
+        // pause / mov eax,[rip+0x100] / ret: the callee is the pause hint
+        assert_eq!(
+            leaf(&[0xf3, 0x90, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3]),
+            None
+        );
+        // test edi,edi / je ret / mov eax,[rip+0x100] / ret: a branch
+        assert_eq!(
+            leaf(&[
+                0x85, 0xff, 0x74, 0x06, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3
+            ]),
+            None
+        );
+        // endbr64 / bnd jmp [rip+0x2fe2]: a .plt.sec entry, no leaf but a stub to pass through
+        let plt = decode(
+            &[
+                0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0xe2, 0x2f, 0x00, 0x00,
+            ],
+            0,
+        );
+        assert_eq!(load_only_leaf(&plt), None);
+        assert!(is_jump_stub(&plt));
+        assert!(!is_jump_stub(&decode(LOAD_TURN, 0x1230)));
+        // xor eax,eax / ret: loads nothing
+        assert_eq!(leaf(&[0x31, 0xc0, 0xc3]), None);
+        // push rbp / mov rbp,rsp / mov eax,[rip+0x100] / pop rbp / ret: a frame-pointer
+        // build's getter; the push writes only its own stack
+        assert!(
+            leaf(&[
+                0x55, 0x48, 0x89, 0xe5, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0x5d, 0xc3
+            ])
+            .is_some()
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@ use super::{StackCount, StackFrame};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
+mod calls;
+
 /// A function and its samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HotFunction {
@@ -150,6 +152,25 @@ pub struct HotSite {
     /// How a register-relative locked operand may straddle a line (the base is unknown).
     #[serde(default)]
     pub possible_split_note: Option<String>,
+    /// A spin that re-reads through calls: what it calls to load. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads_through: Option<ReadsThrough>,
+}
+
+/// What a spin loop calls to re-read its flag: `while (load_turn() != me) ;`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadsThrough {
+    /// The load-only functions its calls reach.
+    pub functions: Vec<String>,
+    /// The load the first does (`mov eax,[4038h]`); empty for a runtime's load function.
+    pub load: String,
+    /// What the first is when a runtime's load function known by its name (`V8's
+    /// Atomics.load`), whose code is no short leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_as: Option<String>,
+    /// Samples in them under the loop's calls, counted in the site's `samples`; absent without
+    /// call stacks, which alone tell which of their samples the loop took.
+    pub samples: Option<u64>,
 }
 
 /// Samples of one kind.
@@ -273,18 +294,24 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         ..HotSpots::default()
     };
     let mut kind_by_thread = KindByThread::new();
-    for f in funcs
+    let decoded: Vec<&FuncAcc> = funcs
         .iter()
         .filter(|f| f.samples as f64 / total >= MIN_DECODE_SHARE)
         .take(DECODED_FUNCTIONS)
-    {
-        let decoder = SiteDecoder {
-            symz: &mut symz,
-            total,
-            thread_samples: &thread_samples,
-            thread_name: &thread_name,
-        };
-        decoder.decode(f, &mut out, &mut kind_by_thread);
+        .collect();
+    let under = calls::UnderCalls::new(&rec.stacks, &mut symz);
+    let mut decoder = SiteDecoder {
+        symz: &mut symz,
+        total,
+        thread_samples: &thread_samples,
+        thread_name: &thread_name,
+        under,
+    };
+    // A spin that re-reads through a call takes its callee's samples under the loop: found
+    // first, so that the callee's own sites count only the rest.
+    let claims = decoder.claims(&decoded, rec);
+    for f in decoded {
+        decoder.decode(f, &claims, &mut out, &mut kind_by_thread);
     }
     out.sites
         .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
@@ -395,41 +422,73 @@ struct SiteDecoder<'a> {
     total: f64,
     thread_samples: &'a BTreeMap<u32, u64>,
     thread_name: &'a dyn Fn(u32) -> String,
+    /// What loops' calls reach.
+    under: calls::UnderCalls,
 }
 
 impl SiteDecoder<'_> {
-    /// The sites of function `f` into `out` (or a note why it was not disassembled), and its
-    /// samples per thread and site kind into `kind_by_thread`.
-    fn decode(self, f: &FuncAcc, out: &mut HotSpots, kind_by_thread: &mut KindByThread) {
-        let total = self.total;
+    /// The symbol of `f` and its code decoded, or a note why it cannot be disassembled.
+    fn code(&mut self, f: &FuncAcc) -> Result<(Symbol, Vec<disasm::Insn>), String> {
+        let share = 100.0 * f.samples as f64 / self.total;
         let Some(sym) = &f.symbol else {
-            out.notes.push(format!(
-                "{} ({:.1}% of samples) has no symbol; not disassembled",
+            return Err(format!(
+                "{} ({share:.1}% of samples) has no symbol; not disassembled",
                 func_name(f),
-                100.0 * f.samples as f64 / total
             ));
-            return;
         };
         let (start, len) = decode_window(f, sym);
         let Some(code) = self.symz.code(&f.loc, start, len) else {
-            out.notes.push(format!(
-                "{} ({:.1}% of samples): code not readable (anonymous memory of a process that \
-                 has exited); named but not disassembled",
+            return Err(format!(
+                "{} ({share:.1}% of samples): code not readable (anonymous memory of a process \
+                 that has exited); named but not disassembled",
                 sym.name,
-                100.0 * f.samples as f64 / total
             ));
-            return;
         };
-        let insns = disasm::decode(&code, start);
-        let ip_counts: BTreeMap<u64, u64> = f
-            .ips
+        Ok((sym.clone(), disasm::decode(&code, start)))
+    }
+
+    /// The sites of function `f` into `out` (or a note why it was not disassembled), and its
+    /// samples per thread and site kind into `kind_by_thread`; less what spins through calls
+    /// took from `f`, plus what a spin of `f` took from its callees (`claims`).
+    fn decode(
+        &mut self,
+        f: &FuncAcc,
+        claims: &calls::Claims,
+        out: &mut HotSpots,
+        kind_by_thread: &mut KindByThread,
+    ) {
+        let total = self.total;
+        let (sym, insns) = match self.code(f) {
+            Ok(c) => c,
+            Err(note) => return out.notes.push(note),
+        };
+        let ips = claims.remaining(f);
+        let ip_counts: BTreeMap<u64, u64> = ips
             .iter()
             .map(|(&ip, tids)| (ip, tids.values().sum()))
             .collect();
-        for site in disasm::analyze(&insns, &ip_counts) {
-            let share = site.samples as f64 / total;
-            for ip in site.ip_counts.keys() {
-                for (&tid, &n) in &f.ips[ip] {
+        let (symz, under) = (&mut *self.symz, &mut self.under);
+        let sites = disasm::analyze_with_callees(&insns, &ip_counts, &mut |c| {
+            under.callee(symz, &f.loc, &f.module, c)
+        });
+        for site in sites {
+            // What the spin's calls took in their callees, per thread.
+            let mut taken: BTreeMap<u32, u64> = BTreeMap::new();
+            for c in &site.calls {
+                for (&tid, &n) in claims
+                    .by_call
+                    .get(&(f.module.clone(), c.returns_to))
+                    .into_iter()
+                    .flatten()
+                {
+                    *taken.entry(tid).or_default() += n;
+                }
+            }
+            let taken_samples: u64 = taken.values().sum();
+            let samples = site.samples + taken_samples;
+            let share = samples as f64 / total;
+            for tids in site.ip_counts.keys().map(|ip| &ips[ip]).chain([&taken]) {
+                for (&tid, &n) in tids {
                     *kind_by_thread.entry((tid, site.kind)).or_default() += n;
                 }
             }
@@ -437,10 +496,24 @@ impl SiteDecoder<'_> {
                 continue;
             }
             let threads = threads_of(
-                site.ip_counts.keys().map(|ip| &f.ips[ip]),
+                site.ip_counts.keys().map(|ip| &ips[ip]).chain([&taken]),
                 self.thread_samples,
                 self.thread_name,
             );
+            let reads_through = site.calls.first().map(|first| {
+                let mut functions: Vec<String> = Vec::new();
+                for c in &site.calls {
+                    if !functions.contains(&c.callee) {
+                        functions.push(c.callee.clone());
+                    }
+                }
+                ReadsThrough {
+                    functions,
+                    load: first.load.clone(),
+                    known_as: first.known_as.clone(),
+                    samples: claims.stacks.then_some(taken_samples),
+                }
+            });
             let split = (site.kind == SiteKind::LockedRmw)
                 .then(|| site.hot_mem.as_ref().and_then(disasm::split_line))
                 .flatten();
@@ -456,13 +529,14 @@ impl SiteDecoder<'_> {
                 address: site.hot_addr,
                 offset: site.hot_addr - sym.addr,
                 instruction: site.hot_text.clone(),
-                samples: site.samples,
+                samples,
                 share,
                 threads,
                 disassembly: site.lines.clone(),
                 source_line: self.symz.source_line(&f.loc, site.hot_addr),
                 split_note,
                 possible_split_note,
+                reads_through,
             });
         }
     }
@@ -782,5 +856,135 @@ mod tests {
         let total: u64 = hot.stacks.iter().map(|s| s.samples).sum();
         assert_eq!(total, 4, "every sample is in exactly one stack");
         assert!(hot.stacks.iter().any(|s| s.frames.len() == 1));
+    }
+
+    const TEST_PID: u32 = 99_999_997;
+    const TEST_BASE: u64 = 0x7f00_0000_0000;
+
+    fn test_at(off: u64) -> Location {
+        Location::Anon {
+            pid: TEST_PID,
+            addr: TEST_BASE + off,
+            region: "//anon".into(),
+            map_start: TEST_BASE,
+        }
+    }
+
+    /// Issue 28's shape in JIT code named by a perf map: `wait_turn` spins on a call to a
+    /// function at 0x1230 named `callee` (`mov eax,[rip+x]; ret`), called directly or
+    /// `through_stub` (a PLT-like `jmp` at 0x1220 whose target only the stacks show).
+    fn turn_recording(callee: &str, through_stub: bool) -> Recording {
+        // 0x1220 stub: jmp 0x1230; 11 bytes of padding; load_turn at 0x1230:
+        // mov eax,[rip+0x2e02] / ret; 9 bytes of padding; wait_turn at 0x1240: push rbp /
+        // mov rbp,rsp / jmp 0x125a / nop / 0x1250: mov eax,[rip+0x2dde] / test eax,eax /
+        // jne 0x1263 / 0x125a: call 0x1230 (or 0x1220) / cmp eax,edi / jne 0x1250 / pop rbp /
+        // ret (tests/programs/turn_call.c, gcc 12 -O2)
+        let mut code = vec![0xe9, 0x0b, 0x00, 0x00, 0x00];
+        code.extend([0x90; 11]);
+        code.extend([0x8b, 0x05, 0x02, 0x2e, 0x00, 0x00, 0xc3]);
+        code.extend([0x90; 9]);
+        code.extend([
+            0x55, 0x48, 0x89, 0xe5, 0xeb, 0x14, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x8b, 0x05, 0xde, 0x2d, 0x00, 0x00, 0x85, 0xc0, 0x75, 0x09, 0xe8, 0xd1,
+            0xff, 0xff, 0xff, 0x39, 0xf8, 0x75, 0xed, 0x5d, 0xc3,
+        ]);
+        if through_stub {
+            code[0x20 + 0x1b] = 0xc1; // call rel32 -0x3f: to 0x1220
+        }
+        let at = test_at;
+        let mut rec = recording(HashMap::from([
+            (at(0x125f), BTreeMap::from([(7, 50), (8, 30)])),
+            (at(0x1236), BTreeMap::from([(7, 12), (8, 8)])),
+        ]));
+        rec.callchains = true;
+        let player = at(0x2000);
+        rec.stacks = HashMap::from([
+            (vec![at(0x125f), player.clone()], 80),
+            // In the callee, its caller at the call's return address minus one (the stub
+            // jumps, so it leaves no frame).
+            (vec![at(0x1236), at(0x125e), player], 20),
+        ]);
+        let sym = |off: u64, size, name: &str| Symbol {
+            addr: TEST_BASE + off,
+            size,
+            name: name.into(),
+        };
+        rec.perf_maps.insert(
+            TEST_PID,
+            vec![
+                sym(0x1220, 5, "stub"),
+                sym(0x1230, 7, callee),
+                sym(0x1240, 0x25, "wait_turn"),
+                sym(0x2000, 0x100, "player"),
+            ],
+        );
+        rec.jit_code
+            .insert(TEST_PID, vec![(TEST_BASE + 0x1220, code)]);
+        rec
+    }
+
+    /// The samples a spin through a call takes under its loop belong to it, per thread, and
+    /// leave the callee with no site of its own.
+    #[test]
+    fn a_spin_through_a_call_takes_its_callees_samples_under_the_loop() {
+        let base = TEST_BASE;
+        let mut rec = turn_recording("load_turn", false);
+        let hot = analyze(&rec);
+        assert_eq!(
+            hot.sites.len(),
+            1,
+            "load_turn has no site left: {:#?}",
+            hot.sites
+        );
+        let s = &hot.sites[0];
+        assert_eq!(
+            (s.kind, s.symbol.as_str(), s.samples),
+            (SiteKind::SpinWithoutPause, "wait_turn", 100)
+        );
+        assert_eq!(
+            s.reads_through,
+            Some(ReadsThrough {
+                functions: vec!["load_turn".into()],
+                load: format!("mov eax,[{:X}h]", base + 0x4038),
+                known_as: None,
+                samples: Some(20),
+            })
+        );
+        let threads: Vec<(u32, u64)> = s.threads.iter().map(|t| (t.tid, t.samples)).collect();
+        assert_eq!(threads, [(7, 62), (8, 38)]);
+        assert_eq!(hot.kinds.len(), 1, "{:?}", hot.kinds);
+        assert_eq!(
+            (hot.kinds[0].kind, hot.kinds[0].samples),
+            (SiteKind::SpinWithoutPause, 100)
+        );
+        // Without call stacks the loop is still a spin through load_turn, but which of
+        // load_turn's samples it took is unknown: none are claimed.
+        rec.callchains = false;
+        rec.stacks.clear();
+        let hot = analyze(&rec);
+        let s = &hot.sites[0];
+        assert_eq!((s.kind, s.samples), (SiteKind::SpinWithoutPause, 80));
+        assert_eq!(s.reads_through.as_ref().unwrap().samples, None);
+        assert_eq!(hot.sites[1].symbol, "load_turn");
+    }
+
+    #[test]
+    fn a_call_through_a_stub_is_resolved_by_the_stacks_and_a_runtime_load_by_its_name() {
+        // A PLT-like stub: the call's target jumps on; the stacks show load_turn under it.
+        let hot = analyze(&turn_recording("load_turn", true));
+        let s = &hot.sites[0];
+        assert_eq!(
+            (s.kind, s.samples),
+            (SiteKind::SpinWithoutPause, 100),
+            "{s:#?}"
+        );
+        let through = s.reads_through.as_ref().unwrap();
+        assert_eq!(through.functions, ["load_turn"]);
+        assert_eq!(through.samples, Some(20));
+        // V8's Atomics.load builtin is known by its name (its code is no short leaf).
+        let hot = analyze(&turn_recording("Builtin:AtomicsLoad", false));
+        let through = hot.sites[0].reads_through.as_ref().unwrap();
+        assert_eq!(through.known_as.as_deref(), Some("V8's Atomics.load"));
+        assert_eq!(through.functions, ["Builtin:AtomicsLoad"]);
     }
 }

@@ -139,7 +139,8 @@ pub struct MachineReport {
     pub thp: Option<crate::machine::ThpEnabled>,
     /// Split-lock handling.
     pub split_lock: String,
-    /// PAUSE measured during this diagnosis (only when a PAUSE spin was found).
+    /// PAUSE measured during this diagnosis (only when a spin, on PAUSE or without it, was
+    /// found).
     pub pause: Option<PauseCost>,
     /// Line-transfer and lock costs the findings quote (only when a locked hot site was
     /// found): from a saved check given with `--check`, or measured after the workload.
@@ -314,8 +315,9 @@ pub fn from_json_value(v: serde_json::Value) -> Result<Diagnosis, DiagnosisError
     serde_json::from_value(v).map_err(DiagnosisError::Shape)
 }
 
-/// True when the hot sites include a PAUSE spin, or a runtime's lock spin is hot (the caller
-/// then measures PAUSE).
+/// True when the hot sites include a PAUSE spin or a spin without PAUSE (whose finding says
+/// what a PAUSE per round would cost), or a runtime's lock spin is hot (the caller then
+/// measures PAUSE).
 pub fn needs_pause_cost(hot: &HotSpots) -> bool {
     let runtime_spin: f64 = hot
         .functions
@@ -329,10 +331,12 @@ pub fn needs_pause_cost(hot: &HotSpots) -> bool {
         .map(|f| f.share)
         .sum();
     runtime_spin >= rules::NOTICE_SHARE
-        || hot
-            .sites
-            .iter()
-            .any(|s| s.kind == disasm::SiteKind::PauseSpin && s.share >= rules::NOTICE_SHARE)
+        || hot.sites.iter().any(|s| {
+            matches!(
+                s.kind,
+                disasm::SiteKind::PauseSpin | disasm::SiteKind::SpinWithoutPause
+            ) && s.share >= rules::NOTICE_SHARE
+        })
 }
 
 /// Which line costs the findings will quote: `(line transfer, split lock)`, from the locked
@@ -496,5 +500,39 @@ mod tests {
         assert!(why.starts_with("no hardware PMU is exposed: sampling the cpu-clock"));
         m.pmu.usable = true;
         assert_eq!(choose_mode(&m).0, SamplingMode::Cycles);
+    }
+
+    #[test]
+    fn a_spin_without_pause_has_pause_measured_so_its_finding_can_cost_the_fix() {
+        let site = |kind, share| HotSite {
+            kind,
+            symbol: "wait_turn".into(),
+            module: "/tmp/turn_call".into(),
+            address: 0x125a,
+            offset: 0x1a,
+            instruction: "call 0000000000001230h".into(),
+            samples: 100,
+            share,
+            threads: Vec::new(),
+            disassembly: disasm::Listing::default(),
+            source_line: None,
+            split_note: None,
+            possible_split_note: None,
+            reads_through: None,
+        };
+        let hot = |kind, share| HotSpots {
+            sites: vec![site(kind, share)],
+            ..HotSpots::default()
+        };
+        assert!(needs_pause_cost(&hot(
+            disasm::SiteKind::SpinWithoutPause,
+            0.9
+        )));
+        assert!(needs_pause_cost(&hot(disasm::SiteKind::PauseSpin, 0.9)));
+        assert!(!needs_pause_cost(&hot(
+            disasm::SiteKind::SpinWithoutPause,
+            0.01
+        )));
+        assert!(!needs_pause_cost(&hot(disasm::SiteKind::Compute, 0.9)));
     }
 }

@@ -133,7 +133,7 @@ pub struct Context<'a> {
     pub processes: &'a [ProcessMemory],
     /// Host facts.
     pub machine: &'a Machine,
-    /// PAUSE measured now, when a PAUSE spin was found.
+    /// PAUSE measured now, when a spin (on PAUSE or without it) was found.
     pub pause: Option<PauseCost>,
     /// Hardware counters (empty without a PMU).
     pub counters: &'a [CounterValue],
@@ -495,11 +495,40 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
     })
 }
 
+/// A spin without PAUSE, inlined or re-reading through calls (then its share holds the samples
+/// its calls took in their callees, and the evidence names them).
 fn plain_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
-    let title = words::plain_spin_title(&site.symbol);
+    let through = site.reads_through.as_ref();
+    let title = words::plain_spin_title(
+        &site.symbol,
+        through.map_or(&[][..], |r| r.functions.as_slice()),
+    );
     let mut f = code_finding("spin_without_pause", level, title, site, ctx);
-    f.explanation = words::plain_spin_explanation().into();
-    f.advice = words::plain_spin_advice().into();
+    if let Some(r) = through {
+        let all_samples = site.samples as f64 / site.share.max(f64::MIN_POSITIVE);
+        let line = words::read_through(&words::ReadThrough {
+            functions: &r.functions,
+            load: &r.load,
+            known_as: r.known_as.as_deref(),
+            under_loop: r.samples.map(|n| (n, n as f64 / all_samples.max(1.0))),
+            own_share: ctx
+                .hot
+                .functions
+                .iter()
+                .filter(|h| r.functions.contains(&h.symbol))
+                .map(|h| h.share)
+                .sum(),
+        });
+        f.evidence.insert(1, line);
+    }
+    f.evidence
+        .extend(caller_evidence(&callers(ctx, &site.symbol, &site.module)));
+    f.explanation = words::plain_spin_explanation(&words::PlainSpinCost {
+        cpu_ns: cpu_ns(site.samples, ctx),
+        pause: ctx.pause.map(|p| (p.ns, p.cycles)),
+        machine_clears: counters::signal_total(ctx.counters, Signal::MemoryOrderingClears),
+    });
+    f.advice = words::plain_spin_advice(ctx.pause.map(|p| p.ns));
     f
 }
 
@@ -670,15 +699,48 @@ fn counter_findings(ctx: &Context) -> Vec<Finding> {
     out
 }
 
+/// The sites to judge, with how many copies of the code each joins: a JIT compiles the same
+/// function once per isolate or process (two Node workers, two JVMs), at different addresses
+/// but with the same name and offset; their samples and threads add up, so a finding says
+/// what that code costs in all. (The same address twice is one loop with two back edges:
+/// left as it is, one finding.)
+fn joined_copies(sites: &[HotSite]) -> Vec<(HotSite, usize)> {
+    let mut out: Vec<(HotSite, usize)> = Vec::new();
+    for s in sites {
+        let copy_of = out.iter_mut().find(|(o, _)| {
+            (&o.kind, &o.symbol, &o.module, o.offset) == (&s.kind, &s.symbol, &s.module, s.offset)
+                && o.address != s.address
+        });
+        let Some((o, copies)) = copy_of else {
+            out.push((s.clone(), 1));
+            continue;
+        };
+        o.samples += s.samples;
+        o.share += s.share;
+        o.threads.extend(s.threads.iter().cloned());
+        o.threads.sort_by_key(|t| std::cmp::Reverse(t.samples));
+        if let (Some(a), Some(b)) = (&mut o.reads_through, &s.reads_through) {
+            a.samples = a.samples.zip(b.samples).map(|(x, y)| x + y);
+        }
+        *copies += 1;
+    }
+    out
+}
+
 /// Every finding, most severe first, then by share.
 pub fn findings(ctx: &Context) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
-    for site in &ctx.hot.sites {
+    for (site, copies) in &joined_copies(&ctx.hot.sites) {
         let Some(level) = level_for_share(site.share) else {
             continue;
         };
+        let first_new = out.len();
         match site.kind {
             SiteKind::PauseSpin => out.push(pause_spin(site, level, ctx)),
+            // A runtime's own lock code (HotSpot's TrySpin re-reads the owner through
+            // SafeFetchN and PAUSEs once in 256 rounds) is runtime_lock_spin's, with that
+            // runtime's remedy: its users cannot put a PAUSE in it.
+            SiteKind::SpinWithoutPause if runtimes::classify(&site.symbol).is_some() => {}
             SiteKind::SpinWithoutPause => out.push(plain_spin(site, level, ctx)),
             SiteKind::LockedRmw => {
                 // A split lock is the locked hotspot with its cause named: one finding, unless
@@ -697,6 +759,11 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
                 }
             }
             SiteKind::MemoryLoad | SiteKind::Compute => {}
+        }
+        if *copies > 1 {
+            for f in &mut out[first_new..] {
+                f.evidence.insert(1, words::code_copies(*copies));
+            }
         }
     }
     // One loop can give two sites with the same hot instruction (two back edges): one
@@ -721,7 +788,7 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::hotspots::{KindShare, SiteThread};
+    use crate::diagnose::hotspots::{KindShare, ReadsThrough, SiteThread};
 
     fn machine() -> Machine {
         let mut m = Machine::detect();
@@ -753,6 +820,7 @@ mod tests {
             source_line: None,
             split_note: None,
             possible_split_note: None,
+            reads_through: None,
         }
     }
 
@@ -852,6 +920,74 @@ mod tests {
         // One thread in the method is no contention.
         hot.functions[0].threads = vec![thread(1, 950)];
         assert!(judge(&hot).is_none());
+    }
+
+    /// Two Node workers each compile the spin loop: two JIT copies, one finding with both
+    /// copies' samples (the dedupe of one loop's two back edges dropped the second worker's).
+    #[test]
+    fn copies_of_one_jit_function_make_one_finding_with_their_samples_together() {
+        let copy = |address, tid| HotSite {
+            address,
+            module: "//anon".into(),
+            ..site(SiteKind::SpinWithoutPause, 0.35, &[(tid, 350)])
+        };
+        let hot = HotSpots {
+            sites: vec![copy(0x7f00_0000_b8b3, 1), copy(0x7f11_0000_b8b3, 2)],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let f = findings(&ctx(&hot, &m, &[]));
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].sample_share, Some(0.7));
+        assert!(
+            f[0].evidence[0].contains("(700 samples"),
+            "{:?}",
+            f[0].evidence
+        );
+        assert!(f[0].evidence[1].contains("runs at 2 addresses"));
+        assert_eq!(
+            f[0].evidence
+                .iter()
+                .filter(|e| e.starts_with("thread "))
+                .count(),
+            2
+        );
+        // One loop's two back edges (one address): one finding, counted once.
+        let hot = HotSpots {
+            sites: vec![copy(0x7f00_0000_b8b3, 1), copy(0x7f00_0000_b8b3, 1)],
+            ..HotSpots::default()
+        };
+        let f = findings(&ctx(&hot, &m, &[]));
+        assert_eq!((f.len(), f[0].sample_share), (1, Some(0.35)));
+    }
+
+    #[test]
+    fn a_spin_without_pause_in_a_runtimes_lock_code_is_left_to_the_runtime_rule() {
+        // HotSpot's TrySpin re-reads the owner through SafeFetchN_impl: a spin through a call,
+        // but its remedy is HotSpot's, not a PAUSE its users cannot add.
+        let spin = HotSite {
+            symbol: "ObjectMonitor::TrySpin(JavaThread*)".into(),
+            module: "/lib/libjvm.so".into(),
+            ..site(SiteKind::SpinWithoutPause, 0.07, &[(10, 70)])
+        };
+        let hot = HotSpots {
+            sites: vec![spin],
+            functions: vec![HotFunction {
+                symbol: "ObjectMonitor::TrySpin(JavaThread*)".into(),
+                module: "/lib/libjvm.so".into(),
+                samples: 70,
+                share: 0.07,
+                callers: Vec::new(),
+                threads: Vec::new(),
+            }],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let ids: Vec<String> = findings(&ctx(&hot, &m, &[]))
+            .into_iter()
+            .map(|f| f.id)
+            .collect();
+        assert_eq!(ids, ["runtime_lock_spin"]);
     }
 
     #[test]
@@ -1026,6 +1162,20 @@ mod tests {
                 pause,
                 glibc,
                 named(SiteKind::SpinWithoutPause, 0.06, &[(10, 60)], "plain"),
+                HotSite {
+                    reads_through: Some(ReadsThrough {
+                        functions: vec!["load_turn".into()],
+                        load: "mov eax,[4038h]".into(),
+                        known_as: None,
+                        samples: Some(40),
+                    }),
+                    ..named(
+                        SiteKind::SpinWithoutPause,
+                        0.3,
+                        &[(12, 200), (13, 100)],
+                        "wait_turn",
+                    )
+                },
                 go,
                 named(SiteKind::LockedRmw, 0.07, &[(10, 70)], "hotatomic"),
                 split,
@@ -1040,6 +1190,10 @@ mod tests {
             functions: vec![
                 monitor("ObjectMonitor::TrySpin", 0.12),
                 monitor("ObjectMonitor::EnterI", 0.2),
+                HotFunction {
+                    module: "/tmp/x/turn_call".into(),
+                    ..monitor("load_turn", 0.04)
+                },
             ],
             stacks: vec![
                 stack("spin_wait_on_flag", &["worker", "start_thread"]),
@@ -1048,6 +1202,7 @@ mod tests {
                     "sync.(*Mutex).lockSlow",
                     &["sync.(*Mutex).Lock", "main.inc"],
                 ),
+                stack("wait_turn", &["player", "start_thread"]),
             ],
             ..HotSpots::default()
         }
@@ -1073,12 +1228,18 @@ mod tests {
 
     /// Every rule's sentences on one made-up profile that sets them all off, four ways (no
     /// costs and no THP figure; a saved check and THP madvise; costs measured now with
-    /// counters and THP never; no PAUSE measured, THP always): a change to any sentence shows
-    /// here. Review with `cargo insta review`.
+    /// counters and THP never; no PAUSE measured, THP always, no call stacks for the spin
+    /// through a call): a change to any sentence shows here. Review with `cargo insta review`.
     #[test]
     fn every_rules_sentences_match_their_snapshot() {
         use crate::machine::{ThpEnabled, ThpMode};
         let hot = every_rule_profile();
+        let mut no_stacks = hot.clone();
+        for s in &mut no_stacks.sites {
+            if let Some(r) = &mut s.reads_through {
+                r.samples = None;
+            }
+        }
         let counters = every_rule_counters();
         let saved = MachineCosts {
             line_transfer_ns: Some(61.5),
@@ -1120,7 +1281,7 @@ mod tests {
                     enabled,
                     defrag: None,
                 });
-            let mut c = ctx(&hot, &m, &procs);
+            let mut c = ctx(if variant == 3 { &no_stacks } else { &hot }, &m, &procs);
             c.jvms = &jvms;
             match variant {
                 1 => c.costs = Some(&saved),

@@ -158,6 +158,24 @@ const fn k(runtime: Runtime, name: Name, role: Role) -> Known {
     }
 }
 
+/// Runtime functions whose work is one load of shared memory, known by their names because
+/// their code is no short leaf to judge: V8's Atomics.load builtin checks the typed array's
+/// kind, the index and detachment around one `mov`, in ~2 KiB with calls on its slow paths.
+/// Called in a loop, it is the loop's re-read. Names as node's symbol table and its perf map
+/// (`--perf-basic-prof`) spell them; what each is, for a reader.
+const LOAD_FUNCTIONS: &[(Name, &str)] = &[
+    (Exact("Builtins_AtomicsLoad"), "V8's Atomics.load"),
+    (Exact("Builtin:AtomicsLoad"), "V8's Atomics.load"),
+];
+
+/// What a runtime's load function is (`V8's Atomics.load`), when the table knows its name.
+pub fn load_function(function: &str) -> Option<&'static str> {
+    LOAD_FUNCTIONS
+        .iter()
+        .find(|(name, _)| name.matches(function))
+        .map(|(_, what)| *what)
+}
+
 /// The runtime and role of a function name, when the table knows it.
 pub fn classify(function: &str) -> Option<(Runtime, Role)> {
     KNOWN

@@ -713,6 +713,35 @@ impl Symbolizer {
         }
     }
 
+    /// The function that starts at `addr` in `loc`'s numbering (a direct call's target in the
+    /// same module): its symbol, or in a stripped file the function its CFI bounds.
+    pub fn function_at(&mut self, loc: &Location, addr: u64) -> Option<Symbol> {
+        let file = match loc {
+            Location::File { path, .. } => path.rsplit('/').next().unwrap_or(path).to_string(),
+            Location::Anon { region, .. } => region.to_string(),
+            Location::Unknown { .. } => "[unknown]".into(),
+        };
+        let found = match self.numbering(loc) {
+            Numbering::Elf(key, _) => {
+                let m = self.modules[&key].as_ref()?;
+                symbol_containing(&m.symbols, addr).cloned().or_else(|| {
+                    let (start, size) = m.cfi_function(addr)?;
+                    Some(Symbol {
+                        addr: start,
+                        size,
+                        name: format!("{file}@{start:#x}"),
+                    })
+                })
+            }
+            Numbering::Absolute { pid, .. } => self
+                .perf_maps
+                .get(&pid)
+                .and_then(|m| symbol_containing(m, addr))
+                .cloned(),
+        };
+        found.filter(|s| s.addr == addr)
+    }
+
     /// `file:line` for an address in `loc`'s numbering, from DWARF.
     pub fn source_line(&mut self, loc: &Location, addr: u64) -> Option<String> {
         match self.numbering(loc) {

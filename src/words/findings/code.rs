@@ -40,6 +40,15 @@ pub fn site(s: &SiteFacts) -> String {
     )
 }
 
+/// The same code compiled more than once (a JIT's copy per isolate or process), counted
+/// together.
+pub fn code_copies(copies: usize) -> String {
+    format!(
+        "the same code runs at {copies} addresses (a JIT compiles it once per isolate or \
+         process): their samples are counted together"
+    )
+}
+
 /// The source line of the hot instruction.
 pub fn source(line: &str) -> String {
     format!("source: {line}")
@@ -172,23 +181,143 @@ pub fn pause_spin_advice() -> &'static str {
      without a lock."
 }
 
-/// `f spins without PAUSE`.
-pub fn plain_spin_title(symbol: &str) -> String {
-    format!("{symbol} spins without PAUSE")
+/// `f spins without PAUSE`, or `f spins without PAUSE, re-reading through g()` when its loop
+/// calls the functions `through` to load.
+pub fn plain_spin_title(symbol: &str, through: &[String]) -> String {
+    if through.is_empty() {
+        format!("{symbol} spins without PAUSE")
+    } else {
+        format!(
+            "{symbol} spins without PAUSE, re-reading through {}",
+            calls(through)
+        )
+    }
 }
 
-/// What a spin without PAUSE costs.
-pub fn plain_spin_explanation() -> &'static str {
-    "This loop re-reads one location with no PAUSE. It takes issue slots from the SMT sibling, \
-     leaves with a memory-order machine clear when the value changes, and inside a VM never \
-     triggers pause-loop exiting, so the hypervisor cannot give the vCPU to the thread being \
-     waited for."
+/// `f()`, `f() or g()`.
+fn calls(functions: &[String]) -> String {
+    functions
+        .iter()
+        .map(|f| format!("{f}()"))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
-/// What to do about a spin without PAUSE.
-pub fn plain_spin_advice() -> &'static str {
-    "Put a PAUSE in the loop (_mm_pause(), std::hint::spin_loop(), Thread.onSpinWait()), bound \
-     the spin by time and then block."
+/// What a spin loop calls to re-read its flag, and its samples there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadThrough<'a> {
+    /// The load-only functions its calls reach.
+    pub functions: &'a [String],
+    /// The load the first does.
+    pub load: &'a str,
+    /// What the first is when a runtime's load function known by its name.
+    pub known_as: Option<&'a str>,
+    /// Samples in them under the loop's calls and their share of all samples, counted in the
+    /// site's; `None` without call stacks.
+    pub under_loop: Option<(u64, f64)>,
+    /// Without call stacks: their own share of all samples, from whatever callers.
+    pub own_share: f64,
+}
+
+/// The calls a spin re-reads through: what they load, and what their samples add.
+pub fn read_through(r: &ReadThrough) -> String {
+    let first = match r.known_as {
+        Some(what) => format!(
+            "each round calls {}, {what} (a runtime function known by its name to load and \
+             return)",
+            calls(r.functions)
+        ),
+        None => format!(
+            "each round calls {}, which only loads (`{}`) and returns",
+            calls(r.functions),
+            r.load
+        ),
+    };
+    match r.under_loop {
+        Some((n, share)) => format!(
+            "{first}: {} of all samples ({n} samples) were taken there under this loop, counted \
+             in its share",
+            pct(share, 1)
+        ),
+        None => format!(
+            "{first}; without call stacks (--no-stacks) which of its samples ({} of all) this \
+             loop took is unknown, so they are not counted in its share",
+            pct(r.own_share, 1)
+        ),
+    }
+}
+
+/// A spin without PAUSE, for its cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlainSpinCost {
+    /// CPU time sampled in it, ns.
+    pub cpu_ns: f64,
+    /// PAUSE measured now: ns and, when the core clock was estimated, core cycles.
+    pub pause: Option<(f64, Option<f64>)>,
+    /// Memory-ordering machine clears the PMU counted over the run, when it counts them.
+    pub machine_clears: Option<f64>,
+}
+
+/// What a spin without PAUSE costs: what it does to its core, its SMT sibling and a VM (the
+/// machine clear on leaving: Intel SDM, PAUSE: "processors will suffer a severe performance
+/// penalty when exiting the loop because it detects a possible memory order violation"), and
+/// what a PAUSE per round would cost here.
+pub fn plain_spin_explanation(c: &PlainSpinCost) -> String {
+    let mut s = format!(
+        "This loop re-reads one location with no pause hint, as fast as the core can issue \
+         the loads: while it waits it burns a whole core (~{} of CPU time sampled here) and \
+         takes issue slots and load bandwidth from its SMT sibling; when the value changes, \
+         the loads it ran ahead with are thrown away in a memory-ordering machine clear; and \
+         inside a VM it never triggers pause-loop exiting, so the hypervisor cannot hand the \
+         vCPU to the thread being waited for.",
+        human_ns(c.cpu_ns)
+    );
+    match c.machine_clears {
+        Some(n) => s.push_str(&format!(
+            " The PMU counted {} memory-ordering machine clears over the run (all code, not \
+             this loop alone).",
+            group_thousands(n.round() as u64)
+        )),
+        None => s.push_str(" No PMU counts machine clears here, so they are not counted."),
+    }
+    match c.pause {
+        Some((ns, cycles)) => {
+            let cycles = cycles
+                .map(|c| format!(" ({c:.0} core cycles)"))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                " A PAUSE per round costs {ns:.1} ns here{cycles}, measured now: the loop \
+                 would then re-read once per {ns:.1} ns at most, leaving the sibling the cycles \
+                 between, and the wait would end at most that much later."
+            ));
+        }
+        None => s.push_str(
+            " What a PAUSE per round would cost on this machine, `cpudoctor check` measures \
+             (pause_ns).",
+        ),
+    }
+    s
+}
+
+/// What to do about a spin without PAUSE: the hint in each language, then a bounded spin that
+/// blocks; the bound in PAUSEs at the cost measured here (`pause_ns`), when measured.
+pub fn plain_spin_advice(pause_ns: Option<f64>) -> String {
+    let bound = pause_ns
+        .map(|ns| {
+            format!(
+                " (1 us is ~{} PAUSEs here)",
+                group_thousands((1000.0 / ns).round() as u64)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "Put a pause hint in the loop: _mm_pause() in C and C++, std::hint::spin_loop() in \
+         Rust, Thread.onSpinWait() in Java, Thread.SpinWait in .NET (Go's runtime spins with \
+         runtime.procyield, which user code cannot call: use a sync.Mutex or a channel). Then \
+         bound the spin by time{bound} and block: a futex, a condition variable, \
+         std::thread::park or LockSupport.park, Atomics.wait in a JavaScript worker, woken by \
+         the thread that changes the value."
+    )
 }
 
 /// `contended locked read-modify-write in f`, or `hot ...` with one thread.
