@@ -309,6 +309,11 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
     f.advice = words::pause_spin_advice().into();
     if let Some(l) = lock {
         f.evidence.push(lock_evidence(&l));
+        let tids: Vec<u32> = site.threads.iter().map(|t| t.tid).collect();
+        f.evidence.extend(
+            ctx.wall
+                .and_then(|w| super::waits::spin_beside_sleep(w, l.runtime, &tids)),
+        );
         f.advice = l.runtime.remedy().into();
     }
     f
@@ -340,6 +345,16 @@ fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
         if let Some(l) = &lock {
             evidence.push(lock_evidence(l));
         }
+        let tids: Vec<u32> = funcs
+            .iter()
+            .flat_map(|f| f.threads.iter().map(|t| t.tid))
+            .collect::<std::collections::BTreeSet<u32>>()
+            .into_iter()
+            .collect();
+        evidence.extend(
+            ctx.wall
+                .and_then(|w| super::waits::spin_beside_sleep(w, rt, &tids)),
+        );
         let waiter = lock.as_ref().and_then(|l| l.waiter.as_deref());
         out.push(Finding {
             id: "runtime_lock_spin".into(),

@@ -8,7 +8,7 @@
 
 use super::hotspots::HotSpots;
 use super::rules::{Finding, HAZARD_SHARE, NOTICE_SHARE};
-use super::runtimes::{self, Role, WaitKind};
+use super::runtimes::{self, Role, Runtime, WaitKind};
 use super::wall::{OffCpu, ThreadWall, WallReport};
 use crate::schema::Level;
 use crate::words::findings::waits::{self as words, CpuHolder, LockWaitFacts, StarvedFacts};
@@ -42,6 +42,53 @@ pub fn findings(wall: &WallReport, hot: &HotSpots, cpus: usize) -> Vec<Finding> 
     let mut out = lock_waits(wall, hot);
     out.extend(starved(wall, cpus));
     out
+}
+
+/// For a runtime's lock spin, the other half of the lock's cost: how much of the spinning
+/// threads' wall time went to spinning, and how much to sleeping in that runtime's own waits
+/// (a Java monitor's park, Go's scheduler with every goroutine parked, a futex); `None` when
+/// the threads have no wall-clock figures.
+pub fn spin_beside_sleep(wall: &WallReport, runtime: Runtime, tids: &[u32]) -> Option<String> {
+    let threads: Vec<&ThreadWall> = wall
+        .threads
+        .iter()
+        .filter(|t| tids.contains(&t.tid))
+        .collect();
+    let wall_s: f64 = threads.iter().map(|t| t.times.wall_s).sum();
+    if wall_s <= 0.0 {
+        return None;
+    }
+    let spinning_s: f64 = threads.iter().map(|t| t.times.spinning_s).sum();
+    let mut asleep: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &wall.stacks {
+        let (OffCpu::Blocked { .. }, Some(w)) = (&s.state, &s.wait) else {
+            continue;
+        };
+        if w.owner != runtime.name() && w.owner != "glibc" {
+            continue;
+        }
+        let ns: u64 = s
+            .threads
+            .iter()
+            .filter(|t| tids.contains(&t.tid))
+            .map(|t| t.ns)
+            .sum();
+        if ns > 0 {
+            *asleep.entry(w.what.clone()).or_default() += ns;
+        }
+    }
+    let mut asleep: Vec<(String, f64)> = asleep
+        .into_iter()
+        .map(|(what, ns)| (what, ns as f64 / 1e9 / wall_s))
+        .collect();
+    asleep.sort_by(|a, b| b.1.total_cmp(&a.1));
+    asleep.truncate(2);
+    Some(words::spin_beside_sleep(
+        threads.len(),
+        spinning_s / wall_s,
+        &asleep,
+        runtime == Runtime::Go,
+    ))
 }
 
 /// One lock's waiters: time asleep per thread, and the stacks they slept in.

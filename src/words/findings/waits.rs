@@ -163,6 +163,35 @@ pub fn lock_wait_advice(owner: &str) -> &'static str {
     }
 }
 
+/// `the 3 threads spun 6.8% of their wall time and slept 40.9% in the Go scheduler, with no
+/// goroutine to run`; for Go, why idle threads are the parked goroutines' doing.
+pub fn spin_beside_sleep(threads: usize, spinning: f64, asleep: &[(String, f64)], go: bool) -> String {
+    let slept = if asleep.is_empty() {
+        "and did not sleep in its waits".to_string()
+    } else {
+        format!(
+            "and slept {}",
+            asleep
+                .iter()
+                .map(|(what, share)| format!("{} in {what}", pct(*share, 1)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "spin and sleep: the {threads} thread{} spun {} of {} wall time {slept}{}",
+        if threads == 1 { "" } else { "s" },
+        pct(spinning, 1),
+        if threads == 1 { "its" } else { "their" },
+        if go && !asleep.is_empty() {
+            " (a goroutine that waits for a sync.Mutex parks, and a thread whose goroutines \
+             are all parked sleeps in the scheduler: these sleeps are the lock's waits)"
+        } else {
+            ""
+        }
+    )
+}
+
 /// Threads waiting for a CPU, as the finding says them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StarvedFacts<'a> {

@@ -1,0 +1,171 @@
+//! `cpudoctor diagnose`'s wall-clock view on programs whose time off the CPU is known by
+//! construction: threads asleep on one mutex, and a thread pinned to a CPU beside a busy
+//! process. Assertions are shares by a wide margin, never times: the machine is shared.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+mod common;
+use common::{c_compiler, compile_program, diagnose_json, finding};
+
+/// Builds the programs once per test binary, with frame pointers as the other diagnose tests
+/// do: a sleeping thread's stack then runs through frames that keep their CFA in rbp, which
+/// /proc does not give (the case the stack scan in `unwind_sleeping` guards).
+fn program(name: &str) -> Option<PathBuf> {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let cc = c_compiler()?;
+    let dir = DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        for p in ["mutex_wait", "cpu_bound"] {
+            let flags = ["-O2", "-g", "-pthread", "-fno-omit-frame-pointer"];
+            compile_program(&cc, p, &flags, dir.path());
+        }
+        dir
+    });
+    Some(dir.path().join(name))
+}
+
+fn frames(stack: &Value) -> Vec<String> {
+    stack["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+#[test]
+fn four_threads_on_one_mutex_sleep_on_it_with_the_caller_that_takes_it() {
+    let Some(p) = program("mutex_wait") else {
+        return;
+    };
+    // Four threads, each holding the lock ~2 ms at a time: while one holds it, the others
+    // sleep in the futex; on any number of CPUs each is asleep about three quarters of the
+    // time (less what it waits for a CPU on a busy machine).
+    let d = diagnose_json(&["--", p.to_str().unwrap(), "2", "4"]);
+    let f = finding(&d, "lock_wait");
+    assert_eq!(f["symbol"], "take_lock_and_work", "{f:#}");
+    assert!(
+        f["title"].as_str().unwrap().contains("pthread mutex"),
+        "{f:#}"
+    );
+    let share = f["wall_share"].as_f64().unwrap();
+    assert!(share >= 0.25, "asleep on the lock {share:.3} of their wall time: {f:#}");
+    // The stack they sleep in reaches each thread's start through the frame-pointer frames.
+    let w = &d["wall"];
+    let lock_stack = w["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["state"] == "blocked" && s["wait"]["kind"] == "lock")
+        .unwrap_or_else(|| panic!("no lock stack: {:#}", w["stacks"]));
+    let names = frames(lock_stack);
+    for want in ["take_lock_and_work", "worker", "start_thread"] {
+        assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
+    }
+    assert_eq!(lock_stack["reason"], "futex");
+    // Every worker's states add up to its wall time, and the four are in the table.
+    let workers: Vec<&Value> = w["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["tid"] != t["pid"])
+        .collect();
+    assert_eq!(workers.len(), 4, "{:#}", w["threads"]);
+    for t in workers {
+        let sum: f64 = ["running_s", "runnable_s", "blocked_s"]
+            .iter()
+            .map(|k| t[k].as_f64().unwrap())
+            .sum();
+        let wall = t["wall_s"].as_f64().unwrap();
+        assert!((sum - wall).abs() <= 0.01 * wall, "{t:#}");
+    }
+}
+
+/// A CPU this process may run on, for two programs to share.
+fn one_allowed_cpu() -> usize {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    (0..nix::sched::CpuSet::count())
+        .find(|&c| set.is_set(c).unwrap_or(false))
+        .unwrap()
+}
+
+/// `taskset`'s arguments to run a program on one CPU only (`-c CPU PROGRAM ARGS...`).
+fn on_cpu(cpu: usize, program: &Path, args: &[&str]) -> Vec<String> {
+    let mut v = vec![
+        "-c".to_string(),
+        cpu.to_string(),
+        program.display().to_string(),
+    ];
+    v.extend(args.iter().map(|a| a.to_string()));
+    v
+}
+
+#[test]
+fn a_thread_pinned_beside_a_busy_process_waits_for_a_cpu_about_half_its_time() {
+    let Some(p) = program("mutex_wait") else {
+        return;
+    };
+    let busy = program("cpu_bound").unwrap();
+    let cpu = one_allowed_cpu();
+    // The neighbour: CPU-bound for longer than the workload, on the same CPU.
+    let mut neighbour = std::process::Command::new("taskset")
+        .args(on_cpu(cpu, &busy, &["40000000000"]))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("taskset (util-linux)");
+    // One thread computing without a break (a lock no one else wants) for 2 s.
+    let argv = on_cpu(cpu, &p, &["2", "1"]);
+    let mut args = vec!["--", "taskset"];
+    args.extend(argv.iter().map(String::as_str));
+    let d = diagnose_json(&args);
+    let neighbour_pid = neighbour.id();
+    let _ = neighbour.kill();
+    let _ = neighbour.wait();
+    let w = &d["wall"];
+    let worker = w["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] != t["pid"] && t["name"] == "mutex_wait")
+        .unwrap_or_else(|| panic!("no worker: {:#}", w["threads"]));
+    let share = worker["runnable_s"].as_f64().unwrap() / worker["wall_s"].as_f64().unwrap();
+    // Two busy programs on one CPU: each waits for it about half the time (more when other
+    // work shares that CPU too).
+    assert!(
+        (0.25..=0.85).contains(&share),
+        "waited for a CPU {share:.3} of its wall time: {worker:#}"
+    );
+    let f = finding(&d, "waiting_for_cpu");
+    assert!(f["wall_share"].as_f64().unwrap() >= 0.2, "{f:#}");
+    // What held the CPU: the neighbour is among the other processes named.
+    let others: Vec<u64> = w["cpu"]["others"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["pid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        others.contains(&u64::from(neighbour_pid)),
+        "neighbour {neighbour_pid} not in {:#}",
+        w["cpu"]
+    );
+}
+
+#[test]
+fn without_the_wall_clock_view_a_diagnosis_has_none() {
+    let Some(p) = program("mutex_wait") else {
+        return;
+    };
+    let d = diagnose_json(&["--no-wall", "--", p.to_str().unwrap(), "0.5", "2"]);
+    assert!(d.get("wall").is_none(), "{:#}", d["wall"]);
+    assert!(
+        !d["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "lock_wait"),
+        "a lock wait without the view that sees it"
+    );
+}
