@@ -88,6 +88,11 @@ pub struct StateTimes {
     pub spinning_s: f64,
     /// Runnable, waiting for a CPU (preempted, new, or woken and not yet run), s.
     pub runnable_s: f64,
+    /// Of the runnable time, the waits for a CPU after a wake-up, s: switch records count
+    /// them in the sleep before, so this part comes from schedstat's run-queue delay (the rest
+    /// of `runnable_s`, preemptions and new threads, from the switch records alone).
+    #[serde(default)]
+    pub runnable_after_wake_up_s: f64,
     /// Asleep, s.
     pub blocked_s: f64,
     /// Asleep, by reason, most first.
@@ -103,6 +108,7 @@ impl StateTimes {
         self.running_s += o.running_s;
         self.spinning_s += o.spinning_s;
         self.runnable_s += o.runnable_s;
+        self.runnable_after_wake_up_s += o.runnable_after_wake_up_s;
         self.blocked_s += o.blocked_s;
         for r in &o.blocked {
             match self.blocked.iter_mut().find(|x| x.reason == r.reason) {
@@ -270,6 +276,7 @@ pub fn report(
                 running_s: s(t.running_ns as f64),
                 spinning_s: s(t.running_ns as f64 * spin_share.min(1.0)),
                 runnable_s: s(t.runnable_ns as f64 + moved_ns),
+                runnable_after_wake_up_s: s(moved_ns),
                 blocked_s: s(t.blocked_ns as f64 - moved_ns),
                 blocked: Vec::new(),
                 waits: Vec::new(),
