@@ -51,7 +51,10 @@ fn four_threads_on_one_mutex_sleep_on_it_with_the_caller_that_takes_it() {
         "{f:#}"
     );
     let share = f["wall_share"].as_f64().unwrap();
-    assert!(share >= 0.25, "asleep on the lock {share:.3} of their wall time: {f:#}");
+    assert!(
+        share >= 0.25,
+        "asleep on the lock {share:.3} of their wall time: {f:#}"
+    );
     // The stack they sleep in reaches each thread's start through the frame-pointer frames.
     let w = &d["wall"];
     let lock_stack = w["stacks"]

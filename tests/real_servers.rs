@@ -367,7 +367,10 @@ fn postgresql_under_pgbench_with_a_hot_row_is_followed_into_its_backends_and_nam
     );
     if pg_in_locks >= 2.0 {
         let f = common::finding(&d, "lock_wait");
-        assert!(f["title"].as_str().unwrap().contains("heavyweight lock"), "{f:#}");
+        assert!(
+            f["title"].as_str().unwrap().contains("heavyweight lock"),
+            "{f:#}"
+        );
         assert!(
             ours >= pg_in_locks / 3.0 && ours <= pg_in_locks * 3.0,
             "diagnose {ours:.1} against pg_stat_activity {pg_in_locks:.1}"

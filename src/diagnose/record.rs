@@ -387,6 +387,8 @@ struct State {
     anon_pages: HashMap<u32, BTreeMap<u64, (u64, u64, u64)>>,
     /// The wall-clock view, when recorded.
     wall: Option<WallRecorder>,
+    /// Samples of each process so far.
+    pid_samples: HashMap<u32, u64>,
 }
 
 impl State {
@@ -441,6 +443,7 @@ impl State {
                         e.0 += 1;
                     }
                     *self.samples.entry(loc).or_default().entry(tid).or_default() += 1;
+                    *self.pid_samples.entry(pid).or_default() += 1;
                     self.thread_pid.insert(tid, pid);
                 }
                 Record::Mmap {

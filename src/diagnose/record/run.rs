@@ -34,6 +34,14 @@ use std::time::{Duration, Instant};
 /// when it exits), and how often memory is read.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 const MEMORY_EVERY: Duration = Duration::from_millis(500);
+/// How often one process's `smaps_rollup` is read at most, and only when it ran since: the
+/// read walks every page table of the process under its mmap lock. A server's backends each
+/// map its shared buffers, so reading 38 PostgreSQL backends every 500 ms took 60% of
+/// diagnose's own CPU time, and the server's locks with it. Beyond a few processes the
+/// interval grows with their number, [`SMAPS_PER_PROCESS`] each: about four reads a second
+/// in all.
+const SMAPS_EVERY: Duration = Duration::from_secs(2);
+const SMAPS_PER_PROCESS: Duration = Duration::from_millis(250);
 /// The poll loop's sleep between rounds.
 const ROUND_SLEEP: Duration = Duration::from_millis(50);
 
@@ -89,6 +97,8 @@ pub(super) struct Run<'a> {
     /// What the machine's CPUs did, read at the start, for who held them.
     cpu_window: Option<CpuWindow>,
     memory: BTreeMap<u32, ProcessMemory>,
+    /// When each process's memory was last read, and its samples then.
+    smaps_read: HashMap<u32, (Instant, u64)>,
     perf_maps: HashMap<u32, PerfMapFollower>,
     records: Vec<Record>,
     last_threads: Instant,
@@ -296,6 +306,7 @@ impl<'a> Run<'a> {
             observer: Observer::default(),
             cpu_window,
             memory: BTreeMap::new(),
+            smaps_read: HashMap::new(),
             perf_maps: HashMap::new(),
             records: Vec::new(),
             last_threads,
@@ -485,7 +496,18 @@ impl<'a> Run<'a> {
                 self.hot_code.refresh(pid, &pages);
             }
         }
+        let now = Instant::now();
+        let every = SMAPS_EVERY.max(SMAPS_PER_PROCESS * self.st.pids.len() as u32);
         for &pid in &self.st.pids {
+            let samples = self.st.pid_samples.get(&pid).copied().unwrap_or(0);
+            let due = self
+                .smaps_read
+                .get(&pid)
+                .is_none_or(|&(at, seen)| now - at >= every && samples > seen);
+            if !due {
+                continue;
+            }
+            self.smaps_read.insert(pid, (now, samples));
             if let Some(m) = memory::read_process(pid) {
                 let keep = self
                     .memory

@@ -165,7 +165,12 @@ pub fn lock_wait_advice(owner: &str) -> &'static str {
 
 /// `the 3 threads spun 6.8% of their wall time and slept 40.9% in the Go scheduler, with no
 /// goroutine to run`; for Go, why idle threads are the parked goroutines' doing.
-pub fn spin_beside_sleep(threads: usize, spinning: f64, asleep: &[(String, f64)], go: bool) -> String {
+pub fn spin_beside_sleep(
+    threads: usize,
+    spinning: f64,
+    asleep: &[(String, f64)],
+    go: bool,
+) -> String {
     let slept = if asleep.is_empty() {
         "and did not sleep in its waits".to_string()
     } else {
