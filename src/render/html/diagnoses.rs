@@ -393,6 +393,21 @@ pub fn render_diagnoses(compared: &ComparedDiagnoses) -> DiagnosisReport {
             &id,
         );
         figure(&mut h, &id, "flame", drawn, &caption, &mut out);
+        if d.wall.is_some() {
+            let id = format!("flame-wall-{}", slug(&r.label));
+            let caption = format!(
+                "Wall-time flame graph of {}: every thread's time, on and off the CPU, width = \
+                 share of thread time; warm stacks ran on a CPU, aqua ones waited for a CPU, \
+                 blue ones were blocked, the top frame saying why",
+                r.label
+            );
+            let drawn = flame::wall_flame_graph(
+                d,
+                &format!("{}: wall time, {}", r.label, short_module(&workload(d))),
+                &id,
+            );
+            figure(&mut h, &id, "flame-wall", drawn, &caption, &mut out);
+        }
     }
     runs_section(&mut h, runs);
     h.push_str(&page_foot());
