@@ -357,3 +357,29 @@ fn report_of_two_diagnoses_draws_both_flame_graphs_and_the_differential_one() {
     assert_flames(&result, "flame", 2, 5);
     assert_flames(&result, "flame-diff", 1, 2);
 }
+
+#[test]
+fn report_of_two_wall_views_draws_their_wall_time_flame_graphs() {
+    let Some(chromium) = browser_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diagnose");
+    let status = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+        .arg("report")
+        .arg(fixtures.join("mutex-wait-2-zen4-kvm.json"))
+        .arg(fixtures.join("mutex-wait-4-zen4-kvm.json"))
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let result = render_in_browser(&chromium, dir.path(), &out);
+    assert_eq!(result["figures"].as_array().unwrap().len(), 5, "{result}");
+    // The wall-time graphs: the main thread's join, the workers on and off the CPU, the lock
+    // wait: well over a dozen coloured frames each.
+    assert_flames(&result, "flame-wall", 2, 15);
+    assert_flames(&result, "flame", 2, 5);
+}

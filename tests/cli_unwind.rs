@@ -16,14 +16,15 @@ fn source(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Runs `diagnose --json --folded` on `program args`: the diagnosis and the folded lines as
-/// (frames root first, samples).
+/// Runs `diagnose --json --folded --no-wall` on `program args`: the diagnosis and the folded
+/// lines as (frames root first, samples). On-CPU only: with the wall-clock view the counts
+/// would be microseconds and off-CPU stacks would join them.
 fn diagnose_folded(program: &Path, args: &[&str]) -> (Value, Vec<(Vec<String>, u64)>) {
     let dir = tempfile::tempdir().unwrap();
     let folded = dir.path().join("stacks.folded");
     let d = json_of(
         cpudoctor()
-            .args(["diagnose", "--json", "--folded"])
+            .args(["diagnose", "--json", "--no-wall", "--folded"])
             .arg(&folded)
             .arg("--")
             .arg(program)

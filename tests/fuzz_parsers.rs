@@ -222,6 +222,10 @@ fn load_diagnosis(bytes: &[u8]) {
         let _ = cpudoctor::render::diagnosis::render(&d, 100);
         let _ = diagnose::export::folded(&d, diagnose::export::LeafOffsets::Keep);
         let _ = diagnose::export::pprof(&d);
+        // What `diff` and `report` do with it, wall-clock view included.
+        let diff = cpudoctor::compare::profile::compare(&d, &d, "a", "b");
+        let _ = cpudoctor::render::profile_diff::render(&diff, 100, true);
+        let _ = cpudoctor::render::flame::wall_flame_graph(&d, "t", "f");
     }
 }
 

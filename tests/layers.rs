@@ -212,6 +212,7 @@ const ANALYSES: &[&str] = &[
     "machine_facts(",
     "fleet::analyse(",
     "profile::compare(",
+    "wall::compare(",
     "differential_folded(",
 ];
 

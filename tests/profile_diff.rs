@@ -463,3 +463,86 @@ fn report_refuses_mixed_kinds_and_a_cut_diagnosis_leaving_the_old_page() {
         .success()
         .stdout(predicates::str::contains("2 diagnoses, 3 flame graph(s)"));
 }
+
+/// Converts the saved wall view of mutex_wait with 4 threads (a real run on the 2-vCPU Zen 4
+/// guest) to `--pprof` and `--folded`; returns the two paths and the lines diagnose printed.
+fn wall_exports(dir: &Path) -> (PathBuf, PathBuf, String) {
+    let (pb, folded) = (dir.join("wall.pb.gz"), dir.join("wall.folded"));
+    let out = stdout_text(
+        cpudoctor()
+            .args(["diagnose", "--from"])
+            .arg(fixture("diagnose/mutex-wait-4-zen4-kvm.json"))
+            .arg("--pprof")
+            .arg(&pb)
+            .arg("--folded")
+            .arg(&folded),
+    );
+    (pb, folded, out)
+}
+
+#[test]
+fn a_saved_wall_view_converts_to_folded_stacks_in_microseconds_of_thread_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, folded, out) = wall_exports(dir.path());
+    assert!(
+        out.contains("on and off the CPU, counted in microseconds of thread time"),
+        "{out}"
+    );
+    assert!(out.contains("-sample_index=wall"), "{out}");
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let lock = text
+        .lines()
+        .find(|l| l.contains(";__lll_lock_wait+0x2b;[blocked: futex] "))
+        .unwrap_or_else(|| panic!("no lock wait: {text}"));
+    // 3,371,591,539 ns asleep on the mutex in the saved file.
+    assert!(lock.ends_with(" 3371592"), "{lock}");
+    assert!(
+        text.contains(";compute_under_lock+0x24;[runnable] "),
+        "{text}"
+    );
+}
+
+#[test]
+fn go_tool_pprof_reads_the_wall_sample_type_with_the_waits_beside_the_functions() {
+    let Some(go) = go() else {
+        missing_tool(
+            "Go (go tool pprof reads the pprof exports)",
+            "apt-get install golang-go, or Go from go.dev/dl in /usr/local/go",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (pb, _, _) = wall_exports(dir.path());
+    // CPU stays the default view: the off-CPU stacks add nothing to it.
+    let text = pprof_top(&go, &[&pb]);
+    assert!(text.contains("Type: cpu"), "{text}");
+    assert!(!text.contains("[blocked"), "{text}");
+    let text = pprof_top(&go, &[Path::new("-sample_index=wall"), &pb]);
+    assert!(text.contains("Type: wall"), "{text}");
+    // 844 samples x 2,004,008 ns = 1.69 s on the CPU, and 8.32 s off it: 10.02 s of the 5
+    // threads' time (the switch records give them 10.04 s; the on-CPU part is sampled).
+    assert!(text.contains("Total samples = 10.02s"), "{text}");
+    let rows = top_rows(&text);
+    let names: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(
+        names[..3],
+        ["[blocked: futex]", "[runnable]", "compute_under_lock"],
+        "{text}"
+    );
+    // The labels select a state.
+    let text = pprof_top(
+        &go,
+        &[
+            Path::new("-sample_index=wall"),
+            Path::new("-tagfocus=wait=lock"),
+            &pb,
+        ],
+    );
+    let rows = top_rows(&text);
+    assert_eq!(rows[0].1, "[blocked: futex]", "{text}");
+    assert!(rows.iter().any(|r| r.1 == "__lll_lock_wait"), "{text}");
+    assert!(
+        !rows.iter().any(|r| r.1 == "main"),
+        "the join is no lock: {text}"
+    );
+}

@@ -56,12 +56,17 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
     /// Also write the samples as a pprof profile (profile.proto, gzipped) to FILE: functions,
-    /// addresses, modules, CPU time from the sampling period. Read it with
-    /// `go tool pprof -top FILE`, or compare two with `-diff_base OLD.pb.gz`.
+    /// addresses, modules, CPU time from the sampling period; with the wall-clock view also a
+    /// `wall` sample type holding the off-CPU stacks (labels `state`, `reason`, `wait`). Read
+    /// it with `go tool pprof -top FILE` (`-sample_index=wall` for wall time), or compare two
+    /// with `-diff_base OLD.pb.gz`.
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
     /// Also write the call stacks folded to FILE, one `main;caller;function+0xOFFSET COUNT`
-    /// line per stack, for flamegraph.pl, inferno or speedscope.
+    /// line per stack, for flamegraph.pl, inferno or speedscope. With the wall-clock view
+    /// (the default) on- and off-CPU stacks together, COUNT in microseconds of thread time, an
+    /// off-CPU stack ending in `[blocked: REASON]` or `[runnable]`; with --no-wall (or a file
+    /// saved without the view) COUNT is samples.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
     /// Record nothing: read a diagnosis saved with --save and convert it (--pprof, --folded),
@@ -101,24 +106,37 @@ fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
     } else {
         "call stacks"
     };
+    let off_cpu = d.wall.as_ref().map(|w| w.stacks.len());
     if let Some(path) = &args.pprof {
         write_output(path, &export::pprof(d))?;
         done.push(format!(
-            "Wrote {} (pprof, {} samples in {} {what}): go tool pprof -top {}",
+            "Wrote {} (pprof, {} samples in {} {what}{}): go tool pprof -top {}{}",
             super::shown(path),
             d.sampling.samples,
             stacks.stacks.len(),
+            off_cpu
+                .map(|n| format!(", and {n} off-CPU stacks in the wall sample type"))
+                .unwrap_or_default(),
+            off_cpu.map(|_| "-sample_index=wall ").unwrap_or_default(),
             path.display()
         ));
     }
     if let Some(path) = &args.folded {
         let text = export::folded(d, export::LeafOffsets::Keep);
         write_output(path, text.as_bytes())?;
-        done.push(format!(
-            "Wrote {} (folded stacks, {} lines of {what})",
-            super::shown(path),
-            text.lines().count()
-        ));
+        done.push(match off_cpu {
+            Some(_) => format!(
+                "Wrote {} (folded stacks, {} lines of {what} on and off the CPU, counted in \
+                 microseconds of thread time)",
+                super::shown(path),
+                text.lines().count()
+            ),
+            None => format!(
+                "Wrote {} (folded stacks, {} lines of {what}, counted in samples)",
+                super::shown(path),
+                text.lines().count()
+            ),
+        });
     }
     Ok(done)
 }

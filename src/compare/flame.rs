@@ -1,9 +1,11 @@
 //! Two diagnoses' stacks compared for a differential flame graph: inferno's differential
 //! folding of their folded stacks, the old counts normalised to the new total so that runs of
-//! different length compare by share. `render::flame` draws it.
+//! different length compare by share. `render::flame` draws it. On-CPU samples only, with or
+//! without a wall-clock view: a file without one has no off-CPU time to compare with, and the
+//! wall shares compare in [`super::profile`].
 
 use crate::diagnose::Diagnosis;
-use crate::diagnose::export::{LeafOffsets, folded};
+use crate::diagnose::export::{LeafOffsets, folded_samples};
 
 /// Why no flame graph was drawn.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,8 +22,8 @@ pub enum FlameError {
 /// new counts (old scaled to the new total).
 pub fn differential_folded(old: &Diagnosis, new: &Diagnosis) -> Result<String, FlameError> {
     let (a, b) = (
-        folded(old, LeafOffsets::Drop),
-        folded(new, LeafOffsets::Drop),
+        folded_samples(old, LeafOffsets::Drop),
+        folded_samples(new, LeafOffsets::Drop),
     );
     if b.trim().is_empty() {
         return Err(FlameError::NoSamples);

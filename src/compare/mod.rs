@@ -1,6 +1,7 @@
 //! Comparisons, each returning typed results and no prose: two fingerprints
 //! ([`fingerprint`], with the machine facts in [`facts`]), a fleet of hosts in bands
-//! ([`fleet`]), two diagnoses' stacks for a differential flame graph ([`flame`]). The renderers in `render` print what these return;
+//! ([`fleet`]), two diagnoses' stacks for a differential flame graph ([`flame`]), their
+//! wall-clock views ([`wall`], part of [`profile`]'s diff). The renderers in `render` print what these return;
 //! nothing here prints, and nothing in `render` compares.
 //!
 //! One vocabulary: the two runs of a comparison are the [`Side`]s `old` (the baseline, the
@@ -12,6 +13,7 @@ pub mod fingerprint;
 pub mod flame;
 pub mod fleet;
 pub mod profile;
+pub mod wall;
 
 use serde::Serialize;
 

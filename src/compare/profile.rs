@@ -7,9 +7,10 @@
 //! sampling rate or thread count compare by *share* of samples (independent of length) and by
 //! *CPU time per second of wall time* (samples / rate / wall time). A change counts when the
 //! share moved by [`MIN_CHANGE`] or more and by more than [`NOISE_SE`] standard errors of the
-//! two shares (binomial sampling noise); functions are ranked by the change in share. The
-//! result is a typed, serde-serialisable [`DiagnosisDiff`]; `render::profile_diff` prints
-//! it.
+//! two shares (binomial sampling noise); functions are ranked by the change in share. When
+//! both files have a wall-clock view, where the threads' time went is compared too
+//! ([`super::wall`], its own rule). The result is a typed, serde-serialisable
+//! [`DiagnosisDiff`]; `render::profile_diff` prints it.
 
 use crate::diagnose::disasm::{Listing, SiteKind};
 use crate::diagnose::export::stacks_of;
@@ -215,6 +216,9 @@ pub struct DiagnosisDiff {
     pub findings: FindingChanges,
     /// What limits the comparison.
     pub notes: Vec<String>,
+    /// The wall-clock views compared (both files need one; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall: Option<super::wall::WallDiff>,
 }
 
 /// Samples per function (or module) of one side, from the leaves of its stacks.
@@ -478,6 +482,10 @@ pub fn compare(
             n.event.event_name(),
         ));
     }
+    if old.wall.is_some() != new.wall.is_some() {
+        let lacking = if old.wall.is_none() { &o } else { &n };
+        notes.push(words::no_wall_view(&lacking.label));
+    }
     DiagnosisDiff {
         kind: "diagnosis_diff".into(),
         rule: rule(&o, &n),
@@ -488,6 +496,7 @@ pub fn compare(
         grown,
         findings: findings(old, new),
         notes,
+        wall: super::wall::compare(old, new),
     }
 }
 

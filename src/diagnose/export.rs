@@ -6,9 +6,18 @@
 //! The input is the diagnosis's sampled call stacks ([`Diagnosis::stacks`]). A file saved
 //! before stacks were recorded has none: it converts as one leaf-only stack per function of its
 //! `functions` table (the 15 hottest), without addresses, and [`stacks_of`] says so.
+//!
+//! With a wall-clock view ([`Diagnosis::wall`]) the exports carry the off-CPU stacks too, in
+//! one unit with the on-CPU ones ([`wall_stacks`]): an on-CPU sample stands for one sampling
+//! period of a thread's time on a CPU, an off-CPU stack for the ns the switch records timed.
+//! Folded stacks then count *microseconds of thread time* instead of samples (the off-CPU
+//! stacks end in a frame naming their state, `[blocked: futex]` or `[runnable]`); pprof gains a
+//! `wall/nanoseconds` sample type and `state`/`reason` labels. Without a wall view both are
+//! what they were.
 
 use super::hotspots::frame_name;
 use super::profile_proto as pb;
+use super::wall::OffCpu;
 use super::{Diagnosis, StackCount, StackFrame};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -65,25 +74,137 @@ fn folded_name(f: &StackFrame) -> String {
     frame_name(f).replace(';', ":")
 }
 
-/// Folded stacks: one line per distinct stack, outermost caller first, `;`-separated, a space
-/// and the sample count; lines sorted. With [`LeafOffsets::Keep`] a named leaf reads
-/// `function+0x1a` (an unnamed one is `module+0x...` either way).
-pub fn folded(d: &Diagnosis, leaf: LeafOffsets) -> String {
+/// The folded names of a stack, outermost caller first; with [`LeafOffsets::Keep`] a named
+/// leaf reads `function+0x1a`. An off-CPU stack gets its state as a last frame.
+fn folded_names(frames: &[StackFrame], leaf: LeafOffsets, state: Option<OffCpu>) -> Vec<String> {
+    let mut names: Vec<String> = frames.iter().rev().map(folded_name).collect();
+    if let Some(first) = frames.first()
+        && leaf == LeafOffsets::Keep
+        && first.function.is_some()
+        && first.address != 0
+    {
+        let last = names.last_mut().expect("a frame");
+        last.push_str(&format!("+{:#x}", first.offset));
+    }
+    if let Some(state) = state {
+        names.push(state_frame(state));
+    }
+    names
+}
+
+/// The frame an off-CPU stack ends in, naming its state: `[blocked: futex]`, `[runnable]`.
+pub fn state_frame(state: OffCpu) -> String {
+    match state {
+        OffCpu::Runnable => "[runnable]".to_string(),
+        OffCpu::Blocked { reason } => format!("[blocked: {}]", reason.word()),
+    }
+}
+
+/// Folded stacks of the on-CPU samples only: one line per distinct stack, outermost caller
+/// first, `;`-separated, a space and the sample count; lines sorted. With
+/// [`LeafOffsets::Keep`] a named leaf reads `function+0x1a` (an unnamed one is
+/// `module+0x...` either way). What a CPU flame graph and a differential one draw.
+pub fn folded_samples(d: &Diagnosis, leaf: LeafOffsets) -> String {
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
     for s in stacks_of(d).stacks.iter() {
-        let Some(first) = s.frames.first() else {
+        if s.frames.is_empty() {
             continue;
-        };
-        let mut names: Vec<String> = s.frames.iter().rev().map(folded_name).collect();
-        if leaf == LeafOffsets::Keep && first.function.is_some() && first.address != 0 {
-            let last = names.last_mut().expect("a frame");
-            last.push_str(&format!("+{:#x}", first.offset));
         }
-        *lines.entry(names.join(";")).or_default() += s.samples;
+        *lines
+            .entry(folded_names(&s.frames, leaf, None).join(";"))
+            .or_default() += s.samples;
     }
     let mut out = String::new();
     for (stack, n) in lines {
         out.push_str(&format!("{stack} {n}\n"));
+    }
+    out
+}
+
+/// Nanoseconds in one unit of the wall-time folded stacks: microseconds, fine enough that a
+/// sampling period (2,004 us at 499 Hz) and a short wait both keep their size, coarse enough
+/// that a line reads (`1,387,869` is 1.39 s), and an integer, which inferno needs.
+pub const FOLDED_WALL_UNIT_NS: f64 = 1_000.0;
+
+/// One stack of the wall-time view, weighted in ns of thread time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WallStack<'a> {
+    /// Frames, leaf first (empty for an off-CPU stack whose frames were not known).
+    pub frames: &'a [StackFrame],
+    /// `None` on the CPU; else runnable or blocked and why.
+    pub state: Option<OffCpu>,
+    /// Thread time, ns: on-CPU samples times the sampling period, off-CPU the recorded ns.
+    pub ns: f64,
+    /// Samples (on-CPU stacks only).
+    pub samples: u64,
+    /// The off-CPU stack's recognised wait, when known.
+    pub wait: Option<&'a super::runtimes::WaitInStack>,
+}
+
+/// The on-CPU stacks ([`stacks_of`]) and the off-CPU ones of the wall-clock view in one unit,
+/// ns of thread time; `None` without a wall view.
+pub fn wall_stacks<'a>(d: &'a Diagnosis, on_cpu: &'a Stacks<'a>) -> Option<Vec<WallStack<'a>>> {
+    let wall = d.wall.as_ref()?;
+    let per_sample_ns = 1e9 / d.sampling.frequency_hz.max(1) as f64;
+    let mut v: Vec<WallStack> = on_cpu
+        .stacks
+        .iter()
+        .map(|s| WallStack {
+            frames: &s.frames,
+            state: None,
+            ns: s.samples as f64 * per_sample_ns,
+            samples: s.samples,
+            wait: None,
+        })
+        .collect();
+    v.extend(wall.stacks.iter().map(|s| WallStack {
+        frames: &s.frames,
+        state: Some(s.state),
+        ns: s.ns as f64,
+        samples: 0,
+        wait: s.wait.as_ref(),
+    }));
+    Some(v)
+}
+
+/// The wall-time folded lines before rounding: each distinct stack, outermost caller first
+/// (an off-CPU one ending in its state frame), with its state (`None`: on the CPU) and its
+/// thread time in ns.
+pub type WallLines = BTreeMap<Vec<String>, (Option<OffCpu>, f64)>;
+
+/// [`WallLines`] of `d`; `None` without a wall view.
+pub fn folded_wall_ns(d: &Diagnosis, leaf: LeafOffsets) -> Option<WallLines> {
+    let on_cpu = stacks_of(d);
+    let stacks = wall_stacks(d, &on_cpu)?;
+    let mut lines = WallLines::new();
+    for s in &stacks {
+        if s.frames.is_empty() && s.state.is_none() {
+            continue;
+        }
+        lines
+            .entry(folded_names(s.frames, leaf, s.state))
+            .or_insert((s.state, 0.0))
+            .1 += s.ns;
+    }
+    Some(lines)
+}
+
+/// Folded stacks, for `--folded`: without a wall-clock view, [`folded_samples`] (counts are
+/// samples). With one, on- and off-CPU stacks in one file, counted in microseconds of thread
+/// time ([`FOLDED_WALL_UNIT_NS`]): an on-CPU stack its samples times the sampling period, an
+/// off-CPU one the time recorded in it, with a last frame that names the state
+/// (`[blocked: futex]`, `[runnable]`; alone when the stack was not known). A line under half
+/// a microsecond is left out.
+pub fn folded(d: &Diagnosis, leaf: LeafOffsets) -> String {
+    let Some(lines) = folded_wall_ns(d, leaf) else {
+        return folded_samples(d, leaf);
+    };
+    let mut out = String::new();
+    for (names, (_, ns)) in lines {
+        let us = (ns / FOLDED_WALL_UNIT_NS).round() as u64;
+        if us > 0 {
+            out.push_str(&format!("{} {us}\n", names.join(";")));
+        }
     }
     out
 }
@@ -120,17 +241,101 @@ impl Strings {
     }
 }
 
+/// One sample of the profile before its frames are located.
+struct Row<'a> {
+    /// Frames, leaf first.
+    frames: &'a [StackFrame],
+    /// Off the CPU: a frame naming the state goes on top of the stack.
+    state: Option<OffCpu>,
+    /// One value per sample type.
+    values: Vec<i64>,
+    /// Labels, key and value.
+    labels: Vec<(&'static str, String)>,
+}
+
+/// The profile's samples: the on-CPU stacks valued in samples and CPU ns; with a wall view
+/// also in wall ns, beside the off-CPU stacks (0 samples, 0 CPU ns), each labelled with its
+/// state.
+fn rows<'a>(d: &'a Diagnosis, stacks: &'a Stacks<'a>, period: i64) -> Vec<Row<'a>> {
+    let Some(wall) = wall_stacks(d, stacks) else {
+        return stacks
+            .stacks
+            .iter()
+            .map(|s| {
+                let n = s.samples as i64;
+                Row {
+                    frames: &s.frames,
+                    state: None,
+                    values: vec![n, n.saturating_mul(period)],
+                    labels: Vec::new(),
+                }
+            })
+            .collect();
+    };
+    wall.into_iter()
+        .map(|s| match s.state {
+            None => {
+                let n = s.samples as i64;
+                let ns = n.saturating_mul(period);
+                Row {
+                    frames: s.frames,
+                    state: None,
+                    values: vec![n, ns, ns],
+                    labels: vec![(LABEL_STATE, "running".into())],
+                }
+            }
+            Some(state) => {
+                let mut labels = vec![(LABEL_STATE, state_word(state).into())];
+                if let OffCpu::Blocked { reason } = state {
+                    labels.push((LABEL_REASON, reason.word().into()));
+                }
+                if let Some(w) = s.wait {
+                    labels.push((LABEL_WAIT, w.kind.word().into()));
+                }
+                Row {
+                    frames: s.frames,
+                    state: Some(state),
+                    values: vec![0, 0, s.ns.round() as i64],
+                    labels,
+                }
+            }
+        })
+        .collect()
+}
+
+/// pprof label keys of the wall view: `-tagfocus state=blocked`, `-tagfocus reason=futex`,
+/// `-tagfocus wait=lock`.
+const LABEL_STATE: &str = "state";
+const LABEL_REASON: &str = "reason";
+const LABEL_WAIT: &str = "wait";
+
+/// The `state` label's value: `running`, `runnable` or `blocked`.
+pub fn state_word(state: OffCpu) -> &'static str {
+    match state {
+        OffCpu::Runnable => "runnable",
+        OffCpu::Blocked { .. } => "blocked",
+    }
+}
+
 /// The pprof profile of `d`, before encoding: sample types `samples/count` and
 /// `cpu/nanoseconds` (samples times the sampling period, the default), one location per
 /// sampled address with the function it lies in, one mapping per module covering the pages
 /// sampled in it (with, for file-backed code, the file offset that lets `pprof -disasm` find
 /// the instructions in the binary). Functions are named already (`has_functions`), so `-top`
 /// and `-diff_base` never look a binary up.
+///
+/// With a wall-clock view, a third sample type `wall/nanoseconds`: every thread's time, an
+/// on-CPU stack its samples times the period, an off-CPU stack the time recorded in it (0 in
+/// the other two types), topped by a frame naming its state (`[blocked: futex]`) so that
+/// `-top -sample_index=wall` lists the waits beside the functions; labels `state`
+/// (`running`, `runnable`, `blocked`), `reason` and, for a wait recognised, `wait` (`lock`,
+/// `condition`...). Two profiles compare with `-diff_base` only when both have the view or
+/// neither has (pprof merges profiles of the same sample types).
 pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
     // The string table is filled in the order of these calls: kept so the bytes stay the same.
     let mut st = Strings::new();
     let period = period_ns(d);
-    let sample_type = vec![
+    let mut sample_type = vec![
         pb::ValueType {
             r#type: st.get("samples"),
             unit: st.get("count"),
@@ -140,10 +345,17 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
             unit: st.get("nanoseconds"),
         },
     ];
+    if d.wall.is_some() {
+        sample_type.push(pb::ValueType {
+            r#type: st.get("wall"),
+            unit: st.get("nanoseconds"),
+        });
+    }
     let stacks = stacks_of(d);
+    let rows = rows(d, &stacks, period);
     // Mappings first: their address ranges come from every frame.
-    let (mapping, mapping_id) = mappings(&stacks, &mut st);
-    let located = locate_samples(&stacks, &mapping_id, period, &mut st);
+    let (mapping, mapping_id) = mappings(&rows, &mut st);
+    let located = locate_samples(&rows, &mapping_id, &mut st);
     let comment = comments(d, stacks.from_functions, &mut st);
     let period_type = Some(pb::ValueType {
         r#type: st.get("cpu"),
@@ -170,9 +382,9 @@ pub fn pprof_profile(d: &Diagnosis) -> pb::Profile {
 
 /// One mapping per module, spanning the whole pages of every frame sampled in it, and each
 /// module's mapping id.
-fn mappings<'a>(stacks: &'a Stacks, st: &mut Strings) -> (Vec<pb::Mapping>, HashMap<&'a str, u64>) {
+fn mappings<'a>(rows: &[Row<'a>], st: &mut Strings) -> (Vec<pb::Mapping>, HashMap<&'a str, u64>) {
     let mut modules: BTreeMap<&str, (u64, u64, Option<u64>)> = BTreeMap::new();
-    for f in stacks.stacks.iter().flat_map(|s| &s.frames) {
+    for f in rows.iter().flat_map(|s| s.frames) {
         let e = modules
             .entry(f.module.as_str())
             .or_insert((u64::MAX, 0, None));
@@ -223,58 +435,66 @@ struct Located {
 }
 
 /// Each stack as a sample of location ids (one location per address and function, one
-/// function per name and module), valued in samples and nanoseconds.
-fn locate_samples(
-    stacks: &Stacks,
-    mapping_id: &HashMap<&str, u64>,
-    period: i64,
-    st: &mut Strings,
-) -> Located {
+/// function per name and module; an off-CPU stack's state frame has neither address nor
+/// mapping), with its values and labels.
+fn locate_samples(rows: &[Row], mapping_id: &HashMap<&str, u64>, st: &mut Strings) -> Located {
     let mut function = Vec::new();
-    let mut function_id: HashMap<(String, &str), u64> = HashMap::new();
+    let mut function_id: HashMap<(String, String), u64> = HashMap::new();
     let mut location = Vec::new();
-    let mut location_id: HashMap<(u64, &str, String), u64> = HashMap::new();
+    let mut location_id: HashMap<(u64, String, String), u64> = HashMap::new();
     let mut sample = Vec::new();
-    for s in stacks.stacks.iter() {
-        let mut ids = Vec::with_capacity(s.frames.len());
-        for f in &s.frames {
-            let name = frame_name(f);
-            let fid = *function_id
-                .entry((name.clone(), f.module.as_str()))
-                .or_insert_with(|| {
-                    let id = function.len() as u64 + 1;
-                    let n = st.get(&name);
-                    function.push(pb::Function {
-                        id,
-                        name: n,
-                        system_name: n,
+    let mut locate = |name: String, module: &str, address: u64, st: &mut Strings| -> u64 {
+        let fid = *function_id
+            .entry((name.clone(), module.to_string()))
+            .or_insert_with(|| {
+                let id = function.len() as u64 + 1;
+                let n = st.get(&name);
+                function.push(pb::Function {
+                    id,
+                    name: n,
+                    system_name: n,
+                    ..Default::default()
+                });
+                id
+            });
+        *location_id
+            .entry((address, module.to_string(), name))
+            .or_insert_with(|| {
+                let id = location.len() as u64 + 1;
+                location.push(pb::Location {
+                    id,
+                    mapping_id: mapping_id.get(module).copied().unwrap_or(0),
+                    address,
+                    line: vec![pb::Line {
+                        function_id: fid,
                         ..Default::default()
-                    });
-                    id
+                    }],
+                    is_folded: false,
                 });
-            let lid = *location_id
-                .entry((f.address, f.module.as_str(), name))
-                .or_insert_with(|| {
-                    let id = location.len() as u64 + 1;
-                    location.push(pb::Location {
-                        id,
-                        mapping_id: mapping_id[f.module.as_str()],
-                        address: f.address,
-                        line: vec![pb::Line {
-                            function_id: fid,
-                            ..Default::default()
-                        }],
-                        is_folded: false,
-                    });
-                    id
-                });
-            ids.push(lid);
+                id
+            })
+    };
+    for r in rows {
+        let mut ids = Vec::with_capacity(r.frames.len() + 1);
+        if let Some(state) = r.state {
+            ids.push(locate(state_frame(state), "", 0, st));
         }
-        let n = s.samples as i64;
+        for f in r.frames {
+            ids.push(locate(frame_name(f), &f.module, f.address, st));
+        }
+        let label = r
+            .labels
+            .iter()
+            .map(|(k, v)| pb::Label {
+                key: st.get(k),
+                str: st.get(v),
+                ..Default::default()
+            })
+            .collect();
         sample.push(pb::Sample {
             location_id: ids,
-            value: vec![n, n.saturating_mul(period)],
-            label: Vec::new(),
+            value: r.values.clone(),
+            label,
         });
     }
     Located {
@@ -319,6 +539,15 @@ fn comments(d: &Diagnosis, from_functions: bool, st: &mut Strings) -> Vec<i64> {
             "saved without call stacks: leaf-only samples of the {} hottest functions, no \
              addresses",
             d.functions.len()
+        )));
+    }
+    if let Some(w) = &d.wall {
+        comment.push(st.get(&format!(
+            "wall: {} threads' time over {:.2} s, on the CPU (samples x period) and off it \
+             (runnable, blocked: timed by context-switch records); -sample_index=wall, \
+             -tagfocus state=blocked",
+            w.threads.len(),
+            w.method.window_s
         )));
     }
     comment
@@ -384,7 +613,17 @@ mod tests {
                     format!("{}@m{}", s(f.name), loc.mapping_id)
                 })
                 .collect();
-            o.push_str(&format!("{:?} {}\n", smp.value, names.join(" <- ")));
+            let labels: Vec<String> = smp
+                .label
+                .iter()
+                .map(|l| format!("{}={}", s(l.key), s(l.str)))
+                .collect();
+            let labels = if labels.is_empty() {
+                String::new()
+            } else {
+                format!(" {{{}}}", labels.join(" "))
+            };
+            o.push_str(&format!("{:?} {}{labels}\n", smp.value, names.join(" <- ")));
         }
         o
     }
@@ -450,5 +689,154 @@ mod tests {
                 .any(|c| p.string_table[*c as usize].contains("without call stacks"))
         );
         assert_eq!(p.sample.len(), d.functions.len());
+    }
+
+    /// (frames, count) of each folded line.
+    fn lines_of(text: &str) -> Vec<(Vec<&str>, u64)> {
+        text.lines()
+            .map(|l| {
+                let (stack, n) = l.rsplit_once(' ').unwrap();
+                (stack.split(';').collect(), n.parse().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn wall_folded_stacks_count_microseconds_of_thread_time_with_the_state_on_top() {
+        let d = fixture("mutex-wait-4-zen4-kvm.json");
+        let wall = d.wall.as_ref().unwrap();
+        let text = folded(&d, LeafOffsets::Keep);
+        insta::assert_snapshot!("folded_wall_mutex_wait_4", text);
+        let lines = lines_of(&text);
+        // A state frame is always the last, and only off-CPU stacks have one.
+        for (frames, _) in &lines {
+            for (i, f) in frames.iter().enumerate() {
+                if f.starts_with('[') {
+                    assert_eq!(i, frames.len() - 1, "{frames:?}");
+                }
+            }
+        }
+        let count = |last: &str, with: &str| -> u64 {
+            lines
+                .iter()
+                .filter(|(f, _)| {
+                    *f.last().unwrap() == last && f.iter().any(|x| x.starts_with(with))
+                })
+                .map(|(_, n)| n)
+                .sum()
+        };
+        // Asleep on the mutex: the stack's ns, in us.
+        let lock = wall
+            .stacks
+            .iter()
+            .find(|s| {
+                s.wait
+                    .as_ref()
+                    .is_some_and(|w| w.waiter.as_deref() == Some("take_lock_and_work"))
+            })
+            .unwrap();
+        assert_eq!(
+            count("[blocked: futex]", "__lll_lock_wait"),
+            (lock.ns as f64 / 1e3).round() as u64
+        );
+        // On the CPU: samples x 1e6 / 499 us each.
+        let computing: u64 = d
+            .stacks
+            .iter()
+            .filter(|s| s.frames[0].function.as_deref() == Some("compute_under_lock"))
+            .map(|s| s.samples)
+            .sum();
+        let on: u64 = lines
+            .iter()
+            .filter(|(f, _)| f.last().unwrap().starts_with("compute_under_lock+0x"))
+            .map(|(_, n)| n)
+            .sum();
+        let expected = computing as f64 * 1e6 / 499.0;
+        assert!((on as f64 - expected).abs() <= 1.0, "{on} vs {expected}");
+        assert!(count("[runnable]", "compute_under_lock") > 0);
+        // All of it: the on-CPU samples' time and every off-CPU stack's, each line rounded to
+        // the microsecond.
+        let total: u64 = lines.iter().map(|(_, n)| n).sum();
+        let want = d.sampling.samples as f64 * 1e6 / 499.0
+            + wall.stacks.iter().map(|s| s.ns as f64 / 1e3).sum::<f64>();
+        assert!(
+            (total as f64 - want).abs() <= lines.len() as f64,
+            "{total} vs {want}"
+        );
+    }
+
+    #[test]
+    fn without_a_wall_view_the_folded_stacks_count_samples_as_before() {
+        let mut d = fixture("mutex-wait-4-zen4-kvm.json");
+        d.wall = None;
+        let text = folded(&d, LeafOffsets::Keep);
+        assert_eq!(text, folded_samples(&d, LeafOffsets::Keep));
+        assert!(!text.contains('['), "{text}");
+        let total: u64 = lines_of(&text).iter().map(|(_, n)| n).sum();
+        assert_eq!(total, d.sampling.samples);
+    }
+
+    #[test]
+    fn the_pprof_profile_of_a_wall_view_adds_wall_time_with_state_labels() {
+        let d = fixture("mutex-wait-4-zen4-kvm.json");
+        let wall = d.wall.as_ref().unwrap();
+        let p = read_pprof(&pprof(&d)).unwrap();
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        let types: Vec<String> = p
+            .sample_type
+            .iter()
+            .map(|t| format!("{}/{}", s(t.r#type), s(t.unit)))
+            .collect();
+        assert_eq!(
+            types,
+            ["samples/count", "cpu/nanoseconds", "wall/nanoseconds"]
+        );
+        assert_eq!(
+            s(p.default_sample_type),
+            "cpu",
+            "CPU stays the default view"
+        );
+        let sum = |i: usize| p.sample.iter().map(|x| x.value[i]).sum::<i64>();
+        // Samples and CPU as without the view; wall: the samples' time and every off-CPU ns.
+        assert_eq!(sum(0) as u64, d.sampling.samples);
+        assert_eq!(sum(1), d.sampling.samples as i64 * p.period);
+        let off: u64 = wall.stacks.iter().map(|s| s.ns).sum();
+        assert_eq!(sum(2), sum(1) + off as i64);
+        let label = |x: &pb::Sample, k: &str| {
+            x.label
+                .iter()
+                .find(|l| s(l.key) == k)
+                .map(|l| s(l.str).to_string())
+        };
+        for x in &p.sample {
+            let leaf = &p.location[x.location_id[0] as usize - 1];
+            let leaf_name = s(p.function[leaf.line[0].function_id as usize - 1].name);
+            match label(x, "state").as_deref() {
+                Some("running") => {
+                    assert_eq!(x.value[2], x.value[1]);
+                    assert!(!leaf_name.starts_with('['));
+                }
+                Some("blocked") => {
+                    assert_eq!(&x.value[..2], &[0, 0]);
+                    assert_eq!(label(x, "reason").as_deref(), Some("futex"));
+                    assert_eq!(leaf_name, "[blocked: futex]");
+                    assert_eq!((leaf.mapping_id, leaf.address), (0, 0));
+                }
+                Some("runnable") => {
+                    assert_eq!(&x.value[..2], &[0, 0]);
+                    assert_eq!(label(x, "reason"), None);
+                    assert_eq!(leaf_name, "[runnable]");
+                }
+                other => panic!("state {other:?}"),
+            }
+        }
+        let lock_ns: i64 = p
+            .sample
+            .iter()
+            .filter(|x| label(x, "wait").as_deref() == Some("lock"))
+            .map(|x| x.value[2])
+            .sum();
+        assert!(lock_ns > 3_000_000_000, "{lock_ns}");
+        insta::assert_snapshot!("pprof_wall_mutex_wait_4", describe(&p));
     }
 }

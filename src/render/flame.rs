@@ -5,10 +5,22 @@
 //! prefixed so that several graphs share a page. A differential flame graph draws the
 //! differential folding [`crate::compare::flame`] made: frames are the new profile's, red where
 //! they grew, blue where they shrank.
+//!
+//! A diagnosis with a wall-clock view gets a wall-time flame graph too: every thread's time,
+//! on and off the CPU, in one unit (microseconds of thread time, the `--folded` export's),
+//! drawn in Brendan Gregg's hot/cold convention, "mixed" form: each stack keeps the colour of
+//! its state from the root up, warm (inferno's hot palette, the CPU graph's colours) on a CPU,
+//! aqua waiting for a CPU, blue blocked, so one function waiting and running is two boxes side
+//! by side, never one box of mixed meaning. Off-CPU frames carry an annotation inferno strips
+//! from the names it shows (`_[i]`, `_[w]`) and are coloured through a palette map; the CPU
+//! graph stays beside it, since off-CPU time, summed over sleeping threads, squeezes the
+//! on-CPU stacks narrow.
 
 pub use crate::compare::flame::FlameError;
 use crate::diagnose::Diagnosis;
-use crate::diagnose::export::{LeafOffsets, folded};
+use crate::diagnose::export::{FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns};
+use crate::diagnose::wall::OffCpu;
+use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::{self, Options};
 
 /// Width the graphs are drawn at, in px; the page scales them down to fit.
@@ -42,7 +54,84 @@ pub fn flame_graph(d: &Diagnosis, title: &str, id: &str) -> Result<String, Flame
         "{} samples at {} Hz; width: share of samples, hover a frame for its count",
         d.sampling.samples, d.sampling.frequency_hz
     );
-    draw(&folded(d, LeafOffsets::Drop), options(title, &subtitle), id)
+    draw(
+        &folded_samples(d, LeafOffsets::Drop),
+        options(title, &subtitle),
+        id,
+    )
+}
+
+/// The annotation inferno hides that marks a frame of a runnable stack.
+const RUNNABLE_MARK: &str = "_[i]";
+/// The annotation that marks a frame of a blocked stack.
+const BLOCKED_MARK: &str = "_[w]";
+
+/// A shade from a name, 0 to 1: the same name, the same shade (FNV-1a).
+fn shade(name: &str) -> f32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    (h % 1000) as f32 / 1000.0
+}
+
+/// The colour of an off-CPU frame: inferno's aqua (runnable) or blue (blocked) palette, shaded
+/// by name.
+fn cold(state: OffCpu, name: &str) -> Color {
+    let v = shade(name);
+    let c = |base: f32, range: f32| (base + range * v) as u8;
+    match state {
+        OffCpu::Runnable => Color {
+            r: c(50.0, 60.0),
+            g: c(165.0, 55.0),
+            b: c(165.0, 55.0),
+        },
+        OffCpu::Blocked { .. } => Color {
+            r: c(80.0, 60.0),
+            g: c(80.0, 60.0),
+            b: c(205.0, 50.0),
+        },
+    }
+}
+
+/// The wall-time flame graph of `d` ([module docs](self)), as inline SVG whose ids start with
+/// `id`; [`FlameError::NoSamples`] without a wall view or time in it.
+pub fn wall_flame_graph(d: &Diagnosis, title: &str, id: &str) -> Result<String, FlameError> {
+    let lines = folded_wall_ns(d, LeafOffsets::Drop).ok_or(FlameError::NoSamples)?;
+    let mut palette = PaletteMap::default();
+    let mut text = String::new();
+    for (names, (state, ns)) in &lines {
+        let us = (ns / FOLDED_WALL_UNIT_NS).round() as u64;
+        if us == 0 {
+            continue;
+        }
+        let marked: Vec<String> = match state {
+            None => names.clone(),
+            Some(state) => names
+                .iter()
+                .map(|n| {
+                    let mark = match state {
+                        OffCpu::Runnable => RUNNABLE_MARK,
+                        OffCpu::Blocked { .. } => BLOCKED_MARK,
+                    };
+                    let m = format!("{n}{mark}");
+                    palette.insert(&m, cold(*state, n));
+                    m
+                })
+                .collect(),
+        };
+        text.push_str(&format!("{} {us}\n", marked.join(";")));
+    }
+    let threads = d.wall.as_ref().map(|w| w.threads.len()).unwrap_or(0);
+    let window_s = d.wall.as_ref().map(|w| w.method.window_s).unwrap_or(0.0);
+    let subtitle = format!(
+        "{threads} threads' time over {window_s:.2} s, in us; warm: on a CPU, aqua: waiting \
+         for a CPU, blue: blocked; hover a frame for its time"
+    );
+    let mut opt = options(title, &subtitle);
+    opt.count_name = "us".into();
+    opt.palette_map = Some(&mut palette);
+    draw(&text, opt, id)
 }
 
 /// The differential flame graph of a differential folding ([`crate::compare::flame`]): the
@@ -139,5 +228,76 @@ mod tests {
         d.stacks.clear();
         d.functions.clear();
         assert_eq!(flame_graph(&d, "x", "f"), Err(FlameError::NoSamples));
+    }
+
+    /// The fill of the first frame whose tooltip starts `title` (`compute_under_lock (`).
+    fn fill_of(svg: &str, title: &str, nth: usize) -> String {
+        let at = svg
+            .match_indices(&format!("<title>{title}"))
+            .nth(nth)
+            .unwrap_or_else(|| panic!("no {nth}th {title}"))
+            .0;
+        let rest = &svg[at..];
+        let fill = rest.find("fill=\"rgb(").unwrap() + 10;
+        rest[fill..fill + rest[fill..].find(')').unwrap()].to_string()
+    }
+
+    fn rgb(fill: &str) -> (u8, u8, u8) {
+        let v: Vec<u8> = fill.split(',').map(|x| x.parse().unwrap()).collect();
+        (v[0], v[1], v[2])
+    }
+
+    #[test]
+    fn the_wall_flame_graph_draws_running_warm_waiting_aqua_and_blocked_blue() {
+        let d = fixture("mutex-wait-4-zen4-kvm.json");
+        let svg = wall_flame_graph(&d, "wall", "flame-w").unwrap();
+        assert!(svg.starts_with("<svg class=\"flame\""));
+        assert!(svg.contains("id=\"flame-w-frames\""));
+        assert_eq!(svg, wall_flame_graph(&d, "wall", "flame-w").unwrap());
+        // The marks that set the colours are hidden from the reader.
+        assert!(
+            !svg.contains("_[w]") && !svg.contains("_[i]"),
+            "marks shown"
+        );
+        // Counted in microseconds of thread time.
+        assert!(
+            svg.contains("<title>[blocked: futex] (3,371,592 us,"),
+            "lock wait"
+        );
+        // compute_under_lock three times: on a CPU (warm: inferno's hot palette, red high and
+        // blue low), preempted (aqua: green = blue), and never blocked. In sorted order: the
+        // on-CPU stack, then the runnable one.
+        let (r, g, b) = rgb(&fill_of(&svg, "compute_under_lock (", 0));
+        assert!(r >= 205 && b <= 55 && r > g, "warm: {r},{g},{b}");
+        let (r, g, b) = rgb(&fill_of(&svg, "compute_under_lock (", 1));
+        assert!(g == b && g >= 165 && r < g, "aqua: {r},{g},{b}");
+        let (r, g, b) = rgb(&fill_of(&svg, "[runnable] (", 1));
+        assert!(g == b && r < g, "aqua: {r},{g},{b}");
+        // Asleep on the mutex: blue from the state down to the stack's root (sorted after the
+        // same frames preempted, aqua).
+        for f in [
+            "[blocked: futex] (",
+            "__lll_lock_wait (",
+            "pthread_mutex_lock (",
+            "take_lock_and_work (",
+        ] {
+            let n = svg.matches(&format!("<title>{f}")).count();
+            let (r, g, b) = rgb(&fill_of(&svg, f, n - 1));
+            assert!(r == g && b >= 205 && r < b, "{f} blue: {r},{g},{b}");
+        }
+    }
+
+    #[test]
+    fn without_a_wall_view_there_is_no_wall_flame_graph_and_the_cpu_one_is_unchanged() {
+        let d = fixture("spin-phases-4000-zen3-kvm.json");
+        assert_eq!(wall_flame_graph(&d, "x", "f"), Err(FlameError::NoSamples));
+        // With a wall view the CPU graph still counts samples only.
+        let w = fixture("mutex-wait-4-zen4-kvm.json");
+        let cpu = flame_graph(&w, "cpu", "f").unwrap();
+        assert!(cpu.contains("samples"), "counted in samples");
+        assert!(
+            !cpu.contains("[blocked"),
+            "no off-CPU stack in the CPU graph"
+        );
     }
 }

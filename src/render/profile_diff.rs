@@ -1,10 +1,13 @@
 //! The terminal form of a [`DiagnosisDiff`]: both runs and machines, the rule, functions and
-//! modules ranked by growth, each grown function's hot code and callers side by side, and the
-//! findings present on one side only. Returns a `String` that fits `width` columns.
+//! modules ranked by growth, each grown function's hot code and callers side by side, where
+//! the threads' wall time went on each side (when both files have the view), and the findings
+//! present on one side only. Returns a `String` that fits `width` columns.
 
 use crate::compare::profile::{
     CodeSide, DiagnosisDiff, Direction, FindingBrief, FunctionChange, ProfileRun,
 };
+use crate::compare::wall::{OffCpuPlace, PlaceChange, StateChange, WallDiff, WallGroup, WallState};
+use crate::diagnose::wall::OffCpu;
 
 use crate::format::pct;
 use crate::format::{group_thousands, human_ns};
@@ -155,6 +158,9 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
     o.push_str(&wrap_labelled(&d.rule, "", w));
     o.push_str(&changes(d, width, all));
     o.push_str(&grown(d, width));
+    if let Some(wd) = &d.wall {
+        o.push_str(&wall(wd, width, all));
+    }
     o.push_str(&findings(d, w));
     for n in &d.notes {
         o.push_str(&wrap_labelled(&format!("Note: {n}"), "", w));
@@ -230,6 +236,123 @@ fn grown(d: &DiagnosisDiff, width: u16) -> String {
             "",
             w,
         ));
+    }
+    o
+}
+
+/// A wall state's name in a table.
+pub fn state_label(s: WallState) -> String {
+    match s {
+        WallState::Running => "running".into(),
+        WallState::Runnable => "waiting for a CPU".into(),
+        WallState::Blocked { reason } => format!("blocked: {}", reason.word()),
+        WallState::Wait { kind } => format!("  wait: {}", kind.word()),
+    }
+}
+
+/// An off-CPU place in a table: `blocked: futex in __lll_lock_wait (libc.so.6), lock wait of
+/// take_lock_and_work`.
+pub fn place_label(p: &OffCpuPlace) -> String {
+    let state = match p.state {
+        OffCpu::Runnable => "waiting for a CPU".to_string(),
+        OffCpu::Blocked { reason } => format!("blocked: {}", reason.word()),
+    };
+    let mut s = match (&p.function, &p.module) {
+        (Some(f), Some(m)) if !f.starts_with(m.as_str()) => format!("{state} in {f} ({m})"),
+        (Some(f), _) => format!("{state} in {f}"),
+        (None, _) => format!("{state}, stack not known"),
+    };
+    match (p.wait, &p.waiter) {
+        (Some(k), Some(w)) => s.push_str(&format!(", {} wait of {w}", k.word())),
+        (Some(k), None) => s.push_str(&format!(", {} wait", k.word())),
+        _ => {}
+    }
+    s
+}
+
+fn wall_change_cell(share_change: f64, direction: Direction) -> String {
+    match direction {
+        Direction::Grown => format!("{} grown", points(share_change)),
+        Direction::Shrunk => format!("{} shrunk", points(share_change)),
+        Direction::Within => points(share_change),
+    }
+}
+
+fn wall_amount_cell(share: f64, present: bool) -> String {
+    if present { pct(share, 1) } else { "-".into() }
+}
+
+fn group_heading(g: &WallGroup) -> String {
+    let threads = |x: Option<crate::compare::wall::GroupSide>| {
+        x.map(|x| x.threads.to_string())
+            .unwrap_or_else(|| "no".into())
+    };
+    format!(
+        "{}: {} -> {} threads",
+        g.command.as_deref().unwrap_or("All threads"),
+        threads(g.old),
+        threads(g.new)
+    )
+}
+
+fn states_table(g: &WallGroup, width: u16) -> comfy_table::Table {
+    let mut t = table(width, &["State", "Old", "New", "Change", "Threads"]);
+    for c in &g.states {
+        let StateChange {
+            state, old, new, ..
+        } = c;
+        t.add_row(vec![
+            state_label(*state),
+            wall_amount_cell(old.share, g.old.is_some()),
+            wall_amount_cell(new.share, g.new.is_some()),
+            wall_change_cell(c.share_change, c.direction),
+            format!("{:.2} -> {:.2}", old.threads, new.threads),
+        ]);
+    }
+    t
+}
+
+/// Where the threads' time went on each side: the rule, each group's states, then the
+/// off-CPU places that moved (all of them with `all`).
+fn wall(d: &WallDiff, width: u16, all: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\nWall time: where the threads' time went");
+    o.push_str(&wrap_labelled(&d.rule, "", width));
+    for g in &d.groups {
+        let _ = writeln!(o, "\n{}", group_heading(g));
+        let _ = writeln!(o, "{}", states_table(g, width));
+    }
+    let rows: Vec<&PlaceChange> = d
+        .off_cpu
+        .iter()
+        .filter(|c| all || c.direction != Direction::Within)
+        .take(if all { usize::MAX } else { ROWS })
+        .collect();
+    let _ = writeln!(
+        o,
+        "\nOff the CPU, most grown first (share of all threads' time)"
+    );
+    if rows.is_empty() {
+        let _ = writeln!(o, "No off-CPU stack moved by 5 points or more.");
+    } else {
+        let mut t = table(width, &["Where", "Old", "New", "Change", "Threads"]);
+        for c in &rows {
+            t.add_row(vec![
+                place_label(&c.place),
+                wall_amount_cell(c.old.share, c.old.s > 0.0),
+                wall_amount_cell(c.new.share, c.new.s > 0.0),
+                wall_change_cell(c.share_change, c.direction),
+                format!("{:.2} -> {:.2}", c.old.threads, c.new.threads),
+            ]);
+        }
+        let _ = writeln!(o, "{t}");
+    }
+    let hidden = d.off_cpu.len() - rows.len();
+    if hidden > 0 {
+        let _ = writeln!(
+            o,
+            "{hidden} more off-CPU place(s) moved less (--all lists them)"
+        );
     }
     o
 }
@@ -346,5 +469,67 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("only in old:"), "{text}");
+    }
+
+    fn mutex_wait() -> DiagnosisDiff {
+        compare(
+            &fixture("mutex-wait-2-zen4-kvm.json"),
+            &fixture("mutex-wait-4-zen4-kvm.json"),
+            "two.json",
+            "four.json",
+        )
+    }
+
+    #[test]
+    fn the_wall_diff_of_mutex_wait_matches_its_snapshot_in_80_columns() {
+        let text = render(&mutex_wait(), 80, false);
+        for l in text.lines() {
+            assert!(l.chars().count() <= 80, "{l}");
+        }
+        insta::assert_snapshot!("diagnosis_diff_mutex_wait_80", text);
+        let wall = text.split("Wall time: where").nth(1).expect(&text);
+        // The rule says what one run per side cannot tell.
+        assert!(
+            wall.replace('\n', " ")
+                .contains("only repeated runs of each side tell"),
+            "{wall}"
+        );
+        // The lock wait grew, the place it grew at comes first.
+        let states = wall.split("Off the CPU").next().unwrap();
+        let lock = states.lines().find(|l| l.contains("wait: lock")).unwrap();
+        assert!(lock.contains("+10.5 pt grown"), "{lock}");
+        let places = wall.split("Off the CPU").nth(1).unwrap();
+        assert!(
+            places.find("__lll_lock_wait").unwrap() < places.find("main").unwrap(),
+            "{places}"
+        );
+        // --all lists the places that moved less too.
+        let all = render(&mutex_wait(), 120, true);
+        assert!(
+            all.contains("waiting for a CPU in compute_under_lock"),
+            "{all}"
+        );
+        assert!(!all.contains("more off-CPU place(s)"), "{all}");
+    }
+
+    #[test]
+    fn a_file_without_the_wall_view_is_noted_and_its_other_side_not_compared() {
+        let d = compare(
+            &fixture("spin-phases-4000-zen3-kvm.json"),
+            &fixture("mutex-wait-4-zen4-kvm.json"),
+            "old.json",
+            "four.json",
+        );
+        assert_eq!(d.wall, None);
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.starts_with("old.json has no wall-clock view")),
+            "{:?}",
+            d.notes
+        );
+        let text = render(&d, 80, false);
+        assert!(!text.contains("Wall time: where"), "{text}");
+        assert!(!serde_json::to_string(&d).unwrap().contains("\"wall\""));
     }
 }

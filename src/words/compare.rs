@@ -164,3 +164,37 @@ pub fn different_events(old: &str, new: &str) -> String {
 pub fn too_few_hosts(hosts: usize, min_hosts: usize) -> String {
     format!("{hosts} host(s); bands need {min_hosts} or more")
 }
+
+/// The figures of the wall-time comparison's rule.
+pub struct WallRuleFigures {
+    /// The old run's window of switch records, s.
+    pub old_window_s: f64,
+    /// The new run's.
+    pub new_window_s: f64,
+    /// The smallest move of a share that is marked (0.05 = 5 points).
+    pub min_change: f64,
+}
+
+/// How two wall-clock views compare, and how far a move can be trusted.
+pub fn wall_rule(f: &WallRuleFigures) -> String {
+    format!(
+        "Wall time compared by share of the threads' time, which does not depend on run \
+         length or thread count, and by threads in each state on average (its time / the \
+         window; old {:.2} s, new {:.2} s). The kernel's switch records time each state \
+         exactly, so a run's shares carry no sampling error; but two runs of the same \
+         workload differ by several points (other load, scheduling), which one run per side \
+         cannot measure. A share that moved by {:.0} points or more is marked; only repeated \
+         runs of each side tell whether it moved beyond run-to-run noise.",
+        f.old_window_s,
+        f.new_window_s,
+        100.0 * f.min_change
+    )
+}
+
+/// One diagnosis of two has no wall-clock view.
+pub fn no_wall_view(label: &str) -> String {
+    format!(
+        "{label} has no wall-clock view (recorded with --no-wall, or by an older cpudoctor): \
+         wall time is not compared"
+    )
+}

@@ -7,10 +7,12 @@
 use super::{escape, level_class, page_foot, page_head, slug, swatch};
 use crate::compare::diagnoses::{ComparedDiagnoses, DiagnosisRun};
 use crate::compare::profile::{CodeSide, DiagnosisDiff, Direction, FindingBrief, ProfileRun};
+use crate::compare::wall::WallDiff;
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::short_module;
 use crate::format::pct;
 use crate::render::flame;
+use crate::render::profile_diff::{place_label, state_label};
 use std::fmt::Write;
 
 /// A written page.
@@ -188,7 +190,7 @@ fn diff_tables(h: &mut String, d: &DiagnosisDiff, beside: impl FnOnce(&mut Strin
     let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(&d.rule));
     h.push_str(
         "<div class=\"wide\"><table class=\"functions\"><tr><th>Function</th><th>Module</th>\
-         <th>Old</th><th>New</th><th>FunctionChange</th><th>CPU s per s</th></tr>\n",
+         <th>Old</th><th>New</th><th>Change</th><th>CPU s per s</th></tr>\n",
     );
     let rows: Vec<_> = d
         .functions
@@ -273,9 +275,88 @@ fn diff_tables(h: &mut String, d: &DiagnosisDiff, beside: impl FnOnce(&mut Strin
         }
         h.push_str("</ul>\n");
     }
+    if let Some(w) = &d.wall {
+        wall_tables(h, w);
+    }
     for n in &d.notes {
         let _ = writeln!(h, "<p class=\"muted\">Note: {}</p>", escape(n));
     }
+}
+
+fn change_td(share_change: f64, direction: Direction) -> String {
+    let (class, word) = match direction {
+        Direction::Grown => ("grown", " grown"),
+        Direction::Shrunk => ("shrunk", " shrunk"),
+        Direction::Within => ("", ""),
+    };
+    format!(
+        "<td class=\"num {class}\">{:+.1} pt{word}</td>",
+        100.0 * share_change
+    )
+}
+
+/// Where the threads' wall time went on each side, and the off-CPU places that moved.
+fn wall_tables(h: &mut String, w: &WallDiff) {
+    h.push_str("<h3>Wall time: where the threads' time went</h3>\n");
+    let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(&w.rule));
+    for g in &w.groups {
+        let threads = |x: Option<crate::compare::wall::GroupSide>| {
+            x.map(|x| x.threads.to_string())
+                .unwrap_or_else(|| "no".into())
+        };
+        let _ = writeln!(
+            h,
+            "<div class=\"wide\"><table class=\"wall-states\"><caption>{}: {} &rarr; {} \
+             threads</caption><tr><th>State</th><th>Old</th><th>New</th><th>Change</th>\
+             <th>Threads</th></tr>",
+            escape(g.command.as_deref().unwrap_or("All threads")),
+            threads(g.old),
+            threads(g.new)
+        );
+        for c in &g.states {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}\
+                 <td class=\"num\">{:.2} &rarr; {:.2}</td></tr>",
+                escape(state_label(c.state).trim_start()),
+                pct(c.old.share, 1),
+                pct(c.new.share, 1),
+                change_td(c.share_change, c.direction),
+                c.old.threads,
+                c.new.threads
+            );
+        }
+        h.push_str("</table></div>\n");
+    }
+    let moved: Vec<_> = w
+        .off_cpu
+        .iter()
+        .filter(|c| c.direction != Direction::Within)
+        .take(15)
+        .collect();
+    if moved.is_empty() {
+        h.push_str("<p>No off-CPU stack moved by 5 points or more.</p>\n");
+        return;
+    }
+    h.push_str(
+        "<div class=\"wide\"><table class=\"wall-places\"><caption>Off the CPU, most grown \
+         first (share of all threads' time)</caption><tr><th>Where</th><th>Old</th>\
+         <th>New</th><th>Change</th><th>Threads</th></tr>\n",
+    );
+    for c in moved {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}\
+             <td class=\"num\">{:.2} &rarr; {:.2}</td></tr>",
+            escape(&place_label(&c.place)),
+            pct(c.old.share, 1),
+            pct(c.new.share, 1),
+            change_td(c.share_change, c.direction),
+            c.old.threads,
+            c.new.threads
+        );
+    }
+    h.push_str("</table></div>\n");
 }
 
 fn runs_section(h: &mut String, runs: &[DiagnosisRun]) {
@@ -393,6 +474,21 @@ pub fn render_diagnoses(compared: &ComparedDiagnoses) -> DiagnosisReport {
             &id,
         );
         figure(&mut h, &id, "flame", drawn, &caption, &mut out);
+        if d.wall.is_some() {
+            let id = format!("flame-wall-{}", slug(&r.label));
+            let caption = format!(
+                "Wall-time flame graph of {}: every thread's time, on and off the CPU, width = \
+                 share of thread time; warm stacks ran on a CPU, aqua ones waited for a CPU, \
+                 blue ones were blocked, the top frame saying why",
+                r.label
+            );
+            let drawn = flame::wall_flame_graph(
+                d,
+                &format!("{}: wall time, {}", r.label, short_module(&workload(d))),
+                &id,
+            );
+            figure(&mut h, &id, "flame-wall", drawn, &caption, &mut out);
+        }
     }
     runs_section(&mut h, runs);
     h.push_str(&page_foot());
@@ -453,5 +549,32 @@ mod tests {
         assert_eq!(r.charts, 1);
         assert!(!r.html.contains("What changed"));
         assert!(r.html.contains("saved without call stacks"));
+    }
+
+    #[test]
+    fn diagnoses_with_a_wall_view_get_a_wall_time_flame_graph_each_and_the_wall_diff() {
+        let r = render_diagnoses(
+            &ComparedDiagnoses::new(vec![
+                run("mutex-wait-2-zen4-kvm.json", "two.json"),
+                run("mutex-wait-4-zen4-kvm.json", "four.json"),
+            ])
+            .unwrap(),
+        );
+        // A CPU and a wall-time graph per diagnosis, and the differential one.
+        assert_eq!(r.charts, 5, "{:?}", r.charts_skipped);
+        let h = &r.html;
+        assert_eq!(h.matches("data-kind=\"flame-wall\"").count(), 2);
+        let at = |s: &str| h.find(s).unwrap_or_else(|| panic!("no {s}"));
+        assert!(at("id=\"flame-two-json\"") < at("id=\"flame-wall-two-json\""));
+        // The wall diff sits in the comparison, before the flame graphs.
+        assert!(at("Wall time: where the threads") < at("id=\"flame-graphs\""));
+        assert!(h.contains(
+            "<td>wait: lock</td><td class=\"num\">23.0%</td>\
+             <td class=\"num\">33.6%</td><td class=\"num grown\">+10.5 pt grown</td>"
+        ));
+        assert!(h.contains(
+            "blocked: futex in __lll_lock_wait (libc.so.6), lock wait of take_lock_and_work"
+        ));
+        assert!(!h.contains("FunctionChange"), "the column reads Change");
     }
 }
