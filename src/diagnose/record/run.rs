@@ -39,8 +39,8 @@ const MEMORY_EVERY: Duration = Duration::from_millis(500);
 /// map its shared buffers, so reading 38 PostgreSQL backends every 500 ms took 60% of
 /// diagnose's own CPU time, and the server's locks with it. Beyond a few processes the
 /// interval grows with their number, [`SMAPS_PER_PROCESS`] each: about four reads a second
-/// in all.
-const SMAPS_EVERY: Duration = Duration::from_secs(2);
+/// in all. A process that ran since its last read is read once more when recording stops.
+const SMAPS_EVERY: Duration = MEMORY_EVERY;
 const SMAPS_PER_PROCESS: Duration = Duration::from_millis(250);
 /// The poll loop's sleep between rounds.
 const ROUND_SLEEP: Duration = Duration::from_millis(50);
@@ -496,8 +496,14 @@ impl<'a> Run<'a> {
                 self.hot_code.refresh(pid, &pages);
             }
         }
-        let now = Instant::now();
         let every = SMAPS_EVERY.max(SMAPS_PER_PROCESS * self.st.pids.len() as u32);
+        self.read_smaps(every);
+    }
+
+    /// Each followed process's memory, when it ran since its last read and that was `every`
+    /// ago (or it was never read).
+    fn read_smaps(&mut self, every: Duration) {
+        let now = Instant::now();
         for &pid in &self.st.pids {
             let samples = self.st.pid_samples.get(&pid).copied().unwrap_or(0);
             let due = self
@@ -594,6 +600,8 @@ impl<'a> Run<'a> {
         let end_ns = monotonic_ns();
         self.take_records();
         let wall = self.close_wall(end_ns);
+        // The last look at the memory of processes that ran since theirs.
+        self.read_smaps(Duration::ZERO);
         let counter_values = self.counters.as_ref().map(|c| c.read()).unwrap_or_default();
         let live_pids: Vec<u32> = self
             .st
