@@ -385,7 +385,7 @@ mod tests {
             assert!((sum - 1.0).abs() < 1e-9, "{sum}");
         }
         // 2 threads -> 4 on one lock: the lock wait's share grows by more than 5 points
-        // (23.0% -> 33.6% in these runs), and more threads sleep on it at any moment.
+        // (33.0% -> 59.0% in these runs), and more threads sleep on it at any moment.
         let lock = state(WallState::Wait {
             kind: WaitKind::Lock,
         });

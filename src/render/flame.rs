@@ -261,7 +261,7 @@ mod tests {
         );
         // Counted in microseconds of thread time.
         assert!(
-            svg.contains("<title>[blocked: futex] (3,371,592 us,"),
+            svg.contains("<title>[blocked: futex] (5,925,453 us,"),
             "lock wait"
         );
         // compute_under_lock three times: on a CPU (warm: inferno's hot palette, red high and

@@ -497,7 +497,7 @@ mod tests {
         // The lock wait grew, the place it grew at comes first.
         let states = wall.split("Off the CPU").next().unwrap();
         let lock = states.lines().find(|l| l.contains("wait: lock")).unwrap();
-        assert!(lock.contains("+10.5 pt grown"), "{lock}");
+        assert!(lock.contains("+26.0 pt grown"), "{lock}");
         let places = wall.split("Off the CPU").nth(1).unwrap();
         assert!(
             places.find("__lll_lock_wait").unwrap() < places.find("main").unwrap(),

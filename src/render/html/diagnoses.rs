@@ -569,8 +569,8 @@ mod tests {
         // The wall diff sits in the comparison, before the flame graphs.
         assert!(at("Wall time: where the threads") < at("id=\"flame-graphs\""));
         assert!(h.contains(
-            "<td>wait: lock</td><td class=\"num\">23.0%</td>\
-             <td class=\"num\">33.6%</td><td class=\"num grown\">+10.5 pt grown</td>"
+            "<td>wait: lock</td><td class=\"num\">33.0%</td>\
+             <td class=\"num\">59.0%</td><td class=\"num grown\">+26.0 pt grown</td>"
         ));
         assert!(h.contains(
             "blocked: futex in __lll_lock_wait (libc.so.6), lock wait of take_lock_and_work"
