@@ -654,12 +654,19 @@ pub fn wait_in_stack<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Wai
     // A function with a name says more than one a stripped binary's CFI bounds
     // (`postgres@0x45d8a0`), when one comes within a few frames.
     let unnamed = |n: &str| n.is_empty() || n.contains("@0x");
-    let waiter = candidates
-        .iter()
-        .take(NAMED_WAITER_REACH)
-        .find(|n| !unnamed(n))
-        .or(candidates.first())
-        .map(|n| n.to_string());
+    // CPython's frames between the GIL and the Python code are the interpreter's own
+    // (`_PyEval_EvalFrameDefault`, `method_vectorcall`...): the waiting Python function is not
+    // in a native stack without a perf map, so no caller is named rather than the interpreter.
+    let waiter = (k.owner != "CPython")
+        .then(|| {
+            candidates
+                .iter()
+                .take(NAMED_WAITER_REACH)
+                .find(|n| !unnamed(n))
+                .or(candidates.first())
+                .map(|n| n.to_string())
+        })
+        .flatten();
     Some(WaitInStack {
         owner: k.owner.to_string(),
         kind: if juc_lock { WaitKind::Lock } else { k.kind },

@@ -31,6 +31,8 @@ const OTHERS_MIN_SHARE: f64 = 0.10;
 const STEAL_SHARE: f64 = 0.02;
 /// Shortest wait for a CPU worth a finding, ns: below it a short run's noise.
 const STARVED_MIN_NS: f64 = 100e6;
+/// Threads that must sleep on one lock for a finding.
+const MIN_LOCK_WAITERS: usize = 2;
 /// On-CPU functions named for the threads of a lock.
 const HOLDER_FUNCTIONS: usize = 3;
 /// Frames of the stack a lock's waiters sleep in, quoted: the wait, the lock, and the callers
@@ -163,7 +165,13 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             wall_ns,
         };
         let share = facts.share();
-        let level = if share >= HAZARD_SHARE && waiting.len() >= 2 {
+        // One thread waiting on a lock is no contention between threads: it is more often a
+        // main thread joining its workers through a lock (CPython's Thread.join) or a consumer
+        // waiting for one producer.
+        if waiting.len() < MIN_LOCK_WAITERS {
+            continue;
+        }
+        let level = if share >= HAZARD_SHARE {
             Level::Hazard
         } else if share >= NOTICE_SHARE {
             Level::Notice

@@ -277,18 +277,14 @@ impl Observer {
                 .ok()
                 .map(|p| p.display().to_string())
         });
-        let mem = self
-            .mem
-            .entry(pid)
-            .or_insert_with(|| std::fs::File::open(format!("/proc/{pid}/mem")).ok());
-        let stack = match mem {
-            Some(mem) => {
+        let stack = match self.stack_bytes(pid, sp) {
+            Some(bytes) => {
                 let callers = unwinder.unwind_sleeping(
                     pid,
                     spaces.maps(pid),
                     pc,
                     sp,
-                    read_stack(mem, sp),
+                    bytes,
                     MAX_STACK_FRAMES,
                 );
                 let mut stack = Vec::with_capacity(1 + callers.len());
@@ -311,6 +307,22 @@ impl Observer {
             },
         );
         Some((reason, stack))
+    }
+
+    /// The top of a sleeping thread's stack, through the process's `/proc/PID/mem`, kept open.
+    /// An open `mem` reads the address space the process had when it was opened: after an
+    /// `execve` (a shell script's `exec python3`) it reads nothing, so an empty read opens it
+    /// again once.
+    fn stack_bytes(&mut self, pid: u32, sp: u64) -> Option<Vec<u8>> {
+        let open = || std::fs::File::open(format!("/proc/{pid}/mem")).ok();
+        let mem = self.mem.entry(pid).or_insert_with(open);
+        let bytes = read_stack(mem.as_ref()?, sp);
+        if !bytes.is_empty() {
+            return Some(bytes);
+        }
+        *mem = open();
+        let bytes = read_stack(mem.as_ref()?, sp);
+        (!bytes.is_empty()).then_some(bytes)
     }
 
     /// Forgets a process that exited.
