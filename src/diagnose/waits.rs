@@ -33,6 +33,9 @@ const STEAL_SHARE: f64 = 0.02;
 const STARVED_MIN_NS: f64 = 100e6;
 /// Threads that must sleep on one lock for a finding.
 const MIN_LOCK_WAITERS: usize = 2;
+/// Share of its wall time a thread of the waiters' process runs, never sleeping on the lock,
+/// from which it is named as the holder.
+const HOLDER_RUNNING_SHARE: f64 = 0.5;
 /// On-CPU functions named for the threads of a lock.
 const HOLDER_FUNCTIONS: usize = 3;
 /// Frames of the stack a lock's waiters sleep in, quoted: the wait, the lock, and the callers
@@ -192,7 +195,27 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
         if let Some(spin) = on_cpu.spin_share(&g.owner).filter(|s| *s >= 0.005) {
             evidence.push(words::lock_spin_share(&g.owner, spin));
         }
-        let ran = on_cpu.top();
+        // Who held it: the waiters' own processes' threads that ran most of their time and
+        // never slept on it (a holder that releases and takes the lock again before a woken
+        // waiter runs keeps it: a pthread mutex is not fair), then what all of them ran.
+        let pids: BTreeSet<u32> = waiting.iter().map(|t| t.pid).collect();
+        let holders: Vec<&ThreadWall> = wall
+            .threads
+            .iter()
+            .filter(|t| pids.contains(&t.pid) && !tids.contains(&t.tid))
+            .filter(|t| t.times.share(t.times.running_s) >= HOLDER_RUNNING_SHARE)
+            .collect();
+        for h in &holders {
+            evidence.push(words::lock_holder(
+                h.tid,
+                &h.name,
+                h.times.share(h.times.running_s),
+                &g.owner,
+            ));
+        }
+        let mut all = tids.clone();
+        all.extend(holders.iter().map(|h| h.tid));
+        let ran = OnCpu::of(hot, &all).top();
         if !ran.is_empty() {
             evidence.push(words::lock_holders_ran(&ran));
         }
