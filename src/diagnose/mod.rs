@@ -364,17 +364,13 @@ pub fn build(
     let wall = rec.wall.as_ref().map(|w| {
         let names = &rec.thread_names;
         let threads = &rec.threads;
-        wall::report(w, std::mem::take(&mut hot.waits), &hot.threads, |pid| {
-            names
-                .get(&pid)
-                .cloned()
-                .or_else(|| {
-                    threads
-                        .iter()
-                        .find(|t| t.tid == pid)
-                        .map(|t| t.name.clone())
-                })
-                .unwrap_or_else(|| format!("pid {pid}"))
+        wall::report(w, std::mem::take(&mut hot.waits), &hot.threads, |tid| {
+            names.get(&tid).cloned().or_else(|| {
+                threads
+                    .iter()
+                    .find(|t| t.tid == tid)
+                    .map(|t| t.name.clone())
+            })
         })
     });
     let findings = rules::findings(&rules::Context {

@@ -228,13 +228,13 @@ pub struct NamedWait {
 
 /// The report: each thread's times from `rec`, the wait for a CPU after wake-ups moved out of
 /// blocked with schedstat's run-queue delay (from the thread reports' figures), spinning from
-/// the on-CPU samples' site kinds, and the named stacks grouped. `process_name` names a
-/// process by pid.
+/// the on-CPU samples' site kinds, and the named stacks grouped. `name_of` names a thread by
+/// its id (a process by its main thread's, the pid), from the comm records and /proc.
 pub fn report(
     rec: &WallRecording,
     named: Vec<NamedWait>,
     on_cpu: &[ThreadReport],
-    process_name: impl Fn(u32) -> String,
+    name_of: impl Fn(u32) -> Option<String>,
 ) -> WallReport {
     let by_tid: HashMap<u32, &ThreadReport> = on_cpu.iter().map(|t| (t.figures.tid, t)).collect();
     let mut wake_moved: HashMap<u32, f64> = HashMap::new();
@@ -269,8 +269,12 @@ pub fn report(
         threads.push(ThreadWall {
             pid: t.pid,
             tid,
-            name: report.map(|r| r.figures.name.clone()).unwrap_or_default(),
-            command: process_name(t.pid),
+            name: report
+                .map(|r| r.figures.name.clone())
+                .filter(|n| !n.is_empty())
+                .or_else(|| name_of(tid))
+                .unwrap_or_default(),
+            command: name_of(t.pid).unwrap_or_else(|| format!("pid {}", t.pid)),
             times: StateTimes {
                 wall_s: s(wall_ns as f64),
                 running_s: s(t.running_ns as f64),
