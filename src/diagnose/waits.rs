@@ -367,7 +367,7 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
                 .others
                 .iter()
                 .take(3)
-                .map(|o| (o.command.clone(), o.pid, o.total_cpu_ns() as f64))
+                .map(|o| (o.command.clone(), o.pid, o.cpu_ns as f64))
                 .collect();
             evidence.push(words::starved_others(c.others_ns as f64, &top));
         }

@@ -17,7 +17,8 @@ const OTHERS_KEPT: usize = 5;
 pub struct CpuHolders {
     /// Processes outside the workload that used CPU, most first (at most 5).
     pub others: Vec<OtherProcess>,
-    /// CPU time of all the other processes together (their reaped children included), ns.
+    /// CPU time of all the other processes together in the window, ns (not their children
+    /// reaped meanwhile, whose time is counted over their whole lives).
     pub others_ns: u64,
     /// Every CPU of the machine together: busy, idle, and stolen by the hypervisor.
     pub machine: Option<CpuTimeDelta>,
@@ -66,8 +67,12 @@ impl CpuWindow {
         let mut followed = followed.clone();
         followed.insert(std::process::id());
         let end = ProcessCpuSnapshot::take();
+        // Their own CPU time in the window only: the time of children reaped meanwhile is
+        // counted over their whole lives, which can be far longer than the window.
         let mut others = contention::other_processes(&self.processes, &end, &followed, hz);
-        let others_ns = others.iter().map(OtherProcess::total_cpu_ns).sum();
+        others.retain(|o| o.cpu_ns > 0);
+        others.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then(a.pid.cmp(&b.pid)));
+        let others_ns = others.iter().map(|o| o.cpu_ns).sum();
         others.truncate(OTHERS_KEPT);
         let machine = match (self.machine, cpu_time::cpu_time_snapshot()) {
             (Some(a), Some(b)) => Some(CpuTimeWindow::between(&a, &b, hz).total),
