@@ -96,19 +96,45 @@ pub fn spin_beside_sleep(wall: &WallReport, runtime: Runtime, tids: &[u32]) -> O
     ))
 }
 
-/// One lock's waiters: time asleep per thread, and the stacks they slept in.
+/// One lock's waiters: time asleep per thread, the callers that took it, and the stacks they
+/// slept in.
 #[derive(Default)]
 struct LockGroup {
     owner: String,
     what: String,
-    waiter: Option<String>,
-    module: Option<String>,
+    /// Time asleep by the caller that takes the lock (and its module).
+    waiters: BTreeMap<Option<String>, (u64, Option<String>)>,
     by_thread: BTreeMap<u32, u64>,
     stacks: Vec<(Vec<String>, u64)>,
 }
 
+impl LockGroup {
+    /// The caller that takes the lock in most of the time asleep on it, when it takes it in
+    /// at least half: the one a title can name.
+    fn main_waiter(&self) -> Option<(&str, Option<&str>)> {
+        let total: u64 = self.waiters.values().map(|w| w.0).sum();
+        let (name, (ns, module)) = self.waiters.iter().max_by_key(|(_, w)| w.0)?;
+        (2 * ns >= total).then_some(())?;
+        Some((name.as_deref()?, module.as_deref()))
+    }
+
+    /// The callers that take it, most time first, with their share of it (when more than one).
+    fn waiter_shares(&self) -> Vec<(String, f64)> {
+        let total = self.waiters.values().map(|w| w.0).sum::<u64>().max(1) as f64;
+        let mut v: Vec<(String, f64)> = self
+            .waiters
+            .iter()
+            .filter_map(|(n, w)| Some((n.clone()?, w.0 as f64 / total)))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if v.len() < 2 { Vec::new() } else { v }
+    }
+}
+
 fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
-    let mut groups: BTreeMap<(String, String, Option<String>), LockGroup> = BTreeMap::new();
+    // One finding per lock (its owner and what it is), whoever takes it: PostgreSQL's row
+    // lock is taken through LockTuple in one stack and heap_update in the next.
+    let mut groups: BTreeMap<(String, String), LockGroup> = BTreeMap::new();
     for s in &wall.stacks {
         let (OffCpu::Blocked { .. }, Some(w)) = (&s.state, &s.wait) else {
             continue;
@@ -117,19 +143,22 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             continue;
         }
         let g = groups
-            .entry((w.owner.clone(), w.what.clone(), w.waiter.clone()))
+            .entry((w.owner.clone(), w.what.clone()))
             .or_insert_with(|| LockGroup {
                 owner: w.owner.clone(),
                 what: w.what.clone(),
-                waiter: w.waiter.clone(),
-                module: w.waiter.as_ref().and_then(|name| {
-                    s.frames
-                        .iter()
-                        .find(|f| f.function.as_deref() == Some(name))
-                        .map(|f| f.module.clone())
-                }),
                 ..LockGroup::default()
             });
+        let waiter = g.waiters.entry(w.waiter.clone()).or_insert_with(|| {
+            let module = w.waiter.as_ref().and_then(|name| {
+                s.frames
+                    .iter()
+                    .find(|f| f.function.as_deref() == Some(name))
+                    .map(|f| f.module.clone())
+            });
+            (0, module)
+        });
+        waiter.0 += s.ns;
         for t in &s.threads {
             *g.by_thread.entry(t.tid).or_default() += t.ns;
         }
@@ -157,10 +186,11 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
+        let main = g.main_waiter();
         let facts = LockWaitFacts {
             owner: &g.owner,
             what: &g.what,
-            waiter: g.waiter.as_deref(),
+            waiter: main.map(|m| m.0),
             threads: waiting.len(),
             processes: waiting.iter().map(|t| t.pid).collect::<BTreeSet<_>>().len(),
             commands: &commands,
@@ -182,6 +212,10 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             continue;
         };
         let mut evidence = vec![words::lock_wait_share(&facts)];
+        let takers = g.waiter_shares();
+        if !takers.is_empty() {
+            evidence.push(words::lock_takers(&takers));
+        }
         let mut stacks = g.stacks.clone();
         stacks.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         if let Some((frames, ns)) = stacks.first() {
@@ -227,8 +261,8 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             id: "lock_wait".into(),
             level,
             title: words::lock_wait_title(&facts),
-            symbol: g.waiter.clone(),
-            module: g.module.clone(),
+            symbol: main.map(|m| m.0.to_string()),
+            module: main.and_then(|m| m.1).map(str::to_string),
             offset: None,
             sample_share: None,
             wall_share: Some(share),

@@ -77,6 +77,19 @@ pub fn lock_wait_share(f: &LockWaitFacts) -> String {
     )
 }
 
+/// `taken in LockTuple 67.0%, heap_update 25.0% of the time asleep on it`.
+pub fn lock_takers(takers: &[(String, f64)]) -> String {
+    format!(
+        "taken in {} of the time asleep on it",
+        takers
+            .iter()
+            .take(4)
+            .map(|(f, s)| format!("{f} {}", pct(*s, 1)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 /// `where they wait: __lll_lock_wait <- pthread_mutex_lock <- take_lock_and_work (92.0%)`.
 pub fn lock_wait_stack(frames: &[String], share: f64) -> String {
     format!(
