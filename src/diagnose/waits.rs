@@ -180,12 +180,7 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             .collect();
         let wall_ns: f64 = waiting.iter().map(|t| t.times.wall_s * 1e9).sum();
         let blocked_ns = g.by_thread.values().sum::<u64>() as f64;
-        let commands: Vec<String> = waiting
-            .iter()
-            .map(|t| t.command.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let commands = commands_of(&waiting);
         let main = g.main_waiter();
         let facts = LockWaitFacts {
             owner: &g.owner,
@@ -275,6 +270,16 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
     out
 }
 
+/// The command names of some threads, each once, in order.
+fn commands_of(threads: &[&ThreadWall]) -> Vec<String> {
+    threads
+        .iter()
+        .map(|t| t.command.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// The on-CPU samples of a set of threads, by function.
 struct OnCpu<'a> {
     hot: &'a HotSpots,
@@ -359,12 +364,7 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
         .iter()
         .map(|t| t.times.running_s / window)
         .sum();
-    let commands: Vec<String> = waiting
-        .iter()
-        .map(|t| t.command.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let commands = commands_of(&waiting);
     let facts = StarvedFacts {
         threads: waiting.len(),
         commands: &commands,
