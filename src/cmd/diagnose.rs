@@ -54,10 +54,12 @@ pub struct DiagnoseArgs {
     /// are permitted (root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0), diagnose samples
     /// with one event per CPU for every process and keeps the followed processes' records.
     /// Per task, the kernel stops and starts each thread's sampling timer at each of its
-    /// context switches, an exit to the hypervisor in a VM: a server switching 40,000 times a
-    /// second loses ~20% of its throughput, against ~1% CPU-wide. CPU-wide, every process on
-    /// the machine is sampled (a timer interrupt and a 16 KiB stack copy each, ~1% of a busy
-    /// CPU at the default rate), the others' samples dropped. Also set by CPUDOCTOR_PER_TASK=1.
+    /// context switches, an exit to the hypervisor in a VM: PostgreSQL switching 40,000 times
+    /// a second lost ~20% of its throughput per task, ~12% CPU-wide (most of that the
+    /// wall-clock view's context-switch records and diagnose's own reading of /proc; see
+    /// --no-wall). CPU-wide, every process on the machine is sampled (a timer interrupt and a
+    /// 16 KiB stack copy each, ~1% of a busy CPU at the default rate), the others' samples
+    /// dropped. Also set by CPUDOCTOR_PER_TASK=1.
     #[arg(long, env = "CPUDOCTOR_PER_TASK", value_parser = clap::builder::FalseyValueParser::new())]
     pub per_task: bool,
     /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).

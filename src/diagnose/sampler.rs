@@ -8,7 +8,8 @@
 //!   records there (`PERF_EVENT_IOC_SET_OUTPUT`). Allowed unprivileged, but the kernel
 //!   schedules a task's events in and out at each of its context switches: for `cpu-clock`
 //!   that starts and cancels an hrtimer, which in a VM is an exit to the hypervisor each time.
-//!   A server switching 50,000 times a second lost ~18% of its throughput to it.
+//!   PostgreSQL switching ~42,000 times a second lost ~20% of its throughput so, ~12%
+//!   CPU-wide (`reference::PGBENCH_PER_TASK_SAMPLING_LOSS`).
 //! - **CPU-wide**: one event per CPU for every process (`pid` -1; root, `CAP_PERFMON` or
 //!   `perf_event_paranoid` <= 0), which stays scheduled across context switches. Its ring
 //!   holds every process's records; the caller keeps those of the processes it follows,
