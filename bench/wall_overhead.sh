@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What `cpudoctor diagnose` costs a database server that switches tens of thousands of times a
 # second, in the server's own figure: its throughput. PostgreSQL under `pgbench -S` (select-only,
-# 32 clients) or MariaDB under `sysbench oltp_point_select` (16 threads), each round running the
+# 32 clients) or MariaDB under `sysbench oltp_point_select` (32 threads), each round running the
 # same load four ways, interleaved: alone; with diagnose attached to the server's parent (--pid,
 # which follows every backend or thread) with the wall-clock view (the default); with
 # --no-wall (on-CPU sampling only); and with the independent reference, `perf record -e
@@ -43,17 +43,19 @@ postgres)
   }
   ;;
 mariadb)
-  mkdir -p "$work/db" && chown mysql "$work/db"
+  # The server runs as mysql: its socket and PID file go in a directory of its own.
+  mkdir -p "$work/db" "$work/run" && chown mysql "$work/db" "$work/run"
   mariadb-install-db --user=mysql --datadir="$work/db" --auth-root-authentication-method=normal >/dev/null 2>&1
-  mariadbd --user=mysql --datadir="$work/db" --socket="$work/sock" --skip-networking \
-    --innodb-buffer-pool-size=256M --pid-file="$work/pid" >"$work/log" 2>&1 &
-  stop_server() { kill "$(cat "$work/pid" 2>/dev/null)" 2>/dev/null || true; }
-  for _ in $(seq 100); do [ -S "$work/sock" ] && break; sleep 0.2; done
-  mariadb --socket="$work/sock" -uroot -e "CREATE DATABASE sbtest" 2>/dev/null || true
-  sb() { sysbench oltp_point_select --mysql-socket="$work/sock" --mysql-user=root \
+  mariadbd --user=mysql --datadir="$work/db" --socket="$work/run/sock" --skip-networking \
+    --innodb-buffer-pool-size=256M --pid-file="$work/run/pid" >"$work/log" 2>&1 &
+  stop_server() { kill "$(cat "$work/run/pid" 2>/dev/null)" 2>/dev/null || true; }
+  for _ in $(seq 100); do [ -S "$work/run/sock" ] && break; sleep 0.2; done
+  [ -S "$work/run/sock" ] || { echo "mariadbd did not start:" >&2; tail -5 "$work/log" >&2; exit 1; }
+  mariadb --socket="$work/run/sock" -uroot -e "CREATE DATABASE sbtest" 2>/dev/null || true
+  sb() { sysbench oltp_point_select --mysql-socket="$work/run/sock" --mysql-user=root \
     --tables=1 --table-size=10000 "$@"; }
   sb prepare >/dev/null 2>&1
-  parent=$(cat "$work/pid")
+  parent=$(cat "$work/run/pid")
   load() { sb --threads=$clients --time="$secs" run 2>/dev/null | awk '/transactions:/ {gsub(/\(/,"",$3); print $3}'; }
   ;;
 *) echo "usage: $0 postgres|mariadb [ROUNDS] [SECONDS]" >&2; exit 2 ;;

@@ -86,3 +86,17 @@ pub const STLB_ENTRIES_SKYLAKE: u64 = 1536;
 /// Second-level data TLB entries on Zen 4: 3072 (AMD Software Optimization Guide for AMD
 /// Family 19h Processors, L2 DTLB).
 pub const STLB_ENTRIES_ZEN4: u64 = 3072;
+
+/// Context switches a second of PostgreSQL 15 under `pgbench -S -c 32` on the 2-vCPU KVM
+/// development guest: ~41,000 (`bench/wall_overhead.sh postgres 5 5`, 2026-11-27).
+pub const PGBENCH_SWITCHES_PER_S: f64 = 41_000.0;
+/// The throughput it lost to `diagnose` sampling per task (one `cpu-clock` event per thread,
+/// whose timer the kernel stops and starts at each switch: an exit to the hypervisor each
+/// time), wall-clock view on: 20.5% (same run; 18.9% and 20.4% in two runs beside CPU-wide
+/// ones).
+pub const PGBENCH_PER_TASK_SAMPLING_LOSS: f64 = 0.205;
+/// The same, sampling CPU-wide: 12.4% (8.2% to 14.2% over three runs the same morning). Most
+/// of it is not the sampling: the wall-clock view's context-switch records (~0.8 us a switch
+/// in this guest, CPU-wide or per task alike) and diagnose's own reading of /proc (~3% of the
+/// two vCPUs). See docs/diagnose.md.
+pub const PGBENCH_CPU_WIDE_SAMPLING_LOSS: f64 = 0.124;

@@ -31,6 +31,7 @@ fn programs() -> Option<&'static Path> {
             "late_thread",
             "fork_children",
             "turn_call",
+            "cpu_bound",
         ] {
             // Frame pointers in every function, leaves included, as distributions that
             // build for profiling do: the kernel's stack walk needs them.
@@ -415,9 +416,11 @@ fn perf_events_of(pid: u32) -> usize {
 }
 
 /// Runs `diagnose` with `args`, calls `attached` once it has attached (it holds at least
-/// `tasks` perf events, one per task and CPU, and has opened no more for 300 ms), and returns
-/// what it printed when it ends.
+/// `tasks` perf events, one per task and CPU, or one per CPU when it samples CPU-wide, and has
+/// opened no more for 300 ms), and returns what it printed when it ends.
 fn diagnose_attached(args: &[&str], tasks: usize, attached: impl FnOnce()) -> std::process::Output {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let tasks = tasks.min(cpus);
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
         .arg("diagnose")
         .args(args)
@@ -527,6 +530,60 @@ fn attaching_to_a_parent_follows_the_children_it_had_and_those_it_starts() {
         screen.contains("Processes   4 processes followed: fork_worker x3 (2 running at"),
         "{screen}"
     );
+}
+
+#[test]
+fn sampling_cpu_wide_follows_a_forked_child_and_leaves_out_a_busy_process_beside_it() {
+    // Guards the CPU-wide filter: its events sample every process on the machine, and only
+    // the followed ones' records may reach the diagnosis. The command forks a worker while
+    // recording (followed through the fork record); cpu_bound, busy beside it all along, is
+    // sampled by the same events and must leave neither samples nor switches.
+    let Some(busy) = spawn("cpu_bound", &["40000000000"]) else {
+        return;
+    };
+    let other = u64::from(busy.0.id());
+    let p = program("fork_children").unwrap();
+    let d = json_of(
+        cpudoctor()
+            .env_remove("CPUDOCTOR_PER_TASK")
+            .args(["diagnose", "--json", "--duration", "1.5", "--"])
+            .arg(&p)
+            .arg("1"),
+    );
+    if d["sampling"]["scope"] != "cpu-wide" {
+        missing_tool(
+            "permission to open CPU-wide perf events",
+            "run the tests as root, or with kernel.perf_event_paranoid=0",
+        );
+        return;
+    }
+    let workers = followed(&d, "fork_worker");
+    assert_eq!(workers["started"], 1, "{workers:#}");
+    assert!(workers["samples"].as_u64().unwrap() > 0, "{workers:#}");
+    assert_eq!(hottest_function(&d), "worker_compute");
+    // The busy process was sampled (dropped as another's), and nothing of it is reported.
+    assert!(
+        d["sampling"]["other_samples"].as_u64().unwrap_or(0) > 0,
+        "{:#}",
+        d["sampling"]
+    );
+    for t in d["threads"].as_array().unwrap() {
+        assert_ne!(t["pid"].as_u64(), Some(other), "{t:#}");
+    }
+    let wall = d["wall"]["threads"].as_array().unwrap();
+    assert!(
+        wall.iter().all(|t| t["pid"].as_u64() != Some(other)),
+        "{wall:#?}"
+    );
+    // Each followed thread's states add up to no more than the window (a dead thread's last
+    // switch, recorded CPU-wide after its exit, once made that twice the window).
+    let window = d["wall"]["method"]["window_s"].as_f64().unwrap();
+    for t in wall {
+        assert!(
+            t["wall_s"].as_f64().unwrap() <= window * 1.01,
+            "window {window} s: {t:#}"
+        );
+    }
 }
 
 /// The function with most samples.

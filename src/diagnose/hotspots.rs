@@ -750,6 +750,9 @@ mod tests {
         let total = samples.values().flat_map(|t| t.values()).sum();
         Recording {
             mode: SamplingMode::CpuClock,
+            scope: crate::diagnose::sampler::SamplingScope::PerTask,
+            per_task_because: None,
+            other_samples: 0,
             frequency_hz: 499,
             wall_s: 1.0,
             root_pid: 99_999_997,

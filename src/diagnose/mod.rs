@@ -45,7 +45,7 @@ use hotspots::{HotFunction, HotSite, HotSpots, KindShare, ThreadReport};
 use memory::ProcessMemory;
 use record::{ProcessTotals, Recording};
 use rules::{Finding, MachineCosts, PauseCost};
-use sampler::SamplingMode;
+use sampler::{SamplingMode, SamplingScope};
 use serde::{Deserialize, Serialize};
 
 /// Version of the diagnosis JSON layout (`docs/diagnose.md`).
@@ -110,6 +110,14 @@ pub struct SamplingReport {
     pub event: SamplingMode,
     /// Why this event.
     pub reason: String,
+    /// `cpu-wide` (one event per CPU for every process, the followed processes' records kept)
+    /// or `per-task` (one per followed thread and CPU; every file written before CPU-wide
+    /// sampling was).
+    #[serde(default)]
+    pub scope: SamplingScope,
+    /// With CPU-wide sampling, samples of processes not followed, dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub other_samples: u64,
     /// Samples per second per running thread.
     pub frequency_hz: u64,
     /// Wall time recorded, s.
@@ -351,6 +359,42 @@ pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> 
     (locked || hitm, split)
 }
 
+/// Context switches a second of the followed threads above which per-task sampling costs the
+/// workload more than the 3% diagnose aims at: PostgreSQL lost ~20% at ~41,000 a second
+/// (`reference::PGBENCH_PER_TASK_SAMPLING_LOSS`), about 0.5% per 1,000, so ~6,000 a second
+/// would cost it 3%; 5,000 says so a little early rather than late.
+const PER_TASK_COSTLY_SWITCHES_PER_S: f64 = 5_000.0;
+
+/// What the recording's sampling scope calls for saying: CPU-wide events refused for other
+/// reasons than permission; per task for want of permission while the workload switched
+/// often enough to pay for it; CPU-wide with most samples other processes'.
+fn scope_note(rec: &Recording) -> Option<String> {
+    use record::PerTaskBecause;
+    match &rec.per_task_because {
+        Some(PerTaskBecause::Refused(error)) => {
+            Some(crate::words::diagnose::cpu_wide_refused(error))
+        }
+        Some(PerTaskBecause::NotPermitted { paranoid }) => {
+            let switches: u64 = rec
+                .threads
+                .iter()
+                .map(|t| t.voluntary_switches + t.involuntary_switches)
+                .sum();
+            let rate = switches as f64 / rec.wall_s.max(1e-9);
+            (rate >= PER_TASK_COSTLY_SWITCHES_PER_S)
+                .then(|| crate::words::diagnose::per_task_at_switch_rate(rate, *paranoid))
+        }
+        Some(PerTaskBecause::Asked) => None,
+        None => (rec.other_samples > rec.total_samples).then(|| {
+            crate::words::diagnose::cpu_wide_mostly_others(rec.other_samples, rec.total_samples)
+        }),
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Assembles the diagnosis: evidence, findings, facts.
 pub fn build(
     rec: Recording,
@@ -400,6 +444,7 @@ pub fn build(
             rec.lost
         ));
     }
+    notes.extend(scope_note(&rec));
     let mut samples_by_pid = std::collections::BTreeMap::new();
     for t in &hot.threads {
         *samples_by_pid.entry(t.figures.pid).or_insert(0) += t.samples;
@@ -418,6 +463,8 @@ pub fn build(
         sampling: SamplingReport {
             event: rec.mode,
             reason: mode_reason,
+            scope: rec.scope,
+            other_samples: rec.other_samples,
             frequency_hz: rec.frequency_hz,
             wall_s: rec.wall_s,
             samples: rec.total_samples,

@@ -2,12 +2,14 @@
 //! code in [`super::sampler`] that reads them out of shared memory. The layout follows the
 //! attributes the sampler opens with (`sample_type = IP | TID | TIME [| CALLCHAIN]
 //! [| REGS_USER | STACK_USER]`, `sample_id_all`), as `perf_event_open(2)` documents each
-//! `PERF_RECORD_*` type.
+//! `PERF_RECORD_*` type. A CPU-wide event writes every process's records; [`process_and_time`]
+//! reads a sample's or switch's process without the rest, so those of other processes are
+//! skipped where they lie, stack copy and all.
 
 use perf_event_open_sys::bindings::{
     PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
     PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
-    PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH,
+    PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, PERF_RECORD_SWITCH_CPU_WIDE,
 };
 
 /// One record from the ring, reduced to what diagnose uses.
@@ -78,7 +80,8 @@ pub enum Record {
         /// Time in ns.
         time_ns: u64,
     },
-    /// The thread went off or onto a CPU (`PERF_RECORD_SWITCH`, with `context_switch`).
+    /// The thread went off or onto a CPU (`PERF_RECORD_SWITCH` of a per-task event, or
+    /// `PERF_RECORD_SWITCH_CPU_WIDE` of a CPU-wide one, with `context_switch`).
     Switch {
         /// Process.
         pid: u32,
@@ -316,8 +319,14 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], layout: SampleLayout) -> 
                 Record::Exit { pid, tid, time_ns }
             })
         }
-        PERF_RECORD_SWITCH => {
-            // Only the `sample_id` trailer: pid, tid, time.
+        PERF_RECORD_SWITCH | PERF_RECORD_SWITCH_CPU_WIDE => {
+            // A CPU-wide event's record first names the task on the other side of the switch
+            // (the next one at a switch-out, the previous one at a switch-in): not needed.
+            if kind == PERF_RECORD_SWITCH_CPU_WIDE {
+                let _next_prev_pid_tid = c.u64()?;
+            }
+            // Then the `sample_id` trailer: pid, tid, time of the task switching in or out
+            // (the one running when the kernel writes it), as in the per-task record.
             let pid = c.u32()?;
             let tid = c.u32()?;
             let time_ns = c.u64()?;
@@ -342,6 +351,33 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], layout: SampleLayout) -> 
         }
         _ => None,
     }
+}
+
+/// The process and time of a sample or a CPU-wide switch record, read from the first 24 bytes
+/// of its body (`ip, pid, tid, time` and `next_prev_pid, next_prev_tid, pid, tid, time`);
+/// `None` for other types, which are read in full.
+pub fn process_and_time(kind: u32, body_start: &[u8]) -> Option<(u32, u64)> {
+    let mut c = Cursor { b: body_start };
+    match kind {
+        PERF_RECORD_SAMPLE | PERF_RECORD_SWITCH_CPU_WIDE => {
+            c.skip(8)?;
+            let pid = c.u32()?;
+            let _tid = c.u32()?;
+            Some((pid, c.u64()?))
+        }
+        _ => None,
+    }
+}
+
+/// Bytes of a record body that [`process_and_time`] reads.
+pub const PROCESS_AND_TIME_BYTES: usize = 24;
+
+/// The new process of a fork record (`pid` first in its body); `None` for other types.
+pub fn forked_process(kind: u32, body_start: &[u8]) -> Option<u32> {
+    if kind != PERF_RECORD_FORK {
+        return None;
+    }
+    Cursor { b: body_start }.u32()
 }
 
 /// `REGS_USER` then `STACK_USER`: `abi` (0 when the sample hit no user context, then no
@@ -538,6 +574,60 @@ mod tests {
             parse_record(PERF_RECORD_SWITCH, 0, &body[..12], SampleLayout::LEAF),
             None
         );
+    }
+
+    #[test]
+    fn a_cpu_wide_switch_record_is_the_task_switching_not_the_one_on_the_other_side() {
+        // PERF_RECORD_SWITCH_CPU_WIDE: next_prev_pid/tid (the task switched to at a switch-out,
+        // from at a switch-in), then the sample_id trailer of the task switching, whose
+        // record it is. Here 5/6 leaves the CPU to 77/78 (preempted), then comes back.
+        let body = bytes(&[pid_tid(77, 78), pid_tid(5, 6), 900]);
+        let at = |misc: u32| {
+            parse_record(
+                PERF_RECORD_SWITCH_CPU_WIDE,
+                misc as u16,
+                &body,
+                SampleLayout::LEAF,
+            )
+        };
+        let rec = |switch| {
+            Some(Record::Switch {
+                pid: 5,
+                tid: 6,
+                time_ns: 900,
+                switch,
+            })
+        };
+        assert_eq!(at(0), rec(Switch::In));
+        assert_eq!(at(PERF_RECORD_MISC_SWITCH_OUT), rec(Switch::OutBlocked));
+        assert_eq!(
+            at(PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT),
+            rec(Switch::OutPreempted)
+        );
+        // Cut short before the trailer's time: rejected.
+        assert_eq!(
+            parse_record(
+                PERF_RECORD_SWITCH_CPU_WIDE,
+                0,
+                &body[..20],
+                SampleLayout::LEAF
+            ),
+            None
+        );
+        // Its process and time are read without the rest, as a sample's are.
+        assert_eq!(
+            process_and_time(PERF_RECORD_SWITCH_CPU_WIDE, &body),
+            Some((5, 900))
+        );
+        let sample = bytes(&[0x401136, pid_tid(100, 101), 5_000, 0xdead]);
+        assert_eq!(
+            process_and_time(PERF_RECORD_SAMPLE, &sample[..PROCESS_AND_TIME_BYTES]),
+            Some((100, 5_000))
+        );
+        assert_eq!(process_and_time(PERF_RECORD_MMAP2, &sample), None);
+        let fork = bytes(&[pid_tid(300, 200), pid_tid(300, 201), 7]);
+        assert_eq!(forked_process(PERF_RECORD_FORK, &fork), Some(300));
+        assert_eq!(forked_process(PERF_RECORD_EXIT, &fork), None);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::counters::{CounterSpec, CounterValue};
 use super::memory::ProcessMemory;
 use super::namespace::NamespacedProcess;
 use super::sampler::{
-    self, Follow, Inherit, OpenError, Record, SampleLayout, Sampler, SamplingMode,
+    self, Follow, Inherit, OpenError, Record, SampleLayout, Sampler, SamplingMode, SamplingScope,
 };
 use super::symbols::{AddressSpaces, Location, MapEntry, Symbol};
 use super::target::TargetError;
@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+mod filter;
 mod run;
 use run::Run;
 
@@ -63,6 +64,8 @@ pub struct RecordOptions {
     /// generations) and those it starts. False (`--no-children`): the process and its threads
     /// only. A started command is always followed into everything it starts.
     pub children: bool,
+    /// Sample per task even where CPU-wide events are permitted (`--per-task`).
+    pub per_task: bool,
 }
 
 impl RecordOptions {
@@ -83,18 +86,69 @@ impl RecordOptions {
     }
 }
 
-/// Opens the sampler, with stack copies and call chains when asked and the kernel takes them;
-/// with call chains only when it refuses the stack copies (or the 2 MiB rings they need, over
-/// an unprivileged user's `perf_event_mlock_kb`), without when it refuses call chains too (a
-/// kernel too old for `sample_max_stack`), with a note each time.
+/// Why the sampling events were per task rather than CPU-wide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerTaskBecause {
+    /// `--per-task`.
+    Asked,
+    /// CPU-wide events need root, `CAP_PERFMON` or `perf_event_paranoid` <= 0.
+    NotPermitted {
+        /// `kernel.perf_event_paranoid` then, when it could be read.
+        paranoid: Option<i32>,
+    },
+    /// The kernel refused them for another reason (its error).
+    Refused(String),
+}
+
+/// Opens the per-task sampler on `tasks` with the richest layout the kernel takes
+/// ([`open_with_layouts`]).
 fn open_sampler(
     opts: &RecordOptions,
     tasks: &[i32],
     enable_on_exec: bool,
     notes: &mut Vec<String>,
 ) -> Result<Sampler, OpenError> {
+    open_with_layouts(opts, notes, |layout| {
+        open_sampler_layout(opts, tasks, enable_on_exec, layout)
+    })
+}
+
+/// Opens the CPU-wide sampler, disabled, unless `--per-task` declines it or the kernel refuses
+/// it (not permitted, most often): then `Err` says why, and the caller samples per task.
+fn open_cpu_wide(opts: &RecordOptions, notes: &mut Vec<String>) -> Result<Sampler, PerTaskBecause> {
+    if opts.per_task {
+        return Err(PerTaskBecause::Asked);
+    }
+    // Notes on a layout refused count only if CPU-wide sampling is used.
+    let mut said = Vec::new();
+    let opened = open_with_layouts(opts, &mut said, |layout| {
+        Sampler::open_cpu_wide(&opts.cpus, opts.mode, opts.frequency_hz, layout, opts.wall)
+    });
+    match opened {
+        Ok(s) => {
+            notes.extend(said);
+            Ok(s)
+        }
+        Err(e) if e.kind() == PerfErrno::NotPermitted => Err(PerTaskBecause::NotPermitted {
+            paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+        }),
+        Err(e) => Err(PerTaskBecause::Refused(e.io().to_string())),
+    }
+}
+
+/// Opens a sampler with `open`, with stack copies and call chains when asked and the kernel
+/// takes them; with call chains only when it refuses the stack copies (or the 2 MiB rings they
+/// need, over an unprivileged user's `perf_event_mlock_kb`), without when it refuses call
+/// chains too (a kernel too old for `sample_max_stack`), with a note each time.
+fn open_with_layouts(
+    opts: &RecordOptions,
+    notes: &mut Vec<String>,
+    open: impl Fn(SampleLayout) -> Result<Sampler, OpenError>,
+) -> Result<Sampler, OpenError> {
     if opts.callchains && cfg!(target_arch = "x86_64") {
-        match open_sampler_layout(opts, tasks, enable_on_exec, SampleLayout::CHAIN_AND_STACK) {
+        match open(SampleLayout::CHAIN_AND_STACK) {
             Ok(s) => return Ok(s),
             Err(e) => notes.push(format!(
                 "the kernel refused user stack copies ({}); stacks are walked by frame pointers",
@@ -102,7 +156,20 @@ fn open_sampler(
             )),
         }
     }
-    open_sampler_chain(opts, tasks, enable_on_exec, notes)
+    if !opts.callchains {
+        return open(SampleLayout::LEAF);
+    }
+    match open(SampleLayout::CHAIN) {
+        Err(e) if e.kind() == PerfErrno::Invalid => {
+            let s = open(SampleLayout::LEAF)?;
+            notes.push(format!(
+                "the kernel refused call chains ({}); stacks are the sampled function only",
+                e.io()
+            ));
+            Ok(s)
+        }
+        other => other,
+    }
 }
 
 fn open_sampler_layout(
@@ -123,36 +190,6 @@ fn open_sampler_layout(
             switches: opts.wall,
         },
     )
-}
-
-fn open_sampler_chain(
-    opts: &RecordOptions,
-    tasks: &[i32],
-    enable_on_exec: bool,
-    notes: &mut Vec<String>,
-) -> Result<Sampler, OpenError> {
-    let open = |callchain| {
-        let layout = if callchain {
-            SampleLayout::CHAIN
-        } else {
-            SampleLayout::LEAF
-        };
-        open_sampler_layout(opts, tasks, enable_on_exec, layout)
-    };
-    if !opts.callchains {
-        return open(false);
-    }
-    match open(true) {
-        Err(e) if e.kind() == PerfErrno::Invalid => {
-            let s = open(false)?;
-            notes.push(format!(
-                "the kernel refused call chains ({}); stacks are the sampled function only",
-                e.io()
-            ));
-            Ok(s)
-        }
-        other => other,
-    }
 }
 
 /// Whole-process totals of a started command, from `wait4`: exact, exited threads included.
@@ -178,6 +215,12 @@ pub struct ProcessTotals {
 pub struct Recording {
     /// The sampling event.
     pub mode: SamplingMode,
+    /// Which tasks the events watched.
+    pub scope: SamplingScope,
+    /// Why per task, when it was.
+    pub per_task_because: Option<PerTaskBecause>,
+    /// Samples of processes not followed (CPU-wide events sample every process), dropped.
+    pub other_samples: u64,
     /// Requested frequency.
     pub frequency_hz: u64,
     /// Wall time recorded, s.
@@ -685,6 +728,7 @@ mod tests {
             callchains: true,
             wall: true,
             children: true,
+            per_task: false,
         }
     }
 

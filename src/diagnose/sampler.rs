@@ -1,13 +1,23 @@
 //! Sampling through `perf_event_open`: where the target's threads run, thread by thread, from
-//! an mmap ring buffer per CPU.
+//! an mmap ring buffer per CPU. Two scopes ([`SamplingScope`]):
 //!
-//! One event per (task, CPU) with `inherit`, so threads and child processes created later are
-//! followed: the kernel refuses to mmap an inherited per-task event that is not bound to a CPU
-//! (`perf_mmap`: "Don't allow mmap() of inherited per-task counters"), which is why there is
-//! one ring per CPU, and every other event on that CPU sends its records there
-//! (`PERF_EVENT_IOC_SET_OUTPUT`). Records carry the instruction pointer, the thread and the
-//! time; `mmap2`, `comm` and `task` records say which file backs which address, what threads are
-//! called and when they come and go, so samples can be named after the target has exited.
+//! - **Per task**: one event per (task, CPU) with `inherit`, so threads and child processes
+//!   created later are followed: the kernel refuses to mmap an inherited per-task event that is
+//!   not bound to a CPU (`perf_mmap`: "Don't allow mmap() of inherited per-task counters"),
+//!   which is why there is one ring per CPU, and every other event on that CPU sends its
+//!   records there (`PERF_EVENT_IOC_SET_OUTPUT`). Allowed unprivileged, but the kernel
+//!   schedules a task's events in and out at each of its context switches: for `cpu-clock`
+//!   that starts and cancels an hrtimer, which in a VM is an exit to the hypervisor each time.
+//!   PostgreSQL switching ~42,000 times a second lost ~20% of its throughput so, ~12%
+//!   CPU-wide (`reference::PGBENCH_PER_TASK_SAMPLING_LOSS`).
+//! - **CPU-wide**: one event per CPU for every process (`pid` -1; root, `CAP_PERFMON` or
+//!   `perf_event_paranoid` <= 0), which stays scheduled across context switches. Its ring
+//!   holds every process's records; the caller keeps those of the processes it follows,
+//!   and [`Sampler::drain_wanted`] skips the samples and switches of the others where they lie.
+//!
+//! Records carry the instruction pointer, the thread and the time; `mmap2`, `comm` and `task`
+//! records say which file backs which address, what threads are called and when they come and
+//! go, so samples can be named after the target has exited.
 //!
 //! This file holds the unsafe part (the open, the rings in shared memory); the records read
 //! from them are parsed by the pure code of [`super::perf_records`].
@@ -18,15 +28,19 @@
 
 pub use super::perf_records::Record;
 pub use super::perf_records::SampleLayout;
-use super::perf_records::{MAX_STACK_FRAMES, USER_REGS_MASK, parse_record};
+use super::perf_records::{
+    MAX_STACK_FRAMES, PROCESS_AND_TIME_BYTES, USER_REGS_MASK, forked_process, parse_record,
+    process_and_time,
+};
 use crate::machine::pmu::PerfErrno;
 use perf_event_open_sys::bindings::{
-    PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CALLCHAIN,
-    PERF_SAMPLE_IP, PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER, PERF_SAMPLE_TID,
-    PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, perf_event_attr,
+    PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_RECORD_SAMPLE,
+    PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_IP, PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER,
+    PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, perf_event_attr,
     perf_event_mmap_page,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,6 +68,29 @@ impl SamplingMode {
         match self {
             SamplingMode::CpuClock => (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK as u64),
             SamplingMode::Cycles => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES as u64),
+        }
+    }
+}
+
+/// Which tasks the sampling events watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplingScope {
+    /// One event per CPU for every process; the followed processes' records kept in user
+    /// space. Needs root, `CAP_PERFMON` or `perf_event_paranoid` <= 0.
+    CpuWide,
+    /// One event per followed thread and CPU, inherited by what it creates (what every
+    /// diagnosis used before CPU-wide sampling, hence the default of older files).
+    #[default]
+    PerTask,
+}
+
+impl SamplingScope {
+    /// How the screen says it.
+    pub fn words(self) -> &'static str {
+        match self {
+            SamplingScope::CpuWide => "CPU-wide",
+            SamplingScope::PerTask => "per task",
         }
     }
 }
@@ -223,6 +260,28 @@ fn sampling_attr(
     attr
 }
 
+/// The attributes of a CPU-wide event: those of [`sampling_attr`] without inheritance (an
+/// event of every process has nothing to pass on) and without `enable_on_exec` (there is no
+/// exec of its own), timed by `CLOCK_MONOTONIC` with or without switch records, so that its
+/// records can be held back against a drain's start ([`Sampler::drain_wanted`]).
+fn cpu_wide_attr(
+    mode: SamplingMode,
+    frequency_hz: u64,
+    layout: SampleLayout,
+    switches: bool,
+) -> perf_event_attr {
+    let follow = Follow {
+        inherit: Inherit::ThreadsAndChildren,
+        switches,
+    };
+    let mut attr = sampling_attr(mode, frequency_hz, false, layout, follow);
+    attr.set_inherit(0);
+    attr.set_inherit_thread(0);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr
+}
+
 /// Bytes of user stack copied with each sample for CFI unwinding. perf's own default is 8 KiB;
 /// 16 KiB holds the frames from a thread's start to a leaf in the programs this tool meets
 /// (a C `main` -> worker -> spin is under 1 KiB; a Rust thread's start, closure shims and
@@ -294,14 +353,21 @@ impl Ring {
         }
     }
 
-    /// Moves every complete record into `out`.
-    fn drain(&mut self, out: &mut Vec<Record>) {
-        let (head_a, tail_a) = Ring::head_tail(self.base);
-        let head = head_a.load(Ordering::Acquire);
-        let mut tail = tail_a.load(Ordering::Relaxed);
+    /// Where the kernel has written up to now.
+    fn head(&self) -> u64 {
+        Ring::head_tail(self.base).0.load(Ordering::Acquire)
+    }
+
+    fn data(&self) -> &[u8] {
         // SAFETY: the data area lies inside the mapping.
-        let data =
-            unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
+        unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) }
+    }
+
+    /// Calls `each(kind, misc, offset of the body in the data area, size)` for every complete
+    /// record from the tail to `head`, and returns where the last one ends.
+    fn walk(&self, head: u64, mut each: impl FnMut(u32, u16, usize, usize)) -> u64 {
+        let mut tail = Ring::head_tail(self.base).1.load(Ordering::Relaxed);
+        let data = self.data();
         while head.saturating_sub(tail) >= 8 {
             let at = (tail % self.data_size as u64) as usize;
             let mut hdr = [0u8; 8];
@@ -312,14 +378,56 @@ impl Ring {
             if size < 8 || head - tail < size {
                 break;
             }
-            self.scratch.resize(size as usize - 8, 0);
-            copy_wrapped(data, (at + 8) % self.data_size, &mut self.scratch);
-            if let Some(r) = parse_record(kind, misc, &self.scratch, self.layout) {
-                out.push(r);
-            }
+            each(kind, misc, (at + 8) % self.data_size, size as usize - 8);
             tail += size;
         }
-        tail_a.store(tail, Ordering::Release);
+        tail
+    }
+
+    /// Moves every complete record up to `head` into `out`; with `wanted`, a sample or switch
+    /// whose process and time it refuses is skipped unread. Returns the samples skipped.
+    fn drain_to(
+        &mut self,
+        head: u64,
+        out: &mut Vec<Record>,
+        wanted: Option<&dyn Fn(u32, u64) -> bool>,
+    ) -> u64 {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut skipped = 0;
+        let data = self.data();
+        let tail = self.walk(head, |kind, misc, body_at, len| {
+            if let Some(wanted) = wanted {
+                let mut start = [0u8; PROCESS_AND_TIME_BYTES];
+                let n = len.min(PROCESS_AND_TIME_BYTES);
+                copy_wrapped(data, body_at, &mut start[..n]);
+                if let Some((pid, time_ns)) = process_and_time(kind, &start[..n])
+                    && !wanted(pid, time_ns)
+                {
+                    skipped += u64::from(kind == PERF_RECORD_SAMPLE);
+                    return;
+                }
+            }
+            scratch.resize(len, 0);
+            copy_wrapped(data, body_at, &mut scratch);
+            if let Some(r) = parse_record(kind, misc, &scratch, self.layout) {
+                out.push(r);
+            }
+        });
+        self.scratch = scratch;
+        Ring::head_tail(self.base).1.store(tail, Ordering::Release);
+        skipped
+    }
+
+    /// The processes of the fork records up to `head`, without consuming them.
+    fn forks_to(&self, head: u64, forked: &mut HashSet<u32>) {
+        let data = self.data();
+        self.walk(head, |kind, _, body_at, len| {
+            if len >= 4 {
+                let mut start = [0u8; 4];
+                copy_wrapped(data, body_at, &mut start);
+                forked.extend(forked_process(kind, &start));
+            }
+        });
     }
 }
 
@@ -363,6 +471,9 @@ pub struct Sampler {
     enable_on_exec: bool,
     layout: SampleLayout,
     follow: Follow,
+    scope: SamplingScope,
+    /// Samples [`Sampler::drain_wanted`] skipped unread.
+    skipped_samples: u64,
 }
 
 impl Sampler {
@@ -388,12 +499,10 @@ impl Sampler {
             enable_on_exec,
             layout,
             follow,
+            scope: SamplingScope::PerTask,
+            skipped_samples: 0,
         };
-        let pages = if layout.user_stack {
-            DATA_PAGES_WITH_STACKS
-        } else {
-            DATA_PAGES
-        };
+        let pages = data_pages(layout);
         for &cpu in cpus {
             let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, layout, follow);
             let Some((&first, _)) = tasks.split_first() else {
@@ -416,7 +525,53 @@ impl Sampler {
         Ok(s)
     }
 
+    /// Opens one event of every process on each CPU in `cpus` (`pid` -1), disabled, each with
+    /// its own ring; `switches` adds a record at each context switch of every task. Refused
+    /// (`PerfErrno::NotPermitted`) without root, `CAP_PERFMON` or `perf_event_paranoid` <= 0.
+    pub fn open_cpu_wide(
+        cpus: &[usize],
+        mode: SamplingMode,
+        frequency_hz: u64,
+        layout: SampleLayout,
+        switches: bool,
+    ) -> Result<Sampler, OpenError> {
+        let mut s = Sampler {
+            rings: Vec::new(),
+            fds: Vec::new(),
+            leaders: Vec::new(),
+            mode,
+            frequency_hz,
+            enable_on_exec: false,
+            layout,
+            follow: Follow {
+                inherit: Inherit::ThreadsAndChildren,
+                switches,
+            },
+            scope: SamplingScope::CpuWide,
+            skipped_samples: 0,
+        };
+        for &cpu in cpus {
+            let mut attr = cpu_wide_attr(mode, frequency_hz, layout, switches);
+            let fd = open_event(&mut attr, -1, cpu as i32)?;
+            s.rings
+                .push(Ring::map(&fd, data_pages(layout), layout).map_err(OpenError::from_io)?);
+            s.fds.push(fd);
+        }
+        Ok(s)
+    }
+
+    /// Which tasks the events watch.
+    pub fn scope(&self) -> SamplingScope {
+        self.scope
+    }
+
+    /// Samples of processes not wanted, skipped unread by [`Sampler::drain_wanted`].
+    pub fn skipped_samples(&self) -> u64 {
+        self.skipped_samples
+    }
+
     /// Adds a thread found after opening (attach mode): its events write to the CPU rings.
+    /// Nothing to do for CPU-wide events, which watch every task already.
     pub fn add_task(&mut self, task: i32) -> Result<(), OpenError> {
         for i in 0..self.leaders.len() {
             let (cpu, leader) = self.leaders[i];
@@ -466,8 +621,36 @@ impl Sampler {
     /// Moves the records of every ring into `out`, each ring in order.
     pub fn drain(&mut self, out: &mut Vec<Record>) {
         for r in &mut self.rings {
-            r.drain(out);
+            let head = r.head();
+            r.drain_to(head, out, None);
         }
+    }
+
+    /// As [`Sampler::drain`], but a sample or switch record is read only when
+    /// `wanted(pid, time_ns)` says so or its process was forked in the records of this drain
+    /// (that fork record may sit in a ring read later, and only the caller, reading the
+    /// records in time order, can tell whose child it is): the others are skipped where they
+    /// lie, a sample's stack copy unread, and counted ([`Sampler::skipped_samples`]). What
+    /// every ring holds is fixed first, so the forks looked at are those of the records read.
+    pub fn drain_wanted(&mut self, out: &mut Vec<Record>, wanted: impl Fn(u32, u64) -> bool) {
+        let heads: Vec<u64> = self.rings.iter().map(Ring::head).collect();
+        let mut forked = HashSet::new();
+        for (r, &head) in self.rings.iter().zip(&heads) {
+            r.forks_to(head, &mut forked);
+        }
+        let wanted = |pid: u32, time_ns: u64| wanted(pid, time_ns) || forked.contains(&pid);
+        for (r, &head) in self.rings.iter_mut().zip(&heads) {
+            self.skipped_samples += r.drain_to(head, out, Some(&wanted));
+        }
+    }
+}
+
+/// Data pages of each ring for what samples carry.
+fn data_pages(layout: SampleLayout) -> usize {
+    if layout.user_stack {
+        DATA_PAGES_WITH_STACKS
+    } else {
+        DATA_PAGES
     }
 }
 
@@ -540,6 +723,59 @@ mod tests {
             } else {
                 assert_eq!(samples, 0, "{inherit:?}: samples of the forked shell");
             }
+        }
+    }
+
+    #[test]
+    fn a_cpu_wide_sampler_skips_the_samples_of_processes_not_wanted() {
+        // Guards the cheap filter of CPU-wide sampling: a busy shell running beside this
+        // thread is sampled by the CPU-wide events, but its samples (stack copies included)
+        // are skipped unread and counted, while this thread's are read.
+        let cpus: Vec<usize> = crate::measure::allowed_cpus();
+        let mut busy = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let other = busy.id();
+        let opened = Sampler::open_cpu_wide(
+            &cpus,
+            SamplingMode::CpuClock,
+            1000,
+            SampleLayout::CHAIN_AND_STACK,
+            true,
+        );
+        let mut s = match opened {
+            Ok(s) => s,
+            Err(e) if e.kind() == PerfErrno::NotPermitted => {
+                let _ = busy.kill();
+                let _ = busy.wait();
+                return; // not root: the per-task mode is what runs
+            }
+            Err(e) => panic!("cannot open CPU-wide cpu-clock: {e:?}"),
+        };
+        assert_eq!(s.scope(), SamplingScope::CpuWide);
+        let me = std::process::id();
+        s.enable();
+        crate::diagnose::burn_thread_cpu(std::time::Duration::from_millis(200));
+        s.disable();
+        let _ = busy.kill();
+        let _ = busy.wait();
+        let mut out = Vec::new();
+        s.drain_wanted(&mut out, |pid, _| pid == me);
+        let of = |p: u32| {
+            out.iter()
+                .filter(|r| matches!(r, Record::Sample { pid, .. } if *pid == p))
+                .count()
+        };
+        assert!(of(me) >= 20, "only {} samples of this process", of(me));
+        assert_eq!(of(other), 0, "samples of the process not wanted were read");
+        let switches_of_other = out
+            .iter()
+            .filter(|r| matches!(r, Record::Switch { pid, .. } if *pid == other))
+            .count();
+        assert_eq!(switches_of_other, 0);
+        if cpus.len() > 1 {
+            assert!(s.skipped_samples() > 0, "the busy shell was never sampled");
         }
     }
 

@@ -104,12 +104,12 @@ impl UnwindReport {
 /// The unwind sections of one binary, read once.
 struct FileCfi {
     text_svma: Option<Range<u64>>,
-    text: Option<Vec<u8>>,
+    text: Option<Arc<[u8]>>,
     eh_frame_svma: Option<Range<u64>>,
-    eh_frame: Option<Vec<u8>>,
+    eh_frame: Option<Arc<[u8]>>,
     eh_frame_hdr_svma: Option<Range<u64>>,
-    eh_frame_hdr: Option<Vec<u8>>,
-    debug_frame: Option<Vec<u8>>,
+    eh_frame_hdr: Option<Arc<[u8]>>,
+    debug_frame: Option<Arc<[u8]>>,
     got_svma: Option<Range<u64>>,
     /// (file offset, file size, virtual address) of each load segment.
     segments: Vec<(u64, u64, u64)>,
@@ -141,7 +141,7 @@ impl FileCfi {
             let s = file.section_by_name(name)?;
             Some((
                 s.address()..s.address() + s.size(),
-                s.uncompressed_data().ok()?.into_owned(),
+                Arc::<[u8]>::from(s.uncompressed_data().ok()?),
             ))
         };
         let (text_svma, text) = section(".text").unzip();
@@ -200,9 +200,11 @@ const PAGE_BYTES: u64 = 4096;
 /// One process's modules.
 #[derive(Default)]
 struct ProcessModules {
-    unwinder: UnwinderX86_64<Vec<u8>>,
+    /// Its sections shared with the other processes that map the same file: a server's new
+    /// worker costs no copy of the server's text and CFI.
+    unwinder: UnwinderX86_64<Arc<[u8]>>,
     /// The mappings the modules were made from, to notice a change.
-    from: Vec<(u64, u64, PathBuf)>,
+    from: Vec<(u64, u64, Arc<str>)>,
     /// Address ranges of modules with CFI.
     cfi_ranges: Vec<Range<u64>>,
 }
@@ -390,14 +392,22 @@ impl StackUnwinder {
     /// Makes `pid`'s modules those of `maps` (file-backed executable mappings and the vDSO).
     fn sync(&mut self, pid: u32, maps: &[MapEntry]) {
         let with_cfi = |m: &&MapEntry| m.is_file() || &*m.path == VDSO;
-        let current: Vec<(u64, u64, PathBuf)> = maps
-            .iter()
-            .filter(with_cfi)
-            .map(|m| (m.start, m.pgoff, PathBuf::from(&*m.path)))
-            .collect();
-        if self.processes.get(&pid).is_some_and(|p| p.from == current) {
+        // Called for every sample: compared in place, without a copy of the maps.
+        let unchanged = self.processes.get(&pid).is_some_and(|p| {
+            let mut now = maps.iter().filter(with_cfi);
+            p.from.iter().all(|(start, pgoff, path)| {
+                now.next()
+                    .is_some_and(|m| m.start == *start && m.pgoff == *pgoff && m.path == *path)
+            }) && now.next().is_none()
+        });
+        if unchanged {
             return;
         }
+        let current: Vec<(u64, u64, Arc<str>)> = maps
+            .iter()
+            .filter(with_cfi)
+            .map(|m| (m.start, m.pgoff, m.path.clone()))
+            .collect();
         let mut p = ProcessModules::default();
         for m in maps.iter().filter(with_cfi) {
             let path = PathBuf::from(&*m.path);

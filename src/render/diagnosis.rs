@@ -54,9 +54,10 @@ fn header(d: &Diagnosis, w: u16) -> String {
     }
     let _ = writeln!(
         o,
-        "Sampling    {} at {} Hz: {} samples{}",
+        "Sampling    {} at {} Hz, {}: {} samples{}",
         d.sampling.event.event_name(),
         d.sampling.frequency_hz,
+        d.sampling.scope.words(),
         group_thousands(d.sampling.samples),
         if d.sampling.lost > 0 {
             format!(", {} records lost", d.sampling.lost)

@@ -100,6 +100,45 @@ pub fn children_inherit_on_old_kernel() -> String {
         .to_string()
 }
 
+/// A note: CPU-wide sampling was not permitted, so each followed thread had its own events,
+/// and the workload switched often enough (`switches_per_s`, all followed threads) for that to
+/// slow it. `paranoid`: `kernel.perf_event_paranoid`, when read.
+pub fn per_task_at_switch_rate(switches_per_s: f64, paranoid: Option<i32>) -> String {
+    format!(
+        "sampled per task: CPU-wide sampling needs root, CAP_PERFMON or \
+         kernel.perf_event_paranoid <= 0{}. The kernel stops and starts a thread's sampling \
+         timer at each of its context switches ({} a second here), an exit to the hypervisor \
+         each time in a VM: PostgreSQL switching {} times a second lost {} of its throughput \
+         so, against {} CPU-wide",
+        paranoid
+            .map(|p| format!(" (it is {p})"))
+            .unwrap_or_default(),
+        crate::format::group_thousands(switches_per_s.round() as u64),
+        crate::format::group_thousands(crate::reference::PGBENCH_SWITCHES_PER_S as u64),
+        pct(crate::reference::PGBENCH_PER_TASK_SAMPLING_LOSS, 0),
+        pct(crate::reference::PGBENCH_CPU_WIDE_SAMPLING_LOSS, 0),
+    )
+}
+
+/// A note: the kernel refused CPU-wide events for a reason other than permission (`error`).
+pub fn cpu_wide_refused(error: &str) -> String {
+    format!("the kernel refused CPU-wide sampling events ({error}); sampled per task")
+}
+
+/// A note: most samples of the CPU-wide events were of processes not followed (`other` of
+/// `other + followed`), each interrupted and its stack copied as the workload's are.
+pub fn cpu_wide_mostly_others(other: u64, followed: u64) -> String {
+    let share = other as f64 / (other + followed).max(1) as f64;
+    format!(
+        "sampled CPU-wide: {} samples ({} of all) were of processes not followed and were \
+         dropped; each cost the process it interrupted what a sample costs the workload (a \
+         timer interrupt and a 16 KiB stack copy). --per-task samples the followed threads \
+         only, at a cost to them at each context switch",
+        crate::format::group_thousands(other),
+        pct(share, 1),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +204,28 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("rm ("), "{line}");
+    }
+
+    #[test]
+    fn sampling_per_task_at_a_high_switch_rate_says_what_it_costs_and_what_permits_cpu_wide() {
+        let n = per_task_at_switch_rate(12_345.4, Some(2));
+        assert!(
+            n.starts_with("sampled per task: CPU-wide sampling needs root"),
+            "{n}"
+        );
+        assert!(n.contains("perf_event_paranoid <= 0 (it is 2)"), "{n}");
+        assert!(n.contains("(12,345 a second here)"), "{n}");
+        assert!(
+            n.contains("lost 20% of its throughput so, against 12% CPU-wide"),
+            "{n}"
+        );
+        assert!(!per_task_at_switch_rate(6_000.0, None).contains("(it is"));
+    }
+
+    #[test]
+    fn most_samples_of_other_processes_are_counted_with_their_share() {
+        let n = cpu_wide_mostly_others(3_000, 1_000);
+        assert!(n.contains("3,000 samples (75.0% of all)"), "{n}");
+        assert!(n.contains("--per-task"), "{n}");
     }
 }

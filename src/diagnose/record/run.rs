@@ -18,10 +18,11 @@ use super::super::wall::cpu::CpuWindow;
 use super::super::wall::observe::Observer;
 use super::super::wall::timeline::Phase;
 use super::super::wall::{WallRecorder, WallRecording};
+use super::filter::FollowedFilter;
 use super::{
-    InputError, Jvm, OpenScope, ProcessTotals, Record, RecordOptions, Recording, State, StopStep,
-    Target, Uncovered, describe_status, input_error, open_error, open_sampler, process_running,
-    stop_step, totals_of,
+    InputError, Jvm, OpenScope, PerTaskBecause, ProcessTotals, Record, RecordOptions, Recording,
+    State, StopStep, Target, Uncovered, describe_status, input_error, open_cpu_wide, open_error,
+    open_sampler, process_running, stop_step, totals_of,
 };
 use crate::measure::clock::monotonic_ns;
 use crate::words::diagnose as words;
@@ -52,6 +53,10 @@ const RECORD_SLACK_NS: u64 = 2_000_000;
 /// The samplers on the workload, as opened by [`Run::start`].
 struct Opened {
     sampler: Sampler,
+    /// With CPU-wide events: which of their records are the followed processes'.
+    filter: Option<FollowedFilter>,
+    /// Why the events are per task, when they are.
+    per_task_because: Option<PerTaskBecause>,
     counters: Option<Counters>,
     child: Option<Launched>,
     root: i32,
@@ -79,6 +84,9 @@ pub(super) struct Run<'a> {
     not_ours: BTreeSet<u32>,
     notes: Vec<String>,
     sampler: Sampler,
+    /// With CPU-wide events: which of their records are the followed processes'.
+    filter: Option<FollowedFilter>,
+    per_task_because: Option<PerTaskBecause>,
     counters: Option<Counters>,
     /// The launched command; `None` when attached to a running process.
     child: Option<Launched>,
@@ -107,7 +115,9 @@ pub(super) struct Run<'a> {
     exit: Option<(String, Option<ProcessTotals>)>,
 }
 
-/// Launches the command with its samplers opened before it runs (enabled on exec).
+/// Launches the command with its samplers opened before it runs: per-task events enabled on
+/// exec, or CPU-wide events enabled before the child is released, whose records of the child
+/// count from its exec ([`FollowedFilter`]), as the per-task events' do.
 fn launch(
     opts: &RecordOptions,
     argv: &[String],
@@ -127,20 +137,31 @@ fn launch(
         threads: 1,
         processes: 1,
     };
-    let sampler = match open_sampler(opts, &[pid], true, notes) {
-        Ok(s) => s,
-        Err(e) => {
-            child.abandon();
-            return Err(open_error(e, &scope));
+    let (sampler, filter, per_task_because) = match open_cpu_wide(opts, notes) {
+        Ok(s) => {
+            let root = pid as u32;
+            (s, Some(FollowedFilter::new([root], true, Some(root))), None)
         }
+        Err(because) => match open_sampler(opts, &[pid], true, notes) {
+            Ok(s) => (s, None, Some(because)),
+            Err(e) => {
+                child.abandon();
+                return Err(open_error(e, &scope));
+            }
+        },
     };
     let counters = (!opts.counters.is_empty())
         .then(|| Counters::open(&opts.counters, &[pid], true, opts.inherit()));
+    if filter.is_some() {
+        sampler.enable();
+    }
     let enabled_ns = monotonic_ns();
     child.release().map_err(input_error)?;
     st.threads.entry(pid as u32).or_default().insert(pid as u32);
     Ok(Opened {
         sampler,
+        filter,
+        per_task_because,
         counters,
         child: Some(child),
         root: pid,
@@ -151,6 +172,10 @@ fn launch(
 /// Attaches to a running process: its maps so far, and samplers on each of its threads and,
 /// unless `--no-children`, on every thread of its descendants (all generations). A child that
 /// exits meanwhile is skipped; one that is not this user's is left out with a note.
+///
+/// CPU-wide events are enabled before the tree is read: a process forked after that reading
+/// has a fork record, one forked before is in it, so none falls between (per-task events,
+/// opened on what the reading found, need [`Uncovered`] for that).
 fn attach(
     opts: &RecordOptions,
     pid: i32,
@@ -161,6 +186,11 @@ fn attach(
     notes: &mut Vec<String>,
 ) -> Result<Opened> {
     target::check_attachable(pid).map_err(input_error)?;
+    let cpu_wide = open_cpu_wide(opts, notes);
+    let cpu_wide_at = cpu_wide.as_ref().ok().map(|s| {
+        s.enable();
+        monotonic_ns()
+    });
     let root_tids = target::threads_of(pid);
     if root_tids.is_empty() {
         return Err(InputError::NoSuchProcess(pid).into());
@@ -173,7 +203,7 @@ fn attach(
                 processes.push((child, tids));
             }
         }
-    } else if opts.inherit() == Inherit::ThreadsAndChildren {
+    } else if opts.inherit() == Inherit::ThreadsAndChildren && cpu_wide.is_err() {
         notes.push(words::children_inherit_on_old_kernel());
     }
     for (p, tids) in &processes {
@@ -200,17 +230,37 @@ fn attach(
         threads: tids.len(),
         processes: processes.len(),
     };
-    let sampler = open_sampler(opts, &tids, false, notes).map_err(|e| open_error(e, &scope))?;
+    let (sampler, filter, per_task_because) = match cpu_wide {
+        Ok(s) => {
+            let pids = processes.iter().map(|(p, _)| *p);
+            let filter = FollowedFilter::new(pids, opts.follows_children(), None);
+            (s, Some(filter), None)
+        }
+        Err(because) => {
+            let s = open_sampler(opts, &tids, false, notes).map_err(|e| open_error(e, &scope))?;
+            (s, None, Some(because))
+        }
+    };
+    // The hardware counters are per task either way. With CPU-wide sampling a process
+    // forked between the tree's reading and here inherits no counters: a few ms, left out.
     let counters = (!opts.counters.is_empty())
         .then(|| Counters::open(&opts.counters, &tids, false, opts.inherit()));
-    let enabled_ns = monotonic_ns();
-    sampler.enable();
+    let enabled_ns = match cpu_wide_at {
+        Some(at) => at,
+        None => {
+            let at = monotonic_ns();
+            sampler.enable();
+            at
+        }
+    };
     if let Some(c) = &counters {
         c.enable();
     }
     uncovered.opened.extend(&tids);
     Ok(Opened {
         sampler,
+        filter,
+        per_task_because,
         counters,
         child: None,
         root: pid,
@@ -292,6 +342,8 @@ impl<'a> Run<'a> {
             not_ours,
             notes,
             sampler: opened.sampler,
+            filter: opened.filter,
+            per_task_because: opened.per_task_because,
             counters: opened.counters,
             child: opened.child,
             root,
@@ -343,7 +395,7 @@ impl<'a> Run<'a> {
     /// on an attached tree's threads that have none.
     fn follow_processes(&mut self) {
         let drained_at = monotonic_ns();
-        self.take_records();
+        self.take_records(drained_at.saturating_sub(RECORD_SLACK_NS));
         let st = &mut self.st;
         if st.wall.is_some() {
             look_at_sleeping_threads(st, &mut self.observer);
@@ -362,22 +414,38 @@ impl<'a> Run<'a> {
         st.new_pids.clear();
         for pid in st.prune_exited() {
             self.observer.forget(pid);
+            if let Some(f) = self.filter.as_mut() {
+                f.forget(pid);
+            }
             if let Some(c) = self.child.as_mut() {
                 c.forget(pid);
             }
             // A map written at exit is complete now.
             self.perf_maps.entry(pid).or_default().refresh(pid);
         }
-        if self.child.is_none() {
+        // CPU-wide events watch every task already.
+        if self.child.is_none() && self.filter.is_none() {
             self.cover_new_tasks();
         }
     }
 
-    /// Drains the rings into the state, noting each new process's parent. With `--no-children`
-    /// the records of other processes are left out: the fork records of the root's children (written by the root's events),
-    /// and on a kernel before 5.13, which passes the events to forked processes, all of theirs.
-    fn take_records(&mut self) {
-        self.sampler.drain(&mut self.records);
+    /// Drains the rings into the state, noting each new process's parent. CPU-wide events'
+    /// records are those of every process: the followed ones' are kept, the others' older
+    /// than `watermark_ns` dropped, newer ones held back ([`FollowedFilter`]). With
+    /// `--no-children` the records of other processes are left out: the fork records of the
+    /// root's children (written by the root's events), and on a kernel before 5.13, which
+    /// passes the events to forked processes, all of theirs.
+    fn take_records(&mut self, watermark_ns: u64) {
+        match self.filter.as_mut() {
+            Some(f) => {
+                self.sampler
+                    .drain_wanted(&mut self.records, |pid, time_ns| {
+                        f.follows(pid) || time_ns >= watermark_ns
+                    });
+                f.keep_followed(&mut self.records, watermark_ns);
+            }
+            None => self.sampler.drain(&mut self.records),
+        }
         if !self.opts.follows_children() {
             let root = self.root;
             self.records.retain(|r| !of_another_process(r, root));
@@ -598,7 +666,8 @@ impl<'a> Run<'a> {
     pub(super) fn stop(&mut self) -> Stopped {
         self.sampler.disable();
         let end_ns = monotonic_ns();
-        self.take_records();
+        // Every record is in: nothing is held back.
+        self.take_records(u64::MAX);
         let wall = self.close_wall(end_ns);
         // The last look at the memory of processes that ran since theirs.
         self.read_smaps(Duration::ZERO);
@@ -744,6 +813,13 @@ impl<'a> Run<'a> {
         });
         Recording {
             mode: opts.mode,
+            scope: self.sampler.scope(),
+            per_task_because: self.per_task_because,
+            other_samples: self.sampler.skipped_samples()
+                + self
+                    .filter
+                    .as_ref()
+                    .map_or(0, FollowedFilter::dropped_samples),
             frequency_hz: opts.frequency_hz,
             wall_s: self.started.elapsed().as_secs_f64(),
             root_pid: self.root,
