@@ -405,6 +405,15 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
                 .collect();
             evidence.push(words::starved_others(c.others_ns as f64, &top));
         }
+        let running_ns: f64 = wall.threads.iter().map(|t| t.times.running_s * 1e9).sum();
+        if let Some(unseen) = c.unseen_ns(running_ns)
+            && unseen >= OTHERS_MIN_SHARE * wall.method.window_s * 1e9
+        {
+            evidence.push(words::starved_unseen(unseen));
+        }
+        if c.own_ns as f64 >= OTHERS_MIN_SHARE * wall.method.window_s * 1e9 {
+            evidence.push(words::starved_own(c.own_ns as f64));
+        }
         if let Some(steal) = c.machine.and_then(|m| m.steal_ratio())
             && steal >= STEAL_SHARE
         {
@@ -429,4 +438,77 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
         explanation: words::starved_explanation(&facts),
         advice: words::starved_advice(holder).into(),
     }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::wall::cpu::CpuHolders;
+    use crate::diagnose::wall::{StateTimes, WallMethod};
+    use crate::machine::cpu_time::CpuTimeDelta;
+
+    fn wall(threads: usize, running_s: f64, runnable_s: f64, cpu: CpuHolders) -> WallReport {
+        let t = |tid| ThreadWall {
+            pid: 100,
+            tid,
+            name: "postgres".into(),
+            command: "postgres".into(),
+            times: StateTimes {
+                wall_s: 10.0,
+                running_s,
+                runnable_s,
+                blocked_s: 10.0 - running_s - runnable_s,
+                ..Default::default()
+            },
+        };
+        WallReport {
+            method: WallMethod {
+                window_s: 10.0,
+                looks: 200,
+                look_every_ms: 50,
+                unobserved_share: 0.0,
+                wake_up_wait_from_schedstat: true,
+                contradictions: 0,
+                lacks: Vec::new(),
+            },
+            commands: Vec::new(),
+            threads: (0..threads as u32).map(t).collect(),
+            stacks: Vec::new(),
+            cpu: Some(cpu),
+        }
+    }
+
+    /// PostgreSQL under pgbench with the client started after diagnose and gone before it
+    /// stopped: the finding said "something else holds the CPUs" and named nobody, since
+    /// /proc shows neither end of a process that came and went inside the window.
+    #[test]
+    fn cpu_taken_by_processes_gone_before_the_end_is_said() {
+        // 8 backends ran 0.5 s each (4 s) on 2 CPUs busy 18 s of 20: 14 s unaccounted.
+        let cpu = CpuHolders {
+            others: Vec::new(),
+            others_ns: 0,
+            own_ns: 0,
+            machine: Some(CpuTimeDelta {
+                busy_ns: 18_000_000_000,
+                idle_ns: 2_000_000_000,
+                steal_ns: 0,
+            }),
+            quota: None,
+        };
+        let f = starved(&wall(8, 0.5, 3.0, cpu.clone()), 2);
+        assert_eq!(f.len(), 1);
+        let said = f[0].evidence.join("\n");
+        assert!(
+            said.contains("started and ended within the window"),
+            "{said}"
+        );
+        assert!(said.contains("14.0 s"), "{said}");
+        // Every busy second accounted to processes seen: nothing unaccounted to say.
+        let seen = CpuHolders {
+            others_ns: 14_000_000_000,
+            ..cpu
+        };
+        let said = starved(&wall(8, 0.5, 3.0, seen), 2)[0].evidence.join("\n");
+        assert!(!said.contains("started and ended"), "{said}");
+    }
 }

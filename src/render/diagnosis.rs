@@ -405,26 +405,24 @@ fn threads(d: &Diagnosis, width: u16) -> String {
     if d.threads.is_empty() {
         return String::new();
     }
-    let mut t = table(
-        width,
-        &[
-            "TID",
-            "Name",
-            "Samples",
-            "CPU / wall",
-            "Switches vol/invol",
-            "Faults min/maj",
-            "Where its samples go",
-        ],
-    );
+    // Seven columns need ~110: below that the last one, the one that says most, was squeezed
+    // to a few letters a line ("computat / ion"), so a narrow screen leaves out the switches
+    // and faults (the JSON has them) and keeps where the samples go readable.
+    let wide = width >= WIDE_THREADS_TABLE;
+    let mut header = vec!["TID", "Name", "Samples", "CPU / wall"];
+    if wide {
+        header.extend(["Switches vol/invol", "Faults min/maj"]);
+    }
+    header.push("Where its samples go");
+    let mut t = table(width, &header);
     let busiest: Vec<&ThreadReport> = d.threads.iter().take(12).collect();
     let groups = &d.target.followed;
     let grouped = groups.iter().map(|g| g.processes).sum::<u64>() > 1;
     if !grouped {
         for th in busiest {
-            t.add_row(thread_row(th, th.figures.name.clone()));
+            t.add_row(thread_row(th, th.figures.name.clone(), wide));
         }
-        return format!("\nThreads\n{t}\n");
+        return format!("\nThreads\n{t}{}\n", narrow_note(wide));
     }
     let group_of = |th: &ThreadReport| groups.iter().position(|g| g.pids.contains(&th.figures.pid));
     // The followed groups in order, then threads of no known process.
@@ -441,7 +439,7 @@ fn threads(d: &Diagnosis, width: u16) -> String {
         } else {
             String::new()
         };
-        t.add_row(vec![
+        let mut row = vec![
             String::new(),
             format!("{}{times}", g.command),
             format!(
@@ -449,11 +447,9 @@ fn threads(d: &Diagnosis, width: u16) -> String {
                 g.samples,
                 pct(g.samples as f64 / d.sampling.samples.max(1) as f64, 1)
             ),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-        ]);
+        ];
+        row.resize(header.len(), String::new());
+        t.add_row(row);
         for th in members {
             let f = &th.figures;
             let name = if g.processes > 1 && f.tid != f.pid {
@@ -461,19 +457,31 @@ fn threads(d: &Diagnosis, width: u16) -> String {
             } else {
                 format!("  {}", f.name)
             };
-            t.add_row(thread_row(th, name));
+            t.add_row(thread_row(th, name, wide));
         }
     }
     for th in busiest.iter().filter(|th| group_of(th).is_none()) {
-        t.add_row(thread_row(th, th.figures.name.clone()));
+        t.add_row(thread_row(th, th.figures.name.clone(), wide));
     }
-    format!("\nThreads, by process command\n{t}\n")
+    format!("\nThreads, by process command\n{t}{}\n", narrow_note(wide))
 }
 
-/// One thread's row of the threads table, under `name`.
-fn thread_row(th: &ThreadReport, name: String) -> Vec<String> {
+/// Terminal width from which the threads table has its switch and fault columns.
+const WIDE_THREADS_TABLE: u16 = 110;
+
+/// Under a narrow threads table: where the columns it left out are.
+fn narrow_note(wide: bool) -> &'static str {
+    if wide {
+        ""
+    } else {
+        "\n  (switches and faults per thread: --json, or a terminal 110 columns wide)"
+    }
+}
+
+/// One thread's row of the threads table, under `name`; `wide` with switches and faults.
+fn thread_row(th: &ThreadReport, name: String, wide: bool) -> Vec<String> {
     let f = &th.figures;
-    vec![
+    let mut row = vec![
         f.tid.to_string(),
         name,
         format!("{} ({})", th.samples, pct(th.sample_share, 1)),
@@ -487,14 +495,22 @@ fn thread_row(th: &ThreadReport, name: String) -> Vec<String> {
         } else {
             "-".into()
         },
-        format!("{}/{}", f.voluntary_switches, f.involuntary_switches),
-        format!("{}/{}", f.minor_faults, f.major_faults),
+    ];
+    if wide {
+        row.push(format!(
+            "{}/{}",
+            f.voluntary_switches, f.involuntary_switches
+        ));
+        row.push(format!("{}/{}", f.minor_faults, f.major_faults));
+    }
+    row.push(
         th.kinds
             .iter()
             .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1)))
             .collect::<Vec<_>>()
-            .join("; "),
-    ]
+            .join(if wide { "; " } else { "\n" }),
+    );
+    row
 }
 
 /// Process totals, memory per process, counter values, notes.
@@ -694,5 +710,28 @@ mod tests {
                 s.instruction
             );
         }
+    }
+
+    /// PostgreSQL's backends at 80 columns: seven columns left "Where its samples go" a few
+    /// letters wide ("computat / ion", "read-mod / ify-writ"); a narrow screen drops the
+    /// switch and fault columns and says where they are.
+    #[test]
+    fn the_threads_table_at_80_columns_keeps_whole_words() {
+        let d = fixture("locked-counter-zen4-kvm.json");
+        let text = render(&d, 80);
+        let table = &text[text.find("\nThreads").unwrap()..];
+        let table = &table[..table.find("\n\n").unwrap_or(table.len())];
+        assert!(table.lines().all(|l| l.chars().count() <= 80), "{table}");
+        assert!(!table.contains("Faults"), "{table}");
+        assert!(
+            table.contains("switches and faults per thread: --json"),
+            "{table}"
+        );
+        for word in d.threads[0].kinds[0].kind.describe().split_whitespace() {
+            assert!(table.contains(word), "{word} broken in {table}");
+        }
+        let wide = render(&d, 140);
+        assert!(wide.contains("Faults min/maj"), "{wide}");
+        assert!(!wide.contains("switches and faults per thread"), "{wide}");
     }
 }

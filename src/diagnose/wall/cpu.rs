@@ -9,17 +9,22 @@ use crate::machine::cpu_time::{self, CpuTimeDelta, CpuTimeSnapshot, CpuTimeWindo
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-/// Other processes kept in the report, most CPU first.
-const OTHERS_KEPT: usize = 5;
+/// Other processes kept in the report, most CPU first: the screen names three, the JSON keeps
+/// more, so that a neighbour pinned beside the workload is still listed on a machine where a
+/// build's compilers each used more CPU than it.
+const OTHERS_KEPT: usize = 20;
 
 /// What held the CPUs during the recording.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuHolders {
-    /// Processes outside the workload that used CPU, most first (at most 5).
+    /// Processes outside the workload that used CPU, most first (at most 20).
     pub others: Vec<OtherProcess>,
     /// CPU time of all the other processes together in the window, ns (not their children
     /// reaped meanwhile, whose time is counted over their whole lives).
     pub others_ns: u64,
+    /// diagnose's own CPU time in the window, ns: it holds CPUs too.
+    #[serde(default)]
+    pub own_ns: u64,
     /// Every CPU of the machine together: busy, idle, and stolen by the hypervisor.
     pub machine: Option<CpuTimeDelta>,
     /// The workload's cgroup CPU quota and its throttling, when one binds it.
@@ -67,6 +72,13 @@ impl CpuWindow {
         let mut followed = followed.clone();
         followed.insert(std::process::id());
         let end = ProcessCpuSnapshot::take();
+        let me = std::process::id();
+        let own_ns = match (self.processes.processes.get(&me), end.processes.get(&me)) {
+            (Some(a), Some(b)) => {
+                cpu_time::ticks_to_ns(b.cpu_ticks.saturating_sub(a.cpu_ticks), hz)
+            }
+            _ => 0,
+        };
         // Their own CPU time in the window only: the time of children reaped meanwhile is
         // counted over their whole lives, which can be far longer than the window.
         let mut others = contention::other_processes(&self.processes, &end, &followed, hz);
@@ -89,8 +101,23 @@ impl CpuWindow {
         CpuHolders {
             others,
             others_ns,
+            own_ns,
             machine,
             quota,
         }
+    }
+}
+
+impl CpuHolders {
+    /// CPU time the machine was busy in the window that no process seen at its start or end
+    /// accounts for, given the workload's own running time: processes that started and ended
+    /// inside the window (a benchmark client, short commands), whose time /proc no longer
+    /// shows, and interrupt time not charged to a task. `None` without /proc/stat.
+    pub fn unseen_ns(&self, workload_running_ns: f64) -> Option<f64> {
+        let m = self.machine?;
+        Some(
+            (m.busy_ns as f64 - workload_running_ns - self.others_ns as f64 - self.own_ns as f64)
+                .max(0.0),
+        )
     }
 }

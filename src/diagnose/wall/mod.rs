@@ -44,7 +44,7 @@ pub struct WallReport {
     pub method: WallMethod,
     /// Per process command (all processes of one name together), most wall time first.
     pub commands: Vec<CommandWall>,
-    /// Per thread, most wall time off the CPU first.
+    /// Per thread, most time working or held up first ([`StateTimes::held_up_s`]).
     pub threads: Vec<ThreadWall>,
     /// Off-CPU stacks with their time, most first (at most 2000).
     pub stacks: Vec<WaitStack>,
@@ -126,6 +126,35 @@ impl StateTimes {
             .sort_by(|a, b| b.s.total_cmp(&a.s).then(a.reason.cmp(&b.reason)));
         self.waits
             .sort_by(|a, b| b.s.total_cmp(&a.s).then(a.kind.cmp(&b.kind)));
+    }
+
+    /// Time the thread worked or was held up: running, waiting for a CPU, asleep on a lock,
+    /// a park or a condition, or in file I/O or a page fault. The rest is time with nothing
+    /// to do (an idle pool, an event loop, a client's next request, a timed sleep, a parent
+    /// waiting for its child), which says nothing about the workload's speed: the table puts
+    /// the threads held up most first, so a server's busy workers come before its idle
+    /// background processes.
+    pub fn held_up_s(&self) -> f64 {
+        let waited: f64 = self
+            .waits
+            .iter()
+            .filter(|k| {
+                matches!(
+                    k.kind,
+                    runtimes::WaitKind::Lock
+                        | runtimes::WaitKind::Park
+                        | runtimes::WaitKind::Condition
+                )
+            })
+            .map(|k| k.s)
+            .sum();
+        let io: f64 = self
+            .blocked
+            .iter()
+            .filter(|r| matches!(r.reason, BlockReason::FileIo | BlockReason::PageFault))
+            .map(|r| r.s)
+            .sum();
+        self.running_s + self.runnable_s + waited + io
     }
 
     /// Share of the wall time in a state's seconds.
@@ -379,8 +408,8 @@ pub fn report(
         t.times.waits = k;
     }
     threads.sort_by(|a, b| {
-        let off = |t: &ThreadWall| t.times.runnable_s + t.times.blocked_s;
-        off(b).total_cmp(&off(a)).then(a.tid.cmp(&b.tid))
+        let (ka, kb) = (a.times.held_up_s(), b.times.held_up_s());
+        kb.total_cmp(&ka).then(a.tid.cmp(&b.tid))
     });
     let mut commands: BTreeMap<String, (CommandWall, std::collections::BTreeSet<u32>)> =
         BTreeMap::new();
@@ -424,5 +453,38 @@ pub fn report(
         threads,
         stacks,
         cpu: rec.cpu.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtimes::WaitKind;
+
+    fn times(running: f64, runnable: f64, waits: &[(WaitKind, f64)]) -> StateTimes {
+        let blocked: f64 = waits.iter().map(|w| w.1).sum();
+        StateTimes {
+            wall_s: running + runnable + blocked,
+            running_s: running,
+            runnable_s: runnable,
+            blocked_s: blocked,
+            waits: waits
+                .iter()
+                .map(|&(kind, s)| KindTime { kind, s })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// PostgreSQL under pgbench: the table listed the postmaster's idle background processes
+    /// (100% blocked, waiting for work) before the backends held up on the hot row, since it
+    /// ranked threads by all their time off the CPU.
+    #[test]
+    fn threads_held_up_come_before_idle_ones() {
+        let idle_background = times(0.0, 0.0, &[(WaitKind::Idle, 18.0)]);
+        let backend = times(0.5, 4.0, &[(WaitKind::Lock, 6.0), (WaitKind::Client, 5.0)]);
+        assert!(backend.held_up_s() > idle_background.held_up_s());
+        assert_eq!(backend.held_up_s(), 10.5);
+        assert_eq!(idle_background.held_up_s(), 0.0);
     }
 }

@@ -295,6 +295,20 @@ pub fn starved_others(total_ns: f64, top: &[(String, u32, f64)]) -> String {
     )
 }
 
+/// `processes that started and ended within the window ran 6.2 s of CPU ...`.
+pub fn starved_unseen(ns: f64) -> String {
+    format!(
+        "processes that started and ended within the window (a benchmark client, short \
+         commands) or interrupts took {} of CPU more: /proc no longer names them",
+        human_ns(ns)
+    )
+}
+
+/// `diagnose itself used 0.4 s of CPU meanwhile`.
+pub fn starved_own(ns: f64) -> String {
+    format!("diagnose itself used {} of CPU meanwhile", human_ns(ns))
+}
+
 /// `the hypervisor took 4.1% of the CPUs' time (steal)`.
 pub fn starved_steal(share: f64) -> String {
     format!(
