@@ -259,6 +259,10 @@ fn a_contended_java_monitor_names_hotspots_monitor_spin_and_the_waiting_method()
     );
     assert!(text(&f["evidence"]).contains("ObjectMonitor::"), "{f:#}");
     assert!(!text(&f["advice"]).contains("GOMAXPROCS"));
+    // Issue 28: the monitor's other half, the threads' sleep in HotSpot's park, beside the spin.
+    let ev = text(&f["evidence"]);
+    assert!(ev.contains("spin and sleep: the "), "{f:#}");
+    assert!(ev.contains("and slept "), "no park time: {f:#}");
 }
 
 #[test]
@@ -301,6 +305,10 @@ fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advi
         "{f:#}"
     );
     assert!(!text(&f["advice"]).contains("mutex_spin_count"));
+    // Issue 28: a goroutine waiting for the mutex parks; its thread, with nothing else to run,
+    // sleeps in the scheduler: that sleep is shown beside the spin.
+    assert!(ev.contains("spin and sleep: the "), "{f:#}");
+    assert!(ev.contains("in the Go scheduler"), "no park time: {f:#}");
 }
 
 #[test]
