@@ -477,6 +477,29 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler with no events yet, for [`Sampler::open`] and [`Sampler::open_cpu_wide`].
+    fn unopened(
+        mode: SamplingMode,
+        frequency_hz: u64,
+        enable_on_exec: bool,
+        layout: SampleLayout,
+        follow: Follow,
+        scope: SamplingScope,
+    ) -> Sampler {
+        Sampler {
+            rings: Vec::new(),
+            fds: Vec::new(),
+            leaders: Vec::new(),
+            mode,
+            frequency_hz,
+            enable_on_exec,
+            layout,
+            follow,
+            scope,
+            skipped_samples: 0,
+        }
+    }
+
     /// Opens sampling events for `tasks` (thread ids; one is enough for a process that is about
     /// to exec, whose threads are then inherited) on every CPU in `cpus`, with what `layout`
     /// asks beyond the sampled address (call chains, registers and stack copies), following
@@ -490,18 +513,14 @@ impl Sampler {
         layout: SampleLayout,
         follow: Follow,
     ) -> Result<Sampler, OpenError> {
-        let mut s = Sampler {
-            rings: Vec::new(),
-            fds: Vec::new(),
-            leaders: Vec::new(),
+        let mut s = Sampler::unopened(
             mode,
             frequency_hz,
             enable_on_exec,
             layout,
             follow,
-            scope: SamplingScope::PerTask,
-            skipped_samples: 0,
-        };
+            SamplingScope::PerTask,
+        );
         let pages = data_pages(layout);
         for &cpu in cpus {
             let mut attr = sampling_attr(mode, frequency_hz, enable_on_exec, layout, follow);
@@ -535,21 +554,18 @@ impl Sampler {
         layout: SampleLayout,
         switches: bool,
     ) -> Result<Sampler, OpenError> {
-        let mut s = Sampler {
-            rings: Vec::new(),
-            fds: Vec::new(),
-            leaders: Vec::new(),
+        let follow = Follow {
+            inherit: Inherit::ThreadsAndChildren,
+            switches,
+        };
+        let mut s = Sampler::unopened(
             mode,
             frequency_hz,
-            enable_on_exec: false,
+            false,
             layout,
-            follow: Follow {
-                inherit: Inherit::ThreadsAndChildren,
-                switches,
-            },
-            scope: SamplingScope::CpuWide,
-            skipped_samples: 0,
-        };
+            follow,
+            SamplingScope::CpuWide,
+        );
         for &cpu in cpus {
             let mut attr = cpu_wide_attr(mode, frequency_hz, layout, switches);
             let fd = open_event(&mut attr, -1, cpu as i32)?;
