@@ -3,7 +3,10 @@
 
 use crate::format::human_bytes;
 use crate::machine::SplitLockMode;
+use crate::machine::cgroup::CgroupFacts;
+use crate::machine::meminfo::{MemoryBound, MemoryRoom};
 use crate::machine::topology::Topology;
+use crate::measure::ThreadError;
 
 /// Cores, sockets, NUMA nodes and SMT in one line: `2 cores, 1 socket(s), 1 NUMA node(s), SMT off`.
 pub fn topology_line(t: &Topology) -> String {
@@ -57,4 +60,102 @@ pub fn pause_figure(pause: Option<(f64, Option<f64>)>) -> String {
         ),
         None => "PAUSE not measured".into(),
     }
+}
+
+/// Why a probe was skipped when the kernel refused one of its threads: `cannot start a
+/// thread: Resource temporarily unavailable (os error 11); a pids limit (cgroup pids.max) or
+/// RLIMIT_NPROC allows no more tasks`.
+pub fn thread_refused(e: &ThreadError) -> String {
+    if e.is_task_limit() {
+        format!("{e}; a pids limit (cgroup pids.max) or RLIMIT_NPROC allows no more tasks")
+    } else {
+        format!("{e}; the address-space limit (RLIMIT_AS) or memory leaves no room for its stack")
+    }
+}
+
+/// A limit in a few words: `the 512 MiB cgroup memory limit`, `the 100 MiB address-space limit
+/// (RLIMIT_AS)`, `the 22 GiB of memory available`.
+pub fn room_bound(room: &MemoryRoom) -> String {
+    let limit = human_bytes(room.limit_bytes);
+    match room.bound {
+        MemoryBound::Available => format!("the {limit} of memory available"),
+        MemoryBound::CgroupLimit => format!("the {limit} cgroup memory limit"),
+        MemoryBound::AddressSpace => format!("the {limit} address-space limit (RLIMIT_AS)"),
+    }
+}
+
+/// Why a memory probe's buffers are smaller than it wanted, after "X instead of Y: ":
+/// `sized to the 512 MiB cgroup memory limit, which leaves 470 MiB`, or for `MemAvailable`
+/// `2 buffers of 1 GiB would take more than a quarter of the 3 GiB of memory available`.
+pub fn buffers_capped(buffers: usize, wanted: u64, room: &MemoryRoom) -> String {
+    if room.is_limit() {
+        format!(
+            "sized to {}, which leaves {}",
+            room_bound(room),
+            human_bytes(room.room_bytes)
+        )
+    } else {
+        format!(
+            "{buffers} buffers of {} would take more than a quarter of the {} of memory available",
+            human_bytes(wanted),
+            human_bytes(room.limit_bytes)
+        )
+    }
+}
+
+/// Why a memory probe did not measure under a limit: `the 512 MiB cgroup memory limit leaves
+/// 90 MiB, too little for 2 buffers of 128 MiB (past the caches); measure it where the limit
+/// allows: cpudoctor probe mem-latency`. The hazards that read the probe are then "not
+/// judged" with this reason.
+pub fn limit_leaves(room: &MemoryRoom, buffers: usize, needed: u64, probe: &str) -> String {
+    format!(
+        "{} leaves {}, too little for {buffers} buffer(s) of {} (past the caches); measure it \
+         where the limit allows: cpudoctor probe {probe}",
+        room_bound(room),
+        human_bytes(room.room_bytes),
+        human_bytes(needed)
+    )
+}
+
+/// The limits a cgroup sets, in one line for the machine's description; `None` when none
+/// binds: `cgroup v1: memory limit 512 MiB (12 MiB used), CPU quota 0.5 CPU (170 of 173 periods
+/// throttled), pids limit 64`.
+pub fn cgroup_line(c: &CgroupFacts) -> Option<String> {
+    if !c.limited() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let Some(limit) = c.memory_limit_bytes {
+        parts.push(match c.memory_usage_bytes {
+            Some(used) => format!(
+                "memory limit {} ({} used)",
+                human_bytes(limit),
+                human_bytes(used)
+            ),
+            None => format!("memory limit {}", human_bytes(limit)),
+        });
+    }
+    if let Some(q) = c.cpu_quota {
+        let throttled = c
+            .cpu_stat
+            .and_then(|s| Some((s.throttled_periods?, s.periods?)))
+            .map(|(t, p)| format!(" ({t} of {p} periods throttled)"))
+            .unwrap_or_default();
+        parts.push(format!("CPU quota {} CPU{throttled}", trim_float(q.cpus())));
+    }
+    if let Some(n) = c.pids_max {
+        parts.push(format!("pids limit {n}"));
+    }
+    let version = match c.version {
+        Some(crate::machine::cgroup::CgroupVersion::V2) => "cgroup v2",
+        Some(_) => "cgroup v1",
+        None => "cgroup",
+    };
+    Some(format!("{version}: {}", parts.join(", ")))
+}
+
+/// `0.5`, `2`, `1.25`: a CPU count without trailing zeros.
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
