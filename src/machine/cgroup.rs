@@ -692,12 +692,25 @@ pub struct CgroupFacts {
     /// Tasks in the cgroup of that limit (the process's own where there is none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids_current: Option<u64>,
+    /// What `cpu_stat` did from when the machine was read to the end of the probes (see
+    /// [`CgroupFacts::note_end`]): the throttling the measurement ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_stat_while_measuring: Option<CpuStatDelta>,
 }
 
 impl CgroupFacts {
     /// Whether any limit binds (memory, CPU quota or pids).
     pub fn limited(&self) -> bool {
         self.memory_limit_bytes.is_some() || self.cpu_quota.is_some() || self.pids_max.is_some()
+    }
+
+    /// Records what the cpu counters did since these facts were read, from `end`, the same
+    /// cgroup's facts read when the probes are done.
+    pub fn note_end(&mut self, end: &CgroupFacts) {
+        self.cpu_stat_while_measuring = match (&self.cpu_stat, &end.cpu_stat) {
+            (Some(a), Some(b)) => Some(CpuStatDelta::between(a, b)),
+            _ => None,
+        };
     }
 }
 
@@ -733,6 +746,7 @@ impl ProcessCgroup {
             cpuset_cpus: self.cpuset.as_ref().and_then(read_cpuset_cpus),
             pids_max: limits.pids_max.as_ref().map(|l| l.value),
             pids_current: pids_at.and_then(read_pids_current),
+            cpu_stat_while_measuring: None,
         }
     }
 

@@ -232,6 +232,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // faulted in on the first CPU. On one node the same buffer serves both.
     let per_thread_buffers = cpus.len() > 1 && spans_numa_nodes(ctx, &cpus);
     let buffers = kinds_using_mem_available(&kinds) * if per_thread_buffers { 2 } else { 1 };
+    // A limit on this process (cgroup, RLIMIT_AS) is said even where the buffers fit it.
+    let limit = crate::machine::meminfo::read_memory_room().filter(|r| r.is_limit());
     let needed = llc.unwrap_or(32 << 20) * LIMIT_MIN_LLC_FACTOR;
     let (size, capped) = buffer_size(ctx, default_size(profile, llc), buffers, needed)?;
     let size = size.next_multiple_of(1 << 21);
@@ -282,6 +284,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params.insert("windows_per_buffer".into(), json!(windows));
     if let Some(why) = capped {
         r.effects.insert("buffer_capped".into(), json!(why));
+    }
+    if let Some(room) = limit {
+        r.effects.insert(
+            "memory_limit".into(),
+            json!(crate::words::machine::room_left(&room)),
+        );
     }
     r.params.insert("page_kinds".into(), json!(kinds));
     r.params

@@ -77,6 +77,9 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
         },
         m.split_lock.summary
     );
+    if let Some(c) = &m.cgroup {
+        let _ = writeln!(s, "Cgroup      {}", crate::words::machine::cgroup_facts(c));
+    }
     s
 }
 
@@ -172,7 +175,17 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
         "{clock_words}, {pmu}, {thp}, {}",
         split_lock_words(m.split_lock.effective)
     );
-    format!("{}{}", wrap(&what, width, 0), wrap(&facts, width, 0))
+    let limits = m
+        .cgroup
+        .as_ref()
+        .and_then(crate::words::machine::cgroup_line)
+        .map(|l| wrap(&l, width, 0))
+        .unwrap_or_default();
+    format!(
+        "{}{}{limits}",
+        wrap(&what, width, 0),
+        wrap(&facts, width, 0)
+    )
 }
 
 /// Counts of verdicts by level, and of hazards not judged: `2 hazards, 1 notice, 4 ok, 1 not

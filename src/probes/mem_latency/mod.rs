@@ -340,6 +340,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .page_kinds
         .clone()
         .unwrap_or_else(|| PageKind::ALL.to_vec());
+    // A limit on this process (cgroup, RLIMIT_AS) is said even where the buffers fit it.
+    let limit = crate::machine::meminfo::read_memory_room().filter(|r| r.is_limit());
     let Sweep {
         sizes,
         max_size,
@@ -410,6 +412,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     );
     if let Some(why) = capped {
         r.effects.insert("max_size_capped".into(), json!(why));
+    }
+    if let Some(room) = limit {
+        r.effects.insert(
+            "memory_limit".into(),
+            json!(words::machine::room_left(&room)),
+        );
     }
     record_samples(&mut r, &runs);
     let derived = analyze(&r);
