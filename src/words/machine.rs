@@ -84,6 +84,25 @@ pub fn room_bound(room: &MemoryRoom) -> String {
     }
 }
 
+/// The room for a buffer size given on the command line, in words: `the 22 GiB of memory
+/// available (MemAvailable in /proc/meminfo)`, `the 500 MiB that the cgroup memory limit
+/// (512 MiB) leaves`.
+pub fn room_words(room: &MemoryRoom) -> String {
+    let left = human_bytes(room.room_bytes);
+    let limit = human_bytes(room.limit_bytes);
+    match room.bound {
+        MemoryBound::Available => {
+            format!("the {left} of memory available (MemAvailable in /proc/meminfo)")
+        }
+        MemoryBound::CgroupLimit => {
+            format!("the {left} that the cgroup memory limit ({limit}) leaves")
+        }
+        MemoryBound::AddressSpace => {
+            format!("the {left} that the address-space limit (RLIMIT_AS, {limit}) leaves")
+        }
+    }
+}
+
 /// What a limit leaves a memory probe, recorded whenever a limit (not `MemAvailable`) bounds
 /// its buffers: `the 512 MiB cgroup memory limit leaves 500 MiB`.
 pub fn room_left(room: &MemoryRoom) -> String {
