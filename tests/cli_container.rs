@@ -2,7 +2,8 @@
 //! cgroup with a 512 MiB memory limit, a half-CPU quota (50000 of 100000 us) and a pids limit,
 //! as a Kubernetes pod with `memory: 512Mi, cpu: 500m` would: each finishes (before, `check`
 //! was OOM-killed after ~2 s with nothing saved), says what the limits were and what they did,
-//! and saves its file. Then `check` under `prlimit --as=100M` (it aborted with a backtrace,
+//! and saves its file; `check` reads the same limits inside a cgroup namespace (a container's
+//! view, the hierarchies mounted again with `unshare`). Then `check` under `prlimit --as=100M` (it aborted with a backtrace,
 //! exit 134) and with no thread to spare (`prlimit --nproc`, unprivileged: `check` and `spin
 //! --handoff` panicked, exit 101): each probe that cannot run is skipped with why.
 //!
@@ -302,6 +303,84 @@ fn check_in_a_512_mib_cgroup_with_half_a_cpu_finishes_says_the_limits_and_saves(
     if let Some(peak) = peak {
         eprintln!("check's cgroup peaked at {} MiB", peak >> 20);
     }
+}
+
+/// The shell commands that mount this machine's memory, cpu, cpuacct and pids hierarchies (or
+/// the v2 one) again where they are, as a container runtime does inside a cgroup namespace.
+fn remount_cgroups() -> String {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut lines = Vec::new();
+    for l in mountinfo.lines() {
+        let Some((left, right)) = l.split_once(" - ") else {
+            continue;
+        };
+        let mount_point = left.split(' ').nth(4).unwrap_or("");
+        let mut r = right.split(' ');
+        let (fstype, _, options) = (r.next(), r.next(), r.next().unwrap_or(""));
+        match fstype {
+            Some("cgroup2") if mount_point == "/sys/fs/cgroup" => lines.push(format!(
+                "umount {mount_point} && mount -t cgroup2 cgroup2 {mount_point}"
+            )),
+            Some("cgroup") => {
+                let wanted: Vec<&str> = options
+                    .split(',')
+                    .filter(|o| ["memory", "cpu", "cpuacct", "pids"].contains(o))
+                    .collect();
+                if !wanted.is_empty() {
+                    lines.push(format!(
+                        "umount {mount_point} && mount -t cgroup -o {} cgroup {mount_point}",
+                        wanted.join(",")
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    lines.join(" && ")
+}
+
+#[test]
+fn check_in_a_cgroup_namespace_reads_the_same_limits() {
+    // A container's view: a cgroup namespace whose root is the container's cgroup, the
+    // hierarchies mounted again inside it (`/proc/self/cgroup` then says `/`).
+    if Command::new("unshare").arg("--version").output().is_err() {
+        missing_tool("unshare", "apt-get install util-linux");
+        return;
+    }
+    let Some(cg) = cgroup("cpudoctor-test-ns") else {
+        return;
+    };
+    let script = format!("{} && exec \"$@\"", remount_cgroups());
+    let mut args = vec![
+        "--cgroup",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        BIN,
+        "check",
+        "--json",
+    ];
+    // The memory probes and pause: the limits are what is read here.
+    args.extend(["--skip", "split-lock", "--skip", "split-lock-neighbour"]);
+    args.extend(["--skip", "sharing", "--skip", "c2c"]);
+    let o = cg.command("unshare", &args).output().unwrap();
+    drop(cg);
+    assert_no_crash(&o);
+    let fp: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &fp["machine"]["cgroup"];
+    assert_eq!(c["memory_limit_bytes"], MEMORY_LIMIT_BYTES, "{c}");
+    assert_eq!(c["cpu_quota"]["quota_us"], QUOTA_US, "{c}");
+    assert_eq!(c["pids_max"], PIDS_MAX, "{c}");
+    assert_sized_or_not_judged(
+        &fp,
+        "mem-latency",
+        "max_size_capped",
+        "the 512 MiB cgroup memory limit",
+    );
 }
 
 #[test]
