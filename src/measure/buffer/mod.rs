@@ -78,6 +78,14 @@ pub enum BufferError {
         /// What the kernel said.
         errno: nix::errno::Errno,
     },
+    /// A thread that was to fault in part of the buffer could not start.
+    #[error("cannot fault in a {kind} buffer: {reason}")]
+    NoThread {
+        /// The kind asked for.
+        kind: PageKind,
+        /// Why (a pids limit, RLIMIT_NPROC).
+        reason: String,
+    },
     /// The buffer's mapping is not in /proc/self/smaps (no procfs?).
     #[error("cannot find the buffer's mapping in /proc/self/smaps")]
     NoSmaps,
@@ -141,7 +149,7 @@ impl Buffer {
                 .enumerate()
                 .map(|(i, &cpu)| {
                     let buf = &buf;
-                    s.spawn(move || {
+                    crate::measure::threads::spawn_scoped(s, move || {
                         let _pin = crate::measure::pin_to_cpu(cpu).map_err(|e| {
                             BufferError::NotPinned {
                                 kind,
@@ -158,9 +166,18 @@ impl Buffer {
                     })
                 })
                 .collect();
-            handles
+            // Every thread that started is joined, also when a later one was refused.
+            let ends: Vec<Result<(), BufferError>> = handles
                 .into_iter()
-                .try_for_each(|h| h.join().expect("toucher thread panicked"))
+                .map(|h| match h {
+                    Ok(h) => h.join().expect("toucher thread panicked"),
+                    Err(e) => Err(BufferError::NoThread {
+                        kind,
+                        reason: e.to_string(),
+                    }),
+                })
+                .collect();
+            ends.into_iter().collect::<Result<(), BufferError>>()
         })?;
         Ok(buf)
     }
