@@ -2,7 +2,9 @@
 //! limits they set (CPU quota, memory limit, pids limit) and the cpu controller's counters
 //! (CPU time used, quota periods, periods throttled, time throttled). `diagnose` reads these to
 //! say whether a thread that waited for a CPU was held back by its own quota rather than by
-//! another process or the hypervisor.
+//! another process or the hypervisor. A fingerprint's machine facts carry them too
+//! ([`CgroupFacts`]: the limits, what the cgroup used, the cpuset), and the memory probes size
+//! their buffers to the room a memory limit leaves ([`ProcessCgroup::memory_headroom`]).
 //!
 //! Where a controller's directory is takes two files: `/proc/PID/cgroup` names the process's
 //! cgroup in each hierarchy (`4:memory:/a/b` for v1, `0::/a/b` for v2), and mountinfo says

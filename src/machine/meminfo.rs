@@ -1,5 +1,7 @@
 //! Memory facts a buffer needs before it is mapped: how much memory the kernel could hand out
-//! without swapping (`MemAvailable` in /proc/meminfo), and how many hugetlbfs pages of each
+//! without swapping (`MemAvailable` in /proc/meminfo), how much this process may still map
+//! under its cgroup memory limit and `RLIMIT_AS` ([`read_memory_room`]: the least of the three,
+//! which the memory probes size their buffers to), and how many hugetlbfs pages of each
 //! size are reserved and free (`/sys/kernel/mm/hugepages/hugepages-<N>kB/`). Parsers take text
 //! or a root path, so they are tested on fixtures.
 
