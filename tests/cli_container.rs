@@ -94,7 +94,16 @@ impl TestCgroup {
                     return Err(format!("the v2 root does not offer the {c} controller"));
                 }
             }
-            write(&root.join("cgroup.subtree_control"), "+memory +cpu +pids")?;
+            // Enabled already where a runtime delegates them; enabling them in a cgroup that
+            // holds processes (a container's namespace root) fails with EBUSY, which says why.
+            let enabled =
+                fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+            if ["memory", "cpu", "pids"]
+                .iter()
+                .any(|c| !enabled.split_whitespace().any(|x| x == *c))
+            {
+                write(&root.join("cgroup.subtree_control"), "+memory +cpu +pids")?;
+            }
             let dir = root.join(&name);
             fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
             let cg = TestCgroup {
