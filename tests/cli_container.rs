@@ -309,6 +309,17 @@ fn check_in_a_512_mib_cgroup_with_half_a_cpu_finishes_says_the_limits_and_saves(
         &fp,
         &["huge_pages", "small_page_penalty", "software_prefetch"],
     );
+    // Buffers the limit made smaller are said on the screen too, as saved.
+    for (name, key) in [
+        ("mem-latency", "max_size_capped"),
+        ("bandwidth", "buffer_capped"),
+    ] {
+        if let Some(why) = probe(&fp, name)["effects"][key].as_str() {
+            let said = format!("{name}: {why}.");
+            let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(out.contains(&said), "no {said:?} in\n{out}");
+        }
+    }
     if let Some(peak) = peak {
         eprintln!("check's cgroup peaked at {} MiB", peak >> 20);
     }

@@ -283,11 +283,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params.insert("buffer_bytes".into(), json!(size));
     r.params.insert("windows_per_buffer".into(), json!(windows));
     if let Some(why) = capped {
-        r.effects.insert("buffer_capped".into(), json!(why));
+        r.effects
+            .insert(crate::names::effect::BUFFER_CAPPED.into(), json!(why));
     }
     if let Some(room) = limit {
         r.effects.insert(
-            "memory_limit".into(),
+            crate::names::effect::MEMORY_LIMIT.into(),
             json!(crate::words::machine::room_left(&room)),
         );
     }

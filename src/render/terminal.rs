@@ -281,6 +281,18 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     count.push('.');
     s.push('\n');
     s.push_str(&wrap(&count, style.width, 0));
+    // A memory probe whose buffers a limit made smaller says so (the sentence it saved).
+    for p in &fp.probes {
+        use crate::names::effect;
+        if p.effects.contains_key(effect::MEMORY_LIMIT) {
+            let capped = [effect::MAX_SIZE_CAPPED, effect::BUFFER_CAPPED]
+                .iter()
+                .find_map(|k| p.effects.get(*k).and_then(|v| v.as_str()));
+            if let Some(why) = capped {
+                s.push_str(&wrap(&format!("{}: {why}.", p.name), style.width, 2));
+            }
+        }
+    }
     let mut worst: Vec<&Verdict> = fp.verdicts.iter().filter(|v| v.level > Level::Ok).collect();
     worst.sort_by_key(|v| std::cmp::Reverse(v.level));
     let ids: Vec<&str> = match worst.as_slice() {

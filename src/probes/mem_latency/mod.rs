@@ -411,11 +411,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ),
     );
     if let Some(why) = capped {
-        r.effects.insert("max_size_capped".into(), json!(why));
+        r.effects
+            .insert(crate::names::effect::MAX_SIZE_CAPPED.into(), json!(why));
     }
     if let Some(room) = limit {
         r.effects.insert(
-            "memory_limit".into(),
+            crate::names::effect::MEMORY_LIMIT.into(),
             json!(words::machine::room_left(&room)),
         );
     }
