@@ -195,15 +195,14 @@ pub enum InputError {
         value: String,
     },
     /// A buffer size larger than the memory the kernel can hand out.
-    #[error(
-        "{what} {requested} is more than the {available} of memory available (MemAvailable in /proc/meminfo); pick a smaller {what}"
-    )]
+    #[error("{what} {requested} is more than {available}; pick a smaller {what}")]
     MoreThanAvailableMemory {
         /// Which option.
         what: &'static str,
         /// The size asked for, formatted.
         requested: String,
-        /// `MemAvailable`, formatted.
+        /// The room, in words: `the 22 GiB of memory available (MemAvailable in
+        /// /proc/meminfo)`, `the 500 MiB that the cgroup memory limit leaves`.
         available: String,
     },
     /// A page kind that does not exist.

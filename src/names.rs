@@ -109,3 +109,13 @@ pub mod metric {
     /// `true_sharing_ratio`.
     pub const TRUE_SHARING_RATIO: &str = "true_sharing_ratio";
 }
+
+/// Effects read outside the probe that records them.
+pub mod effect {
+    /// mem-latency: why the sweep stops short of the size it wanted.
+    pub const MAX_SIZE_CAPPED: &str = "max_size_capped";
+    /// bandwidth: why the buffers are smaller than wanted.
+    pub const BUFFER_CAPPED: &str = "buffer_capped";
+    /// mem-latency and bandwidth: what a cgroup memory limit or `RLIMIT_AS` left them.
+    pub const MEMORY_LIMIT: &str = "memory_limit";
+}

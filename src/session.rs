@@ -93,12 +93,19 @@ pub fn run(
         .iter()
         .map(|p| probes::run_probe(*p, &ctx))
         .collect();
+    let mut machine = host.machine.clone();
+    if let (Some(start), Some(end)) = (
+        machine.cgroup.as_mut(),
+        crate::machine::cgroup::self_facts(),
+    ) {
+        start.note_end(&end);
+    }
     let mut fp = Fingerprint {
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
         command: command.to_string(),
         created_unix_s,
-        machine: host.machine.clone(),
+        machine,
         clock: host.clock.info().clone(),
         probes,
         verdicts: Vec::new(),

@@ -207,7 +207,9 @@ pub fn handle_fatal_signals() {
     let Ok(mut caught) = process::catch_fatal_signals() else {
         return; // the default actions stay: nothing worse than before
     };
-    std::thread::spawn(move || {
+    // Where no thread can start (a pids limit, RLIMIT_NPROC), nothing would read the caught
+    // signals: the default actions come back, and the run goes on without the cleanup.
+    let reader = std::thread::Builder::new().spawn(move || {
         while let Some(sig) = caught.wait() {
             let sig = sig as i32;
             if DEFER_SIGNALS.load(Ordering::SeqCst)
@@ -222,6 +224,12 @@ pub fn handle_fatal_signals() {
             die_by(sig);
         }
     });
+    if reader.is_err() {
+        for sig in process::FATAL_SIGNALS {
+            // SAFETY: restoring a signal's default action.
+            unsafe { libc::signal(sig as i32, libc::SIG_DFL) };
+        }
+    }
 }
 
 /// The fatal signal `diagnose` stopped for, if one came.

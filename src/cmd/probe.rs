@@ -99,7 +99,8 @@ fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
-    if let Some(available) = meminfo::read_mem_available_bytes() {
+    if let Some(room) = meminfo::read_memory_room() {
+        let available = room.room_bytes;
         let largest = [
             ("--max-size", max_size),
             (
@@ -115,7 +116,7 @@ fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
                 return Err(InputError::MoreThanAvailableMemory {
                     what,
                     requested,
-                    available: cpudoctor::format::human_bytes(available),
+                    available: cpudoctor::words::machine::room_words(&room),
                 });
             }
         }

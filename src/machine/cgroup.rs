@@ -2,7 +2,9 @@
 //! limits they set (CPU quota, memory limit, pids limit) and the cpu controller's counters
 //! (CPU time used, quota periods, periods throttled, time throttled). `diagnose` reads these to
 //! say whether a thread that waited for a CPU was held back by its own quota rather than by
-//! another process or the hypervisor.
+//! another process or the hypervisor. A fingerprint's machine facts carry them too
+//! ([`CgroupFacts`]: the limits, what the cgroup used, the cpuset), and the memory probes size
+//! their buffers to the room a memory limit leaves ([`ProcessCgroup::memory_headroom`]).
 //!
 //! Where a controller's directory is takes two files: `/proc/PID/cgroup` names the process's
 //! cgroup in each hierarchy (`4:memory:/a/b` for v1, `0::/a/b` for v2), and mountinfo says
@@ -292,6 +294,9 @@ pub struct ProcessCgroup {
     pub memory: Option<ControllerDir>,
     /// The pids controller.
     pub pids: Option<ControllerDir>,
+    /// The cpuset controller (absent from files saved before it was read).
+    #[serde(default)]
+    pub cpuset: Option<ControllerDir>,
 }
 
 /// v1 controllers that mark a hierarchy as a v1 controller hierarchy (a mount of only
@@ -384,6 +389,7 @@ pub fn locate(
         cpuacct: dir("cpuacct"),
         memory: dir("memory"),
         pids: dir("pids"),
+        cpuset: dir("cpuset"),
     })
 }
 
@@ -502,6 +508,42 @@ pub fn read_memory_limit_bytes(dir: &ControllerDir) -> Option<u64> {
     }
 }
 
+/// Memory this one cgroup uses, in bytes, less its inactive file cache, which the kernel
+/// reclaims before it counts against the limit (the "working set" Kubernetes and `docker stats`
+/// report): v2 `memory.current` less `inactive_file` of `memory.stat`, v1
+/// `memory.usage_in_bytes` less `total_inactive_file`.
+pub fn read_memory_usage_bytes(dir: &ControllerDir) -> Option<u64> {
+    let (usage, inactive) = match dir.hierarchy {
+        Hierarchy::V2 => (dir.read("memory.current")?, "inactive_file"),
+        Hierarchy::V1 => (dir.read("memory.usage_in_bytes")?, "total_inactive_file"),
+    };
+    let usage: u64 = usage.trim().parse().ok()?;
+    let inactive = dir
+        .read("memory.stat")
+        .and_then(|t| flat_keyed(&t, inactive))
+        .unwrap_or(0);
+    Some(usage.saturating_sub(inactive))
+}
+
+/// The tasks in this one cgroup and below (`pids.current`).
+pub fn read_pids_current(dir: &ControllerDir) -> Option<u64> {
+    dir.read("pids.current")?.trim().parse().ok()
+}
+
+/// The CPUs this cgroup may run on, as the kernel lists them (`0-3,6`): v2
+/// `cpuset.cpus.effective`, v1 `cpuset.effective_cpus` (or `cpuset.cpus` on kernels without).
+pub fn read_cpuset_cpus(dir: &ControllerDir) -> Option<String> {
+    let files: &[&str] = match dir.hierarchy {
+        Hierarchy::V2 => &["cpuset.cpus.effective"],
+        Hierarchy::V1 => &["cpuset.effective_cpus", "cpuset.cpus"],
+    };
+    files
+        .iter()
+        .find_map(|f| dir.read(f))
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
 /// The pids limit set in this one cgroup.
 pub fn read_pids_max(dir: &ControllerDir) -> Option<u64> {
     parse_pids_max(&dir.read("pids.max")?)
@@ -602,7 +644,130 @@ pub fn parse_cpu_stat_v1(cpu_stat: Option<&str>, cpuacct_usage: Option<&str>) ->
     (!stat.is_empty()).then_some(stat)
 }
 
+/// The memory a cgroup limit leaves: of the cgroups on the path from the process's up, the
+/// one with the least room (limit less use).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryHeadroom {
+    /// The limit, in bytes.
+    pub limit_bytes: u64,
+    /// What the cgroup uses, in bytes (see [`read_memory_usage_bytes`]).
+    pub usage_bytes: u64,
+    /// The cgroup whose limit it is.
+    pub at: ControllerDir,
+}
+
+impl MemoryHeadroom {
+    /// Limit less use.
+    pub fn room_bytes(&self) -> u64 {
+        self.limit_bytes.saturating_sub(self.usage_bytes)
+    }
+}
+
+/// The cgroup facts a fingerprint records (`machine.cgroup`): the limits that bind the process
+/// that measured and what it had used of them when `check` began. Every field is absent where
+/// the controller or file is.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupFacts {
+    /// `v1`, `v2` or `hybrid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<CgroupVersion>,
+    /// The memory limit with the least room, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
+    /// What the cgroup of that limit used (the process's own where there is none), in bytes,
+    /// less inactive file cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_usage_bytes: Option<u64>,
+    /// The CPU quota with the fewest CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_quota: Option<CpuQuota>,
+    /// The cpu controller's counters of the cgroup whose quota binds (the process's own where
+    /// there is none), since it was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_stat: Option<CpuStat>,
+    /// The CPUs the process's cpuset allows, as the kernel lists them (`0-3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset_cpus: Option<String>,
+    /// The tightest pids limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
+    /// Tasks in the cgroup of that limit (the process's own where there is none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_current: Option<u64>,
+    /// What `cpu_stat` did from when the machine was read to the end of the probes (see
+    /// [`CgroupFacts::note_end`]): the throttling the measurement ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_stat_while_measuring: Option<CpuStatDelta>,
+}
+
+impl CgroupFacts {
+    /// Whether any limit binds (memory, CPU quota or pids).
+    pub fn limited(&self) -> bool {
+        self.memory_limit_bytes.is_some() || self.cpu_quota.is_some() || self.pids_max.is_some()
+    }
+
+    /// Records what the cpu counters did since these facts were read, from `end`, the same
+    /// cgroup's facts read when the probes are done.
+    pub fn note_end(&mut self, end: &CgroupFacts) {
+        self.cpu_stat_while_measuring = match (&self.cpu_stat, &end.cpu_stat) {
+            (Some(a), Some(b)) => Some(CpuStatDelta::between(a, b)),
+            _ => None,
+        };
+    }
+}
+
+/// This process's cgroup facts; `None` when no cgroup filesystem can be read.
+pub fn self_facts() -> Option<CgroupFacts> {
+    Some(read_self_cgroup(Path::new("/"))?.facts())
+}
+
 impl ProcessCgroup {
+    /// The cgroup facts of the process, read now.
+    pub fn facts(&self) -> CgroupFacts {
+        let limits = self.limits();
+        let headroom = self.memory_headroom();
+        let quota_at = limits
+            .cpu_quota
+            .as_ref()
+            .map(|l| &l.at)
+            .or(self.cpu.as_ref());
+        let pids_at = limits
+            .pids_max
+            .as_ref()
+            .map(|l| &l.at)
+            .or(self.pids.as_ref());
+        CgroupFacts {
+            version: Some(self.version),
+            memory_limit_bytes: headroom.as_ref().map(|h| h.limit_bytes),
+            memory_usage_bytes: match &headroom {
+                Some(h) => Some(h.usage_bytes),
+                None => self.memory.as_ref().and_then(read_memory_usage_bytes),
+            },
+            cpu_quota: limits.cpu_quota.as_ref().map(|l| l.value),
+            cpu_stat: quota_at.and_then(|at| self.cpu_stat_at(at)),
+            cpuset_cpus: self.cpuset.as_ref().and_then(read_cpuset_cpus),
+            pids_max: limits.pids_max.as_ref().map(|l| l.value),
+            pids_current: pids_at.and_then(read_pids_current),
+            cpu_stat_while_measuring: None,
+        }
+    }
+
+    /// Of the memory limits on the path from the process's cgroup up, the one that leaves the
+    /// least room; `None` where no limit is set or its use cannot be read.
+    pub fn memory_headroom(&self) -> Option<MemoryHeadroom> {
+        self.memory
+            .as_ref()?
+            .up_to_mount()
+            .filter_map(|at| {
+                Some(MemoryHeadroom {
+                    limit_bytes: read_memory_limit_bytes(&at)?,
+                    usage_bytes: read_memory_usage_bytes(&at)?,
+                    at,
+                })
+            })
+            .min_by_key(MemoryHeadroom::room_bytes)
+    }
+
     /// The limits that bind the process.
     pub fn limits(&self) -> CgroupLimits {
         CgroupLimits {
@@ -928,6 +1093,58 @@ mod tests {
     }
 
     #[test]
+    fn v1_facts_read_the_limits_use_less_inactive_cache_pids_and_cpuset() {
+        let root = fixture("v1-hybrid-quota");
+        let cg = read_process_cgroup(&root, 4242).unwrap();
+        let usage: u64 = text(
+            "v1-hybrid-quota",
+            "sys/fs/cgroup/memory/cpudoctor-test/memory.usage_in_bytes",
+        )
+        .trim()
+        .parse()
+        .unwrap();
+        let f = cg.facts();
+        assert_eq!(f.version, Some(CgroupVersion::Hybrid));
+        assert_eq!(f.memory_limit_bytes, Some(512 * MIB));
+        // The 50 MB file read into the cache is inactive: it does not count as use.
+        let used = f.memory_usage_bytes.unwrap();
+        assert!(used < usage && used > 64 * MIB, "{used} of {usage}");
+        assert_eq!(f.cpu_quota.map(|q| q.cpus()), Some(0.5));
+        assert!(f.cpu_stat.unwrap().throttled_periods.is_some());
+        assert_eq!(f.pids_max, Some(64));
+        assert!(f.pids_current.is_some_and(|n| n >= 1));
+        assert_eq!(f.cpuset_cpus.as_deref(), Some("0-1"));
+        assert!(f.limited());
+        let h = cg.memory_headroom().unwrap();
+        assert_eq!(h.room_bytes(), 512 * MIB - used);
+    }
+
+    #[test]
+    fn v2_headroom_is_the_cgroup_with_the_least_room_not_the_least_limit() {
+        // The container may use 512 MiB and uses 96 MiB (128 less 32 inactive); its pod may
+        // use 1 GiB and uses 900 MiB: the pod leaves less.
+        let root = fixture("v2-kubepods-handmade");
+        let cg = read_self_cgroup(&root).unwrap();
+        assert_eq!(cg.limits().memory_limit_bytes.unwrap().value, 512 * MIB);
+        let h = cg.memory_headroom().unwrap();
+        assert_eq!((h.limit_bytes, h.usage_bytes), (1024 * MIB, 900 * MIB));
+        assert_eq!(h.room_bytes(), 124 * MIB);
+        let f = cg.facts();
+        assert_eq!(f.memory_limit_bytes, Some(1024 * MIB));
+        assert_eq!(f.cpuset_cpus.as_deref(), Some("0-3"));
+    }
+
+    #[test]
+    fn facts_without_any_limit_say_none_and_old_files_load() {
+        let f = read_self_cgroup(&fixture("v1-hybrid-root"))
+            .unwrap()
+            .facts();
+        assert!(!f.limited(), "{f:?}");
+        let old: CgroupFacts = serde_json::from_str("{}").unwrap();
+        assert_eq!(old, CgroupFacts::default());
+    }
+
+    #[test]
     fn malformed_files_give_none_not_a_panic() {
         for bad in [
             "",
@@ -974,6 +1191,7 @@ mod tests {
         assert_eq!(read_memory_limit_bytes(&gone), None);
         assert_eq!(read_pids_max(&gone), None);
         let cg = ProcessCgroup {
+            cpuset: None,
             version: CgroupVersion::V2,
             cpu: Some(gone.clone()),
             cpuacct: Some(gone.clone()),

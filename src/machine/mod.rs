@@ -113,6 +113,11 @@ pub struct Machine {
     pub thp: Option<ThpMode>,
     /// Split-lock detection and mitigation.
     pub split_lock: SplitLockState,
+    /// The measuring process's cgroup: its memory, CPU and pids limits and what it had used
+    /// of them when the machine was read. Absent where no cgroup filesystem is mounted, and in
+    /// files saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<cgroup::CgroupFacts>,
 }
 
 /// cpuinfo flags recorded in the fingerprint because probes and hazards read them.
@@ -175,6 +180,7 @@ impl Machine {
             perf_event_paranoid: paranoid,
             thp,
             split_lock,
+            cgroup: cgroup::self_facts(),
         }
     }
 

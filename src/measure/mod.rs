@@ -14,11 +14,13 @@ pub mod chase;
 pub mod clock;
 pub mod freq;
 pub mod pin;
+pub mod threads;
 
 pub use buffer::{Buffer, PageBacking, PageKind};
 pub use clock::{Clock, ClockInfo, ClockSource};
 pub use freq::{CoreClock, estimate_core_clock};
 pub use pin::{PinError, Pinned, allowed_cpus, pin_to_cpu};
+pub use threads::ThreadError;
 
 /// How a long measurement reports progress. The library calls it only between timed
 /// sections; the binary decides how (or whether) to draw it.

@@ -211,6 +211,8 @@ fn read_pass(
 fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     use crate::arch::VectorWidth;
     let cpus = ctx.cpus()?;
+    // Every pass reads from threads of its own, one per CPU.
+    crate::measure::threads::check_can_start(cpus.len())?;
     let first = *cpus
         .first()
         .ok_or_else(|| ProbeFailure::Skipped("no CPU available to run on".into()))?;
@@ -230,7 +232,10 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // faulted in on the first CPU. On one node the same buffer serves both.
     let per_thread_buffers = cpus.len() > 1 && spans_numa_nodes(ctx, &cpus);
     let buffers = kinds_using_mem_available(&kinds) * if per_thread_buffers { 2 } else { 1 };
-    let (size, capped) = buffer_size(ctx, default_size(profile, llc), buffers);
+    // A limit on this process (cgroup, RLIMIT_AS) is said even where the buffers fit it.
+    let limit = crate::machine::meminfo::read_memory_room().filter(|r| r.is_limit());
+    let needed = llc.unwrap_or(32 << 20) * LIMIT_MIN_LLC_FACTOR;
+    let (size, capped) = buffer_size(ctx, default_size(profile, llc), buffers, needed)?;
     let size = size.next_multiple_of(1 << 21);
     let windows = windows_per_buffer(
         size,
@@ -278,7 +283,14 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     r.params.insert("buffer_bytes".into(), json!(size));
     r.params.insert("windows_per_buffer".into(), json!(windows));
     if let Some(why) = capped {
-        r.effects.insert("buffer_capped".into(), json!(why));
+        r.effects
+            .insert(crate::names::effect::BUFFER_CAPPED.into(), json!(why));
+    }
+    if let Some(room) = limit {
+        r.effects.insert(
+            crate::names::effect::MEMORY_LIMIT.into(),
+            json!(crate::words::machine::room_left(&room)),
+        );
     }
     r.params.insert("page_kinds".into(), json!(kinds));
     r.params
@@ -324,21 +336,38 @@ fn all_threads_buffers(
     .buffers)
 }
 
-/// The buffers' size: `wanted`, capped so `buffers` of them take at most a quarter of the
-/// memory available, and at `--max-size`; with the reason when capped.
-fn buffer_size(ctx: &ProbeContext, wanted: u64, buffers: usize) -> (u64, Option<String>) {
+/// Fewest last-level caches a buffer must span for a pass to stream from DRAM under a limit:
+/// with [`MIN_WINDOWS`] windows, a window comes round after 1.5x the LLC went through.
+pub const LIMIT_MIN_LLC_FACTOR: u64 = 2;
+
+/// The buffers' size: `wanted`, capped so `buffers` of them take at most what the memory room
+/// allows them ([`crate::machine::meminfo::MemoryRoom::for_buffers`]), and at `--max-size`;
+/// with the reason when capped. Skipped when a limit (cgroup, `RLIMIT_AS`) leaves less than
+/// `needed` per buffer.
+fn buffer_size(
+    ctx: &ProbeContext,
+    wanted: u64,
+    buffers: usize,
+    needed: u64,
+) -> Result<(u64, Option<String>), ProbeFailure> {
     let mut size = wanted;
     let mut capped = None;
-    if let Some(avail) = crate::machine::meminfo::read_mem_available_bytes() {
-        size = super::mem_latency::cap_to_available(size, avail, buffers);
+    if let Some(room) = crate::machine::meminfo::read_memory_room() {
+        size = super::mem_latency::cap_to_available(size, room.for_buffers(), buffers);
+        if room.is_limit() && ctx.options.max_size.is_none() && size < needed.min(wanted) {
+            return Err(ProbeFailure::Skipped(crate::words::machine::limit_leaves(
+                &room,
+                buffers,
+                needed,
+                probe::BANDWIDTH,
+            )));
+        }
         if size < wanted {
             capped = Some(format!(
-                "{} instead of {}: {buffers} buffers of {} would take more than a quarter of \
-                 the {} of memory available",
+                "{} instead of {}: {}",
                 human_bytes(size),
                 human_bytes(wanted),
-                human_bytes(wanted),
-                human_bytes(avail)
+                crate::words::machine::buffers_capped(buffers, wanted, &room)
             ));
         }
     }
@@ -352,7 +381,7 @@ fn buffer_size(ctx: &ProbeContext, wanted: u64, buffers: usize) -> (u64, Option<
             human_bytes(wanted)
         ));
     }
-    (size, capped)
+    Ok((size, capped))
 }
 
 /// The configurations, each with the index of its buffer: per kind, one thread without and

@@ -138,6 +138,14 @@ impl From<crate::measure::PinError> for ProbeFailure {
     }
 }
 
+/// A thread the kernel refused (a pids limit, `RLIMIT_NPROC`, `RLIMIT_AS`) skips the probe:
+/// the machine may be fine, this process may not start what the measurement needs.
+impl From<crate::measure::ThreadError> for ProbeFailure {
+    fn from(e: crate::measure::ThreadError) -> ProbeFailure {
+        ProbeFailure::Skipped(crate::words::machine::thread_refused(&e))
+    }
+}
+
 /// The skip of a memory probe none of whose requested page kinds could be mapped, with each
 /// kind's note (`backings`: the page-backing records the probes keep in `effects`).
 pub fn nothing_mapped(backings: &[crate::measure::buffer::PageKindOutcome]) -> ProbeFailure {

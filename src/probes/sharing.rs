@@ -627,6 +627,7 @@ impl Probe for SharingProbe {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         let cpus = ctx.cpus()?;
         require_two_cpus(&cpus)?;
+        crate::measure::threads::check_can_start(cpus.len())?;
         // Many short samples: a sample ends when its slowest thread does, so one thread
         // preempted by another program stretches the whole sample, and on a shared machine
         // the shorter the sample the fewer are hit. Per sample (quick) on the Zen 5 guest:

@@ -77,6 +77,9 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
         },
         m.split_lock.summary
     );
+    if let Some(c) = &m.cgroup {
+        let _ = writeln!(s, "Cgroup      {}", crate::words::machine::cgroup_facts(c));
+    }
     s
 }
 
@@ -172,7 +175,17 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
         "{clock_words}, {pmu}, {thp}, {}",
         split_lock_words(m.split_lock.effective)
     );
-    format!("{}{}", wrap(&what, width, 0), wrap(&facts, width, 0))
+    let limits = m
+        .cgroup
+        .as_ref()
+        .and_then(crate::words::machine::cgroup_line)
+        .map(|l| wrap(&l, width, 0))
+        .unwrap_or_default();
+    format!(
+        "{}{}{limits}",
+        wrap(&what, width, 0),
+        wrap(&facts, width, 0)
+    )
 }
 
 /// Counts of verdicts by level, and of hazards not judged: `2 hazards, 1 notice, 4 ok, 1 not
@@ -268,6 +281,18 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     count.push('.');
     s.push('\n');
     s.push_str(&wrap(&count, style.width, 0));
+    // A memory probe whose buffers a limit made smaller says so (the sentence it saved).
+    for p in &fp.probes {
+        use crate::names::effect;
+        if p.effects.contains_key(effect::MEMORY_LIMIT) {
+            let capped = [effect::MAX_SIZE_CAPPED, effect::BUFFER_CAPPED]
+                .iter()
+                .find_map(|k| p.effects.get(*k).and_then(|v| v.as_str()));
+            if let Some(why) = capped {
+                s.push_str(&wrap(&format!("{}: {why}.", p.name), style.width, 2));
+            }
+        }
+    }
     let mut worst: Vec<&Verdict> = fp.verdicts.iter().filter(|v| v.level > Level::Ok).collect();
     worst.sort_by_key(|v| std::cmp::Reverse(v.level));
     let ids: Vec<&str> = match worst.as_slice() {

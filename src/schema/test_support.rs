@@ -51,6 +51,7 @@ pub fn empty_fingerprint() -> Fingerprint {
                 defrag: None,
             }),
             split_lock: kernel::split_lock_state(false, false, None, Some(1)),
+            cgroup: None,
         },
         clock: ClockInfo {
             source: ClockSource::Tsc,

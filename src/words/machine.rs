@@ -3,7 +3,10 @@
 
 use crate::format::human_bytes;
 use crate::machine::SplitLockMode;
+use crate::machine::cgroup::CgroupFacts;
+use crate::machine::meminfo::{MemoryBound, MemoryRoom};
 use crate::machine::topology::Topology;
+use crate::measure::ThreadError;
 
 /// Cores, sockets, NUMA nodes and SMT in one line: `2 cores, 1 socket(s), 1 NUMA node(s), SMT off`.
 pub fn topology_line(t: &Topology) -> String {
@@ -56,5 +59,221 @@ pub fn pause_figure(pause: Option<(f64, Option<f64>)>) -> String {
                 .unwrap_or_default()
         ),
         None => "PAUSE not measured".into(),
+    }
+}
+
+/// Why a probe was skipped when the kernel refused one of its threads: `cannot start a
+/// thread: Resource temporarily unavailable (os error 11); a pids limit (cgroup pids.max) or
+/// RLIMIT_NPROC allows no more tasks`.
+pub fn thread_refused(e: &ThreadError) -> String {
+    if e.is_task_limit() {
+        format!("{e}; a pids limit (cgroup pids.max) or RLIMIT_NPROC allows no more tasks")
+    } else {
+        format!("{e}; the address-space limit (RLIMIT_AS) or memory leaves no room for its stack")
+    }
+}
+
+/// A limit in a few words: `the 512 MiB cgroup memory limit`, `the 100 MiB address-space limit
+/// (RLIMIT_AS)`, `the 22 GiB of memory available`.
+pub fn room_bound(room: &MemoryRoom) -> String {
+    let limit = human_bytes(room.limit_bytes);
+    match room.bound {
+        MemoryBound::Available => format!("the {limit} of memory available"),
+        MemoryBound::CgroupLimit => format!("the {limit} cgroup memory limit"),
+        MemoryBound::AddressSpace => format!("the {limit} address-space limit (RLIMIT_AS)"),
+    }
+}
+
+/// The room for a buffer size given on the command line, in words: `the 22 GiB of memory
+/// available (MemAvailable in /proc/meminfo)`, `the 500 MiB that the cgroup memory limit
+/// (512 MiB) leaves`.
+pub fn room_words(room: &MemoryRoom) -> String {
+    let left = human_bytes(room.room_bytes);
+    let limit = human_bytes(room.limit_bytes);
+    match room.bound {
+        MemoryBound::Available => {
+            format!("the {left} of memory available (MemAvailable in /proc/meminfo)")
+        }
+        MemoryBound::CgroupLimit => {
+            format!("the {left} that the cgroup memory limit ({limit}) leaves")
+        }
+        MemoryBound::AddressSpace => {
+            format!("the {left} that the address-space limit (RLIMIT_AS, {limit}) leaves")
+        }
+    }
+}
+
+/// What a limit leaves a memory probe, recorded whenever a limit (not `MemAvailable`) bounds
+/// its buffers: `the 512 MiB cgroup memory limit leaves 500 MiB`.
+pub fn room_left(room: &MemoryRoom) -> String {
+    format!(
+        "{} leaves {}",
+        room_bound(room),
+        human_bytes(room.room_bytes)
+    )
+}
+
+/// Why a memory probe's buffers are smaller than it wanted, after "X instead of Y: ":
+/// `sized to the 512 MiB cgroup memory limit, which leaves 470 MiB`, or for `MemAvailable`
+/// `2 buffers of 1 GiB would take more than a quarter of the 3 GiB of memory available`.
+pub fn buffers_capped(buffers: usize, wanted: u64, room: &MemoryRoom) -> String {
+    if room.is_limit() {
+        format!(
+            "sized to {}, which leaves {}",
+            room_bound(room),
+            human_bytes(room.room_bytes)
+        )
+    } else {
+        format!(
+            "{buffers} buffers of {} would take more than a quarter of the {} of memory available",
+            human_bytes(wanted),
+            human_bytes(room.limit_bytes)
+        )
+    }
+}
+
+/// Why a memory probe did not measure under a limit: `the 512 MiB cgroup memory limit leaves
+/// 90 MiB, too little for 2 buffers of 128 MiB (past the caches); measure it where the limit
+/// allows: cpudoctor probe mem-latency`. The hazards that read the probe are then "not
+/// judged" with this reason.
+pub fn limit_leaves(room: &MemoryRoom, buffers: usize, needed: u64, probe: &str) -> String {
+    format!(
+        "{} leaves {}, too little for {buffers} buffer(s) of {} (past the caches); measure it \
+         where the limit allows: cpudoctor probe {probe}",
+        room_bound(room),
+        human_bytes(room.room_bytes),
+        human_bytes(needed)
+    )
+}
+
+/// The limits a cgroup sets, in one line for the machine's description; `None` when none
+/// binds: `cgroup v1: memory limit 512 MiB (12 MiB used), CPU quota 0.5 CPU (throttled in
+/// 170 of 173 periods while measuring), pids limit 64`.
+pub fn cgroup_line(c: &CgroupFacts) -> Option<String> {
+    if !c.limited() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let Some(limit) = c.memory_limit_bytes {
+        parts.push(match c.memory_usage_bytes {
+            Some(used) => format!(
+                "memory limit {} ({} used)",
+                human_bytes(limit),
+                human_bytes(used)
+            ),
+            None => format!("memory limit {}", human_bytes(limit)),
+        });
+    }
+    if let Some(q) = c.cpu_quota {
+        let throttled = c
+            .cpu_stat_while_measuring
+            .and_then(|s| Some((s.throttled_periods?, s.periods?)))
+            .map(|(t, p)| format!(" (throttled in {t} of {p} periods while measuring)"))
+            .unwrap_or_default();
+        parts.push(format!("CPU quota {} CPU{throttled}", trim_float(q.cpus())));
+    }
+    if let Some(n) = c.pids_max {
+        parts.push(format!("pids limit {n}"));
+    }
+    let version = match c.version {
+        Some(crate::machine::cgroup::CgroupVersion::V2) => "cgroup v2",
+        Some(_) => "cgroup v1",
+        None => "cgroup",
+    };
+    Some(format!("{version}: {}", parts.join(", ")))
+}
+
+/// `0.5`, `2`, `1.25`: a CPU count without trailing zeros.
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Every cgroup fact in one line, for the machine facts of `--verbose`: `cgroup v1: memory
+/// limit 512 MiB (12 MiB used), CPU quota 0.5 CPU (throttled in 3 of 5 periods while
+/// measuring), pids limit 64 (3 in use); cpuset 0-1`, or `cgroup v2: no memory, CPU or pids limit; cpuset 0-15`.
+pub fn cgroup_facts(c: &CgroupFacts) -> String {
+    let mut s = cgroup_line(c).unwrap_or_else(|| {
+        let version = match c.version {
+            Some(crate::machine::cgroup::CgroupVersion::V2) => "cgroup v2",
+            Some(_) => "cgroup v1",
+            None => "cgroup",
+        };
+        format!("{version}: no memory, CPU or pids limit")
+    });
+    if let (Some(_), Some(n)) = (c.pids_max, c.pids_current) {
+        s.push_str(&format!(" ({n} in use)"));
+    }
+    if let Some(cpus) = &c.cpuset_cpus {
+        s.push_str(&format!("; cpuset {cpus}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::cgroup::{CgroupVersion, CpuQuota, CpuStat};
+
+    #[test]
+    fn a_cgroup_with_limits_says_each_and_what_was_used() {
+        let c = CgroupFacts {
+            version: Some(CgroupVersion::V1),
+            memory_limit_bytes: Some(512 << 20),
+            memory_usage_bytes: Some(12 << 20),
+            cpu_quota: Some(CpuQuota {
+                quota_us: 50_000,
+                period_us: 100_000,
+            }),
+            cpu_stat: Some(CpuStat {
+                periods: Some(1000),
+                throttled_periods: Some(900),
+                ..CpuStat::default()
+            }),
+            cpu_stat_while_measuring: Some(crate::machine::cgroup::CpuStatDelta {
+                periods: Some(173),
+                throttled_periods: Some(170),
+                ..Default::default()
+            }),
+            cpuset_cpus: Some("0-1".into()),
+            pids_max: Some(64),
+            pids_current: Some(3),
+        };
+        assert_eq!(
+            cgroup_line(&c).unwrap(),
+            "cgroup v1: memory limit 512 MiB (12 MiB used), CPU quota 0.5 CPU (throttled in \
+             170 of 173 periods while measuring), pids limit 64"
+        );
+        assert!(cgroup_facts(&c).ends_with("pids limit 64 (3 in use); cpuset 0-1"));
+    }
+
+    #[test]
+    fn a_cgroup_without_limits_has_no_line_on_the_screen() {
+        let c = CgroupFacts {
+            version: Some(CgroupVersion::V2),
+            cpuset_cpus: Some("0-15".into()),
+            ..CgroupFacts::default()
+        };
+        assert_eq!(cgroup_line(&c), None);
+        assert_eq!(
+            cgroup_facts(&c),
+            "cgroup v2: no memory, CPU or pids limit; cpuset 0-15"
+        );
+    }
+
+    #[test]
+    fn a_refused_thread_names_the_limit_that_refused_it() {
+        let e = ThreadError(std::io::Error::from_raw_os_error(libc::EAGAIN));
+        assert!(
+            thread_refused(&e).contains("pids limit"),
+            "{}",
+            thread_refused(&e)
+        );
+        let e = ThreadError(std::io::Error::from_raw_os_error(libc::ENOMEM));
+        assert!(
+            thread_refused(&e).contains("RLIMIT_AS"),
+            "{}",
+            thread_refused(&e)
+        );
     }
 }

@@ -77,6 +77,7 @@ mod tests {
             _ => Err(BufferError::NotEnoughMemory {
                 requested: 16 << 30,
                 available: 1 << 30,
+                bound: crate::machine::meminfo::MemoryBound::Available,
             }),
         })
         .unwrap();

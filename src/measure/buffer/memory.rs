@@ -1,14 +1,28 @@
 //! Checks made before mapping anything: enough available memory, enough free hugetlbfs pages.
 
 use super::{BufferError, PageKind};
-use crate::machine::meminfo::HugePagePool;
+use crate::machine::meminfo::{HugePagePool, MemoryBound, MemoryRoom};
 
 /// Refuses a buffer larger than `MemAvailable`.
 pub fn check_available(len: u64, available: u64) -> Result<(), BufferError> {
-    if len > available {
+    check_room(
+        len,
+        &MemoryRoom {
+            bound: MemoryBound::Available,
+            limit_bytes: available,
+            room_bytes: available,
+        },
+    )
+}
+
+/// Refuses a buffer larger than the room left (`MemAvailable`, or what a cgroup limit or
+/// `RLIMIT_AS` leaves).
+pub fn check_room(len: u64, room: &MemoryRoom) -> Result<(), BufferError> {
+    if len > room.room_bytes {
         Err(BufferError::NotEnoughMemory {
             requested: len,
-            available,
+            available: room.room_bytes,
+            bound: room.bound,
         })
     } else {
         Ok(())

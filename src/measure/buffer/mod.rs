@@ -17,29 +17,42 @@ mod memory;
 mod pages;
 
 pub use kinds::{KindBuffers, allocate_kinds, kinds_using_mem_available};
-pub use memory::{check_available, check_pool};
+pub use memory::{check_available, check_pool, check_room};
 pub use pages::{
     HUGE_1G, HUGE_2M, PageBacking, PageKind, PageKindOutcome, THP_TOOK_FRACTION, judge_backing,
 };
 
 use crate::format::human_bytes;
-use crate::machine::meminfo;
+use crate::machine::meminfo::{self, MemoryBound};
+
+/// Where the memory a buffer may take comes from, after its size: `of memory available
+/// (MemAvailable)`, `that the cgroup memory limit leaves`.
+pub fn room_words(bound: MemoryBound) -> &'static str {
+    match bound {
+        MemoryBound::Available => "of memory available (MemAvailable)",
+        MemoryBound::CgroupLimit => "that the cgroup memory limit leaves",
+        MemoryBound::AddressSpace => "that the address-space limit (RLIMIT_AS) leaves",
+    }
+}
 use crate::machine::smaps;
 
 /// Why a buffer could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BufferError {
-    /// More than the kernel could hand out without swapping.
+    /// More than the kernel could hand out without swapping, or than a limit leaves.
     #[error(
-        "a {} buffer is more than the {} of memory available (MemAvailable)",
+        "a {} buffer is more than the {} {}",
         human_bytes(*requested),
-        human_bytes(*available)
+        human_bytes(*available),
+        room_words(*bound)
     )]
     NotEnoughMemory {
         /// Bytes asked for.
         requested: u64,
-        /// `MemAvailable` in bytes.
+        /// `MemAvailable`, or what the limit leaves, in bytes.
         available: u64,
+        /// What bounds it.
+        bound: MemoryBound,
     },
     /// hugetlbfs pages of this size are not reserved, or too few are free.
     #[error(
@@ -64,6 +77,14 @@ pub enum BufferError {
         kind: PageKind,
         /// What the kernel said.
         errno: nix::errno::Errno,
+    },
+    /// A thread that was to fault in part of the buffer could not start.
+    #[error("cannot fault in a {kind} buffer: {reason}")]
+    NoThread {
+        /// The kind asked for.
+        kind: PageKind,
+        /// Why (a pids limit, RLIMIT_NPROC).
+        reason: String,
     },
     /// The buffer's mapping is not in /proc/self/smaps (no procfs?).
     #[error("cannot find the buffer's mapping in /proc/self/smaps")]
@@ -128,7 +149,7 @@ impl Buffer {
                 .enumerate()
                 .map(|(i, &cpu)| {
                     let buf = &buf;
-                    s.spawn(move || {
+                    crate::measure::threads::spawn_scoped(s, move || {
                         let _pin = crate::measure::pin_to_cpu(cpu).map_err(|e| {
                             BufferError::NotPinned {
                                 kind,
@@ -145,9 +166,18 @@ impl Buffer {
                     })
                 })
                 .collect();
-            handles
+            // Every thread that started is joined, also when a later one was refused.
+            let ends: Vec<Result<(), BufferError>> = handles
                 .into_iter()
-                .try_for_each(|h| h.join().expect("toucher thread panicked"))
+                .map(|h| match h {
+                    Ok(h) => h.join().expect("toucher thread panicked"),
+                    Err(e) => Err(BufferError::NoThread {
+                        kind,
+                        reason: e.to_string(),
+                    }),
+                })
+                .collect();
+            ends.into_iter().collect::<Result<(), BufferError>>()
         })?;
         Ok(buf)
     }
@@ -158,8 +188,8 @@ impl Buffer {
         let len = len.max(1).next_multiple_of(kind.page_bytes());
         match kind {
             PageKind::Base4k | PageKind::Thp => {
-                if let Some(available) = meminfo::read_mem_available_bytes() {
-                    check_available(len, available)?;
+                if let Some(room) = meminfo::read_memory_room() {
+                    check_room(len, &room)?;
                 }
             }
             PageKind::Hugetlb2m | PageKind::Hugetlb1g => {

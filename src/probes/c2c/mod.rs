@@ -118,6 +118,7 @@ impl Probe for C2cProbe {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         let cpus = ctx.cpus()?;
         require_two_cpus(&cpus)?;
+        crate::measure::threads::check_can_start(1)?;
         let plan = plan(ctx);
         let budget_s = ctx.options.budget.map_or(
             match ctx.options.profile {

@@ -181,7 +181,7 @@ pub fn ping_pong(
     };
 
     let (stamps, other) = std::thread::scope(|s| {
-        let responder = s.spawn(|| -> Result<(), String> {
+        let responder = crate::measure::threads::spawn_scoped(s, || -> Result<(), String> {
             let (_pin, mut dog) = meet(cpus.1)?;
             match variant {
                 Variant::Cas { offset } => {
@@ -192,7 +192,12 @@ pub fn ping_pong(
                 }
             }
             Ok(())
-        });
+        })
+        .map_err(|e| e.to_string());
+        let responder = match responder {
+            Ok(h) => h,
+            Err(e) => return (Err(e.clone()), Err(e)),
+        };
         // The calling thread is the initiator; `pin_to_cpu` restores its affinity after.
         let stamps = (|| -> Result<Vec<u64>, String> {
             let (_pin, mut dog) = meet(cpus.0)?;

@@ -261,6 +261,8 @@ impl Probe for HandoffProbe {
 
     fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         let cfg = &self.config;
+        // The in-process runs take two threads at once, an external program's two readers.
+        crate::measure::threads::check_can_start(2)?;
         let per_runtime = cfg.delays_ms.len() as u64 * cfg.repetitions as u64;
         ctx.progress
             .begin(probe::HANDOFF, per_runtime * cfg.runtimes.len() as u64);

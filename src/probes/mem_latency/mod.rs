@@ -29,6 +29,7 @@ use crate::measure::chase::{self, Layout};
 use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu};
 use crate::names::probe;
 use crate::schema::{ProbeResult, Status};
+use crate::words;
 use curve::CacheSize;
 use serde_json::json;
 
@@ -146,32 +147,49 @@ pub fn quick_sizes(caches: &[CacheSize], largest: u64) -> Vec<u64> {
     v
 }
 
+/// Where the cache-sizes from sysfs are unknown, the smallest DRAM point a limit may leave
+/// the sweep: 4x a 16 MiB last-level cache.
+pub const DRAM_POINT_MIN_BYTES: u64 = 64 << 20;
+
 /// The largest buffer the default sweep may map: `largest`, or less when every kind's buffer
-/// (they are mapped at once, see [`time_chases`]; `buffers` of them draw on `MemAvailable`: 4
-/// KiB and THP) would take more than a quarter of the memory available. Returns the cap and,
-/// when it is below `largest`, why.
-fn default_max_size(largest: u64, buffers: usize) -> (u64, Option<String>) {
-    let Some(avail) = crate::machine::meminfo::read_mem_available_bytes() else {
-        return (largest, None);
+/// (they are mapped at once, see [`time_chases`]; `buffers` of them draw on the memory room:
+/// 4 KiB and THP) would take more than the room allows them ([`MemoryRoom::for_buffers`]: a
+/// quarter of `MemAvailable`, three quarters of what a cgroup limit or `RLIMIT_AS` leaves).
+/// Returns the cap and, when it is below `largest`, why; skipped when a limit leaves less
+/// than `needed` per buffer (the sweep would not reach past the caches, and a DRAM figure
+/// from a cache would be invented).
+fn default_max_size(
+    largest: u64,
+    buffers: usize,
+    needed: u64,
+) -> Result<(u64, Option<String>), ProbeFailure> {
+    let Some(room) = crate::machine::meminfo::read_memory_room() else {
+        return Ok((largest, None));
     };
-    let cap = cap_to_available(largest, avail, buffers);
+    let cap = cap_to_available(largest, room.for_buffers(), buffers);
+    if room.is_limit() && cap < needed.min(largest) {
+        return Err(ProbeFailure::Skipped(words::machine::limit_leaves(
+            &room,
+            buffers,
+            needed,
+            probe::MEM_LATENCY,
+        )));
+    }
     let why = (cap < largest).then(|| {
         format!(
-            "the sweep stops at {} instead of {}: {buffers} buffers of {} would take more than \
-             a quarter of the {} of memory available",
+            "the sweep stops at {} instead of {}: {}",
             human_bytes(cap),
             human_bytes(largest),
-            human_bytes(largest),
-            human_bytes(avail)
+            words::machine::buffers_capped(buffers, largest, &room)
         )
     });
-    (cap, why)
+    Ok((cap, why))
 }
 
-/// `want`, or the largest power of two such that `buffers` of it fit in a quarter of
-/// `available` bytes (at least 1 MiB).
-pub fn cap_to_available(want: u64, available: u64, buffers: usize) -> u64 {
-    let share = available / 4 / buffers.max(1) as u64;
+/// `want`, or the largest power of two such that `buffers` of it fit in `budget` bytes (at
+/// least 1 MiB).
+pub fn cap_to_available(want: u64, budget: u64, buffers: usize) -> u64 {
+    let share = budget / buffers.max(1) as u64;
     if share >= want {
         want
     } else {
@@ -322,6 +340,8 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         .page_kinds
         .clone()
         .unwrap_or_else(|| PageKind::ALL.to_vec());
+    // A limit on this process (cgroup, RLIMIT_AS) is said even where the buffers fit it.
+    let limit = crate::machine::meminfo::read_memory_room().filter(|r| r.is_limit());
     let Sweep {
         sizes,
         max_size,
@@ -334,12 +354,12 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     // The largest chase's cycle takes a quarter of a second to draw at 1 GiB: drawn by a
     // thread spawned before this one is pinned, so it can run on another CPU while this one
     // faults the buffers in. Nothing is timed until both are done.
-    let largest_cycle = std::thread::spawn(move || {
+    let largest_cycle = crate::measure::threads::spawn(move || {
         chase::sattolo_cycle(
             (largest / 64) as usize,
             &mut chase::SplitMix64::new(SEED ^ largest),
         )
-    });
+    })?;
     let _pin = pin_to_cpu(cpu)?;
     ctx.progress
         .begin(probe::MEM_LATENCY, (sizes.len() + tlb_sweep.len()) as u64);
@@ -391,7 +411,14 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         ),
     );
     if let Some(why) = capped {
-        r.effects.insert("max_size_capped".into(), json!(why));
+        r.effects
+            .insert(crate::names::effect::MAX_SIZE_CAPPED.into(), json!(why));
+    }
+    if let Some(room) = limit {
+        r.effects.insert(
+            crate::names::effect::MEMORY_LIMIT.into(),
+            json!(words::machine::room_left(&room)),
+        );
     }
     record_samples(&mut r, &runs);
     let derived = analyze(&r);
@@ -430,7 +457,13 @@ fn sweep(
                 )
             }),
         ),
-        None => default_max_size(wanted, kinds_using_mem_available(kinds)),
+        None => default_max_size(
+            wanted,
+            kinds_using_mem_available(kinds),
+            llc.map_or(DRAM_POINT_MIN_BYTES, |l| {
+                l.saturating_mul(curve::DRAM_MIN_LLC_FACTOR)
+            }),
+        )?,
     };
     let mut sizes: Vec<u64> = match ctx.options.sizes.clone() {
         Some(s) => s,
@@ -590,11 +623,34 @@ mod tests {
     #[test]
     fn buffers_of_every_kind_fit_in_a_quarter_of_available_memory() {
         // Regression: the cap counted one buffer while every kind is mapped at once.
-        assert_eq!(cap_to_available(1 << 30, 24 << 30, 2), 1 << 30);
-        assert_eq!(cap_to_available(1 << 30, 4 << 30, 1), 1 << 30);
-        assert_eq!(cap_to_available(1 << 30, 4 << 30, 2), 512 << 20);
-        assert_eq!(cap_to_available(1 << 30, 3 << 30, 2), 256 << 20);
-        assert_eq!(cap_to_available(1 << 30, 1 << 20, 2), 1 << 20);
+        use crate::machine::meminfo::memory_room;
+        let quarter = |avail: u64| memory_room(Some(avail), None, None).unwrap().for_buffers();
+        assert_eq!(cap_to_available(1 << 30, quarter(24 << 30), 2), 1 << 30);
+        assert_eq!(cap_to_available(1 << 30, quarter(4 << 30), 1), 1 << 30);
+        assert_eq!(cap_to_available(1 << 30, quarter(4 << 30), 2), 512 << 20);
+        assert_eq!(cap_to_available(1 << 30, quarter(3 << 30), 2), 256 << 20);
+        assert_eq!(cap_to_available(1 << 30, quarter(1 << 20), 2), 1 << 20);
+    }
+
+    #[test]
+    fn a_512_mib_cgroup_leaves_each_of_two_buffers_128_mib() {
+        // issue 29: check was OOM-killed in a 512 MiB cgroup; three quarters of what the limit
+        // leaves (472 MiB) over two buffers is 177 MiB: the power of two below is 128 MiB, 4x
+        // the 32 MiB L3 of the Zen 4 guest, so DRAM is still reached.
+        use crate::machine::meminfo::memory_room;
+        let room = memory_room(Some(22 << 30), Some((512 << 20, 40 << 20)), None).unwrap();
+        assert_eq!(cap_to_available(1 << 30, room.for_buffers(), 2), 128 << 20);
+        let why = words::machine::buffers_capped(2, 1 << 30, &room);
+        assert_eq!(
+            why,
+            "sized to the 512 MiB cgroup memory limit, which leaves 472 MiB"
+        );
+        let skip = words::machine::limit_leaves(&room, 2, 256 << 20, probe::MEM_LATENCY);
+        assert!(
+            skip.starts_with("the 512 MiB cgroup memory limit leaves 472 MiB, too little for 2"),
+            "{skip}"
+        );
+        assert!(skip.ends_with("cpudoctor probe mem-latency"), "{skip}");
     }
 
     #[test]

@@ -148,6 +148,8 @@ fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
 fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     let cpus = ctx.cpus()?;
     require_two_cpus(&cpus)?;
+    // A second thread (or, where the kernel traps, a child process) takes part in each pair.
+    crate::measure::threads::check_can_start(1)?;
     let pair = (cpus[0], cpus[1]);
     let in_child = ctx.machine.split_lock.effective.kernel_acts();
     let profile = ctx.options.profile;

@@ -184,6 +184,9 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
     use std::time::Duration;
     let cpus = ctx.cpus()?;
     require_two_cpus(&cpus)?;
+    // The aggressor is a child process: a task as a thread is, under a pids limit or
+    // RLIMIT_NPROC.
+    crate::measure::threads::check_can_start(1)?;
     let (victim_cpu, aggressor_cpu) = (cpus[0], cpus[1]);
     let duration_s = ctx.options.duration.map_or(
         match ctx.options.profile {
