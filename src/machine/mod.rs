@@ -8,6 +8,7 @@
 pub mod cgroup;
 pub mod cpu_time;
 pub mod cpuinfo;
+pub mod disturbance;
 pub mod hypervisor;
 pub mod kernel;
 pub mod meminfo;

@@ -190,6 +190,10 @@ pub fn by_name(name: &str) -> Option<&'static dyn Probe> {
 /// the profile and wall time.
 pub fn run_probe(probe: &dyn Probe, ctx: &ProbeContext) -> ProbeResult {
     let started = Instant::now();
+    // What else the CPUs it may use did while it ran (quota throttling, steal, other tasks,
+    // its own wait for a CPU): recorded on every result, so a figure measured while disturbed
+    // is marked where it is shown and `diff` does not call it changed.
+    let watch = crate::machine::disturbance::Watch::start();
     let mut result = match probe.run(ctx) {
         Ok(r) => r,
         Err(ProbeFailure::Skipped(reason)) => {
@@ -208,6 +212,12 @@ pub fn run_probe(probe: &dyn Probe, ctx: &ProbeContext) -> ProbeResult {
         .entry("profile".into())
         .or_insert_with(|| serde_json::to_value(ctx.options.profile).expect("enum serialises"));
     result.duration_s = started.elapsed().as_secs_f64();
+    let watched = ctx
+        .cpus()
+        .unwrap_or_else(|_| ctx.machine.allowed_cpus.clone());
+    result.disturbance = Some(crate::schema::disturbance::Disturbance::of_window(
+        &watch.finish(&watched),
+    ));
     result
 }
 
