@@ -98,7 +98,7 @@ pub fn screen_banner(disturbed: &[(&str, &Disturbance)]) -> Option<String> {
                 .filter(|(_, d)| !d.by.contains(&DisturbedBy::CpuQuota))
                 .map(|(n, _)| *n)
                 .collect();
-            format!(" ({} disturbed otherwise)", others.join(", "))
+            format!("; {} disturbed otherwise", others.join(", "))
         };
         return Some(format!(
             "Measured under {quota} (throttled in {t} of {p} periods while {} measured{all}): \
@@ -208,7 +208,10 @@ mod tests {
         assert!(b.contains(VERDICT_MARK), "{b}");
         let h = hogged();
         let b = screen_banner(&[("pause", &t), ("tlb", &h)]).unwrap();
-        assert!(b.contains("(tlb disturbed otherwise)"), "{b}");
+        assert!(
+            b.contains("pause measured; tlb disturbed otherwise):"),
+            "{b}"
+        );
         assert_eq!(screen_banner(&[]), None);
     }
 
