@@ -16,23 +16,27 @@ use std::process::Command;
 mod common;
 use common::*;
 
-/// A cgroup with a CPU quota of half a CPU, removed when dropped.
-struct HalfCpu {
+/// A cgroup with a CPU quota of a fifth of a CPU, removed when dropped.
+struct FifthCpu {
     dir: PathBuf,
 }
 
-impl Drop for HalfCpu {
+impl Drop for FifthCpu {
     fn drop(&mut self) {
         // Its processes have ended by now; a cgroup with none can be removed.
         let _ = fs::remove_dir(&self.dir);
     }
 }
 
-/// The quota: 50000 us every 100000 us, half a CPU.
-const QUOTA_US: u64 = 50_000;
+/// 20000 us every 100000 us: a fifth of a CPU. The half CPU does not always throttle a
+/// one-CPU probe on a loaded 2-vCPU guest: measured beside other builds, `probe pause --cpus 0`
+/// waited for its CPU 55% of the time and so used under half a CPU in each of 16 periods, none
+/// throttled (and the mark, rightly, said other tasks rather than the quota). A fifth of a CPU
+/// is throttled unless the probe gets under a fifth of its CPU.
+const QUOTA_US: u64 = 20_000;
 const PERIOD_US: u64 = 100_000;
 
-fn half_cpu_cgroup(name: &str) -> Result<HalfCpu, String> {
+fn fifth_cpu_cgroup(name: &str) -> Result<FifthCpu, String> {
     let cg = read_self_cgroup(Path::new("/")).ok_or("no cgroup hierarchy is mounted")?;
     let cpu = cg.cpu.ok_or("no cpu controller is mounted")?;
     let top = cpu.mount_dir.clone();
@@ -41,7 +45,7 @@ fn half_cpu_cgroup(name: &str) -> Result<HalfCpu, String> {
         fs::write(file, text).map_err(|e| format!("writing {text:?} to {}: {e}", file.display()))
     };
     fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let made = HalfCpu { dir: dir.clone() };
+    let made = FifthCpu { dir: dir.clone() };
     match cpu.hierarchy {
         Hierarchy::V1 => {
             write(&dir.join("cpu.cfs_period_us"), &PERIOD_US.to_string())?;
@@ -60,7 +64,7 @@ fn half_cpu_cgroup(name: &str) -> Result<HalfCpu, String> {
 }
 
 /// `cpudoctor ARGS` started inside `cg` (the shell moves itself in, then execs).
-fn run_in(cg: &HalfCpu, args: &[&str]) -> std::process::Output {
+fn run_in(cg: &FifthCpu, args: &[&str]) -> std::process::Output {
     let bin = assert_cmd::cargo::cargo_bin("cpudoctor");
     Command::new("sh")
         .arg("-c")
@@ -83,8 +87,8 @@ fn by_of(p: &Value) -> Vec<String> {
 }
 
 #[test]
-fn a_probe_throttled_by_a_half_cpu_quota_is_marked_on_the_screen_and_in_the_file() {
-    let cg = match half_cpu_cgroup("cpudoctor-test-quota") {
+fn a_probe_throttled_by_a_cpu_quota_is_marked_on_the_screen_and_in_the_file() {
+    let cg = match fifth_cpu_cgroup("cpudoctor-test-quota") {
         Ok(cg) => cg,
         Err(why) => {
             return missing_hardware(
@@ -95,7 +99,7 @@ fn a_probe_throttled_by_a_half_cpu_quota_is_marked_on_the_screen_and_in_the_file
     };
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("quota.json");
-    // PAUSE spins for about half a second per CPU: well past 50 ms in a 100 ms period.
+    // PAUSE spins for about half a second of CPU time: well past 20 ms in a 100 ms period.
     let out = run_in(
         &cg,
         &[
@@ -115,7 +119,7 @@ fn a_probe_throttled_by_a_half_cpu_quota_is_marked_on_the_screen_and_in_the_file
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        screen.contains("Measured under a CPU quota of 0.5 CPU (throttled in"),
+        screen.contains("Measured under a CPU quota of 0.2 CPU (throttled in"),
         "{screen}"
     );
     assert!(
@@ -133,7 +137,7 @@ fn a_probe_throttled_by_a_half_cpu_quota_is_marked_on_the_screen_and_in_the_file
     let pause = probe(&fp, "pause");
     assert!(by_of(pause).contains(&"cpu_quota".to_string()), "{pause}");
     let d = &pause["disturbance"];
-    assert_eq!(d["cpu_quota_cpus"], 0.5);
+    assert_eq!(d["cpu_quota_cpus"], 0.2);
     assert!(d["throttled_periods"].as_u64().unwrap() >= 1, "{d}");
     assert_eq!(d["cpus"], serde_json::json!([0]));
 
