@@ -322,6 +322,10 @@ pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
                 }
             }
         }
+        // What disturbed the run is a fact of the run, not of the analysis.
+        if fresh.disturbance.is_none() {
+            fresh.disturbance = p.disturbance.clone();
+        }
         *p = fresh;
     }
     out

@@ -1278,6 +1278,64 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_run_measured_under_a_throttling_quota_is_not_compared() {
+        // Issue 29: 90 -> 140 cycles is a regression between quiet runs (above); with the new
+        // run's pause probe throttled by its CPU quota, nothing is worse and the verdict's move
+        // is not a regression either.
+        use crate::schema::disturbance::{Disturbance, DisturbedBy};
+        let mut throttled = pause_at(140.0);
+        throttled.probes[0].disturbance = Some(Disturbance {
+            by: vec![DisturbedBy::CpuQuota],
+            wall_s: 1.0,
+            cpus: vec![0],
+            cpu_quota_cpus: Some(0.5),
+            periods: Some(10),
+            throttled_periods: Some(9),
+            throttled_s: Some(0.4),
+            steal_ratio: None,
+            others_busy_cpus: None,
+            run_queue_wait_ratio: None,
+        });
+        for (old, new) in [
+            (pause_at(90.0), throttled.clone()),
+            (throttled, pause_at(90.0)),
+        ] {
+            let d = diff(&old, &new, "a", "b");
+            assert_eq!((d.counts.worse, d.counts.better), (0, 0), "{:?}", d.counts);
+            assert_eq!(d.counts.disturbed, 2);
+            assert!(d.metrics.iter().all(|m| m.change == Change::Disturbed));
+            assert_eq!(d.hazards[0].direction, VerdictMove::Disturbed);
+            assert_eq!(d.disturbed.len(), 1);
+            assert!(
+                d.costs.is_empty(),
+                "no cost quoted for a figure not compared"
+            );
+        }
+        // A record that crossed no line (quiet) changes nothing.
+        let mut quiet = pause_at(140.0);
+        quiet.probes[0].disturbance = Some(Disturbance {
+            by: vec![],
+            cpu_quota_cpus: Some(0.5),
+            throttled_periods: Some(0),
+            ..Disturbance {
+                by: vec![],
+                wall_s: 1.0,
+                cpus: vec![0],
+                cpu_quota_cpus: None,
+                periods: Some(10),
+                throttled_periods: None,
+                throttled_s: None,
+                steal_ratio: Some(0.0),
+                others_busy_cpus: Some(0.01),
+                run_queue_wait_ratio: Some(0.0),
+            }
+        });
+        let d = diff(&pause_at(90.0), &quiet, "a", "b");
+        assert_eq!(d.hazards[0].direction, VerdictMove::Worse);
+        assert!(d.disturbed.is_empty());
+    }
+
+    #[test]
     fn on_two_guests_a_move_within_the_hosts_drift_is_shown_not_counted() {
         // The Zen 3 guest's PAUSE moved 24.1 -> 27.4 ns when a host sibling got busy; here a
         // wider move, 100 -> 140 cycles (1.4x), that also crosses the hazard line.

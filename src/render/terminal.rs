@@ -462,6 +462,37 @@ mod tests {
     use crate::schema::test_support::sample_fingerprint;
 
     #[test]
+    fn a_probe_throttled_by_a_quota_is_said_above_the_verdicts_and_marked() {
+        use crate::schema::disturbance::{Disturbance, DisturbedBy};
+        let mut fp = sample_fingerprint();
+        let quiet = render_check(&fp, Style::plain(100), true);
+        assert!(!quiet.contains("Measured under"), "{quiet}");
+        assert!(!quiet.contains(VERDICT_MARK), "{quiet}");
+        fp.probes[0].disturbance = Some(Disturbance {
+            by: vec![DisturbedBy::CpuQuota],
+            wall_s: 1.2,
+            cpus: vec![0, 1],
+            cpu_quota_cpus: Some(0.5),
+            periods: Some(13),
+            throttled_periods: Some(10),
+            throttled_s: Some(0.16),
+            steal_ratio: None,
+            others_busy_cpus: None,
+            run_queue_wait_ratio: None,
+        });
+        let out = render_check(&fp, Style::plain(100), true);
+        assert!(
+            out.contains("Measured under a CPU quota of 0.5 CPU (throttled in 10 of 13 periods"),
+            "{out}"
+        );
+        assert!(out.contains("24.5 ns = 90 cycles (disturbed)"), "{out}");
+        assert!(
+            out.contains("disturbed, not the machine's figures: a CPU quota of 0.5 CPU"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn check_report_shows_machine_probes_and_verdicts() {
         let out = render_check(&sample_fingerprint(), Style::plain(120), true);
         for needle in [

@@ -71,11 +71,11 @@ pub const VERDICT_MARK: &str = "(disturbed)";
 pub fn screen_banner(disturbed: &[(&str, &Disturbance)]) -> Option<String> {
     let (_, first) = disturbed.first()?;
     let names: Vec<&str> = disturbed.iter().map(|(n, _)| *n).collect();
-    let throttled: Vec<&Disturbance> = disturbed
+    let (throttled_names, throttled): (Vec<&str>, Vec<&Disturbance>) = disturbed
         .iter()
-        .map(|(_, d)| *d)
-        .filter(|d| d.by.contains(&DisturbedBy::CpuQuota))
-        .collect();
+        .filter(|(_, d)| d.by.contains(&DisturbedBy::CpuQuota))
+        .map(|(n, d)| (*n, *d))
+        .unzip();
     let marked = format!(
         "Verdicts that read them are marked {VERDICT_MARK}; `diff` does not compare their \
          figures."
@@ -105,7 +105,7 @@ pub fn screen_banner(disturbed: &[(&str, &Disturbance)]) -> Option<String> {
              figures below are not the machine's. {marked} For the machine's figures run it \
              where no quota applies (outside the container, or with the cgroup's cpu limit \
              lifted).",
-            names.join(", ")
+            throttled_names.join(", ")
         ));
     }
     let why = if disturbed.len() == 1 {
