@@ -112,7 +112,11 @@ fn a_probe_throttled_by_a_cpu_quota_is_marked_on_the_screen_and_in_the_file() {
             saved.to_str().unwrap(),
         ],
     );
-    let screen = String::from_utf8_lossy(&out.stdout);
+    // Words as a reader reads them, whatever the wrapping.
+    let screen = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(
         out.status.success(),
         "{screen}\n{}",
@@ -217,8 +221,11 @@ fn diff_against_a_disturbed_run_calls_nothing_changed_and_says_why() {
                 .args(["diff"])
                 .arg(fixture(old))
                 .arg(fixture(new))
-                .env("COLUMNS", "200"),
-        );
+                .env("COLUMNS", "100"),
+        )
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
         assert!(text.contains(why), "{text}");
         assert!(!text.contains("Worse in new"), "{text}");
         assert!(!text.contains("Better in new"), "{text}");
