@@ -9,7 +9,7 @@ use crate::schema::disturbance::{Disturbance, DisturbedBy};
 fn cpus(n: f64) -> String {
     let shown = format!("{n:.2}");
     let shown = shown.trim_end_matches('0').trim_end_matches('.');
-    format!("{shown} CPU{}", if n == 1.0 || n < 1.0 { "" } else { "s" })
+    format!("{shown} CPU{}", if n <= 1.0 { "" } else { "s" })
 }
 
 /// One cause with its figures: `a CPU quota of 0.5 CPU (throttled in 64 of 158 periods,
