@@ -143,7 +143,14 @@ fn a_probe_throttled_by_a_cpu_quota_is_marked_on_the_screen_and_in_the_file() {
     let d = &pause["disturbance"];
     assert_eq!(d["cpu_quota_cpus"], 0.2);
     assert!(d["throttled_periods"].as_u64().unwrap() >= 1, "{d}");
-    assert_eq!(d["cpus"], serde_json::json!([0]));
+    // CPU 0, and its SMT siblings where it has any.
+    assert!(
+        d["cpus"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(0)),
+        "{d}"
+    );
 
     // The same probe outside the cgroup is not marked for a quota, when this process has none:
     // the mark comes from the quota, not from every run.

@@ -18,10 +18,11 @@
 //! - other tasks busy for a quarter of a CPU or more, on average, on the CPUs the probe may
 //!   use. A task on the other vCPU of a small guest shares the core's caches and the host's
 //!   memory bandwidth with the probe (the case: a spinning shell loop on the other
-//!   vCPU moved `tlb_reach` 8-16x); a quarter of a CPU is well above what a quiet 2-vCPU
-//!   guest's daemons use (under 0.05 CPU measured, docs/check.md) and well below a busy loop
-//!   (one CPU), and /proc/stat's ticks (10 ms each) put no more than about 0.1 CPU of error
-//!   on a 0.2 s probe.
+//!   vCPU moved `tlb_reach` 8-16x); a quarter of a CPU is a quarter of a busy loop (one CPU,
+//!   1.3-1.9 measured beside other builds, docs/check.md), above what an idle system's
+//!   daemons should take, and /proc/stat's ticks (10 ms each) put no more than about 0.1 CPU
+//!   of error on a 0.2 s probe. A quiet baseline could not be measured on the shared guest
+//!   this was written on (loaded by other builds throughout); check it on a quiet machine.
 
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +63,7 @@ pub struct Disturbance {
     pub by: Vec<DisturbedBy>,
     /// Wall time watched, seconds (the probe's run).
     pub wall_s: f64,
-    /// The CPUs watched: those the probe could use.
+    /// The CPUs watched: those the probe could use, and their SMT siblings.
     pub cpus: Vec<usize>,
     /// The tightest CPU quota on the process's cgroup path, in CPUs (0.5 for
     /// 50000/100000); absent without one.
