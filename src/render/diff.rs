@@ -70,9 +70,7 @@ pub fn verdict_move_words(h: &HazardChange) -> String {
         VerdictMove::WithinNoise => "not a regression: crossed a threshold within noise (no \
              figure it reads moved beyond both runs' spread)"
             .to_string(),
-        VerdictMove::Disturbed => "not compared: a figure it reads was measured while \
-             disturbed (see above)"
-            .to_string(),
+        VerdictMove::Disturbed => crate::words::disturbance::VERDICT_NOT_COMPARED.to_string(),
         _ if h.hurts.is_empty() => "(hazard unknown to this cpudoctor)".to_string(),
         VerdictMove::Worse => format!("now hurts more: {}", h.hurts.join("; ")),
         VerdictMove::Better => format!("now hurts less: {}", h.hurts.join("; ")),
@@ -97,8 +95,8 @@ fn disturbed_text(s: &mut String, d: &Diff, width: u16, name_w: usize) {
     }
     let _ = writeln!(
         s,
-        "\nNot compared, measured while disturbed ({})",
-        crate::format::count_of(d.counts.disturbed, "figure", "figures")
+        "\n{}",
+        crate::words::disturbance::not_compared_title(d.counts.disturbed)
     );
     for p in &d.disturbed {
         s.push_str(&wrap(
@@ -288,7 +286,12 @@ fn moved_figures_text(s: &mut String, d: &Diff, width: u16, all: bool, name_w: u
     if d.metrics.is_empty() {
         s.push_str("\nMetrics: neither file has a probe that ran ok.\n");
     } else if c.worse + c.better + c.changed == 0 && c.disturbed > 0 {
-        s.push_str("\nNo figure compared moved beyond noise; those measured while disturbed are not compared (below).\n");
+        s.push('\n');
+        s.push_str(&wrap(
+            crate::words::disturbance::NONE_MOVED_SOME_DISTURBED,
+            width,
+            0,
+        ));
     } else if c.worse + c.better + c.changed == 0 {
         s.push_str(if c.host_drift > 0 {
             "\nNo figure moved beyond noise and the VM host's drift.\n"

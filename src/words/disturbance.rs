@@ -163,6 +163,22 @@ pub fn not_compared(runs: RunsDisturbed, d: &Disturbance) -> String {
     format!("not compared: {who} {how}")
 }
 
+/// A diff's line when no figure it compared moved but some were left out as disturbed.
+pub const NONE_MOVED_SOME_DISTURBED: &str = "No figure compared moved beyond noise; those measured while disturbed are not compared (below).";
+
+/// The title of a diff's section of figures left out as disturbed, with their count.
+pub fn not_compared_title(figures: usize) -> String {
+    format!(
+        "Not compared, measured while disturbed ({})",
+        crate::format::count_of(figures, "figure", "figures")
+    )
+}
+
+/// Why a verdict whose level differs between the runs is not a change: a figure it reads was
+/// measured while disturbed.
+pub const VERDICT_NOT_COMPARED: &str =
+    "not compared: a figure it reads was measured while disturbed (see above)";
+
 #[cfg(test)]
 mod tests {
     use super::*;
