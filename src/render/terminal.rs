@@ -211,14 +211,15 @@ pub fn disturbed_banner(fp: &Fingerprint, width: u16) -> String {
     screen_banner(&disturbed).map_or(String::new(), |b| wrap(&b, width, 0))
 }
 
-/// Whether a probe whose figures verdict `v` reads or quotes was measured while disturbed.
+/// Whether a probe whose figures set verdict `v`'s level (its rule's `reads`) was measured
+/// while disturbed. A figure only quoted does not mark it: huge pages are judged on whether
+/// the buffers got them, which no quota changes, though the verdict quotes the TLB penalty.
 fn verdict_disturbed(fp: &Fingerprint, v: &Verdict) -> bool {
     let Some(rule) = crate::hazards::by_id(&v.hazard) else {
         return false;
     };
     rule.reads()
         .iter()
-        .chain(rule.quotes())
         .any(|(probe, _)| fp.probe(probe).and_then(|p| p.disturbed()).is_some())
 }
 
