@@ -229,6 +229,15 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
         }
         p.params.insert("runs".into(), serde_json::json!(n));
         p.duration_s += others.iter().map(|q| q.duration_s).sum::<f64>();
+        // A figure is the median over the runs, so a run measured while disturbed is in it:
+        // the combined result is disturbed when any run was.
+        for q in &others {
+            match (&mut p.disturbance, &q.disturbance) {
+                (Some(d), Some(o)) => d.merge(o),
+                (None, Some(o)) => p.disturbance = Some(o.clone()),
+                _ => {}
+            }
+        }
         // A figure that some runs did not find (a TLB knee one sweep saw and the next did
         // not) is not a property of the machine: it is left out and the probe says so.
         let mut partial = serde_json::Map::new();
@@ -319,6 +328,10 @@ pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
                     *m = saved.clone();
                 }
             }
+        }
+        // What disturbed the run is a fact of the run, not of the analysis.
+        if fresh.disturbance.is_none() {
+            fresh.disturbance = p.disturbance.clone();
         }
         *p = fresh;
     }

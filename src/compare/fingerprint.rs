@@ -10,6 +10,7 @@ pub use super::Side;
 use super::facts::{MachineFact, machine_facts};
 use crate::hazards;
 use crate::names::{metric, probe};
+use crate::schema::disturbance::Disturbance;
 use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
 use crate::spin::{RUNTIMES, SpinCost, spin_cost};
 use crate::words;
@@ -136,6 +137,10 @@ pub enum Change {
     NotMeasuredNew,
     /// Present in both, but in different units: not compared.
     UnitsDiffer,
+    /// Present in both, but measured while disturbed in one run or both (a CPU quota that
+    /// throttled, steal, other tasks on its CPUs: see [`crate::schema::disturbance`]): a move
+    /// would say what disturbed it, not what the machine does, so it is not compared.
+    Disturbed,
 }
 
 /// One metric in both runs.
@@ -212,6 +217,9 @@ pub enum VerdictMove {
     /// The level changed, but no metric the hazard reads moved beyond both runs' spread: the
     /// figures crossed a threshold within noise. Not a regression.
     WithinNoise,
+    /// The level changed, but a figure the hazard reads was measured while disturbed in one
+    /// run or both ([`Change::Disturbed`]): not compared.
+    Disturbed,
 }
 
 /// A hazard whose verdict differs between the runs.
@@ -244,6 +252,17 @@ pub struct DuplicateProbe {
     pub times: usize,
 }
 
+/// A probe measured while disturbed in one run or both: its figures are not compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DisturbedProbe {
+    /// Probe name.
+    pub probe: String,
+    /// What disturbed it in the old run, when something did.
+    pub old: Option<Disturbance>,
+    /// What disturbed it in the new run, when something did.
+    pub new: Option<Disturbance>,
+}
+
 /// Counts for the summary line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct DiffCounts {
@@ -257,8 +276,10 @@ pub struct DiffCounts {
     pub same: usize,
     /// Metrics that moved within a VM host's drift (both runs on guests).
     pub host_drift: usize,
-    /// Metrics measured in one run only (or not comparable).
+    /// Metrics measured in one run only (or not comparable, or measured while disturbed).
     pub not_compared: usize,
+    /// Of `not_compared`: metrics measured while disturbed in one run or both.
+    pub disturbed: usize,
 }
 
 /// Everything `cpudoctor diff` shows.
@@ -274,6 +295,8 @@ pub struct Diff {
     pub metrics: Vec<MetricDiff>,
     /// Probes measured in one run only.
     pub not_measured: Vec<NotMeasured>,
+    /// Probes measured while disturbed in one run or both, whose figures are not compared.
+    pub disturbed: Vec<DisturbedProbe>,
     /// Hazards whose verdict changed.
     pub hazards: Vec<HazardChange>,
     /// Ids of hazards judged the same in both runs.
@@ -677,7 +700,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
     machine.sort_by_key(|f| !f.differs);
     let (probes, duplicate_probes) = probe_order(old, new);
     let guests = old.machine.hypervisor.is_some() && new.machine.hypervisor.is_some();
-    let (metrics, not_measured) = metric_diffs(old, new, &probes, guests);
+    let (metrics, not_measured, disturbed) = metric_diffs(old, new, &probes, guests);
     let (ov, nv) = (effective_verdicts(old), effective_verdicts(new));
     let (hazard_changes, hazards_unchanged) = hazard_changes(old, new, &ov, &nv, &metrics);
     let costs = hazard_costs(&ov, &nv, &metrics);
@@ -688,6 +711,7 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
         counts: counts(&metrics),
         metrics,
         not_measured,
+        disturbed,
         hazards: hazard_changes,
         hazards_unchanged,
         rule: ChangeRules { guests },
@@ -733,17 +757,35 @@ fn probe_order<'a>(
     (probes, duplicate_probes)
 }
 
-/// Every metric of `probes` in both runs, and the probes measured in one run only.
+/// What disturbed `probe` in `fp`, when it ran ok and something did.
+fn disturbed_in<'a>(fp: &'a Fingerprint, probe: &str) -> Option<&'a Disturbance> {
+    fp.probe(probe)
+        .filter(|p| p.status == Status::Ok)
+        .and_then(|p| p.disturbed())
+}
+
+/// Every metric of `probes` in both runs, the probes measured in one run only, and those
+/// measured while disturbed in one run or both.
 fn metric_diffs(
     old: &Fingerprint,
     new: &Fingerprint,
     probes: &[&str],
     guests: bool,
-) -> (Vec<MetricDiff>, Vec<NotMeasured>) {
+) -> (Vec<MetricDiff>, Vec<NotMeasured>, Vec<DisturbedProbe>) {
     let mut metrics = Vec::new();
     let mut not_measured = Vec::new();
+    let mut disturbed = Vec::new();
     for &probe in probes {
         let (om, nm) = (ok_metrics(old, probe), ok_metrics(new, probe));
+        let (od, nd) = (disturbed_in(old, probe), disturbed_in(new, probe));
+        let either_disturbed = (od.is_some() || nd.is_some()) && !om.is_empty() && !nm.is_empty();
+        if either_disturbed {
+            disturbed.push(DisturbedProbe {
+                probe: probe.to_string(),
+                old: od.cloned(),
+                new: nd.cloned(),
+            });
+        }
         if om.is_empty() && !nm.is_empty() {
             not_measured.push(NotMeasured {
                 probe: probe.to_string(),
@@ -763,7 +805,16 @@ fn metric_diffs(
             metrics.push(match nm.iter().find(|n| n.name == o.name) {
                 Some(n) => {
                     let d = compare_metric_in_probe(probe, o, n, inherited);
-                    if guests { within_host_drift(d) } else { d }
+                    if either_disturbed && d.change != Change::UnitsDiffer {
+                        MetricDiff {
+                            change: Change::Disturbed,
+                            ..d
+                        }
+                    } else if guests {
+                        within_host_drift(d)
+                    } else {
+                        d
+                    }
                 }
                 None => one_sided(probe, o, Change::NotMeasuredNew),
             });
@@ -772,7 +823,7 @@ fn metric_diffs(
             metrics.push(one_sided(probe, n, Change::NotMeasuredOld));
         }
     }
-    (metrics, not_measured)
+    (metrics, not_measured, disturbed)
 }
 
 /// The hazards whose verdict differs between the runs, and the ids of those judged alike.
@@ -835,6 +886,10 @@ fn counts(metrics: &[MetricDiff]) -> DiffCounts {
             Change::Changed => counts.changed += 1,
             Change::Same => counts.same += 1,
             Change::HostDrift => counts.host_drift += 1,
+            Change::Disturbed => {
+                counts.disturbed += 1;
+                counts.not_compared += 1;
+            }
             _ => counts.not_compared += 1,
         }
     }
@@ -897,6 +952,9 @@ fn verdict_move(
         .iter()
         .filter(|m| reads.contains(&(m.probe.as_str(), m.metric.as_str())))
         .collect();
+    if read.iter().any(|m| m.change == Change::Disturbed) {
+        return VerdictMove::Disturbed;
+    }
     if read
         .iter()
         .any(|m| matches!(m.change, Change::Worse | Change::Better | Change::Changed))
@@ -1217,6 +1275,64 @@ pub(crate) mod tests {
         // A real move across the same line is still a regression.
         let d = diff(&pause_at(90.0), &pause_at(140.0), "a", "b");
         assert_eq!(d.hazards[0].direction, VerdictMove::Worse);
+    }
+
+    #[test]
+    fn a_run_measured_under_a_throttling_quota_is_not_compared() {
+        // Issue 29: 90 -> 140 cycles is a regression between quiet runs (above); with the new
+        // run's pause probe throttled by its CPU quota, nothing is worse and the verdict's move
+        // is not a regression either.
+        use crate::schema::disturbance::{Disturbance, DisturbedBy};
+        let mut throttled = pause_at(140.0);
+        throttled.probes[0].disturbance = Some(Disturbance {
+            by: vec![DisturbedBy::CpuQuota],
+            wall_s: 1.0,
+            cpus: vec![0],
+            cpu_quota_cpus: Some(0.5),
+            periods: Some(10),
+            throttled_periods: Some(9),
+            throttled_s: Some(0.4),
+            steal_ratio: None,
+            others_busy_cpus: None,
+            run_queue_wait_ratio: None,
+        });
+        for (old, new) in [
+            (pause_at(90.0), throttled.clone()),
+            (throttled, pause_at(90.0)),
+        ] {
+            let d = diff(&old, &new, "a", "b");
+            assert_eq!((d.counts.worse, d.counts.better), (0, 0), "{:?}", d.counts);
+            assert_eq!(d.counts.disturbed, 2);
+            assert!(d.metrics.iter().all(|m| m.change == Change::Disturbed));
+            assert_eq!(d.hazards[0].direction, VerdictMove::Disturbed);
+            assert_eq!(d.disturbed.len(), 1);
+            assert!(
+                d.costs.is_empty(),
+                "no cost quoted for a figure not compared"
+            );
+        }
+        // A record that crossed no line (quiet) changes nothing.
+        let mut quiet = pause_at(140.0);
+        quiet.probes[0].disturbance = Some(Disturbance {
+            by: vec![],
+            cpu_quota_cpus: Some(0.5),
+            throttled_periods: Some(0),
+            ..Disturbance {
+                by: vec![],
+                wall_s: 1.0,
+                cpus: vec![0],
+                cpu_quota_cpus: None,
+                periods: Some(10),
+                throttled_periods: None,
+                throttled_s: None,
+                steal_ratio: Some(0.0),
+                others_busy_cpus: Some(0.01),
+                run_queue_wait_ratio: Some(0.0),
+            }
+        });
+        let d = diff(&pause_at(90.0), &quiet, "a", "b");
+        assert_eq!(d.hazards[0].direction, VerdictMove::Worse);
+        assert!(d.disturbed.is_empty());
     }
 
     #[test]

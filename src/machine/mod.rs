@@ -3,11 +3,13 @@
 //! about the machine it came from, gathered once. Missing files give absent fields, never an
 //! error: a fact that cannot be read is recorded as unknown. [`cgroup`] (a process's cgroup
 //! limits and CPU counters) and [`cpu_time`] (busy, idle and stolen CPU time from /proc/stat)
-//! are read around a recording, for `diagnose` to say what held a waiting thread's CPU.
+//! are read around a recording, for `diagnose` to say what held a waiting thread's CPU, and
+//! around every probe run by [`disturbance`], which says what else the CPUs did meanwhile.
 
 pub mod cgroup;
 pub mod cpu_time;
 pub mod cpuinfo;
+pub mod disturbance;
 pub mod hypervisor;
 pub mod kernel;
 pub mod meminfo;

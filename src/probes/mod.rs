@@ -198,6 +198,10 @@ pub fn by_name(name: &str) -> Option<&'static dyn Probe> {
 /// the profile and wall time.
 pub fn run_probe(probe: &dyn Probe, ctx: &ProbeContext) -> ProbeResult {
     let started = Instant::now();
+    // What else the CPUs it may use did while it ran (quota throttling, steal, other tasks,
+    // its own wait for a CPU): recorded on every result, so a figure measured while disturbed
+    // is marked where it is shown and `diff` does not call it changed.
+    let watch = crate::machine::disturbance::Watch::start();
     let mut result = match probe.run(ctx) {
         Ok(r) => r,
         Err(ProbeFailure::Skipped(reason)) => {
@@ -216,7 +220,32 @@ pub fn run_probe(probe: &dyn Probe, ctx: &ProbeContext) -> ProbeResult {
         .entry("profile".into())
         .or_insert_with(|| serde_json::to_value(ctx.options.profile).expect("enum serialises"));
     result.duration_s = started.elapsed().as_secs_f64();
+    let watched = watched_cpus(ctx);
+    result.disturbance = Some(crate::schema::disturbance::Disturbance::of_window(
+        &watch.finish(&watched),
+    ));
     result
+}
+
+/// The CPUs whose time says whether a probe was disturbed: those it may measure on, and their
+/// SMT siblings (a busy sibling shares the core's execution units and caches with the probe's
+/// thread, even when this process may not run there).
+fn watched_cpus(ctx: &ProbeContext) -> Vec<usize> {
+    let mut cpus = ctx
+        .cpus()
+        .unwrap_or_else(|_| ctx.machine.allowed_cpus.clone());
+    if let Some(t) = &ctx.machine.topology {
+        let siblings: Vec<usize> = t
+            .cpus
+            .iter()
+            .filter(|p| cpus.contains(&p.cpu))
+            .flat_map(|p| p.smt_siblings.iter().copied())
+            .collect();
+        cpus.extend(siblings);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
 }
 
 /// For tests that move a line between two CPUs: whether this process may use two. Without

@@ -2,12 +2,13 @@
 //! and the cell wording (figures, changes, verdicts) that the HTML report shares.
 
 use crate::compare::fingerprint::{
-    Change, Diff, DuplicateProbe, FactDiff, HazardChange, Judged, MetricDiff, MetricSide, RunInfo,
-    Side, VerdictMove,
+    Change, Diff, DisturbedProbe, DuplicateProbe, FactDiff, HazardChange, Judged, MetricDiff,
+    MetricSide, RunInfo, Side, VerdictMove,
 };
 use crate::format::{human_value, pct};
 use crate::render::text::wrap;
 use crate::schema::Better;
+use crate::words::disturbance::{RunsDisturbed, not_compared};
 use std::fmt::Write;
 
 /// One side of a metric as every view shows it (`24.4 ns ±0.6%`, `64 MiB`, `2.29x`), or
@@ -42,6 +43,7 @@ pub fn change_words(d: &MetricDiff) -> &'static str {
         Change::NotMeasuredOld => "not measured in old",
         Change::NotMeasuredNew => "not measured in new",
         Change::UnitsDiffer => "units differ",
+        Change::Disturbed => "not compared: measured while disturbed",
     }
 }
 
@@ -68,9 +70,47 @@ pub fn verdict_move_words(h: &HazardChange) -> String {
         VerdictMove::WithinNoise => "not a regression: crossed a threshold within noise (no \
              figure it reads moved beyond both runs' spread)"
             .to_string(),
+        VerdictMove::Disturbed => crate::words::disturbance::VERDICT_NOT_COMPARED.to_string(),
         _ if h.hurts.is_empty() => "(hazard unknown to this cpudoctor)".to_string(),
         VerdictMove::Worse => format!("now hurts more: {}", h.hurts.join("; ")),
         VerdictMove::Better => format!("now hurts less: {}", h.hurts.join("; ")),
+    }
+}
+
+/// Why a disturbed probe's figures are not compared, in words: `not compared: the old run was
+/// measured under a CPU quota of 0.5 CPU (throttled in 64 of 158 periods, 0.83 s)`.
+pub fn disturbed_words(p: &DisturbedProbe) -> String {
+    match (&p.old, &p.new) {
+        (Some(o), Some(_)) => not_compared(RunsDisturbed::Both, o),
+        (Some(o), None) => not_compared(RunsDisturbed::Old, o),
+        (None, Some(n)) => not_compared(RunsDisturbed::New, n),
+        (None, None) => "not compared".to_string(),
+    }
+}
+
+/// The probes measured while disturbed, one line each with its figures.
+fn disturbed_text(s: &mut String, d: &Diff, width: u16, name_w: usize) {
+    if d.disturbed.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{}",
+        crate::words::disturbance::not_compared_title(d.counts.disturbed)
+    );
+    for p in &d.disturbed {
+        s.push_str(&wrap(
+            &format!("{}: {}", p.probe, disturbed_words(p)),
+            width,
+            2,
+        ));
+        for m in d
+            .metrics
+            .iter()
+            .filter(|m| m.probe == p.probe && m.change == Change::Disturbed)
+        {
+            s.push_str(&metric_line(m, name_w, width));
+        }
     }
 }
 
@@ -190,6 +230,7 @@ pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
     machine_facts_text(&mut s, d, width);
     let name_w = d.metrics.iter().map(|m| m.metric.len()).max().unwrap_or(0);
     moved_figures_text(&mut s, d, width, all, name_w);
+    disturbed_text(&mut s, d, width, name_w);
     costs_text(&mut s, d, width);
     verdicts_text(&mut s, d, width);
     not_measured_text(&mut s, d, width);
@@ -244,6 +285,13 @@ fn moved_figures_text(s: &mut String, d: &Diff, width: u16, all: bool, name_w: u
     let c = &d.counts;
     if d.metrics.is_empty() {
         s.push_str("\nMetrics: neither file has a probe that ran ok.\n");
+    } else if c.worse + c.better + c.changed == 0 && c.disturbed > 0 {
+        s.push('\n');
+        s.push_str(&wrap(
+            crate::words::disturbance::NONE_MOVED_SOME_DISTURBED,
+            width,
+            0,
+        ));
     } else if c.worse + c.better + c.changed == 0 {
         s.push_str(if c.host_drift > 0 {
             "\nNo figure moved beyond noise and the VM host's drift.\n"

@@ -150,6 +150,46 @@ pub fn prometheus_text(fp: &Fingerprint) -> String {
             );
         }
     }
+    // Whether each probe's figures were measured while disturbed (a CPU quota that throttled,
+    // steal, other tasks on its CPUs), so a fleet can leave such hosts' figures out; only
+    // probes whose run recorded it (files from builds before it have none).
+    let watched: Vec<(&str, &crate::schema::disturbance::Disturbance)> = fp
+        .probes
+        .iter()
+        .filter(|p| p.status == Status::Ok)
+        .filter_map(|p| Some((p.name.as_str(), p.disturbance.as_ref()?)))
+        .collect();
+    if !watched.is_empty() {
+        let _ = writeln!(
+            out,
+            "# HELP cpudoctor_probe_disturbed 1 when the probe's figures were measured while \
+             disturbed (label by: cpu_quota, steal, other_tasks, waited_for_cpu), else 0.\n\
+             # TYPE cpudoctor_probe_disturbed gauge"
+        );
+        let mut seen_probes: Vec<&str> = Vec::new();
+        for (probe, d) in watched {
+            if seen_probes.contains(&probe) {
+                continue;
+            }
+            seen_probes.push(probe);
+            let by: Vec<String> =
+                d.by.iter()
+                    .map(|b| {
+                        serde_json::to_value(b)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default()
+                    })
+                    .collect();
+            let _ = writeln!(
+                out,
+                "cpudoctor_probe_disturbed{{probe=\"{}\",by=\"{}\"}} {}",
+                escape_label(probe),
+                by.join(","),
+                u8::from(d.disturbed())
+            );
+        }
+    }
     // One family per metric name; a probe listed twice keeps its first entry (as `diff`).
     let mut seen: Vec<String> = Vec::new();
     for p in fp.probes.iter().filter(|p| p.status == Status::Ok) {
@@ -238,5 +278,44 @@ mod tests {
             assert!(value.parse::<f64>().is_ok(), "{line}");
             assert!(name.starts_with("cpudoctor_"), "{line}");
         }
+        assert!(
+            !text.contains("cpudoctor_probe_disturbed"),
+            "no record, no series"
+        );
+    }
+
+    #[test]
+    fn a_probe_throttled_by_a_quota_is_exported_as_disturbed() {
+        use crate::schema::disturbance::{Disturbance, DisturbedBy};
+        let mut fp = crate::schema::test_support::sample_fingerprint();
+        let record = Disturbance {
+            by: vec![DisturbedBy::CpuQuota, DisturbedBy::OtherTasks],
+            wall_s: 1.0,
+            cpus: vec![0],
+            cpu_quota_cpus: Some(0.5),
+            periods: Some(10),
+            throttled_periods: Some(9),
+            throttled_s: Some(0.4),
+            steal_ratio: None,
+            others_busy_cpus: Some(0.5),
+            run_queue_wait_ratio: None,
+        };
+        fp.probes[0].disturbance = Some(record.clone());
+        let text = prometheus_text(&fp);
+        assert!(
+            text.contains(
+                "\ncpudoctor_probe_disturbed{probe=\"pause\",by=\"cpu_quota,other_tasks\"} 1\n"
+            ),
+            "{text}"
+        );
+        fp.probes[0].disturbance = Some(Disturbance {
+            by: vec![],
+            ..record
+        });
+        let text = prometheus_text(&fp);
+        assert!(
+            text.contains("\ncpudoctor_probe_disturbed{probe=\"pause\",by=\"\"} 0\n"),
+            "{text}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use crate::measure::ClockInfo;
 use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
 use crate::words::compare::summary_of;
+use crate::words::disturbance::{VERDICT_MARK, probe_note, screen_banner};
 use crate::words::machine::{caches_line, split_lock_words, topology_line};
 use std::fmt::Write;
 
@@ -211,6 +212,30 @@ pub fn verdict_counts(verdicts: &[Verdict], not_judged: usize) -> String {
     s
 }
 
+/// The line above the verdicts when a probe was measured while disturbed (a CPU quota that
+/// throttled, steal, other tasks on its CPUs), or nothing.
+pub fn disturbed_banner(fp: &Fingerprint, width: u16) -> String {
+    let disturbed: Vec<(&str, &crate::schema::disturbance::Disturbance)> = fp
+        .probes
+        .iter()
+        .filter(|p| p.status == Status::Ok)
+        .filter_map(|p| Some((p.name.as_str(), p.disturbed()?)))
+        .collect();
+    screen_banner(&disturbed).map_or(String::new(), |b| wrap(&b, width, 0))
+}
+
+/// Whether a probe whose figures set verdict `v`'s level (its rule's `reads`) was measured
+/// while disturbed. A figure only quoted does not mark it: huge pages are judged on whether
+/// the buffers got them, which no quota changes, though the verdict quotes the TLB penalty.
+fn verdict_disturbed(fp: &Fingerprint, v: &Verdict) -> bool {
+    let Some(rule) = crate::hazards::by_id(&v.hazard) else {
+        return false;
+    };
+    rule.reads()
+        .iter()
+        .any(|(probe, _)| fp.probe(probe).and_then(|p| p.disturbed()).is_some())
+}
+
 /// Narrowest level column of the summary (`HAZARD` and a space or two).
 const LEVEL_W: usize = 8;
 /// The level cell of a hazard with no verdict (see [`crate::schema::NotJudged`]).
@@ -222,6 +247,11 @@ const NOT_JUDGED: &str = "not judged";
 pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     let mut s = machine_lines(&fp.machine, &fp.clock, style.width);
     s.push('\n');
+    let banner = disturbed_banner(fp, style.width);
+    if !banner.is_empty() {
+        s.push_str(&banner);
+        s.push('\n');
+    }
     if fp.verdicts.is_empty() {
         s.push_str("No verdicts: no probe that a hazard rule reads ran successfully.\n");
     }
@@ -249,7 +279,12 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
         s.push_str(&style.paint_level(v.level, &level));
         s.push_str(&" ".repeat(pad));
         s.push_str(&format!("{:<title_w$}  ", v.title));
-        s.push_str(wrap(&v.figure, style.width, head_indent).trim_start());
+        let figure = if verdict_disturbed(fp, v) {
+            format!("{} {VERDICT_MARK}", v.figure)
+        } else {
+            v.figure.clone()
+        };
+        s.push_str(wrap(&figure, style.width, head_indent).trim_start());
         s.push_str(&wrap(&summary_of(v), style.width, level_w + 1));
     }
     for n in &fp.not_judged {
@@ -373,6 +408,9 @@ pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
         if let Some(r) = &p.reason {
             s.push_str(&wrap(r, style.width, 2));
         }
+        if let Some(d) = p.disturbed().filter(|_| p.status == Status::Ok) {
+            s.push_str(&wrap(&probe_note(d), style.width, 2));
+        }
         for m in &p.metrics {
             let mut line = format!(
                 "  {:<name_w$}  {:>11}",
@@ -448,6 +486,37 @@ pub fn render_spin_table(costs: &[SpinCost], pause_ns: f64, cores: u64, width: u
 mod tests {
     use super::*;
     use crate::schema::test_support::sample_fingerprint;
+
+    #[test]
+    fn a_probe_throttled_by_a_quota_is_said_above_the_verdicts_and_marked() {
+        use crate::schema::disturbance::{Disturbance, DisturbedBy};
+        let mut fp = sample_fingerprint();
+        let quiet = render_check(&fp, Style::plain(100), true);
+        assert!(!quiet.contains("Measured under"), "{quiet}");
+        assert!(!quiet.contains(VERDICT_MARK), "{quiet}");
+        fp.probes[0].disturbance = Some(Disturbance {
+            by: vec![DisturbedBy::CpuQuota],
+            wall_s: 1.2,
+            cpus: vec![0, 1],
+            cpu_quota_cpus: Some(0.5),
+            periods: Some(13),
+            throttled_periods: Some(10),
+            throttled_s: Some(0.16),
+            steal_ratio: None,
+            others_busy_cpus: None,
+            run_queue_wait_ratio: None,
+        });
+        let out = render_check(&fp, Style::plain(100), true);
+        assert!(
+            out.contains("Measured under a CPU quota of 0.5 CPU (throttled in 10 of 13 periods"),
+            "{out}"
+        );
+        assert!(out.contains("24.5 ns = 90 cycles (disturbed)"), "{out}");
+        assert!(
+            out.contains("disturbed, not the machine's figures: a CPU quota of 0.5 CPU"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn check_report_shows_machine_probes_and_verdicts() {

@@ -5,6 +5,7 @@
 //! Version policy: adding an optional field keeps `schema_version`; renaming, removing or
 //! changing the meaning of a field bumps it.
 
+pub mod disturbance;
 pub mod handoff;
 pub mod json;
 pub mod split_lock;
@@ -105,6 +106,12 @@ pub struct ProbeResult {
     pub not_measured: BTreeMap<String, String>,
     /// Wall time the probe took, in seconds.
     pub duration_s: f64,
+    /// What else the CPUs did while it measured (CPU quota throttling, steal, other tasks,
+    /// its threads' wait for a CPU) and whether that disturbed its figures
+    /// ([`disturbance::Disturbance::by`] not empty): a disturbed figure is shown marked and
+    /// `diff` does not call it changed. Absent in files from builds before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disturbance: Option<disturbance::Disturbance>,
 }
 
 /// Which way a metric is better, so comparisons know a regression from an improvement.
@@ -353,12 +360,18 @@ impl ProbeResult {
             series: Vec::new(),
             not_measured: BTreeMap::new(),
             duration_s: 0.0,
+            disturbance: None,
         }
     }
 
     /// The metric called `name`, if present.
     pub fn metric(&self, name: &str) -> Option<&Metric> {
         self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// What disturbed its figures, when something did (see [`disturbance`]).
+    pub fn disturbed(&self) -> Option<&disturbance::Disturbance> {
+        self.disturbance.as_ref().filter(|d| d.disturbed())
     }
 }
 

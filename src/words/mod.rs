@@ -11,6 +11,7 @@
 
 pub mod compare;
 pub mod diagnose;
+pub mod disturbance;
 pub mod experiment;
 pub mod findings;
 pub mod machine;
