@@ -278,6 +278,11 @@ fn read_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// The one way a saved file's bytes are read ([`json::read_saved`] with the size cap).
+pub fn read_saved(r: impl std::io::Read) -> std::io::Result<Vec<u8>> {
+    json::read_saved(r, json::SAVED_FILE_MAX_BYTES)
+}
+
 /// A saved file read once, whole: `-` is stdin, and FIFOs and `/dev/fd/N` (process
 /// substitution) work because nothing opens the path twice.
 pub struct Input {
@@ -288,13 +293,13 @@ pub struct Input {
 }
 
 impl Input {
-    /// Reads `path` (stdin for `-`) to its end.
+    /// Reads `path` (stdin for `-`) through [`read_saved`]: one JSON document, never more
+    /// than [`json::SAVED_FILE_MAX_BYTES`].
     pub fn read(path: &Path) -> Input {
         let bytes = if path.as_os_str() == output::STDOUT {
-            let mut v = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v).map(|_| v)
+            read_saved(std::io::stdin().lock())
         } else {
-            std::fs::read(path)
+            std::fs::File::open(path).and_then(read_saved)
         };
         Input {
             path: path.to_path_buf(),

@@ -53,6 +53,105 @@ pub fn from_json_bytes(bytes: &[u8]) -> Result<Fingerprint, FingerprintError> {
     Ok(serde_json::from_value(value)?)
 }
 
+/// The most bytes a saved file (fingerprint, diagnosis, experiment) is read to. The largest
+/// real file in `tests/fixtures` is a 165 KB fingerprint of every probe; a diagnosis grows
+/// with its distinct call stacks (~140 bytes of JSON a frame, at most 127 frames a stack), so
+/// 1 GiB holds ~60,000 stacks of the deepest kind, several times what a day of sampling a
+/// large server records. A file past it is refused rather than read until memory runs out.
+pub const SAVED_FILE_MAX_BYTES: u64 = 1 << 30;
+
+/// Reads one saved JSON document from `r` and returns its bytes, reading no further than the
+/// document needs: its syntax is checked as it arrives, so an input that is not JSON
+/// (`/dev/zero`, `/dev/urandom`, `yes '['`) stops within a few KiB, and one that never ends
+/// stops at `max_bytes` with an error that says so. What was read is returned even when the
+/// syntax is wrong, so the caller's parser reports the fault in its own words; only a read
+/// error or the size cap is an error here.
+pub fn read_saved(r: impl std::io::Read, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    use serde::Deserialize as _;
+    let mut recorder = Recorder {
+        inner: r.take(max_bytes.saturating_add(1)),
+        bytes: Vec::new(),
+    };
+    let checked = {
+        let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(&mut recorder));
+        Skip::deserialize(&mut de).and_then(|_| de.end())
+    };
+    if recorder.bytes.len() as u64 > max_bytes {
+        return Err(std::io::Error::other(too_large(max_bytes)));
+    }
+    match checked {
+        Err(e) if e.is_io() => Err(e.into()),
+        _ => Ok(recorder.bytes),
+    }
+}
+
+/// Why a saved file was not read to its end.
+fn too_large(max_bytes: u64) -> String {
+    format!(
+        "larger than {}, the most a saved file is read to (no saved file comes close)",
+        crate::format::human_bytes(max_bytes)
+    )
+}
+
+/// A reader that keeps a copy of everything read through it.
+struct Recorder<R> {
+    inner: R,
+    bytes: Vec<u8>,
+}
+
+impl<R: std::io::Read> std::io::Read for Recorder<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// Any JSON value, checked and dropped. Unlike `serde::de::IgnoredAny` it descends through
+/// `deserialize_any`, where serde_json limits nesting to 128 levels, so `[[[[...` stops early.
+struct Skip;
+
+impl<'de> serde::Deserialize<'de> for Skip {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SkipVisitor)
+    }
+}
+
+struct SkipVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SkipVisitor {
+    type Value = Skip;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_unit<E>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +190,48 @@ mod tests {
             Err(FingerprintError::Malformed(_))
         ));
         assert!(from_json_bytes(b"not json").is_err());
+    }
+
+    /// Issue 29: `diff base.json /dev/zero` read until the OOM killer came.
+    #[test]
+    fn endless_zeros_stop_at_the_first_bytes() {
+        let bytes = read_saved(std::io::repeat(0), SAVED_FILE_MAX_BYTES).unwrap();
+        assert!(bytes.len() <= 64 << 10, "{} bytes read", bytes.len());
+        assert!(from_json_bytes(&bytes).is_err());
+    }
+
+    /// Issue 29: `<(yes '[')` nests without end; serde_json's depth limit stops it.
+    #[test]
+    fn endless_brackets_stop_at_the_nesting_limit() {
+        let bytes = read_saved(std::io::repeat(b'['), SAVED_FILE_MAX_BYTES).unwrap();
+        assert!(bytes.len() <= 64 << 10, "{} bytes read", bytes.len());
+        let err = from_json_bytes(&bytes).unwrap_err();
+        assert!(err.to_string().contains("recursion limit"), "{err}");
+    }
+
+    /// Issue 29: a stream that stays valid JSON (`[1,1,1,...`) stops at the cap, said.
+    #[test]
+    fn endless_valid_json_stops_at_the_cap_and_says_it() {
+        let endless = std::io::Read::chain(
+            &b"["[..],
+            std::io::Read::take(std::io::repeat(b' '), u64::MAX),
+        );
+        let err = read_saved(endless, 1 << 20).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "larger than 1 MiB, the most a saved file is read to (no saved file comes close)"
+        );
+    }
+
+    #[test]
+    fn a_saved_fingerprint_is_read_whole_and_nothing_after_it() {
+        let saved = to_json_bytes(&sample_fingerprint());
+        let bytes = read_saved(&saved[..], SAVED_FILE_MAX_BYTES).unwrap();
+        assert_eq!(bytes, saved);
+        assert_eq!(from_json_bytes(&bytes).unwrap(), sample_fingerprint());
+        // Text after the document is read (up to the first stray byte) and refused by the parser.
+        let mut two = saved.clone();
+        two.extend_from_slice(b"{}");
+        assert!(from_json_bytes(&read_saved(&two[..], SAVED_FILE_MAX_BYTES).unwrap()).is_err());
     }
 }
