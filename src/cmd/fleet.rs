@@ -134,7 +134,7 @@ pub fn run(args: FleetArgs) -> Result<()> {
         }
     }
     for (file, why) in &bad {
-        eprintln!("skipped {}: {why}", file.display());
+        super::note(&format!("skipped {}: {why}", file.display()));
     }
     if hosts.is_empty() {
         return Err(InputError::NoFleet {

@@ -126,14 +126,21 @@ pub fn terminal_width() -> u16 {
 }
 
 /// How text goes to stdout: the width, and colour only on a terminal without `NO_COLOR`
-/// (<https://no-color.org>: any non-empty value turns colour off).
+/// (<https://no-color.org>: any non-empty value turns colour off) that is not `TERM=dumb`
+/// (a terminal that says it understands no escapes: Emacs' shell, some CI logs).
 pub fn stdout_style() -> terminal::Style {
     use std::io::IsTerminal;
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     terminal::Style {
         width: terminal_width(),
-        color: std::io::stdout().is_terminal() && !no_color,
+        color: std::io::stdout().is_terminal() && colour_allowed(|k| std::env::var_os(k)),
     }
+}
+
+/// Whether the environment (`env`) allows colour: no non-empty `NO_COLOR`, no `TERM=dumb`.
+fn colour_allowed(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    let no_color = env("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let dumb = env("TERM").is_some_and(|v| v == "dumb");
+    !no_color && !dumb
 }
 
 /// Checks, before any work, every output a command will write: each can be written, no two
@@ -161,13 +168,69 @@ pub fn stdout_is_an_output(outputs: &[Option<&Path>]) -> bool {
         .any(|p| output::destination(p).is_ok_and(|d| d.is_stdout()))
 }
 
-/// Where the screen text goes: stdout, or stderr when stdout carries an output.
+/// Where the screen text goes: stdout, or stderr when stdout carries an output; through
+/// [`Printable`], so no control character from a file or a target reaches the terminal.
 pub fn screen(to_stderr: bool) -> Box<dyn Write> {
     if to_stderr {
-        Box::new(std::io::stderr())
+        Box::new(Printable::new(std::io::stderr(), false))
     } else {
-        Box::new(std::io::stdout())
+        Box::new(Printable::new(std::io::stdout(), stdout_style().color))
     }
+}
+
+/// The render boundary for text: what is written through it reaches `inner` with every
+/// control character but newline and tab taken out ([`cpudoctor::render::text::printable`]), SGR colour
+/// kept only where cpudoctor colours. Line by line, so output appears as promptly as on
+/// stdout itself; the unfinished line is written on flush and on drop.
+pub struct Printable<W: Write> {
+    inner: W,
+    keep_colour: bool,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> Printable<W> {
+    pub fn new(inner: W, keep_colour: bool) -> Self {
+        Printable {
+            inner,
+            keep_colour,
+            pending: Vec::new(),
+        }
+    }
+
+    fn write_through(&mut self, upto: usize) -> std::io::Result<()> {
+        let text = String::from_utf8_lossy(&self.pending[..upto]);
+        let clean = cpudoctor::render::text::printable(&text, self.keep_colour);
+        self.pending.drain(..upto);
+        self.inner.write_all(clean.as_bytes())
+    }
+}
+
+impl<W: Write> Write for Printable<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        if let Some(last) = self.pending.iter().rposition(|&b| b == b'\n') {
+            self.write_through(last + 1)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            self.write_through(self.pending.len())?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for Printable<W> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// Stdout for text, through [`Printable`].
+pub fn stdout_text() -> Printable<std::io::StdoutLock<'static>> {
+    Printable::new(std::io::stdout().lock(), stdout_style().color)
 }
 
 /// Writes one output the user named, through [`output::write`] (whole or not at all, symlinks
@@ -189,6 +252,7 @@ pub fn shown(path: &Path) -> String {
 
 /// A line on stderr that may fail (a terminal hung up by SIGHUP) without ending the run.
 pub fn note(line: &str) {
+    let line = cpudoctor::render::text::printable(line, false);
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
@@ -469,4 +533,46 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
+        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.into())
+    }
+
+    /// Issue 29: `TERM=dumb` still got colour.
+    #[test]
+    fn case_term_dumb_gets_no_colour() {
+        assert!(!colour_allowed(env(&[("TERM", "dumb")])));
+        assert!(colour_allowed(env(&[("TERM", "xterm-256color")])));
+        assert!(colour_allowed(env(&[])));
+    }
+
+    #[test]
+    fn no_color_turns_colour_off_unless_empty() {
+        assert!(!colour_allowed(env(&[
+            ("NO_COLOR", "1"),
+            ("TERM", "xterm")
+        ])));
+        assert!(colour_allowed(env(&[("NO_COLOR", "")])));
+    }
+
+    /// The writer keeps lines whole across writes and cleans them (issue 29's escapes).
+    #[test]
+    fn printable_writer_cleans_split_writes() {
+        let mut out = Vec::new();
+        {
+            let mut w = Printable::new(&mut out, true);
+            w.write_all(b"host \x1b]0;pw").unwrap();
+            w.write_all(b"ned\x07 \x1b[1").unwrap();
+            w.write_all(b";31mred\x1b[0m\nlast").unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "host ]0;pwned \x1b[1;31mred\x1b[0m\nlast"
+        );
+    }
 }
