@@ -256,8 +256,9 @@ pub fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Set while `diagnose` records and writes: the first fatal signal stops the workload and lets
-/// what was recorded be written ([`STOP`]); a second one ends cpudoctor at once.
+/// Set while `diagnose` records and writes, and while `experiment` runs: the first fatal
+/// signal stops the workload and lets what was recorded or measured be written ([`STOP`]); a
+/// second one ends cpudoctor at once.
 pub static DEFER_SIGNALS: AtomicBool = AtomicBool::new(false);
 /// What `diagnose`'s recording polls: a fatal signal arrived.
 pub static STOP: AtomicBool = AtomicBool::new(false);
