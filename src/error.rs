@@ -194,6 +194,20 @@ pub enum InputError {
         /// The value given.
         value: String,
     },
+    /// A buffer size below the smallest a pointer chase can walk (issue 29: `--sizes 1` was
+    /// skipped as if above the maximum).
+    #[error(
+        "{what} {value} is below the smallest buffer the memory probes walk ({min}: two cache \
+         lines); pick 128 or more, like 16K"
+    )]
+    SizeTooSmall {
+        /// Which option.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The smallest accepted, in words.
+        min: String,
+    },
     /// A buffer size larger than the memory the kernel can hand out.
     #[error(
         "{what} {requested} is more than the {available} of memory available (MemAvailable in /proc/meminfo); pick a smaller {what}"
@@ -338,7 +352,8 @@ pub enum InputError {
     NoExperimentCommand,
     /// `experiment` with no variant to compare.
     #[error(
-        "nothing to vary: give --pages, --neighbour split-locks|memory|atomics, --placement or          --cpus 1,2,4"
+        "nothing to vary: give --pages, --neighbour split-locks|memory|atomics, --placement or \
+         --cpus 1,2,4"
     )]
     NoVariant,
     /// `report` given an experiment beside files of another kind.

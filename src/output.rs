@@ -32,6 +32,29 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Which of descriptors 0, 1 and 2 were closed at start (bit N for descriptor N).
+static CLOSED_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Notes which standard descriptors are closed now; the binary calls it before Rust's
+/// runtime, which opens /dev/null on a closed one (so a write to it would vanish). Only
+/// `fcntl`, so it may run that early.
+pub fn note_closed_standard_fds() {
+    let mut closed = 0u8;
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            closed |= 1 << fd;
+        }
+    }
+    CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether standard descriptor `fd` was closed when cpudoctor started.
+fn closed_at_start(fd: RawFd) -> bool {
+    (0..3).contains(&fd)
+        && CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed) & (1 << fd) != 0
+}
+
 /// The name that means stdout.
 pub const STDOUT: &str = "-";
 
@@ -216,6 +239,16 @@ pub fn destination(path: &Path) -> Result<Destination, InputError> {
 
 /// Descriptor `fd`, when this process has it open for writing.
 fn open_descriptor(fd: RawFd) -> Result<Destination, String> {
+    if closed_at_start(fd) {
+        return Err(format!(
+            "{} was closed when cpudoctor started (`>&-`): what is written there is lost",
+            match fd {
+                1 => "stdout".to_string(),
+                2 => "stderr".to_string(),
+                _ => format!("descriptor {fd}"),
+            }
+        ));
+    }
     // SAFETY: F_GETFL only reads the descriptor's flags.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if flags < 0 {

@@ -454,9 +454,10 @@ impl Input {
                         found,
                         known: cpudoctor::schema::SCHEMA_VERSION,
                     },
-                    json::FingerprintError::NoSuchSchema { found } => InputError::NotAFingerprint {
+                    e @ (json::FingerprintError::NoSuchSchema { .. }
+                    | json::FingerprintError::Impossible { .. }) => InputError::NotAFingerprint {
                         path: shown,
-                        reason: json::FingerprintError::NoSuchSchema { found }.to_string(),
+                        reason: e.to_string(),
                     },
                     json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
                         path: shown,
@@ -469,6 +470,18 @@ impl Input {
             })
     }
 }
+
+/// Every probe `check` or `probe` ran was skipped or failed: the fingerprint holds no figure. It is
+/// printed and saved all the same (it says why each probe did not run), and the exit status is
+/// 1, so that a job running `check` on every host notices a host where nothing could be
+/// measured; `probe c2c` under `taskset -c 0` alike (issue 29: it exited 0 having measured
+/// nothing).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "nothing was measured: every probe was skipped or failed, for the reasons above (a probe \
+     that needs two CPUs skips when only one is allowed, e.g. under `taskset -c 0`)"
+)]
+pub struct NothingMeasured;
 
 /// Reads a saved fingerprint ([`Input::fingerprint`]).
 pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {

@@ -52,6 +52,8 @@ pub struct RunOutcome {
     pub wall_s: f64,
     /// Its stdout (the first [`STDOUT_KEEP_BYTES`]).
     pub stdout: String,
+    /// How many bytes it wrote to stdout in all (more than `stdout` holds past the cap).
+    pub stdout_bytes: u64,
     /// The last line of its stderr.
     pub stderr_last_line: Option<String>,
     /// The largest `AnonHugePages` seen, in bytes; `None` when never read.
@@ -92,13 +94,17 @@ pub fn extract_metric(regex: &regex::Regex, stdout: &str) -> Option<f64> {
     text.trim().replace(',', "").parse().ok()
 }
 
-fn read_all_keeping(mut r: impl Read, keep: usize, tail: bool) -> Vec<u8> {
+/// Reads `r` to its end, keeping its first (or with `tail`, last) `keep` bytes; returns them
+/// and how many bytes were read in all.
+fn read_all_keeping(mut r: impl Read, keep: usize, tail: bool) -> (Vec<u8>, u64) {
     let mut out = Vec::new();
+    let mut total = 0u64;
     let mut buf = [0u8; 8192];
     while let Ok(n) = r.read(&mut buf) {
         if n == 0 {
             break;
         }
+        total += n as u64;
         out.extend_from_slice(&buf[..n]);
         if out.len() > keep {
             if tail {
@@ -108,7 +114,7 @@ fn read_all_keeping(mut r: impl Read, keep: usize, tail: bool) -> Vec<u8> {
             }
         }
     }
-    out
+    (out, total)
 }
 
 fn anon_huge_bytes(pid: u32) -> Option<u64> {
@@ -193,12 +199,14 @@ pub fn run_once(
     };
     let wall_s = t0.elapsed().as_secs_f64();
     drop(group); // what the command left running
-    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    let (stdout, stdout_bytes) = out_reader.join().unwrap_or_default();
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default().0).into_owned();
     Ok(RunOutcome {
         status,
         wall_s,
         stdout,
+        stdout_bytes,
         stderr_last_line: stderr
             .lines()
             .rev()
@@ -278,8 +286,21 @@ fn measure_of(spec: &Spec, o: &RunOutcome) -> Result<f64, String> {
     }
     match &spec.metric {
         None => Ok(o.wall_s),
-        Some(re) => extract_metric(re, &o.stdout)
-            .ok_or_else(|| format!("no number matching /{}/ in its output", re.as_str())),
+        // The first match is the figure, so a match in the kept part is the one in the whole
+        // output; a miss says when the output went past what was kept (issue 29: silently).
+        Some(re) => extract_metric(re, &o.stdout).ok_or_else(|| {
+            if o.stdout_bytes > STDOUT_KEEP_BYTES as u64 {
+                format!(
+                    "no number matching /{}/ in the first {} of its output (it wrote {}; \
+                     --metric reads that much, print the figure earlier)",
+                    re.as_str(),
+                    crate::format::human_bytes(STDOUT_KEEP_BYTES as u64),
+                    crate::format::human_bytes(o.stdout_bytes)
+                )
+            } else {
+                format!("no number matching /{}/ in its output", re.as_str())
+            }
+        }),
     }
 }
 

@@ -17,6 +17,21 @@ pub enum FingerprintError {
         /// The version in the file.
         found: u64,
     },
+    /// A figure no measurement gives: a time, count of cycles, frequency, size or bandwidth at
+    /// or below 0, or not a number (issue 29: a saved `pause_ns` of -24 was printed as
+    /// "-24.0 ns = 78 cycles").
+    #[error(
+        "probe {probe}'s {metric} is {value}, which no measurement gives (a time, size or rate \
+         is above 0): the file was edited or damaged"
+    )]
+    Impossible {
+        /// The probe.
+        probe: String,
+        /// The metric.
+        metric: String,
+        /// Its value in the file.
+        value: f64,
+    },
     /// A version no cpudoctor ever wrote (0: versions start at 1).
     #[error("it has schema_version {found}, which no cpudoctor writes (versions start at 1)")]
     NoSuchSchema {
@@ -50,7 +65,30 @@ pub fn from_json_bytes(bytes: &[u8]) -> Result<Fingerprint, FingerprintError> {
     if let Some(found) = value.get("schema_version").and_then(|v| v.as_u64()) {
         check_schema_version(found)?;
     }
-    Ok(serde_json::from_value(value)?)
+    let fp: Fingerprint = serde_json::from_value(value)?;
+    check_possible(&fp)?;
+    Ok(fp)
+}
+
+/// Unit suffixes of figures that are above 0 whenever they were measured.
+const POSITIVE_SUFFIXES: [&str; 6] = ["_ns", "_cycles", "_ticks", "_ghz", "_gbs", "_bytes"];
+
+/// Refuses a figure no measurement gives (see [`FingerprintError::Impossible`]), so that
+/// `diff`, `report` and `explain` never present it as measured.
+fn check_possible(fp: &Fingerprint) -> Result<(), FingerprintError> {
+    for p in &fp.probes {
+        for m in &p.metrics {
+            let positive = POSITIVE_SUFFIXES.iter().any(|s| m.name.ends_with(s));
+            if !m.value.is_finite() || (positive && m.value <= 0.0) {
+                return Err(FingerprintError::Impossible {
+                    probe: p.name.clone(),
+                    metric: m.name.clone(),
+                    value: m.value,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The most bytes a saved file (fingerprint, diagnosis, experiment) is read to. The largest
@@ -233,5 +271,35 @@ mod tests {
         let mut two = saved.clone();
         two.extend_from_slice(b"{}");
         assert!(from_json_bytes(&read_saved(&two[..], SAVED_FILE_MAX_BYTES).unwrap()).is_err());
+    }
+
+    /// Issue 29: a saved `pause_ns` of -24 or 0 was printed as measured.
+    #[test]
+    fn case_impossible_pause_ns_is_refused_on_load() {
+        let fp = sample_fingerprint();
+        let (pi, mi) = fp
+            .probes
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| {
+                p.metrics
+                    .iter()
+                    .position(|m| m.name.ends_with("_ns"))
+                    .map(|j| (i, j))
+            })
+            .expect("the sample has a time figure");
+        for bad in [-24.0, 0.0] {
+            let mut v = serde_json::to_value(&fp).unwrap();
+            v["probes"][pi]["metrics"][mi]["value"] = bad.into();
+            let err = from_json_bytes(v.to_string().as_bytes()).unwrap_err();
+            assert!(
+                matches!(err, FingerprintError::Impossible { value, .. } if value == bad),
+                "{err}"
+            );
+            assert!(
+                err.to_string().contains("which no measurement gives"),
+                "{err}"
+            );
+        }
     }
 }

@@ -1,0 +1,153 @@
+//! Issue 29's smaller defects, each a test named for its case, found by trying cpudoctor as a
+//! new user would under limits (one CPU, a closed stdout, a strict umask, odd terminals).
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+mod common;
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("cpudoctor")
+}
+
+fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `cmd` on the first CPU this process may use, as under `taskset -c N`.
+fn on_one_cpu(cmd: &mut Command) -> &mut Command {
+    let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .ok()
+        .and_then(|set| (0..nix::sched::CpuSet::count()).find(|&c| set.is_set(c).unwrap_or(false)))
+        .unwrap_or(0);
+    // SAFETY: sched_setaffinity is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set = nix::sched::CpuSet::new();
+            set.set(cpu).map_err(std::io::Error::from)?;
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+                .map_err(std::io::Error::from)
+        })
+    }
+}
+
+/// `taskset -c 0 cpudoctor probe c2c sharing` measured nothing and exited 0. It still says
+/// why each was skipped, and exits 1 as `check` does (README: "1 ... measuring nothing").
+#[test]
+fn case_probe_c2c_sharing_on_one_cpu_says_skipped_and_exits_1() {
+    let o = on_one_cpu(Command::new(bin()).args(["probe", "c2c", "sharing"]))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("nothing was measured"),
+        "{}",
+        stderr_of(&o)
+    );
+    let text = stdout_of(&o);
+    assert!(text.contains("c2c (skipped"), "{text}");
+    assert!(text.contains("needs two CPUs"), "{text}");
+}
+
+/// `probe mem-latency --sizes 1` skipped with "no buffer size at or below the maximum" and
+/// exited 0; a size below two cache lines is now refused before anything runs.
+#[test]
+fn case_mem_latency_sizes_1_is_refused_with_the_real_reason() {
+    let o = Command::new(bin())
+        .args(["probe", "mem-latency", "--sizes", "16K,1"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    let err = stderr_of(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--sizes 1 is below the smallest buffer"),
+        "{err}"
+    );
+    assert!(stdout_of(&o).is_empty(), "measured before refusing");
+}
+
+/// `check --save -` with stdout closed (`>&-`) said "Saved to stdout." and the data was lost
+/// (Rust's runtime opens /dev/null on a closed stdout). Refused before measuring, exit 2.
+#[test]
+fn case_save_to_closed_stdout_fails_instead_of_saying_saved() {
+    let mut cmd = Command::new(bin());
+    cmd.args(["probe", "pause", "--quick", "--save", "-"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: close is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(1);
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("stdout was closed"), "{err}");
+    assert!(!err.contains("Saved to stdout"), "{err}");
+}
+
+/// `--metric` read only the first 16 MiB of the output, silently: a figure printed after
+/// that was "not found" with no word of the cap. The failure now says so.
+#[test]
+fn case_metric_past_16_mib_of_output_says_so() {
+    let o = Command::new(bin())
+        .args(["experiment", "--pages", "--runs", "1", "--warmup", "0"])
+        .args(["--metric", "ops: ([0-9]+)", "--", "sh", "-c"])
+        .arg("head -c 17000000 /dev/zero | tr '\\0' x; echo; echo ops: 5")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = stdout_of(&o) + &stderr_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("in the first 16 MiB of its output"), "{text}");
+    assert!(text.contains("it wrote 16.21 MiB"), "{text}");
+}
+
+/// A saved `pause_ns` of -24 or 0 was printed as measured ("-24.0 ns = 78 cycles").
+#[test]
+fn case_saved_pause_ns_below_zero_is_refused_by_diff_explain_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = fixture("fingerprints/zen2-kvm-check.json");
+    for bad in [-24.0, 0.0] {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&good).unwrap()).unwrap();
+        for p in v["probes"].as_array_mut().unwrap() {
+            for m in p["metrics"].as_array_mut().into_iter().flatten() {
+                if m["name"] == "pause_ns" {
+                    m["value"] = bad.into();
+                }
+            }
+        }
+        let path = dir.path().join("bad.json");
+        std::fs::write(&path, v.to_string()).unwrap();
+        let html = dir.path().join("r.html");
+        for args in [
+            vec!["diff".into(), good.clone(), path.clone()],
+            vec!["explain".into(), "slow_pause".into(), path.clone()],
+            vec!["report".into(), path.clone(), "-o".into(), html.clone()],
+        ] {
+            let o = Command::new(bin()).args(&args).output().unwrap();
+            let err = stderr_of(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains("pause_ns is"), "{err}");
+            assert!(err.contains("which no measurement gives"), "{err}");
+            assert!(!stdout_of(&o).contains("cycles"), "{}", stdout_of(&o));
+        }
+    }
+}
