@@ -165,6 +165,14 @@ pub enum InputError {
         /// Why it could not start.
         reason: String,
     },
+    /// `diagnose` refused by the kernel because the target is not dumpable (issue 29: it was
+    /// blamed on a seccomp or LSM policy).
+    #[error(
+        "process {0} is not dumpable (it called prctl(PR_SET_DUMPABLE, 0), changed its user, \
+         or runs a setuid or file-capability program): the kernel lets only root \
+         (CAP_SYS_PTRACE) sample it; run cpudoctor as root"
+    )]
+    TargetNotDumpable(i32),
     /// `diagnose --pid` with a PID no process has.
     #[error("no process with PID {0}; check the PID with `ps -p {0}`")]
     NoSuchProcess(i32),

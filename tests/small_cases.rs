@@ -151,3 +151,34 @@ fn case_saved_pause_ns_below_zero_is_refused_by_diff_explain_and_report() {
         }
     }
 }
+
+/// An experiment file given to `diagnose --from` (or to `diff`) was called "a saved
+/// fingerprint".
+#[test]
+fn case_experiment_file_given_to_diagnose_from_is_named_an_experiment() {
+    let exp = fixture("experiment/pages_neighbour.json");
+    for args in [
+        vec!["diagnose".into(), "--from".into(), exp.clone()],
+        vec!["diff".into(), exp.clone(), exp.clone()],
+    ] {
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        let err = stderr_of(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("it is a saved experiment"), "{err}");
+        assert!(!err.contains("fingerprint (`cpudoctor check"), "{err}");
+    }
+}
+
+/// `diagnose --pid 999999` printed the 3-line sampling banner before its one-line error.
+#[test]
+fn case_diagnose_missing_pid_is_one_line_without_the_banner() {
+    let o = Command::new(bin())
+        .args(["diagnose", "--pid", "999999999"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("no process with PID 999999999"), "{err}");
+}

@@ -436,10 +436,10 @@ impl Input {
                 path: shown.clone(),
                 reason: read_reason(e),
             })?;
-        if self.kind() == Some(SavedKind::Diagnosis) {
+        if let Some(kind @ (SavedKind::Diagnosis | SavedKind::Experiment)) = self.kind() {
             return Err(InputError::NotAFingerprint {
                 path: shown,
-                reason: format!("it is {}", SavedKind::Diagnosis.describe()),
+                reason: format!("it is {}", kind.describe()),
             }
             .into());
         }

@@ -326,6 +326,26 @@ impl Launched {
     }
 }
 
+/// Whether process `pid` is not dumpable (it called `prctl(PR_SET_DUMPABLE, 0)`, changed its
+/// user ids, or runs a setuid or file-capability program): the kernel then lets only a tracer
+/// with CAP_SYS_PTRACE sample it, whatever `perf_event_paranoid` says. Told from its `/proc`
+/// entries, which the kernel gives to root while the process is not dumpable, though its
+/// real user is another.
+pub fn not_dumpable(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::metadata(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let real_uid = fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|u| u.split_whitespace().next()?.parse::<u32>().ok())
+        });
+    meta.uid() == 0 && real_uid.is_some_and(|u| u != 0)
+}
+
 /// Whether diagnose may hand the terminal to the command: stdin is a terminal and diagnose's
 /// process group is its foreground.
 fn owns_terminal() -> bool {
@@ -487,5 +507,36 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(!probes.iter().any(Held::alive), "a sleep outlived the drop");
+    }
+
+    /// Issue 29: a non-dumpable target was blamed on "seccomp or LSM". Told apart from a
+    /// dumpable one: a forked child that makes itself non-dumpable (as root, after taking
+    /// another user's ids, which alone makes a process non-dumpable).
+    #[test]
+    fn a_non_dumpable_process_is_told_apart() {
+        let root = unsafe { libc::geteuid() } == 0;
+        let start = |dumpable: libc::c_ulong| -> i32 {
+            // SAFETY: the child makes only async-signal-safe calls and never returns.
+            match unsafe { libc::fork() } {
+                0 => unsafe {
+                    if root && libc::setuid(65534) != 0 {
+                        libc::_exit(1);
+                    }
+                    libc::prctl(libc::PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+                    libc::pause();
+                    libc::_exit(0)
+                },
+                pid => pid,
+            }
+        };
+        let hidden = start(0);
+        let open = start(1);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (h, o) = (not_dumpable(hidden), not_dumpable(open));
+        for pid in [hidden, open] {
+            process::kill_and_reap(Pid::from_raw(pid));
+        }
+        assert!(h, "a non-dumpable process was not seen as one");
+        assert!(!o, "a dumpable process was seen as non-dumpable");
     }
 }
