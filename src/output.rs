@@ -428,6 +428,25 @@ pub fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .map_err(|e| anyhow::Error::new(e).context(format!("cannot write {}", path.display())))
 }
 
+/// [`write`] for a file another user's program reads (the Prometheus text for
+/// node_exporter's textfile collector, which runs as its own user): a new file is made
+/// `0644` whatever the umask (under `umask 077` it was `0600`, which the collector cannot
+/// read). An existing file keeps its mode, as with [`write`].
+pub fn write_shared(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dest = destination(path)?;
+    let written = match &dest {
+        Destination::Replace(p) => replace(p, bytes, Some(SHARED_MODE)),
+        other => write_to(other, bytes),
+    };
+    written.map_err(|e| {
+        let e = io::Error::new(e.kind(), io_reason(&e));
+        anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
+    })
+}
+
+/// The mode of a new file [`write_shared`] makes: read by all, written by its owner.
+pub const SHARED_MODE: u32 = 0o644;
+
 /// Writes `bytes` to a destination found by [`destination`].
 pub fn write_to(dest: &Destination, bytes: &[u8]) -> io::Result<()> {
     let reason = |e: io::Error| io::Error::new(e.kind(), io_reason(&e));
@@ -456,12 +475,13 @@ pub fn write_to(dest: &Destination, bytes: &[u8]) -> io::Result<()> {
             f.write_all(bytes).map_err(reason)?;
             f.sync_all().map_err(reason)
         }
-        Destination::Replace(p) => replace(p, bytes).map_err(reason),
+        Destination::Replace(p) => replace(p, bytes, None).map_err(reason),
     }
 }
 
-/// A regular file through a temporary file and a rename, keeping the old file's mode.
-fn replace(real: &Path, bytes: &[u8]) -> io::Result<()> {
+/// A regular file through a temporary file and a rename, keeping the old file's mode; a new
+/// one gets `new_mode` exactly when given (else 0666 less the umask).
+fn replace(real: &Path, bytes: &[u8], new_mode: Option<u32>) -> io::Result<()> {
     let dir = parent_of(real);
     let old = fs::metadata(real).ok();
     let name = real.file_name().unwrap_or(OsStr::new("output"));
@@ -479,6 +499,8 @@ fn replace(real: &Path, bytes: &[u8]) -> io::Result<()> {
             let _ = std::os::unix::fs::fchown(&*file, Some(m.uid()), Some(m.gid()));
         }
         file.set_permissions(fs::Permissions::from_mode(m.mode() & 0o7777))?;
+    } else if let Some(m) = new_mode {
+        file.set_permissions(fs::Permissions::from_mode(m))?;
     }
     file.sync_all()?;
     tmp.commit(real)?;

@@ -182,3 +182,32 @@ fn case_diagnose_missing_pid_is_one_line_without_the_banner() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("no process with PID 999999999"), "{err}");
 }
+
+/// `--prom` under `umask 077` wrote a 0600 file that node_exporter's textfile collector (its
+/// own user) cannot read; a new file is 0644, an existing one keeps its mode.
+#[test]
+fn case_prom_under_umask_077_is_readable_by_node_exporter() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let prom = dir.path().join("cpudoctor.prom");
+    let save = dir.path().join("fp.json");
+    let mut cmd = Command::new(bin());
+    cmd.args(["probe", "pause", "--quick", "--prom"])
+        .arg(&prom)
+        .arg("--save")
+        .arg(&save)
+        .stdin(Stdio::null());
+    // SAFETY: umask is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0o077);
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&prom), 0o644);
+    // The fingerprint is the user's own: the umask holds there.
+    assert_eq!(mode(&save), 0o600);
+}

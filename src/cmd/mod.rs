@@ -537,7 +537,9 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
         }
     }
     if let Some(path) = &output.prom {
-        write_output(
+        // Read by node_exporter's textfile collector, another user: a new file is 0644.
+        std::io::stdout().flush()?;
+        output::write_shared(
             path,
             cpudoctor::render::prom::prometheus_text(fp).as_bytes(),
         )
