@@ -211,3 +211,47 @@ fn case_prom_under_umask_077_is_readable_by_node_exporter() {
     // The fingerprint is the user's own: the umask holds there.
     assert_eq!(mode(&save), 0o600);
 }
+
+/// Screens were never narrower than 60 columns, so a 40-column terminal broke every long
+/// line in mid-word. At `COLUMNS=40` the text is fitted to 40 columns at word boundaries:
+/// `diff`'s machine facts, `explain`'s paragraphs.
+#[test]
+fn case_columns_40_wraps_at_word_boundaries() {
+    let old = fixture("fingerprints/zen2-kvm-check.json");
+    let new = fixture("fingerprints/zen4-kvm-probe-all.json");
+    let o = Command::new(bin())
+        .args(["diff".as_ref(), old.as_os_str(), new.as_os_str()])
+        .env("COLUMNS", "40")
+        .output()
+        .unwrap();
+    let text = stdout_of(&o);
+    let facts: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Machine facts"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(facts.len() > 3, "{text}");
+    for l in &facts {
+        assert!(
+            l.chars().count() <= 40,
+            "{} columns: {l:?}",
+            l.chars().count()
+        );
+    }
+    // Words stay whole: the model line is split between words, not inside them.
+    assert!(
+        facts.iter().any(|l| l.contains("AuthenticAMD family 23")),
+        "{facts:#?}"
+    );
+    let o = Command::new(bin())
+        .args(["explain".as_ref(), "slow_pause".as_ref(), old.as_os_str()])
+        .env("COLUMNS", "40")
+        .output()
+        .unwrap();
+    let text = stdout_of(&o);
+    let long: Vec<&str> = text
+        .lines()
+        .filter(|l| l.chars().count() > 40 && l.contains(' '))
+        .collect();
+    assert!(long.is_empty(), "wider than 40: {long:#?}");
+}

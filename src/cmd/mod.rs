@@ -116,13 +116,24 @@ pub fn pause_ns_arg(text: &str) -> Result<f64, String> {
 }
 
 /// Columns to wrap at: the terminal's width, else `COLUMNS` (as a shell exports it for a
-/// pipe), else 100; never below 60.
+/// pipe), else 100; never below [`MIN_WIDTH`].
 pub fn terminal_width() -> u16 {
-    comfy_table::Table::new()
-        .width()
-        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
-        .unwrap_or(100)
-        .max(60)
+    width_from(
+        comfy_table::Table::new()
+            .width()
+            .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok()),
+    )
+}
+
+/// The narrowest screen cpudoctor fits its text to: the paragraph filler keeps 20 columns of
+/// text beside a label of up to 12, and a table of a figure, its value and its spread fits in
+/// 40. Below it lines are wider than the screen. (It was 60, so a 40-column terminal broke
+/// every line in mid-word: issue 29.)
+pub const MIN_WIDTH: u16 = 40;
+
+/// The width to wrap at, from the terminal's (or `COLUMNS`), when known.
+fn width_from(terminal: Option<u16>) -> u16 {
+    terminal.unwrap_or(100).max(MIN_WIDTH)
 }
 
 /// How text goes to stdout: the width, and colour only on a terminal without `NO_COLOR`
@@ -557,6 +568,16 @@ mod tests {
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
         move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.into())
+    }
+
+    /// Issue 29: screens were never narrower than 60 columns, so a 40-column terminal broke
+    /// lines in mid-word.
+    #[test]
+    fn case_width_40_is_kept_and_narrower_stops_at_the_minimum() {
+        assert_eq!(width_from(Some(40)), 40);
+        assert_eq!(width_from(Some(52)), 52);
+        assert_eq!(width_from(Some(10)), MIN_WIDTH);
+        assert_eq!(width_from(None), 100);
     }
 
     /// Issue 29: `TERM=dumb` still got colour.
