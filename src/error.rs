@@ -364,6 +364,10 @@ pub enum InputError {
          --cpus 1,2,4"
     )]
     NoVariant,
+    /// `experiment` where no variant asked can run on this machine (`--cpus 99` on two CPUs):
+    /// a request that cannot be acted on, exit 2 as the README says (issue 29: it was 1).
+    #[error("nothing this machine can run of the variants asked (each said above)")]
+    NothingRunnable,
     /// `report` given an experiment beside files of another kind.
     #[error("{experiment} is an experiment and {other} is not; a report shows experiments alone")]
     MixedExperiment {

@@ -255,3 +255,42 @@ fn case_columns_40_wraps_at_word_boundaries() {
         .collect();
     assert!(long.is_empty(), "wider than 40: {long:#?}");
 }
+
+/// `--cpus 99` exited 1 where the README says 2 (a number outside its range): `experiment
+/// --cpus 99` on a smaller machine can run nothing asked, a request that cannot be acted on.
+#[test]
+fn case_cpus_99_exits_2() {
+    for args in [
+        vec!["experiment", "--cpus", "99999", "--", "true"],
+        vec!["probe", "pause", "--cpus", "99999"],
+    ] {
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        let err = stderr_of(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("99999"), "{err}");
+    }
+}
+
+/// `--skip pause,c2c` was refused ("unknown probe 'pause,c2c'"): a comma list is the
+/// convention, and is taken as the names it lists.
+#[test]
+fn case_skip_takes_a_comma_list() {
+    let list = Command::new(bin())
+        .args(["probe", "--list"])
+        .output()
+        .unwrap();
+    let names: Vec<String> = stdout_of(&list)
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert!(names.len() > 2, "{names:?}");
+    // Every probe in one comma list, the last one again in a flag of its own.
+    let o = Command::new(bin())
+        .args(["check", "--skip", &names.join(","), "--skip", &names[0]])
+        .output()
+        .unwrap();
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--skip leaves no probe to run"), "{err}");
+    assert!(!err.contains("unknown probe"), "{err}");
+}

@@ -13,10 +13,10 @@ use cpudoctor::session::{self, Host};
 pub struct CheckArgs {
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Leave out a probe (repeatable). On a shared host run periodically, leave out
-    /// split-lock and split-lock-neighbour: they lock the memory bus, which slows every other
-    /// tenant of the host while they run.
-    #[arg(long, value_name = "PROBE")]
+    /// Leave out probes: repeatable, or a comma list (`--skip split-lock,c2c`). On a shared
+    /// host run periodically, leave out split-lock and split-lock-neighbour: they lock the
+    /// memory bus, which slows every other tenant of the host while they run.
+    #[arg(long, value_name = "PROBE", value_delimiter = ',')]
     pub skip: Vec<String>,
 }
 

@@ -155,7 +155,7 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         for l in &plan.not_run {
             note(&format!("not run: {l}"));
         }
-        anyhow::bail!("nothing this machine can run of the variants asked (each said above)");
+        return Err(InputError::NothingRunnable.into());
     }
     let spec = Spec {
         command: args.command.clone(),
