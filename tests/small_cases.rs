@@ -294,3 +294,50 @@ fn case_skip_takes_a_comma_list() {
     assert!(err.contains("--skip leaves no probe to run"), "{err}");
     assert!(!err.contains("unknown probe"), "{err}");
 }
+
+/// Two INTs 50 ms apart to `diagnose` saved nothing, silently: the second ended it at once.
+/// A second signal that soon is the same request; what was recorded is saved.
+#[test]
+fn case_two_ints_50_ms_apart_to_diagnose_still_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("d.json");
+    let mut child = Command::new(bin())
+        .args(["diagnose", "--no-wall", "--save"])
+        .arg(&save)
+        .args(["--", "sleep", "30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Recording: the sleep has started under it.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(format!("/proc/{}/task/{}/children", child.id(), child.id()))
+        .is_ok_and(|c| !c.trim().is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for _ in 0..2 {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGINT),
+        "{status:?}: {err}"
+    );
+    let saved: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&save).unwrap_or_else(|e| panic!("nothing saved ({e}): {err}")),
+    )
+    .unwrap();
+    assert!(saved["diagnosis_version"].as_u64().is_some(), "{saved}");
+}

@@ -269,10 +269,13 @@ pub fn note(line: &str) {
 
 /// Set while `diagnose` records and writes, and while `experiment` runs: the first fatal
 /// signal stops the workload and lets what was recorded or measured be written ([`STOP`]); a
-/// second one ends cpudoctor at once.
+/// second one within [`SAME_SIGNAL_WITHIN`] is the same request, a later one ends cpudoctor
+/// at once, saying so.
 pub static DEFER_SIGNALS: AtomicBool = AtomicBool::new(false);
 /// What `diagnose`'s recording polls: a fatal signal arrived.
 pub static STOP: AtomicBool = AtomicBool::new(false);
+/// A signal this soon after the first, while deferring, is taken as the same request.
+const SAME_SIGNAL_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 /// The fatal signal caught while deferring, 0 when none.
 static CAUGHT: AtomicI32 = AtomicI32::new(0);
 
@@ -284,15 +287,29 @@ pub fn handle_fatal_signals() {
         return; // the default actions stay: nothing worse than before
     };
     std::thread::spawn(move || {
+        let mut first: Option<std::time::Instant> = None;
         while let Some(sig) = caught.wait() {
             let sig = sig as i32;
-            if DEFER_SIGNALS.load(Ordering::SeqCst)
-                && CAUGHT
+            if DEFER_SIGNALS.load(Ordering::SeqCst) {
+                if CAUGHT
                     .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
-            {
-                STOP.store(true, Ordering::SeqCst);
-                continue;
+                {
+                    STOP.store(true, Ordering::SeqCst);
+                    first = Some(std::time::Instant::now());
+                    continue;
+                }
+                // A second Ctrl-C right after the first (a double tap, `kill` sent twice) is
+                // the same request: what was recorded is still written (issue 29: two INTs
+                // 50 ms apart saved nothing, silently). Later, one ends cpudoctor now, and
+                // says what that loses.
+                if first.is_some_and(|t| t.elapsed() < SAME_SIGNAL_WITHIN) {
+                    continue;
+                }
+                note(
+                    "stopped by a second signal while writing what was recorded: nothing more \
+                     is written",
+                );
             }
             output::remove_temporaries();
             die_by(sig);
