@@ -445,9 +445,9 @@ pub fn build(
         );
     }
     if rec.lost > 0 {
-        notes.push(format!(
-            "{} records lost (ring buffer full); shares are still representative",
-            rec.lost
+        notes.push(crate::words::diagnose::records_lost(
+            rec.lost,
+            rec.total_samples,
         ));
     }
     notes.extend(scope_note(&rec));
