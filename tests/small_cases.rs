@@ -254,6 +254,28 @@ fn case_columns_40_wraps_at_word_boundaries() {
         .filter(|l| l.chars().count() > 40 && l.contains(' '))
         .collect();
     assert!(long.is_empty(), "wider than 40: {long:#?}");
+    // A diagnosis and the diff of two.
+    let (a, b) = (
+        fixture("diagnose/mutex-wait-2-zen4-kvm.json"),
+        fixture("diagnose/mutex-wait-4-zen4-kvm.json"),
+    );
+    for args in [
+        vec!["diagnose".as_ref(), "--from".as_ref(), b.as_os_str()],
+        vec!["diff".as_ref(), a.as_os_str(), b.as_os_str()],
+    ] {
+        let o = Command::new(bin())
+            .args(&args)
+            .env("COLUMNS", "40")
+            .output()
+            .unwrap();
+        let text = stdout_of(&o);
+        assert!(!text.is_empty(), "{args:?}: {}", stderr_of(&o));
+        let long: Vec<&str> = text
+            .lines()
+            .filter(|l| l.chars().count() > 40 && l.trim().contains(' '))
+            .collect();
+        assert!(long.is_empty(), "{args:?} wider than 40: {long:#?}");
+    }
 }
 
 /// `--cpus 99` exited 1 where the README says 2 (a number outside its range): `experiment
