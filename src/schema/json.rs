@@ -92,11 +92,13 @@ fn check_possible(fp: &Fingerprint) -> Result<(), FingerprintError> {
 }
 
 /// The most bytes a saved file (fingerprint, diagnosis, experiment) is read to. The largest
-/// real file in `tests/fixtures` is a 165 KB fingerprint of every probe; a diagnosis grows
-/// with its distinct call stacks (~140 bytes of JSON a frame, at most 127 frames a stack), so
-/// 1 GiB holds ~60,000 stacks of the deepest kind, several times what a day of sampling a
-/// large server records. A file past it is refused rather than read until memory runs out.
-pub const SAVED_FILE_MAX_BYTES: u64 = 1 << 30;
+/// real file in `tests/fixtures` is a 165 KB fingerprint of every probe (1,600 times less); a
+/// diagnosis grows with its distinct call stacks (~140 bytes of JSON a frame, at most 127
+/// frames a stack), so 256 MiB holds ~1.9 million frames: 15,000 stacks of the deepest kind,
+/// 60,000 of 30 frames. A file past it is refused rather than read until memory runs out;
+/// reading up to the cap holds that much memory, so it stays well under a 512 MiB container
+/// (1 GiB took 1.06 GB of RSS and 97 s in a debug build for an endless `[1,1,...`).
+pub const SAVED_FILE_MAX_BYTES: u64 = 256 << 20;
 
 /// Reads one saved JSON document from `r` and returns its bytes, reading no further than the
 /// document needs: its syntax is checked as it arrives, so an input that is not JSON
