@@ -165,6 +165,14 @@ pub enum InputError {
         /// Why it could not start.
         reason: String,
     },
+    /// `diagnose` refused by the kernel because the target is not dumpable (issue 29: it was
+    /// blamed on a seccomp or LSM policy).
+    #[error(
+        "process {0} is not dumpable (it called prctl(PR_SET_DUMPABLE, 0), changed its user, \
+         or runs a setuid or file-capability program): the kernel lets only root \
+         (CAP_SYS_PTRACE) sample it; run cpudoctor as root"
+    )]
+    TargetNotDumpable(i32),
     /// `diagnose --pid` with a PID no process has.
     #[error("no process with PID {0}; check the PID with `ps -p {0}`")]
     NoSuchProcess(i32),
@@ -193,6 +201,20 @@ pub enum InputError {
         what: &'static str,
         /// The value given.
         value: String,
+    },
+    /// A buffer size below the smallest a pointer chase can walk (issue 29: `--sizes 1` was
+    /// skipped as if above the maximum).
+    #[error(
+        "{what} {value} is below the smallest buffer the memory probes walk ({min}: two cache \
+         lines); pick 128 or more, like 16K"
+    )]
+    SizeTooSmall {
+        /// Which option.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The smallest accepted, in words.
+        min: String,
     },
     /// A buffer size larger than the memory the kernel can hand out.
     #[error("{what} {requested} is more than {available}; pick a smaller {what}")]
@@ -337,9 +359,14 @@ pub enum InputError {
     NoExperimentCommand,
     /// `experiment` with no variant to compare.
     #[error(
-        "nothing to vary: give --pages, --neighbour split-locks|memory|atomics, --placement or          --cpus 1,2,4"
+        "nothing to vary: give --pages, --neighbour split-locks|memory|atomics, --placement or \
+         --cpus 1,2,4"
     )]
     NoVariant,
+    /// `experiment` where no variant asked can run on this machine (`--cpus 99` on two CPUs):
+    /// a request that cannot be acted on, exit 2 as the README says (issue 29: it was 1).
+    #[error("nothing this machine can run of the variants asked (each said above)")]
+    NothingRunnable,
     /// `report` given an experiment beside files of another kind.
     #[error("{experiment} is an experiment and {other} is not; a report shows experiments alone")]
     MixedExperiment {

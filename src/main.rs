@@ -181,6 +181,18 @@ enum Command {
     Man,
 }
 
+/// Notes which of stdin, stdout and stderr were closed when cpudoctor was started (`>&-`),
+/// before Rust's runtime opens /dev/null on them: a `--save -` to a closed stdout then fails
+/// instead of being written to /dev/null and reported saved. Runs from `.init_array`, before
+/// `main` and before the runtime's start-up.
+extern "C" fn note_closed_standard_fds() {
+    cpudoctor::output::note_closed_standard_fds();
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STANDARD_FDS: extern "C" fn() = note_closed_standard_fds;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     cmd::handle_fatal_signals();

@@ -32,6 +32,29 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Which of descriptors 0, 1 and 2 were closed at start (bit N for descriptor N).
+static CLOSED_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Notes which standard descriptors are closed now; the binary calls it before Rust's
+/// runtime, which opens /dev/null on a closed one (so a write to it would vanish). Only
+/// `fcntl`, so it may run that early.
+pub fn note_closed_standard_fds() {
+    let mut closed = 0u8;
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            closed |= 1 << fd;
+        }
+    }
+    CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether standard descriptor `fd` was closed when cpudoctor started.
+fn closed_at_start(fd: RawFd) -> bool {
+    (0..3).contains(&fd)
+        && CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed) & (1 << fd) != 0
+}
+
 /// The name that means stdout.
 pub const STDOUT: &str = "-";
 
@@ -216,6 +239,16 @@ pub fn destination(path: &Path) -> Result<Destination, InputError> {
 
 /// Descriptor `fd`, when this process has it open for writing.
 fn open_descriptor(fd: RawFd) -> Result<Destination, String> {
+    if closed_at_start(fd) {
+        return Err(format!(
+            "{} was closed when cpudoctor started (`>&-`): what is written there is lost",
+            match fd {
+                1 => "stdout".to_string(),
+                2 => "stderr".to_string(),
+                _ => format!("descriptor {fd}"),
+            }
+        ));
+    }
     // SAFETY: F_GETFL only reads the descriptor's flags.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if flags < 0 {
@@ -395,6 +428,25 @@ pub fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         .map_err(|e| anyhow::Error::new(e).context(format!("cannot write {}", path.display())))
 }
 
+/// [`write`] for a file another user's program reads (the Prometheus text for
+/// node_exporter's textfile collector, which runs as its own user): a new file is made
+/// `0644` whatever the umask (under `umask 077` it was `0600`, which the collector cannot
+/// read). An existing file keeps its mode, as with [`write`].
+pub fn write_shared(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dest = destination(path)?;
+    let written = match &dest {
+        Destination::Replace(p) => replace(p, bytes, Some(SHARED_MODE)),
+        other => write_to(other, bytes),
+    };
+    written.map_err(|e| {
+        let e = io::Error::new(e.kind(), io_reason(&e));
+        anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
+    })
+}
+
+/// The mode of a new file [`write_shared`] makes: read by all, written by its owner.
+pub const SHARED_MODE: u32 = 0o644;
+
 /// Writes `bytes` to a destination found by [`destination`].
 pub fn write_to(dest: &Destination, bytes: &[u8]) -> io::Result<()> {
     let reason = |e: io::Error| io::Error::new(e.kind(), io_reason(&e));
@@ -423,12 +475,13 @@ pub fn write_to(dest: &Destination, bytes: &[u8]) -> io::Result<()> {
             f.write_all(bytes).map_err(reason)?;
             f.sync_all().map_err(reason)
         }
-        Destination::Replace(p) => replace(p, bytes).map_err(reason),
+        Destination::Replace(p) => replace(p, bytes, None).map_err(reason),
     }
 }
 
-/// A regular file through a temporary file and a rename, keeping the old file's mode.
-fn replace(real: &Path, bytes: &[u8]) -> io::Result<()> {
+/// A regular file through a temporary file and a rename, keeping the old file's mode; a new
+/// one gets `new_mode` exactly when given (else 0666 less the umask).
+fn replace(real: &Path, bytes: &[u8], new_mode: Option<u32>) -> io::Result<()> {
     let dir = parent_of(real);
     let old = fs::metadata(real).ok();
     let name = real.file_name().unwrap_or(OsStr::new("output"));
@@ -446,6 +499,8 @@ fn replace(real: &Path, bytes: &[u8]) -> io::Result<()> {
             let _ = std::os::unix::fs::fchown(&*file, Some(m.uid()), Some(m.gid()));
         }
         file.set_permissions(fs::Permissions::from_mode(m.mode() & 0o7777))?;
+    } else if let Some(m) = new_mode {
+        file.set_permissions(fs::Permissions::from_mode(m))?;
     }
     file.sync_all()?;
     tmp.commit(real)?;

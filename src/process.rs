@@ -161,6 +161,174 @@ pub fn tie_to_parent(cmd: &mut Command) -> &mut Command {
     }
 }
 
+/// A process group cpudoctor started: a workload (`experiment`'s command, `diagnose -- CMD`)
+/// and every process it starts, which stay in its group unless they leave it on purpose (a
+/// daemon's `setsid`). Ended as a whole: [`Group::signal`] reaches every member, and dropping
+/// the group kills what is left. While it lives it is listed with the watchdog, a small
+/// process forked once that kills every listed group when cpudoctor ends for any reason,
+/// SIGKILL included, which `PR_SET_PDEATHSIG` alone cannot do (it reaches the direct child
+/// only, and a shell's `sleep 41 &` lived on).
+pub struct Group {
+    pgid: i32,
+}
+
+impl Group {
+    /// The group led by `pid`, a child spawned with [`own_group`] (its group id is its PID).
+    pub fn of_leader(pid: u32) -> Group {
+        let pgid = pid as i32;
+        // Also from the parent, as a shell does: whichever of the two runs first, the group
+        // exists before either goes on (EACCES once the child has exec'd: it did it itself).
+        // SAFETY: setpgid with two PIDs.
+        unsafe { libc::setpgid(pgid, pgid) };
+        watchdog_tell(pgid);
+        Group { pgid }
+    }
+
+    /// The group id (the leader's PID).
+    pub fn id(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Sends `how` to every process of the group; false when none is left.
+    pub fn signal(&self, how: Stop) -> bool {
+        nix::sys::signal::killpg(Pid::from_raw(self.pgid), how.signal()).is_ok()
+    }
+
+    /// Whether any process of the group still runs (or is a zombie not yet reaped).
+    pub fn alive(&self) -> bool {
+        nix::sys::signal::killpg(Pid::from_raw(self.pgid), None).is_ok()
+    }
+
+    /// Leaves the group running on purpose (a command that exited and left processes in the
+    /// background, as a shell would): no longer killed on drop nor by the watchdog.
+    pub fn leave_running(self) {
+        watchdog_tell(-self.pgid);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.signal(Stop::Kill);
+        watchdog_tell(-self.pgid);
+    }
+}
+
+/// Makes `cmd`'s process lead a process group of its own, so that [`Group`] can end it with
+/// everything it starts (and a terminal's Ctrl-C, sent to the foreground group, reaches
+/// cpudoctor, which ends the group itself).
+pub fn own_group(cmd: &mut Command) -> &mut Command {
+    cmd.process_group(0)
+}
+
+/// The write end of the pipe to the watchdog (-1 before the first group).
+static WATCHDOG: std::sync::Mutex<i32> = std::sync::Mutex::new(-1);
+
+/// Tells the watchdog of a group (`pgid`) or that it is gone (`-pgid`); starts the watchdog
+/// on first use. A failure to start it leaves the groups to [`Group`]'s drop and to the
+/// signal handlers: no worse than before it existed.
+fn watchdog_tell(pgid_or_gone: i32) {
+    let Ok(mut fd) = WATCHDOG.lock() else { return };
+    if *fd < 0 && pgid_or_gone > 0 {
+        *fd = start_watchdog().unwrap_or(-1);
+    }
+    if *fd >= 0 {
+        let b = pgid_or_gone.to_ne_bytes();
+        // SAFETY: a 4-byte write to our pipe (atomic below PIPE_BUF).
+        unsafe { libc::write(*fd, b.as_ptr().cast(), 4) };
+    }
+}
+
+/// Most groups the watchdog keeps at once (cpudoctor runs one or two at a time).
+const WATCHDOG_GROUPS: usize = 256;
+
+/// Forks the watchdog: it reads group ids from a pipe whose only writer is cpudoctor (the
+/// write end is close-on-exec, so no workload holds it), and when the pipe reads EOF,
+/// cpudoctor having ended however it ended, it sends SIGKILL to every group still listed and
+/// exits. It leads a group of its own and ignores the terminal's and `kill`'s usual signals,
+/// so that what ends cpudoctor (a Ctrl-C to the foreground group, `kill -TERM -PGID`) does
+/// not end it first; it holds no other file (stdin, stdout and stderr are /dev/null), so a
+/// reader of cpudoctor's output sees EOF when cpudoctor ends. Returns the write end.
+fn start_watchdog() -> Option<i32> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok()?;
+    let (r, w) = (
+        std::os::fd::IntoRawFd::into_raw_fd(r),
+        std::os::fd::IntoRawFd::into_raw_fd(w),
+    );
+    // SAFETY: the child makes only async-signal-safe calls (setpgid, signal, open, dup2,
+    // close, syscall, read, kill, _exit) on memory it owns on its stack.
+    match unsafe { libc::fork() } {
+        -1 => {
+            // SAFETY: our own fds.
+            unsafe {
+                libc::close(r);
+                libc::close(w);
+            }
+            None
+        }
+        0 => unsafe {
+            libc::setpgid(0, 0);
+            for sig in [
+                libc::SIGHUP,
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGTERM,
+                libc::SIGPIPE,
+            ] {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            for std_fd in 0..3 {
+                libc::dup2(null, std_fd);
+            }
+            let keep = 3;
+            if r != keep {
+                libc::dup2(r, keep);
+            }
+            if libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0) != 0 {
+                for fd in keep + 1..65536 {
+                    libc::close(fd);
+                }
+            }
+            let mut groups = [0i32; WATCHDOG_GROUPS];
+            let mut b = [0u8; 4];
+            loop {
+                let mut got = 0;
+                while got < 4 {
+                    let n = libc::read(keep, b.as_mut_ptr().add(got).cast(), 4 - got);
+                    if n > 0 {
+                        got += n as usize;
+                    } else if n < 0 && *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    } else {
+                        break;
+                    }
+                }
+                if got < 4 {
+                    break; // EOF: cpudoctor is gone
+                }
+                let v = i32::from_ne_bytes(b);
+                if v > 0 {
+                    if let Some(slot) = groups.iter_mut().find(|g| **g == 0) {
+                        *slot = v;
+                    }
+                } else if let Some(slot) = groups.iter_mut().find(|g| **g == -v) {
+                    *slot = 0;
+                }
+            }
+            for &g in groups.iter().filter(|&&g| g > 0) {
+                libc::kill(-g, libc::SIGKILL);
+            }
+            libc::_exit(0)
+        },
+        _ => {
+            // SAFETY: the read end is the watchdog's now.
+            unsafe { libc::close(r) };
+            Some(w)
+        }
+    }
+}
+
 /// The signals that end cpudoctor from outside: a closed terminal or dropped ssh session
 /// (SIGHUP), Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), `kill`, `timeout` or a job runner (SIGTERM).
 pub const FATAL_SIGNALS: [Signal; 4] = [

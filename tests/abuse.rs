@@ -253,19 +253,20 @@ fn case_1_every_output_kind_through_a_symlink_to_a_fifo_to_a_0600_file_and_to_st
         html,
     );
     // `check` and `probe` share their writer (`--save`, `--prom`); a probe that skips at once
-    // (c2c on one CPU) writes both without measuring.
+    // (c2c on one CPU) writes both without measuring, and exits 1 for having measured nothing
+    // (issue 29).
     every_destination(
         "probe --save",
         "fp.json",
         |o| os(&[&"probe", &"c2c", &"--cpus", &"0", &"--quick", &"--save", &o]),
-        None,
+        Some(1),
         json_with("schema_version"),
     );
     every_destination(
         "probe --prom",
         "fp.prom",
         |o| os(&[&"probe", &"c2c", &"--cpus", &"0", &"--quick", &"--prom", &o]),
-        None,
+        Some(1),
         prometheus,
     );
 }

@@ -344,11 +344,16 @@ fn cpus_0_0_skips_and_0_1_1_measures_one_pair() {
         return no_two_cores();
     };
     let _serial = serial();
-    let fp = json_of(
-        cpudoctor()
-            .args(["probe", "c2c", "--quick", "--json", "--cpus"])
-            .arg(format!("{a},{a}")),
-    );
+    // Measuring nothing, `probe` prints why and exits 1 (issue 29).
+    let out = cpudoctor()
+        .args(["probe", "c2c", "--quick", "--json", "--cpus"])
+        .arg(format!("{a},{a}"))
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let fp: Value = serde_json::from_slice(&out).unwrap();
     let p = probe(&fp, "c2c");
     assert_eq!(p["status"], "skipped", "{p}");
     assert!(

@@ -13,10 +13,10 @@ use cpudoctor::session::{self, Host};
 pub struct CheckArgs {
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Leave out a probe (repeatable). On a shared host run periodically, leave out
-    /// split-lock and split-lock-neighbour: they lock the memory bus, which slows every other
-    /// tenant of the host while they run.
-    #[arg(long, value_name = "PROBE")]
+    /// Leave out probes: repeatable, or a comma list (`--skip split-lock,c2c`). On a shared
+    /// host run periodically, leave out split-lock and split-lock-neighbour: they lock the
+    /// memory bus, which slows every other tenant of the host while they run.
+    #[arg(long, value_name = "PROBE", value_delimiter = ',')]
     pub skip: Vec<String>,
 }
 
@@ -50,18 +50,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
     );
     emit(&fp, &args)?;
     if !fp.probes.iter().any(|p| p.status == Status::Ok) {
-        return Err(NothingMeasured.into());
+        return Err(super::NothingMeasured.into());
     }
     Ok(())
 }
-
-/// Every probe `check` ran was skipped or failed: the fingerprint holds no figure. It is
-/// printed and saved all the same (it says why each probe did not run), and the exit status is
-/// 1, so that a job running `check` on every host notices a host where nothing could be
-/// measured. (`probe NAME` reports a skip as its answer and exits 0.)
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "nothing was measured: every probe was skipped or failed, for the reasons above (a probe \
-     that needs two CPUs skips when only one is allowed, e.g. under `taskset -c 0`)"
-)]
-pub struct NothingMeasured;

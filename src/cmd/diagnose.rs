@@ -237,6 +237,9 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         Some(path) => Some((path, super::load_fingerprint(path)?)),
         None => None,
     };
+    if let Some(pid) = args.pid {
+        cpudoctor::diagnose::record::check_pid(pid)?;
+    }
     let to_stdout = stdout_is_an_output(&outputs(&args).map(|(_, p)| p));
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),

@@ -57,7 +57,7 @@ fn diff_diagnoses(args: &DiffArgs, inputs: &[Input]) -> Result<()> {
     let new = inputs[1].diagnosis()?;
     let names = labels(&[args.old.as_path(), args.new.as_path()]);
     let d = compare::compare(&old, &new, &names[0], &names[1]);
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout_text();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &d)?;
         writeln!(out)?;
@@ -111,7 +111,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
     } else {
         diff::render_diff_with(&d, terminal_width(), args.all)
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout_text();
     out.write_all(text.as_bytes())?;
     out.flush()?;
     if let Some(FailOn::Worse) = args.fail_on {

@@ -1,7 +1,10 @@
 //! `cpudoctor experiment [VARIANTS] -- CMD ARGS...`: the user's command under controlled
 //! variants, interleaved and repeated; each variant's effect as a ratio with its interval.
 
-use super::{BarProgress, check_outputs, note, screen, stdout_is_an_output, write_output};
+use super::{
+    BarProgress, DEFER_SIGNALS, STOP, check_outputs, note, screen, stdout_is_an_output,
+    write_output,
+};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
@@ -13,6 +16,7 @@ use cpudoctor::measure::{Clock, NoProgress, Progress};
 use cpudoctor::render::experiment::{render_markdown, render_text};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 #[derive(Args)]
 pub struct ExperimentArgs {
@@ -151,7 +155,7 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         for l in &plan.not_run {
             note(&format!("not run: {l}"));
         }
-        anyhow::bail!("nothing this machine can run of the variants asked (each said above)");
+        return Err(InputError::NothingRunnable.into());
     }
     let spec = Spec {
         command: args.command.clone(),
@@ -173,7 +177,11 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
     } else {
         &NoProgress
     };
-    let result = execute(&spec, &plan, &machine, &clock, progress);
+    // A first SIGINT, SIGTERM or SIGHUP stops the rounds (the run in flight is killed with its
+    // process group) and the rounds measured so far are printed and saved; main then ends as
+    // the signal would. A second one ends cpudoctor at once.
+    DEFER_SIGNALS.store(true, Ordering::SeqCst);
+    let result = execute(&spec, &plan, &machine, &clock, progress, &STOP);
     let json = serde_json::to_string_pretty(&result)? + "\n";
     if let Some(p) = &args.save {
         write_output(p, json.as_bytes())?;

@@ -28,7 +28,7 @@ pub struct ExplainArgs {
 
 pub fn run(args: ExplainArgs) -> Result<()> {
     let style = stdout_style();
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout_text();
     let Some(id) = args.hazard else {
         writeln!(out, "Hazards (cpudoctor explain HAZARD):")?;
         for h in hazards::all() {

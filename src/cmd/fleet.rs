@@ -77,7 +77,9 @@ fn not_a_file(f: &Path) -> Option<String> {
 
 /// One file, or why it cannot be used.
 fn read_one(path: &Path) -> Result<Host, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({e})"))?;
+    let bytes = std::fs::File::open(path)
+        .and_then(super::read_saved)
+        .map_err(|e| format!("cannot read it ({e})"))?;
     let fp: HostFingerprint = serde_json::from_slice(&bytes).map_err(|e| {
         if e.is_eof() {
             "truncated (the JSON ends early)".to_string()
@@ -132,7 +134,7 @@ pub fn run(args: FleetArgs) -> Result<()> {
         }
     }
     for (file, why) in &bad {
-        eprintln!("skipped {}: {why}", file.display());
+        super::note(&format!("skipped {}: {why}", file.display()));
     }
     if hosts.is_empty() {
         return Err(InputError::NoFleet {

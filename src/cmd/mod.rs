@@ -116,24 +116,42 @@ pub fn pause_ns_arg(text: &str) -> Result<f64, String> {
 }
 
 /// Columns to wrap at: the terminal's width, else `COLUMNS` (as a shell exports it for a
-/// pipe), else 100; never below 60.
+/// pipe), else 100; never below [`MIN_WIDTH`].
 pub fn terminal_width() -> u16 {
-    comfy_table::Table::new()
-        .width()
-        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
-        .unwrap_or(100)
-        .max(60)
+    width_from(
+        comfy_table::Table::new()
+            .width()
+            .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok()),
+    )
+}
+
+/// The narrowest screen cpudoctor fits its text to: the paragraph filler keeps 20 columns of
+/// text beside a label of up to 12, and a table of a figure, its value and its spread fits in
+/// 40. Below it lines are wider than the screen. (It was 60, so a 40-column terminal broke
+/// every line in mid-word: issue 29.)
+pub const MIN_WIDTH: u16 = 40;
+
+/// The width to wrap at, from the terminal's (or `COLUMNS`), when known.
+fn width_from(terminal: Option<u16>) -> u16 {
+    terminal.unwrap_or(100).max(MIN_WIDTH)
 }
 
 /// How text goes to stdout: the width, and colour only on a terminal without `NO_COLOR`
-/// (<https://no-color.org>: any non-empty value turns colour off).
+/// (<https://no-color.org>: any non-empty value turns colour off) that is not `TERM=dumb`
+/// (a terminal that says it understands no escapes: Emacs' shell, some CI logs).
 pub fn stdout_style() -> terminal::Style {
     use std::io::IsTerminal;
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     terminal::Style {
         width: terminal_width(),
-        color: std::io::stdout().is_terminal() && !no_color,
+        color: std::io::stdout().is_terminal() && colour_allowed(|k| std::env::var_os(k)),
     }
+}
+
+/// Whether the environment (`env`) allows colour: no non-empty `NO_COLOR`, no `TERM=dumb`.
+fn colour_allowed(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    let no_color = env("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let dumb = env("TERM").is_some_and(|v| v == "dumb");
+    !no_color && !dumb
 }
 
 /// Checks, before any work, every output a command will write: each can be written, no two
@@ -161,13 +179,69 @@ pub fn stdout_is_an_output(outputs: &[Option<&Path>]) -> bool {
         .any(|p| output::destination(p).is_ok_and(|d| d.is_stdout()))
 }
 
-/// Where the screen text goes: stdout, or stderr when stdout carries an output.
+/// Where the screen text goes: stdout, or stderr when stdout carries an output; through
+/// [`Printable`], so no control character from a file or a target reaches the terminal.
 pub fn screen(to_stderr: bool) -> Box<dyn Write> {
     if to_stderr {
-        Box::new(std::io::stderr())
+        Box::new(Printable::new(std::io::stderr(), false))
     } else {
-        Box::new(std::io::stdout())
+        Box::new(Printable::new(std::io::stdout(), stdout_style().color))
     }
+}
+
+/// The render boundary for text: what is written through it reaches `inner` with every
+/// control character but newline and tab taken out ([`cpudoctor::render::text::printable`]), SGR colour
+/// kept only where cpudoctor colours. Line by line, so output appears as promptly as on
+/// stdout itself; the unfinished line is written on flush and on drop.
+pub struct Printable<W: Write> {
+    inner: W,
+    keep_colour: bool,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> Printable<W> {
+    pub fn new(inner: W, keep_colour: bool) -> Self {
+        Printable {
+            inner,
+            keep_colour,
+            pending: Vec::new(),
+        }
+    }
+
+    fn write_through(&mut self, upto: usize) -> std::io::Result<()> {
+        let text = String::from_utf8_lossy(&self.pending[..upto]);
+        let clean = cpudoctor::render::text::printable(&text, self.keep_colour);
+        self.pending.drain(..upto);
+        self.inner.write_all(clean.as_bytes())
+    }
+}
+
+impl<W: Write> Write for Printable<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        if let Some(last) = self.pending.iter().rposition(|&b| b == b'\n') {
+            self.write_through(last + 1)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            self.write_through(self.pending.len())?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for Printable<W> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// Stdout for text, through [`Printable`].
+pub fn stdout_text() -> Printable<std::io::StdoutLock<'static>> {
+    Printable::new(std::io::stdout().lock(), stdout_style().color)
 }
 
 /// Writes one output the user named, through [`output::write`] (whole or not at all, symlinks
@@ -189,14 +263,19 @@ pub fn shown(path: &Path) -> String {
 
 /// A line on stderr that may fail (a terminal hung up by SIGHUP) without ending the run.
 pub fn note(line: &str) {
+    let line = cpudoctor::render::text::printable(line, false);
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Set while `diagnose` records and writes: the first fatal signal stops the workload and lets
-/// what was recorded be written ([`STOP`]); a second one ends cpudoctor at once.
+/// Set while `diagnose` records and writes, and while `experiment` runs: the first fatal
+/// signal stops the workload and lets what was recorded or measured be written ([`STOP`]); a
+/// second one within [`SAME_SIGNAL_WITHIN`] is the same request, a later one ends cpudoctor
+/// at once, saying so.
 pub static DEFER_SIGNALS: AtomicBool = AtomicBool::new(false);
 /// What `diagnose`'s recording polls: a fatal signal arrived.
 pub static STOP: AtomicBool = AtomicBool::new(false);
+/// A signal this soon after the first, while deferring, is taken as the same request.
+const SAME_SIGNAL_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 /// The fatal signal caught while deferring, 0 when none.
 static CAUGHT: AtomicI32 = AtomicI32::new(0);
 
@@ -210,15 +289,29 @@ pub fn handle_fatal_signals() {
     // Where no thread can start (a pids limit, RLIMIT_NPROC), nothing would read the caught
     // signals: the default actions come back, and the run goes on without the cleanup.
     let reader = std::thread::Builder::new().spawn(move || {
+        let mut first: Option<std::time::Instant> = None;
         while let Some(sig) = caught.wait() {
             let sig = sig as i32;
-            if DEFER_SIGNALS.load(Ordering::SeqCst)
-                && CAUGHT
+            if DEFER_SIGNALS.load(Ordering::SeqCst) {
+                if CAUGHT
                     .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
-            {
-                STOP.store(true, Ordering::SeqCst);
-                continue;
+                {
+                    STOP.store(true, Ordering::SeqCst);
+                    first = Some(std::time::Instant::now());
+                    continue;
+                }
+                // A second Ctrl-C right after the first (a double tap, `kill` sent twice) is
+                // the same request: what was recorded is still written (issue 29: two INTs
+                // 50 ms apart saved nothing, silently). Later, one ends cpudoctor now, and
+                // says what that loses.
+                if first.is_some_and(|t| t.elapsed() < SAME_SIGNAL_WITHIN) {
+                    continue;
+                }
+                note(
+                    "stopped by a second signal while writing what was recorded: nothing more \
+                     is written",
+                );
             }
             output::remove_temporaries();
             die_by(sig);
@@ -286,6 +379,11 @@ fn read_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// The one way a saved file's bytes are read ([`json::read_saved`] with the size cap).
+pub fn read_saved(r: impl std::io::Read) -> std::io::Result<Vec<u8>> {
+    json::read_saved(r, json::SAVED_FILE_MAX_BYTES)
+}
+
 /// A saved file read once, whole: `-` is stdin, and FIFOs and `/dev/fd/N` (process
 /// substitution) work because nothing opens the path twice.
 pub struct Input {
@@ -296,13 +394,13 @@ pub struct Input {
 }
 
 impl Input {
-    /// Reads `path` (stdin for `-`) to its end.
+    /// Reads `path` (stdin for `-`) through [`read_saved`]: one JSON document, never more
+    /// than [`json::SAVED_FILE_MAX_BYTES`].
     pub fn read(path: &Path) -> Input {
         let bytes = if path.as_os_str() == output::STDOUT {
-            let mut v = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut v).map(|_| v)
+            read_saved(std::io::stdin().lock())
         } else {
-            std::fs::read(path)
+            std::fs::File::open(path).and_then(read_saved)
         };
         Input {
             path: path.to_path_buf(),
@@ -374,10 +472,10 @@ impl Input {
                 path: shown.clone(),
                 reason: read_reason(e),
             })?;
-        if self.kind() == Some(SavedKind::Diagnosis) {
+        if let Some(kind @ (SavedKind::Diagnosis | SavedKind::Experiment)) = self.kind() {
             return Err(InputError::NotAFingerprint {
                 path: shown,
-                reason: format!("it is {}", SavedKind::Diagnosis.describe()),
+                reason: format!("it is {}", kind.describe()),
             }
             .into());
         }
@@ -392,9 +490,10 @@ impl Input {
                         found,
                         known: cpudoctor::schema::SCHEMA_VERSION,
                     },
-                    json::FingerprintError::NoSuchSchema { found } => InputError::NotAFingerprint {
+                    e @ (json::FingerprintError::NoSuchSchema { .. }
+                    | json::FingerprintError::Impossible { .. }) => InputError::NotAFingerprint {
                         path: shown,
-                        reason: json::FingerprintError::NoSuchSchema { found }.to_string(),
+                        reason: e.to_string(),
                     },
                     json::FingerprintError::Malformed(err) => InputError::NotAFingerprint {
                         path: shown,
@@ -407,6 +506,18 @@ impl Input {
             })
     }
 }
+
+/// Every probe `check` or `probe` ran was skipped or failed: the fingerprint holds no figure. It is
+/// printed and saved all the same (it says why each probe did not run), and the exit status is
+/// 1, so that a job running `check` on every host notices a host where nothing could be
+/// measured; `probe c2c` under `taskset -c 0` alike (issue 29: it exited 0 having measured
+/// nothing).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "nothing was measured: every probe was skipped or failed, for the reasons above (a probe \
+     that needs two CPUs skips when only one is allowed, e.g. under `taskset -c 0`)"
+)]
+pub struct NothingMeasured;
 
 /// Reads a saved fingerprint ([`Input::fingerprint`]).
 pub fn load_fingerprint(path: &Path) -> Result<Fingerprint> {
@@ -462,7 +573,9 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
         }
     }
     if let Some(path) = &output.prom {
-        write_output(
+        // Read by node_exporter's textfile collector, another user: a new file is 0644.
+        std::io::stdout().flush()?;
+        output::write_shared(
             path,
             cpudoctor::render::prom::prometheus_text(fp).as_bytes(),
         )
@@ -472,4 +585,56 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
+        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.into())
+    }
+
+    /// Issue 29: screens were never narrower than 60 columns, so a 40-column terminal broke
+    /// lines in mid-word.
+    #[test]
+    fn case_width_40_is_kept_and_narrower_stops_at_the_minimum() {
+        assert_eq!(width_from(Some(40)), 40);
+        assert_eq!(width_from(Some(52)), 52);
+        assert_eq!(width_from(Some(10)), MIN_WIDTH);
+        assert_eq!(width_from(None), 100);
+    }
+
+    /// Issue 29: `TERM=dumb` still got colour.
+    #[test]
+    fn case_term_dumb_gets_no_colour() {
+        assert!(!colour_allowed(env(&[("TERM", "dumb")])));
+        assert!(colour_allowed(env(&[("TERM", "xterm-256color")])));
+        assert!(colour_allowed(env(&[])));
+    }
+
+    #[test]
+    fn no_color_turns_colour_off_unless_empty() {
+        assert!(!colour_allowed(env(&[
+            ("NO_COLOR", "1"),
+            ("TERM", "xterm")
+        ])));
+        assert!(colour_allowed(env(&[("NO_COLOR", "")])));
+    }
+
+    /// The writer keeps lines whole across writes and cleans them (issue 29's escapes).
+    #[test]
+    fn printable_writer_cleans_split_writes() {
+        let mut out = Vec::new();
+        {
+            let mut w = Printable::new(&mut out, true);
+            w.write_all(b"host \x1b]0;pw").unwrap();
+            w.write_all(b"ned\x07 \x1b[1").unwrap();
+            w.write_all(b";31mred\x1b[0m\nlast").unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "host ]0;pwned \x1b[1;31mred\x1b[0m\nlast"
+        );
+    }
 }

@@ -8,6 +8,7 @@ use cpudoctor::machine::meminfo;
 use cpudoctor::measure::buffer::{self, PageKind};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
 use cpudoctor::render::heatmap;
+use cpudoctor::schema::Status;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::time::Duration;
@@ -85,6 +86,22 @@ fn memory_knobs(args: &ProbeArgs) -> Result<MemoryKnobs, InputError> {
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
+    // Below two cache lines nothing can be walked: refused here, not skipped for a wrong
+    // reason after the other probes ran.
+    let min = cpudoctor::probes::mem_latency::MIN_BUFFER_BYTES;
+    for (list, value) in sizes
+        .iter()
+        .flatten()
+        .zip(args.sizes.iter().flat_map(|l| l.split(',')))
+    {
+        if *list < min {
+            return Err(InputError::SizeTooSmall {
+                what: "--sizes",
+                value: value.to_string(),
+                min: cpudoctor::format::human_bytes(min),
+            });
+        }
+    }
     let max_size = args
         .max_size
         .as_deref()
@@ -218,7 +235,11 @@ pub fn run(args: ProbeArgs) -> Result<()> {
             }
         }
     }
-    emitted
+    emitted?;
+    if !fp.probes.iter().any(|p| p.status == Status::Ok) {
+        return Err(super::NothingMeasured.into());
+    }
+    Ok(())
 }
 
 /// Longest `--duration` accepted: seconds of bus locking, which slow every tenant of a shared

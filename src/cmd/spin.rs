@@ -61,7 +61,7 @@ pub fn run(args: SpinArgs) -> Result<()> {
         .collect();
     let legacy = LegacySpin::new(cores);
     let normalized = NormalizedSpin::new(pause_ns);
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout_text();
     if args.json {
         let doc = json!({
             metric::PAUSE_NS: pause_ns,

@@ -249,6 +249,9 @@ pub enum SavedKind {
     Diagnosis,
     /// A fingerprint (`check --save`): has `schema_version`.
     Fingerprint,
+    /// An experiment (`experiment --save`): `kind` is `experiment` (it has a `schema_version`
+    /// too, of its own layout; issue 29: it was called a saved fingerprint).
+    Experiment,
     /// JSON of neither kind.
     Other,
 }
@@ -258,6 +261,8 @@ impl SavedKind {
     pub fn of(v: &serde_json::Value) -> SavedKind {
         if v.get("diagnosis_version").is_some() {
             SavedKind::Diagnosis
+        } else if v.get("kind").and_then(|k| k.as_str()) == Some("experiment") {
+            SavedKind::Experiment
         } else if v.get("schema_version").is_some() {
             SavedKind::Fingerprint
         } else {
@@ -270,6 +275,7 @@ impl SavedKind {
         match self {
             SavedKind::Diagnosis => "a saved diagnosis (`cpudoctor diagnose --save`)",
             SavedKind::Fingerprint => "a saved fingerprint (`cpudoctor check --save`)",
+            SavedKind::Experiment => "a saved experiment (`cpudoctor experiment --save`)",
             SavedKind::Other => "JSON of another kind",
         }
     }
@@ -439,9 +445,9 @@ pub fn build(
         );
     }
     if rec.lost > 0 {
-        notes.push(format!(
-            "{} records lost (ring buffer full); shares are still representative",
-            rec.lost
+        notes.push(crate::words::diagnose::records_lost(
+            rec.lost,
+            rec.total_samples,
         ));
     }
     notes.extend(scope_note(&rec));

@@ -291,6 +291,12 @@ pub struct Jvm {
     pub names_from: Option<String>,
 }
 
+/// Checks that `pid` exists and may be traced, as the recording will: the one-line error comes
+/// before anything is printed about sampling (issue 29: the banner came first).
+pub fn check_pid(pid: i32) -> anyhow::Result<()> {
+    super::target::check_attachable(pid).map_err(input_error)
+}
+
 fn input_error(e: TargetError) -> anyhow::Error {
     match e {
         TargetError::CannotStart { program, reason } => {
@@ -364,6 +370,9 @@ fn open_error(e: OpenError, scope: &OpenScope) -> anyhow::Error {
             .and_then(|s| s.trim().parse().ok())
     };
     match e.kind() {
+        PerfErrno::NotPermitted if super::target::not_dumpable(scope.pid) => {
+            InputError::TargetNotDumpable(scope.pid).into()
+        }
         PerfErrno::NotPermitted => InputError::PerfNotPermitted {
             paranoid: sysctl("perf_event_paranoid").map(|p| p as i32),
         }

@@ -89,6 +89,13 @@ pub struct Launched {
     program: String,
     reaped: bool,
     descendants: Vec<Held>,
+    /// The command's process group: it and everything it starts that stays in it.
+    group: Option<process::Group>,
+    /// The terminal (stdin) was handed to the command's group; taken back when it ends.
+    terminal_handed: bool,
+    /// The command was ended by a Ctrl-C or Ctrl-\ at the terminal it held: a stop for the
+    /// whole tree, as when the signal reached diagnose.
+    interrupted_at_terminal: bool,
     /// The signal sent to the tree so far, so that processes found later get it too.
     sent: Option<Stop>,
 }
@@ -130,8 +137,15 @@ pub fn launch(
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| cannot(e.to_string()))?;
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
-    // SAFETY: the child only calls prctl, getppid, signal, close, read, dup2, execve, write
-    // and _exit, all async-signal-safe, on memory allocated before the fork.
+    // The command leads a process group of its own (ended as a whole, by cpudoctor or by the
+    // watchdog should cpudoctor be killed). When diagnose holds the terminal (stdin is one
+    // and diagnose's group is in the foreground), the command's group gets it, so that it
+    // reads and writes the terminal as from a shell; Ctrl-C then reaches the command, and
+    // diagnose, seeing it end, keeps what was recorded.
+    let hand_terminal = owns_terminal();
+    // SAFETY: the child only calls prctl, getppid, setpgid, sigprocmask, tcsetpgrp, signal,
+    // close, read, dup2, execve, write and _exit, all async-signal-safe, on memory allocated
+    // before the fork.
     match unsafe { fork() }.map_err(|e| cannot(e.to_string()))? {
         ForkResult::Child => unsafe {
             // The command dies with diagnose, even when diagnose is killed by SIGKILL and
@@ -141,6 +155,10 @@ pub fn launch(
             process::die_with_parent();
             if libc::getppid() != parent {
                 libc::_exit(127);
+            }
+            libc::setpgid(0, 0);
+            if hand_terminal {
+                take_terminal(libc::getpgrp());
             }
             // Rust ignores SIGPIPE and execve keeps an ignored signal: the command gets the
             // default, as from a shell.
@@ -165,6 +183,11 @@ pub fn launch(
         ForkResult::Parent { child } => {
             drop(go_r);
             drop(err_w);
+            let group = process::Group::of_leader(child.as_raw() as u32);
+            if hand_terminal {
+                // SAFETY: as in the child; whichever runs first, the terminal is the group's.
+                unsafe { take_terminal(group.id()) };
+            }
             Ok(Launched {
                 pid: child,
                 go: Some(go_w),
@@ -172,6 +195,9 @@ pub fn launch(
                 program,
                 reaped: false,
                 descendants: Vec::new(),
+                group: Some(group),
+                terminal_handed: hand_terminal,
+                interrupted_at_terminal: false,
                 sent: None,
             })
         }
@@ -219,7 +245,24 @@ impl Launched {
         }
         let r = process::try_reap_with_usage(self.pid);
         self.reaped = r.is_some();
+        if let Some((WaitStatus::Signaled(_, sig, _), _)) = r
+            && self.terminal_handed
+            && matches!(
+                sig,
+                nix::sys::signal::Signal::SIGINT | nix::sys::signal::Signal::SIGQUIT
+            )
+        {
+            self.interrupted_at_terminal = true;
+        }
+        if self.reaped {
+            self.give_terminal_back();
+        }
         r
+    }
+
+    /// Whether the command, holding the terminal, was ended by Ctrl-C or Ctrl-\ there.
+    pub fn interrupted_at_terminal(&self) -> bool {
+        self.interrupted_at_terminal
     }
 
     /// Follows a process the command started (from a fork record), so that stopping the
@@ -242,11 +285,24 @@ impl Launched {
     }
 
     /// Stops following the processes the command started (it exited on its own and left
-    /// them running in the background, as a shell would); returns how many still run.
+    /// them running in the background, as a shell would); returns how many still run. Their
+    /// process group is left to them too: neither diagnose's end nor the watchdog kills it.
     pub fn leave_running(&mut self) -> usize {
         let alive = self.descendants_alive();
         self.descendants.clear();
+        if let Some(g) = self.group.take() {
+            g.leave_running();
+        }
+        self.give_terminal_back();
         alive
+    }
+
+    /// Takes the terminal back from the command's group, once.
+    fn give_terminal_back(&mut self) {
+        if std::mem::take(&mut self.terminal_handed) {
+            // SAFETY: getpgrp has no preconditions; take_terminal blocks SIGTTOU around it.
+            unsafe { take_terminal(libc::getpgrp()) };
+        }
     }
 
     /// Processes the command started that are still running.
@@ -261,9 +317,54 @@ impl Launched {
         if !self.reaped {
             process::signal(self.pid, how);
         }
+        if let Some(g) = &self.group {
+            g.signal(how);
+        }
         for d in &self.descendants {
             d.signal(how);
         }
+    }
+}
+
+/// Whether process `pid` is not dumpable (it called `prctl(PR_SET_DUMPABLE, 0)`, changed its
+/// user ids, or runs a setuid or file-capability program): the kernel then lets only a tracer
+/// with CAP_SYS_PTRACE sample it, whatever `perf_event_paranoid` says. Told from its `/proc`
+/// entries, which the kernel gives to root while the process is not dumpable, though its
+/// real user is another.
+pub fn not_dumpable(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::metadata(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let real_uid = fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|u| u.split_whitespace().next()?.parse::<u32>().ok())
+        });
+    meta.uid() == 0 && real_uid.is_some_and(|u| u != 0)
+}
+
+/// Whether diagnose may hand the terminal to the command: stdin is a terminal and diagnose's
+/// process group is its foreground.
+fn owns_terminal() -> bool {
+    // SAFETY: isatty, tcgetpgrp and getpgrp take an fd or nothing.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Makes `pgid` the foreground group of the terminal on stdin, with SIGTTOU blocked (a
+/// background group that sets it would be stopped). Async-signal-safe.
+unsafe fn take_terminal(pgid: libc::pid_t) {
+    // SAFETY: sigset calls on a local set, tcsetpgrp on fd 0; all async-signal-safe.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        libc::tcsetpgrp(0, pgid);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
 }
 
@@ -282,6 +383,8 @@ impl Drop for Launched {
         for d in &self.descendants {
             d.signal(Stop::Kill);
         }
+        drop(self.group.take()); // kills what is left of the group
+        self.give_terminal_back();
     }
 }
 
@@ -404,5 +507,36 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(!probes.iter().any(Held::alive), "a sleep outlived the drop");
+    }
+
+    /// Issue 29: a non-dumpable target was blamed on "seccomp or LSM". Told apart from a
+    /// dumpable one: a forked child that makes itself non-dumpable (as root, after taking
+    /// another user's ids, which alone makes a process non-dumpable).
+    #[test]
+    fn a_non_dumpable_process_is_told_apart() {
+        let root = unsafe { libc::geteuid() } == 0;
+        let start = |dumpable: libc::c_ulong| -> i32 {
+            // SAFETY: the child makes only async-signal-safe calls and never returns.
+            match unsafe { libc::fork() } {
+                0 => unsafe {
+                    if root && libc::setuid(65534) != 0 {
+                        libc::_exit(1);
+                    }
+                    libc::prctl(libc::PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+                    libc::pause();
+                    libc::_exit(0)
+                },
+                pid => pid,
+            }
+        };
+        let hidden = start(0);
+        let open = start(1);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (h, o) = (not_dumpable(hidden), not_dumpable(open));
+        for pid in [hidden, open] {
+            process::kill_and_reap(Pid::from_raw(pid));
+        }
+        assert!(h, "a non-dumpable process was not seen as one");
+        assert!(!o, "a dumpable process was seen as non-dumpable");
     }
 }

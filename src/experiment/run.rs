@@ -17,6 +17,7 @@ use crate::measure::{Clock, Progress};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often `smaps_rollup` is read while the command runs. Reading it takes the command's
@@ -51,6 +52,8 @@ pub struct RunOutcome {
     pub wall_s: f64,
     /// Its stdout (the first [`STDOUT_KEEP_BYTES`]).
     pub stdout: String,
+    /// How many bytes it wrote to stdout in all (more than `stdout` holds past the cap).
+    pub stdout_bytes: u64,
     /// The last line of its stderr.
     pub stderr_last_line: Option<String>,
     /// The largest `AnonHugePages` seen, in bytes; `None` when never read.
@@ -91,13 +94,17 @@ pub fn extract_metric(regex: &regex::Regex, stdout: &str) -> Option<f64> {
     text.trim().replace(',', "").parse().ok()
 }
 
-fn read_all_keeping(mut r: impl Read, keep: usize, tail: bool) -> Vec<u8> {
+/// Reads `r` to its end, keeping its first (or with `tail`, last) `keep` bytes; returns them
+/// and how many bytes were read in all.
+fn read_all_keeping(mut r: impl Read, keep: usize, tail: bool) -> (Vec<u8>, u64) {
     let mut out = Vec::new();
+    let mut total = 0u64;
     let mut buf = [0u8; 8192];
     while let Ok(n) = r.read(&mut buf) {
         if n == 0 {
             break;
         }
+        total += n as u64;
         out.extend_from_slice(&buf[..n]);
         if out.len() > keep {
             if tail {
@@ -107,7 +114,7 @@ fn read_all_keeping(mut r: impl Read, keep: usize, tail: bool) -> Vec<u8> {
             }
         }
     }
-    out
+    (out, total)
 }
 
 fn anon_huge_bytes(pid: u32) -> Option<u64> {
@@ -117,8 +124,15 @@ fn anon_huge_bytes(pid: u32) -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-/// Runs `command` once under `setup`.
-pub fn run_once(command: &[String], setup: &Setup) -> std::io::Result<RunOutcome> {
+/// Runs `command` once under `setup`, in a process group of its own: when the command exits,
+/// whatever it started and left behind (`sh -c 'sleep 41 & ...'`) is killed, so that the next
+/// run starts alone and its stdout reaches EOF; when `stop` is set (a signal to cpudoctor),
+/// the whole group is killed and the run ends early.
+pub fn run_once(
+    command: &[String],
+    setup: &Setup,
+    stop: &AtomicBool,
+) -> std::io::Result<RunOutcome> {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..])
         .stdin(Stdio::null())
@@ -129,6 +143,7 @@ pub fn run_once(command: &[String], setup: &Setup) -> std::io::Result<RunOutcome
         cmd.env("GLIBC_TUNABLES", tunables_with(existing.as_deref(), add));
     }
     crate::process::tie_to_parent(&mut cmd);
+    crate::process::own_group(&mut cmd);
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if let Some(cpus) = &setup.cpus {
         // A CPU beyond what a cpu_set_t can name cannot be in this process's allowed set
@@ -154,6 +169,7 @@ pub fn run_once(command: &[String], setup: &Setup) -> std::io::Result<RunOutcome
     }
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;
+    let group = crate::process::Group::of_leader(child.id());
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
     let out_reader = std::thread::spawn(move || read_all_keeping(out, STDOUT_KEEP_BYTES, false));
@@ -172,6 +188,9 @@ pub fn run_once(command: &[String], setup: &Setup) -> std::io::Result<RunOutcome
                 done = Some(s);
                 break;
             }
+            if stop.load(Ordering::SeqCst) {
+                group.signal(crate::process::Stop::Kill);
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
         if let Some(s) = done {
@@ -179,12 +198,15 @@ pub fn run_once(command: &[String], setup: &Setup) -> std::io::Result<RunOutcome
         }
     };
     let wall_s = t0.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    drop(group); // what the command left running
+    let (stdout, stdout_bytes) = out_reader.join().unwrap_or_default();
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default().0).into_owned();
     Ok(RunOutcome {
         status,
         wall_s,
         stdout,
+        stdout_bytes,
         stderr_last_line: stderr
             .lines()
             .rev()
@@ -264,18 +286,48 @@ fn measure_of(spec: &Spec, o: &RunOutcome) -> Result<f64, String> {
     }
     match &spec.metric {
         None => Ok(o.wall_s),
-        Some(re) => extract_metric(re, &o.stdout)
-            .ok_or_else(|| format!("no number matching /{}/ in its output", re.as_str())),
+        // The first match is the figure, so a match in the kept part is the one in the whole
+        // output; a miss says when the output went past what was kept (issue 29: silently).
+        Some(re) => extract_metric(re, &o.stdout).ok_or_else(|| {
+            if o.stdout_bytes > STDOUT_KEEP_BYTES as u64 {
+                format!(
+                    "no number matching /{}/ in the first {} of its output (it wrote {}; \
+                     --metric reads that much, print the figure earlier)",
+                    re.as_str(),
+                    crate::format::human_bytes(STDOUT_KEEP_BYTES as u64),
+                    crate::format::human_bytes(o.stdout_bytes)
+                )
+            } else {
+                format!("no number matching /{}/ in its output", re.as_str())
+            }
+        }),
     }
 }
 
-fn prepare(cmd: &str) -> Result<(), String> {
-    let status = Command::new("sh")
-        .args(["-c", cmd])
+fn prepare(cmd: &str, stop: &AtomicBool) -> Result<(), String> {
+    let mut sh = Command::new("sh");
+    sh.args(["-c", cmd])
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
+        .stdout(Stdio::null());
+    crate::process::tie_to_parent(&mut sh);
+    crate::process::own_group(&mut sh);
+    let mut child = sh
+        .spawn()
         .map_err(|e| format!("--prepare: cannot run sh: {e}"))?;
+    // Its group, like the command's: what it leaves running is killed when it ends.
+    let group = crate::process::Group::of_leader(child.id());
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if stop.load(Ordering::SeqCst) => {
+                group.signal(crate::process::Stop::Kill);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("--prepare: {e}")),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    drop(group);
     if status.success() {
         Ok(())
     } else {
@@ -296,13 +348,17 @@ pub fn machine_facts(m: &Machine) -> ExperimentMachine {
 }
 
 /// Runs `plan`: warmup rounds, then `spec.runs` rounds of every arm in order. An arm whose
-/// run fails stops there (its failure kept in one line); the other arms go on.
+/// run fails stops there (its failure kept in one line); the other arms go on. When `stop` is
+/// set (cpudoctor got SIGINT, SIGTERM or SIGHUP), the run in flight is killed with its
+/// process group, the unfinished round is dropped, and the result holds the rounds measured
+/// so far (`runs` says how many) with a note that says so.
 pub fn execute(
     spec: &Spec,
     plan: &Plan,
     machine: &Machine,
     clock: &Clock,
     progress: &dyn Progress,
+    stop: &AtomicBool,
 ) -> ExperimentResult {
     let started_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -351,9 +407,19 @@ pub fn execute(
     let setups: Vec<_> = plan.arms.iter().map(setup_of).collect();
     let rounds = spec.warmup + spec.runs;
     progress.begin("experiment", (rounds * plan.arms.len()) as u64);
+    let mut timed_done = 0;
+    let mut notes = plan.notes.clone();
     for round in 0..rounds {
         let timed = round >= spec.warmup;
+        // What an interrupted round would leave, to put back: its runs are not kept.
+        let before: Vec<(usize, Option<String>)> = arms
+            .iter()
+            .map(|a| (a.samples.len(), a.failure.clone()))
+            .collect();
         for (i, arm) in arms.iter_mut().enumerate() {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
             progress.advance(1);
             if arm.failure.is_some() {
                 if timed {
@@ -363,7 +429,7 @@ pub fn execute(
                 }
                 continue;
             }
-            let outcome = one_run(spec, &setups[i], neighbours[i].as_mut());
+            let outcome = one_run(spec, &setups[i], neighbours[i].as_mut(), stop);
             let (sample, wall, huge) = match outcome {
                 Ok((o, m)) => match m {
                     Ok(m) => (Some(m), Some(o.wall_s), o.anon_huge_bytes),
@@ -383,6 +449,19 @@ pub fn execute(
                 arm.anon_huge_bytes.push(huge);
             }
         }
+        if stop.load(Ordering::SeqCst) {
+            for (arm, (len, failure)) in arms.iter_mut().zip(before) {
+                arm.samples.truncate(len);
+                arm.wall_s.truncate(len);
+                arm.anon_huge_bytes.truncate(len);
+                arm.failure = failure;
+            }
+            notes.push(crate::words::experiment::stopped(timed_done, spec.runs));
+            break;
+        }
+        if timed {
+            timed_done += 1;
+        }
     }
     progress.finish();
     for (arm, n) in arms.iter_mut().zip(&neighbours) {
@@ -401,14 +480,14 @@ pub fn execute(
         command: spec.command.clone(),
         prepare: spec.prepare.clone(),
         measure: spec.measure.clone(),
-        runs: spec.runs,
+        runs: timed_done,
         warmup: spec.warmup,
         machine: machine_facts(machine),
         arms,
         comparisons,
         scaling,
         not_run: plan.not_run.clone(),
-        notes: plan.notes.clone(),
+        notes,
     }
 }
 
@@ -418,15 +497,16 @@ fn one_run(
     spec: &Spec,
     setup: &Setup,
     neighbour: Option<&mut Neighbour>,
+    stop: &AtomicBool,
 ) -> Result<(RunOutcome, Result<f64, String>), String> {
     if let Some(p) = &spec.prepare {
-        prepare(p)?;
+        prepare(p, stop)?;
     }
     let mut neighbour = neighbour;
     if let Some(n) = neighbour.as_deref_mut() {
         n.start().map_err(|e| format!("the neighbour: {e}"))?;
     }
-    let outcome = run_once(&spec.command, setup);
+    let outcome = run_once(&spec.command, setup, stop);
     if let Some(n) = neighbour {
         n.stop().map_err(|e| format!("the neighbour: {e}"))?;
     }
@@ -494,7 +574,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let o = run_once(&cmd, &setup).unwrap();
+        let o = run_once(&cmd, &setup, &AtomicBool::new(false)).unwrap();
         assert!(o.status.success());
         assert!(o.stdout.contains("THP_enabled:\t0"), "{}", o.stdout);
         let cpu = crate::machine::allowed_cpus()[0];
@@ -515,7 +595,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let o = run_once(&cmd, &Setup::default()).unwrap();
+        let o = run_once(&cmd, &Setup::default(), &AtomicBool::new(false)).unwrap();
         assert_eq!(failure_line(&o), "exit status 3: no such input");
     }
 }

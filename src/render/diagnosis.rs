@@ -52,19 +52,22 @@ fn header(d: &Diagnosis, w: u16) -> String {
     for n in &d.target.namespaces {
         o.push_str(&wrap_labelled(&n.describe(), "Namespaces  ", w));
     }
-    let _ = writeln!(
-        o,
-        "Sampling    {} at {} Hz, {}: {} samples{}",
-        d.sampling.event.event_name(),
-        d.sampling.frequency_hz,
-        d.sampling.scope.words(),
-        group_thousands(d.sampling.samples),
-        if d.sampling.lost > 0 {
-            format!(", {} records lost", d.sampling.lost)
-        } else {
-            String::new()
-        }
-    );
+    o.push_str(&wrap_labelled(
+        &format!(
+            "{} at {} Hz, {}: {} samples{}",
+            d.sampling.event.event_name(),
+            d.sampling.frequency_hz,
+            d.sampling.scope.words(),
+            group_thousands(d.sampling.samples),
+            if d.sampling.lost > 0 {
+                format!(", {} records lost", d.sampling.lost)
+            } else {
+                String::new()
+            }
+        ),
+        "Sampling    ",
+        w,
+    ));
     if let Some(u) = d.sampling.stacks.as_ref().filter(|u| u.samples > 0) {
         o.push_str(&wrap_labelled(&u.line(), "Stacks      ", w));
     }

@@ -6,7 +6,7 @@ use crate::compare::fingerprint::{
     MetricSide, RunInfo, Side, VerdictMove,
 };
 use crate::format::{human_value, pct};
-use crate::render::text::wrap;
+use crate::render::text::{self, wrap};
 use crate::schema::Better;
 use crate::words::disturbance::{RunsDisturbed, not_compared};
 use std::fmt::Write;
@@ -272,8 +272,16 @@ fn machine_facts_text(s: &mut String, d: &Diff, width: u16) {
             if line.chars().count() <= width as usize {
                 let _ = writeln!(s, "{line}");
             } else {
-                let _ = writeln!(s, "  {:<w$}  {}", f.fact, f.old);
-                let _ = writeln!(s, "  {:<w$}  -> {}", "", f.new);
+                // Each side on its lines, wrapped at word boundaries under its label; on a
+                // screen too narrow for the label beside 20 columns of text, under the fact.
+                let (old_label, new_label) = if (width as usize) < w + 7 + 20 {
+                    let _ = writeln!(s, "  {}", f.fact);
+                    ("    ".to_string(), "    -> ".to_string())
+                } else {
+                    (format!("  {:<w$}  ", f.fact), format!("  {:<w$}  -> ", ""))
+                };
+                s.push_str(&text::wrap_labelled(&f.old, &old_label, width));
+                s.push_str(&text::wrap_labelled(&f.new, &new_label, width));
             }
         }
     }

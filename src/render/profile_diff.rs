@@ -151,7 +151,12 @@ fn finding_line(f: &FindingBrief) -> String {
 pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
     let w = width;
     let mut o = String::new();
-    let _ = writeln!(o, "Diagnosis diff: {} -> {}\n", d.old.label, d.new.label);
+    o.push_str(&wrap_labelled(
+        &format!("Diagnosis diff: {} -> {}", d.old.label, d.new.label),
+        "",
+        w,
+    ));
+    o.push('\n');
     side_lines(&mut o, "old", &d.old, None, w);
     side_lines(&mut o, "new", &d.new, Some(&d.old), w);
     o.push('\n');
@@ -179,10 +184,11 @@ fn changes(d: &DiagnosisDiff, width: u16, all: bool) -> String {
         let _ = writeln!(o, "{}", changes_table(&rows, width, "Function (module)"));
     }
     if hidden > 0 {
-        let _ = writeln!(
-            o,
-            "{hidden} more function(s) did not move beyond noise (--all lists them)"
-        );
+        o.push_str(&wrap_labelled(
+            &format!("{hidden} more function(s) did not move beyond noise (--all lists them)"),
+            "",
+            width,
+        ));
     }
     let (rows, _) = shown(&d.modules, true);
     if rows.len() > 1 {
@@ -328,10 +334,12 @@ fn wall(d: &WallDiff, width: u16, all: bool) -> String {
         .filter(|c| all || c.direction != Direction::Within)
         .take(if all { usize::MAX } else { ROWS })
         .collect();
-    let _ = writeln!(
-        o,
-        "\nOff the CPU, most grown first (share of all threads' time)"
-    );
+    o.push('\n');
+    o.push_str(&wrap_labelled(
+        "Off the CPU, most grown first (share of all threads' time)",
+        "",
+        width,
+    ));
     if rows.is_empty() {
         let _ = writeln!(o, "No off-CPU stack moved by 5 points or more.");
     } else {
@@ -349,10 +357,11 @@ fn wall(d: &WallDiff, width: u16, all: bool) -> String {
     }
     let hidden = d.off_cpu.len() - rows.len();
     if hidden > 0 {
-        let _ = writeln!(
-            o,
-            "{hidden} more off-CPU place(s) moved less (--all lists them)"
-        );
+        o.push_str(&wrap_labelled(
+            &format!("{hidden} more off-CPU place(s) moved less (--all lists them)"),
+            "",
+            width,
+        ));
     }
     o
 }

@@ -4,6 +4,42 @@
 
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
+/// Text for a terminal with every control character taken out but newline and tab: C0
+/// controls, DEL and C1 controls (U+0080-U+009F). What a saved file, a command line or a
+/// target's thread name carries (a hostname `"\u001b]0;pwned\u0007"` retitles a terminal)
+/// reaches the screen as plain text: the escape's visible remainder (`]0;pwned`) shows what
+/// was there. With `keep_colour`, whole SGR sequences (`ESC [ digits ; ... m`), the only
+/// escapes cpudoctor writes itself, are kept; a forged one can then change a colour at worst.
+pub fn printable(text: &str, keep_colour: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\u{1b}'
+            && keep_colour
+            && let Some(len) = sgr_len(rest)
+        {
+            out.push_str(&rest[..len]);
+            rest = &rest[len..];
+            continue;
+        }
+        if !c.is_control() || c == '\n' || c == '\t' {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// The length of the SGR sequence `text` starts with (`ESC [ 1 ; 31 m`), if it starts with one.
+fn sgr_len(text: &str) -> Option<usize> {
+    let params = text.strip_prefix("\u{1b}[")?;
+    let n = params
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b';')
+        .count();
+    (params.as_bytes().get(n) == Some(&b'm')).then_some(2 + n + 1)
+}
+
 /// A table in the style every terminal view of cpudoctor uses, fitted to `width` columns.
 pub fn table(width: u16, header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -77,5 +113,24 @@ mod tests {
         assert!(lines.len() > 1, "{t}");
         assert!(!lines[0].starts_with(' '));
         assert!(lines[1..].iter().all(|l| l.starts_with("    ")), "{t}");
+    }
+
+    /// Issue 29: a saved hostname `"\u001b]0;pwned\u0007"` retitled the reader's terminal.
+    #[test]
+    fn printable_takes_out_a_forged_title_escape() {
+        let host = "\u{1b}]0;pwned\u{7}box";
+        assert_eq!(printable(host, false), "]0;pwnedbox");
+        assert_eq!(printable(host, true), "]0;pwnedbox");
+        // C1 controls (the 8-bit CSI, U+009B) and DEL too; newline, tab and text stay.
+        assert_eq!(printable("a\u{9b}2Jb\u{7f}\tc\nd é", false), "a2Jb\tc\nd é");
+    }
+
+    #[test]
+    fn printable_keeps_colour_only_when_asked() {
+        let red = "\u{1b}[1;31mslow\u{1b}[0m";
+        assert_eq!(printable(red, true), red);
+        assert_eq!(printable(red, false), "[1;31mslow[0m");
+        // A cursor move is not colour: its ESC goes even in colour.
+        assert_eq!(printable("\u{1b}[2Jx", true), "[2Jx");
     }
 }

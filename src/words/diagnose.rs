@@ -139,6 +139,34 @@ pub fn cpu_wide_mostly_others(other: u64, followed: u64) -> String {
     )
 }
 
+/// Above this share of records lost, diagnose fell behind (stopped, or short of CPU) rather
+/// than dropping a few in a burst, and the note says how to lose fewer.
+pub const LOST_SHARE_FELL_BEHIND: f64 = 0.05;
+
+/// The note on records the kernel dropped because diagnose's ring buffers were full: how
+/// many, and the most any share can be off by. Were every lost record one of the workload's
+/// `kept` samples, a fraction f = lost / (lost + kept) of them is missing, which moves any
+/// share by at most f (in points): the lost records could all have been of one function, or
+/// none of it. (Issue 29: a diagnose stopped for 5 s lost 76% of its records
+/// and said the shares were "still representative".)
+pub fn records_lost(lost: u64, kept: u64) -> String {
+    let share = lost as f64 / (lost + kept).max(1) as f64;
+    let points = (share * 100.0).ceil();
+    let mut s = format!(
+        "{lost} records lost (ring buffer full; up to {} of the workload's samples): each \
+         share may be off by up to {points:.0} point{}",
+        pct(share, 0),
+        if points == 1.0 { "" } else { "s" }
+    );
+    if share > LOST_SHARE_FELL_BEHIND {
+        s.push_str(
+            "; diagnose fell behind reading them (it was stopped, or short of CPU): a lower \
+             --frequency loses fewer",
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +255,18 @@ mod tests {
         let n = cpu_wide_mostly_others(3_000, 1_000);
         assert!(n.contains("3,000 samples (75.0% of all)"), "{n}");
         assert!(n.contains("--per-task"), "{n}");
+    }
+
+    /// Issue 29: 76% of the records lost was called "still representative".
+    #[test]
+    fn case_most_records_lost_is_not_called_representative() {
+        let s = records_lost(76, 24);
+        assert!(s.contains("up to 76% of the workload's samples"), "{s}");
+        assert!(s.contains("off by up to 76 points"), "{s}");
+        assert!(s.contains("fell behind"), "{s}");
+        assert!(!s.contains("representative"), "{s}");
+        let few = records_lost(1, 999);
+        assert!(few.contains("off by up to 1 point"), "{few}");
+        assert!(!few.contains("fell behind"), "{few}");
     }
 }

@@ -126,3 +126,11 @@ pub fn cpus(n: usize, n0: usize, speed: f64, ideal: f64) -> String {
         crate::format::pct(speed / ideal, 0)
     )
 }
+
+/// The note of an experiment stopped by a signal: which rounds its figures are of.
+pub fn stopped(done: usize, asked: usize) -> String {
+    format!(
+        "stopped by a signal after {done} of {asked} timed round(s): the figures are of those \
+         rounds; the run in flight was killed with every process it started and not counted"
+    )
+}

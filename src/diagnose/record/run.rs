@@ -609,6 +609,12 @@ impl<'a> Run<'a> {
             .duration
             .is_some_and(|d| self.started.elapsed() >= d)
             || stop.load(Ordering::Relaxed);
+        // A Ctrl-C at the terminal the command held ended it: a stop for its whole tree, as
+        // when the signal reaches diagnose, not an end on its own.
+        if c.interrupted_at_terminal() && self.terminated_at.is_none() {
+            c.terminate(false);
+            self.terminated_at = Some(now);
+        }
         let since_terminate = self.terminated_at.map(|t| now - t);
         match stop_step(self.exit.is_some(), over, since_terminate, || {
             c.descendants_alive()

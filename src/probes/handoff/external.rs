@@ -308,8 +308,10 @@ pub fn command(built: &Built, args: &RunArgs) -> Command {
         }
     };
     cmd.args(args.argv());
-    // A handoff run takes minutes: it must not go on spinning when cpudoctor is killed.
+    // A handoff run takes minutes: it must not go on spinning when cpudoctor is killed (a
+    // group of its own, ended by `run` or by the watchdog, covers what the JVM starts).
     process::tie_to_parent(&mut cmd);
+    process::own_group(&mut cmd);
     cmd
 }
 
@@ -322,6 +324,7 @@ pub fn run(built: &Built, args: &RunArgs) -> Result<ProgramOutput, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start the {} program: {e}", built.toolchain.name()))?;
+    let _group = process::Group::of_leader(child.id());
     // Drain both pipes while waiting, so a chatty child never blocks on a full pipe.
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");

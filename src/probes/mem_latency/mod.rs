@@ -104,6 +104,10 @@ impl Probe for MemLatencyProbe {
 /// at 4x a small LLC would miss what a large heap pays.
 pub const LARGEST_MIN_BYTES: u64 = 1 << 30;
 
+/// The smallest buffer the latency curve walks: two cache lines, the least a pointer chase
+/// can go around (sizes are rounded down to whole 64-byte lines).
+pub const MIN_BUFFER_BYTES: u64 = 128;
+
 /// The largest size of the default sweeps: at least [`curve::DRAM_MIN_LLC_FACTOR`] times the
 /// last-level cache sysfs reports (`llc`) and at least [`LARGEST_MIN_BYTES`], in whole 2 MiB
 /// pages. The Emerald Rapids guest reports a 260 MiB L3: 1040 MiB.
@@ -481,12 +485,13 @@ fn sweep(
         }
     };
     sizes.iter_mut().for_each(|s| *s = (*s / 64) * 64);
-    sizes.retain(|&s| s >= 128 && s <= max_size);
+    sizes.retain(|&s| (MIN_BUFFER_BYTES..=max_size).contains(&s));
     sizes.sort_unstable();
     sizes.dedup();
     let Some(&largest) = sizes.last() else {
         return Err(ProbeFailure::Skipped(format!(
-            "no buffer size at or below the maximum of {}",
+            "no buffer size between {} and the maximum of {}",
+            human_bytes(MIN_BUFFER_BYTES),
             human_bytes(max_size)
         )));
     };
