@@ -11,7 +11,7 @@ use crate::format::group_thousands;
 use crate::format::human_kib;
 use crate::format::human_ns;
 use crate::format::pct;
-use crate::render::text::{table, wrap_labelled};
+use crate::render::text::{table, wrap, wrap_labelled};
 use crate::words::diagnose::{CommandFollowed, processes_followed};
 use std::fmt::Write;
 
@@ -425,7 +425,7 @@ fn threads(d: &Diagnosis, width: u16) -> String {
         for th in busiest {
             t.add_row(thread_row(th, th.figures.name.clone(), wide));
         }
-        return format!("\nThreads\n{t}{}\n", narrow_note(wide));
+        return format!("\nThreads\n{t}{}\n", narrow_note(wide, width));
     }
     let group_of = |th: &ThreadReport| groups.iter().position(|g| g.pids.contains(&th.figures.pid));
     // The followed groups in order, then threads of no known process.
@@ -466,18 +466,26 @@ fn threads(d: &Diagnosis, width: u16) -> String {
     for th in busiest.iter().filter(|th| group_of(th).is_none()) {
         t.add_row(thread_row(th, th.figures.name.clone(), wide));
     }
-    format!("\nThreads, by process command\n{t}{}\n", narrow_note(wide))
+    format!(
+        "\nThreads, by process command\n{t}{}\n",
+        narrow_note(wide, width)
+    )
 }
 
 /// Terminal width from which the threads table has its switch and fault columns.
 const WIDE_THREADS_TABLE: u16 = 110;
 
-/// Under a narrow threads table: where the columns it left out are.
-fn narrow_note(wide: bool) -> &'static str {
+/// Under a narrow threads table: where the columns it left out are, wrapped to `width`.
+fn narrow_note(wide: bool, width: u16) -> String {
     if wide {
-        ""
+        String::new()
     } else {
-        "\n  (switches and faults per thread: --json, or a terminal 110 columns wide)"
+        let note = wrap(
+            "(switches and faults per thread: --json, or a terminal 110 columns wide)",
+            width,
+            2,
+        );
+        format!("\n{}", note.trim_end())
     }
 }
 
