@@ -251,11 +251,17 @@ fn case_diagnose_ctrl_c_at_a_terminal_ends_the_whole_tree_and_saves() {
     let mut tty = script.stdin.take().unwrap();
     std::io::Write::write_all(&mut tty, b"\x03").unwrap();
     let until = Instant::now() + Duration::from_secs(20);
-    while script.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = script.try_wait().unwrap() {
+            break status;
+        }
         assert!(Instant::now() < until, "diagnose did not end after Ctrl-C");
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
     drop(tty);
+    // Ended as the Ctrl-C would have ended it (130, as the README says), once the file is
+    // written: it exited 0, and a shell loop around it went on to the next round.
+    assert_eq!(status.code(), Some(130), "{status:?}");
     let left = survivors(&m);
     assert!(left.is_empty(), "still running: {left:?}");
     let saved: Value = serde_json::from_slice(&std::fs::read(&save).unwrap()).unwrap();

@@ -293,7 +293,15 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         &STOP,
     )?;
     let hot = hotspots::analyze(&rec);
-    let pause = if diagnose::needs_pause_cost(&hot) && !STOP.load(Ordering::SeqCst) {
+    // A Ctrl-C typed at the terminal the command held reached the command, not cpudoctor:
+    // once the diagnosis is written, cpudoctor ends as if it had (130), as the README says.
+    if let Some(sig) = rec.interrupted_by {
+        super::stopped_by(sig);
+    }
+    let pause = if diagnose::needs_pause_cost(&hot)
+        && !STOP.load(Ordering::SeqCst)
+        && super::caught_signal().is_none()
+    {
         // Measured after the workload, so neither disturbs the other; not after a signal,
         // which asks to end.
         let (_, pause) = session::measure_pause(

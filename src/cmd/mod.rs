@@ -325,6 +325,12 @@ pub fn handle_fatal_signals() {
     }
 }
 
+/// Records `sig` as the signal `diagnose` stopped for, unless one came already: main ends by
+/// it after the diagnosis is written ([`caught_signal`], [`die_by`]).
+pub fn stopped_by(sig: i32) {
+    let _ = CAUGHT.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+}
+
 /// The fatal signal `diagnose` stopped for, if one came.
 pub fn caught_signal() -> Option<i32> {
     Some(CAUGHT.load(Ordering::SeqCst)).filter(|&s| s != 0)

@@ -760,6 +760,7 @@ mod tests {
             no_children: false,
             command: None,
             ended: "exited with status 0".into(),
+            interrupted_by: None,
             samples,
             stacks: HashMap::new(),
             callchains: false,

@@ -235,6 +235,10 @@ pub struct Recording {
     pub command: Option<Vec<String>>,
     /// How it ended (`exited with 0`, `killed by SIGTERM`, `still running`).
     pub ended: String,
+    /// The signal of a Ctrl-C (SIGINT) or Ctrl-\ (SIGQUIT) typed at the terminal the started
+    /// command held, which ended the recording: cpudoctor ends by it too once the diagnosis is
+    /// written, as when the signal reaches it (a shell loop stops).
+    pub interrupted_by: Option<i32>,
     /// Samples by location and thread.
     pub samples: HashMap<Location, BTreeMap<u32, u64>>,
     /// Samples by call stack, leaf first: the leaf is the sampled address, each caller is

@@ -95,7 +95,7 @@ pub struct Launched {
     terminal_handed: bool,
     /// The command was ended by a Ctrl-C or Ctrl-\ at the terminal it held: a stop for the
     /// whole tree, as when the signal reached diagnose.
-    interrupted_at_terminal: bool,
+    interrupted_at_terminal: Option<i32>,
     /// The signal sent to the tree so far, so that processes found later get it too.
     sent: Option<Stop>,
 }
@@ -197,7 +197,7 @@ pub fn launch(
                 descendants: Vec::new(),
                 group: Some(group),
                 terminal_handed: hand_terminal,
-                interrupted_at_terminal: false,
+                interrupted_at_terminal: None,
                 sent: None,
             })
         }
@@ -252,7 +252,7 @@ impl Launched {
                 nix::sys::signal::Signal::SIGINT | nix::sys::signal::Signal::SIGQUIT
             )
         {
-            self.interrupted_at_terminal = true;
+            self.interrupted_at_terminal = Some(sig as i32);
         }
         if self.reaped {
             self.give_terminal_back();
@@ -260,8 +260,9 @@ impl Launched {
         r
     }
 
-    /// Whether the command, holding the terminal, was ended by Ctrl-C or Ctrl-\ there.
-    pub fn interrupted_at_terminal(&self) -> bool {
+    /// The signal (SIGINT, SIGQUIT) of a Ctrl-C or Ctrl-\ that ended the command while it held
+    /// the terminal.
+    pub fn interrupted_at_terminal(&self) -> Option<i32> {
         self.interrupted_at_terminal
     }
 

@@ -112,6 +112,8 @@ pub(super) struct Run<'a> {
     last_threads: Instant,
     last_memory: Instant,
     terminated_at: Option<Instant>,
+    /// The signal of a Ctrl-C (or Ctrl-\) at the terminal the command held, which ended it.
+    interrupted_by: Option<i32>,
     exit: Option<(String, Option<ProcessTotals>)>,
 }
 
@@ -364,6 +366,7 @@ impl<'a> Run<'a> {
             last_threads,
             last_memory: last_threads,
             terminated_at: None,
+            interrupted_by: None,
             exit: None,
         })
     }
@@ -611,7 +614,10 @@ impl<'a> Run<'a> {
             || stop.load(Ordering::Relaxed);
         // A Ctrl-C at the terminal the command held ended it: a stop for its whole tree, as
         // when the signal reaches diagnose, not an end on its own.
-        if c.interrupted_at_terminal() && self.terminated_at.is_none() {
+        if let Some(sig) = c.interrupted_at_terminal()
+            && self.terminated_at.is_none()
+        {
+            self.interrupted_by = Some(sig);
             c.terminate(false);
             self.terminated_at = Some(now);
         }
@@ -851,6 +857,7 @@ impl<'a> Run<'a> {
                 Target::Pid(_) => None,
             },
             ended,
+            interrupted_by: self.interrupted_by,
             samples: st.samples,
             stacks: st.stacks,
             callchains: self.sampler.layout().callchain,
