@@ -1282,20 +1282,9 @@ pub(crate) mod tests {
         // Issue 29: 90 -> 140 cycles is a regression between quiet runs (above); with the new
         // run's pause probe throttled by its CPU quota, nothing is worse and the verdict's move
         // is not a regression either.
-        use crate::schema::disturbance::{Disturbance, DisturbedBy};
+        use crate::schema::disturbance::Disturbance;
         let mut throttled = pause_at(140.0);
-        throttled.probes[0].disturbance = Some(Disturbance {
-            by: vec![DisturbedBy::CpuQuota],
-            wall_s: 1.0,
-            cpus: vec![0],
-            cpu_quota_cpus: Some(0.5),
-            periods: Some(10),
-            throttled_periods: Some(9),
-            throttled_s: Some(0.4),
-            steal_ratio: None,
-            others_busy_cpus: None,
-            run_queue_wait_ratio: None,
-        });
+        throttled.probes[0].disturbance = Some(crate::schema::test_support::throttled_by_quota());
         for (old, new) in [
             (pause_at(90.0), throttled.clone()),
             (throttled, pause_at(90.0)),

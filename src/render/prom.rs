@@ -290,15 +290,8 @@ mod tests {
         let mut fp = crate::schema::test_support::sample_fingerprint();
         let record = Disturbance {
             by: vec![DisturbedBy::CpuQuota, DisturbedBy::OtherTasks],
-            wall_s: 1.0,
-            cpus: vec![0],
-            cpu_quota_cpus: Some(0.5),
-            periods: Some(10),
-            throttled_periods: Some(9),
-            throttled_s: Some(0.4),
-            steal_ratio: None,
             others_busy_cpus: Some(0.5),
-            run_queue_wait_ratio: None,
+            ..crate::schema::test_support::throttled_by_quota()
         };
         fp.probes[0].disturbance = Some(record.clone());
         let text = prometheus_text(&fp);

@@ -101,3 +101,20 @@ pub fn sample_fingerprint() -> Fingerprint {
     });
     fp
 }
+
+/// A probe's record of a run throttled by a 0.5-CPU quota in 9 of 10 periods, on CPU 0.
+pub fn throttled_by_quota() -> super::disturbance::Disturbance {
+    use super::disturbance::{Disturbance, DisturbedBy};
+    Disturbance {
+        by: vec![DisturbedBy::CpuQuota],
+        wall_s: 1.0,
+        cpus: vec![0],
+        cpu_quota_cpus: Some(0.5),
+        periods: Some(10),
+        throttled_periods: Some(9),
+        throttled_s: Some(0.4),
+        steal_ratio: None,
+        others_busy_cpus: None,
+        run_queue_wait_ratio: None,
+    }
+}
