@@ -29,14 +29,8 @@ diag="$PWD/target/release/cpudoctor"
 
 case "$server" in
 postgres)
-  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-  chown postgres "$work"
-  runuser -u postgres -- "$bin/initdb" -A trust -U postgres -D "$work/data" >/dev/null
-  runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -l "$work/log" -w -o \
-    "-k $work -p 25499 -c listen_addresses= -c fsync=off -c max_connections=100" start >/dev/null
-  stop_server() { runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true; }
-  runuser -u postgres -- pgbench -h "$work" -p 25499 -i -s 10 -q postgres >/dev/null 2>&1
-  parent=$(head -1 "$work/data/postmaster.pid")
+  . bench/postgres.sh
+  start_postgres 25499 10 -c max_connections=100
   load() {
     runuser -u postgres -- pgbench -h "$work" -p 25499 -n -S -c $clients -j 2 -T "$secs" postgres 2>/dev/null |
       awk '/^tps/ {print $3}'

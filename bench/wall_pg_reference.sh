@@ -18,23 +18,15 @@ cd "$(dirname "$0")/.."
 secs="${1:-8}"
 rounds="${2:-3}"
 work=$(mktemp -d)
-chmod 755 "$work"
 stop_server() { :; }
 trap 'stop_server; rm -rf "$work"' EXIT
 cargo build --release --quiet
 diag="$PWD/target/release/cpudoctor"
 [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 command -v perf >/dev/null || { echo "needs perf (apt-get install linux-perf)" >&2; exit 1; }
-bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-[ -n "$bin" ] || { echo "needs PostgreSQL (apt-get install postgresql)" >&2; exit 1; }
-chown postgres "$work"
-runuser -u postgres -- "$bin/initdb" -A trust -U postgres -D "$work/data" >/dev/null
-runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -l "$work/log" -w -o \
-  "-k $work -p 25498 -c listen_addresses= -c fsync=off -c synchronous_commit=off" start >/dev/null
-stop_server() { runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true; }
-runuser -u postgres -- pgbench -h "$work" -p 25498 -i -s 1 -q postgres >/dev/null 2>&1
+. bench/postgres.sh
+start_postgres 25498 1 -c synchronous_commit=off
 echo "UPDATE pgbench_branches SET bbalance = bbalance + 1 WHERE bid = 1;" >"$work/hot.sql"
-parent=$(head -1 "$work/data/postmaster.pid")
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 for round in $(seq "$rounds"); do
