@@ -390,7 +390,15 @@ fn brief(f: &Finding) -> FindingBrief {
 }
 
 fn findings(old: &Diagnosis, new: &Diagnosis) -> FindingChanges {
-    let key = |f: &Finding| (f.id.clone(), f.symbol.clone());
+    // A runtime's finding pairs by its runtime: which of its functions leads may change.
+    let key = |f: &Finding| {
+        (
+            f.id.clone(),
+            f.runtime
+                .map(|r| r.name().to_string())
+                .or_else(|| f.symbol.clone()),
+        )
+    };
     let old_keys: BTreeSet<_> = old.findings.iter().map(key).collect();
     let mut out = FindingChanges::default();
     for f in &old.findings {

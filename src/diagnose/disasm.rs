@@ -67,6 +67,9 @@ pub struct Insn {
     pub call_target: Option<u64>,
     /// The explicit memory operand, if any.
     pub mem: Option<MemOperand>,
+    /// The address a `lea` computes when the code fixes it (RIP-relative): the address of a
+    /// global the code goes on to read through the register (`lea rax,[rip+x]; mov esi,[rax]`).
+    pub lea_address: Option<u64>,
     /// Registers it writes (full width).
     pub writes_registers: Vec<Register>,
     /// General-purpose registers it reads (full width), address registers included.
@@ -176,6 +179,8 @@ pub fn decode(code: &[u8], start: u64) -> Vec<Insn> {
             branch_target,
             call_target,
             mem,
+            lea_address: (instr.mnemonic() == Mnemonic::Lea && instr.is_ip_rel_memory_operand())
+                .then(|| instr.ip_rel_memory_address()),
             writes_registers: facts
                 .used_registers()
                 .iter()

@@ -3,7 +3,9 @@
 //! share of samples each takes in total and per thread.
 
 use super::disasm::{self, SiteKind};
+use super::innodb;
 use super::record::Recording;
+use super::runtimes::{self, Role, Runtime};
 use super::symbols::{Location, Symbol, Symbolizer};
 use super::threads::ThreadFigures;
 use super::wall::{NamedWait, WallRecording};
@@ -155,6 +157,10 @@ pub struct HotSite {
     /// A spin that re-reads through calls: what it calls to load. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads_through: Option<ReadsThrough>,
+    /// InnoDB's spin, when the site is one (recognised from its code, or by its function's
+    /// name): whose, which spin, and the knobs this process runs with. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub innodb: Option<super::innodb::InnodbSpin>,
 }
 
 /// What a spin loop calls to re-read its flag: `while (load_turn() != me) ;`.
@@ -306,6 +312,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         thread_samples: &thread_samples,
         thread_name: &thread_name,
         under,
+        globals: HashMap::new(),
     };
     // A spin that re-reads through a call takes its callee's samples under the loop: found
     // first, so that the callee's own sites count only the rest.
@@ -424,6 +431,8 @@ struct SiteDecoder<'a> {
     thread_name: &'a dyn Fn(u32) -> String,
     /// What loops' calls reach.
     under: calls::UnderCalls,
+    /// Each module's InnoDB globals (none for a module without InnoDB), read once.
+    globals: HashMap<String, Option<innodb::Globals>>,
 }
 
 impl SiteDecoder<'_> {
@@ -537,8 +546,80 @@ impl SiteDecoder<'_> {
                 split_note,
                 possible_split_note,
                 reads_through,
+                innodb: (site.kind == SiteKind::PauseSpin)
+                    .then(|| self.innodb(f, &sym, &insns, site.start))
+                    .flatten(),
             });
         }
+    }
+}
+
+impl SiteDecoder<'_> {
+    /// InnoDB's spin in function `f` (decoded as `insns`), whose PAUSE loop starts at
+    /// `loop_start`: recognised from its code, else by its name; with the knobs' values read
+    /// from the process's memory while it lives, else its command line, else the defaults.
+    fn innodb(
+        &mut self,
+        f: &FuncAcc,
+        sym: &Symbol,
+        insns: &[disasm::Insn],
+        loop_start: u64,
+    ) -> Option<innodb::InnodbSpin> {
+        let symz = &mut *self.symz;
+        let g = self
+            .globals
+            .entry(f.module.clone())
+            .or_insert_with(|| symz.elf_image(&f.loc).and_then(innodb::Globals::from_elf))
+            .as_ref()?;
+        let by_name = matches!(
+            runtimes::classify(&sym.name),
+            Some((Runtime::InnoDb, Role::Spin))
+        );
+        let (m, recognised) = match innodb::recognise(insns, loop_start, g) {
+            Some(m) => {
+                let (address, instruction) = m.multiplier_read.clone();
+                (
+                    m,
+                    innodb::Recognised::Code {
+                        instruction,
+                        address,
+                    },
+                )
+            }
+            None if by_name => (innodb::by_name(g)?, innodb::Recognised::Name),
+            None => return None,
+        };
+        // The module's load bias, from the sample's address and its number in the module.
+        let (pid, bias) = match &f.loc {
+            Location::File { pid, addr, .. } => {
+                (*pid, addr.wrapping_sub(symz.name(&f.loc).address))
+            }
+            _ => return None,
+        };
+        let live = symz.live_pids.contains(&pid);
+        let mut read = |v: innodb::Variable| {
+            if !live || !(1..=8).contains(&v.size) {
+                return None;
+            }
+            let bytes =
+                super::symbols::read_process_memory(pid, v.address.wrapping_add(bias), v.size)?;
+            let mut word = [0u8; 8];
+            word[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+            (bytes.len() as u64 == v.size).then(|| u64::from_le_bytes(word))
+        };
+        let args: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| {
+                b.split(|c| *c == 0)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(innodb::InnodbSpin {
+            server: m.server,
+            shape: m.shape,
+            knobs: innodb::knob_values(&m, g, &mut read, &args),
+            recognised,
+        })
     }
 }
 

@@ -20,6 +20,7 @@ pub mod disasm;
 pub mod events;
 pub mod export;
 pub mod hotspots;
+pub mod innodb;
 pub mod jit;
 pub mod memory;
 pub mod namespace;
@@ -568,6 +569,7 @@ mod tests {
             split_note: None,
             possible_split_note: None,
             reads_through: None,
+            innodb: None,
         };
         let hot = |kind, share| HotSpots {
             sites: vec![site(kind, share)],

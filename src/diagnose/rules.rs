@@ -25,7 +25,9 @@ use crate::words::findings::code::{self as words, GenericSpins, PauseMeasured, S
 use crate::words::findings::costs::{self, CostFrom, SplitLockCost};
 use crate::words::findings::counters::CounterWords;
 use crate::words::findings::{counters as counter_words, jvm as jvm_words, pages as page_words};
-use crate::words::findings::{jvm::ScanFacts, pages::ProcessPages, runtimes as rt_words};
+use crate::words::findings::{
+    innodb as innodb_words, jvm::ScanFacts, pages::ProcessPages, runtimes as rt_words,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -96,7 +98,8 @@ pub struct MachineCosts {
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// Stable id: `pause_spin`, `spin_without_pause`, `locked_rmw`, `split_lock`,
+    /// Stable id: `pause_spin`, `innodb_spin`, `runtime_lock_spin`, `spin_without_pause`,
+    /// `locked_rmw`, `split_lock`,
     /// `small_pages`, `high_cpi`, `memory_ordering_clears`, `cross_core_hitm`, `bus_locks`.
     pub id: String,
     /// How much it matters.
@@ -123,6 +126,10 @@ pub struct Finding {
     pub explanation: String,
     /// What to do.
     pub advice: String,
+    /// The runtime or server whose code the finding is about, when one is known: a diff
+    /// pairs a runtime's findings by it, whichever of its functions leads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
 }
 
 /// What the rules read.
@@ -275,6 +282,7 @@ fn code_finding(id: &str, level: Level, title: String, site: &HotSite, ctx: &Con
         evidence: site_evidence(site, ctx),
         explanation: String::new(),
         advice: String::new(),
+        runtime: None,
     }
 }
 
@@ -315,8 +323,80 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
                 .and_then(|w| super::waits::spin_beside_sleep(w, l.runtime, &tids)),
         );
         f.advice = l.runtime.remedy().into();
+        f.runtime = Some(l.runtime);
     }
     f
+}
+
+/// InnoDB's spin: its PAUSE sites (recognised from the code, or by name) as one finding, for
+/// they are one mechanism sized by the same knobs; with the knobs this process runs with,
+/// what a round costs at this CPU's PAUSE, and the knob to try. `sites` hottest first.
+fn innodb_spin(sites: &[&HotSite], ctx: &Context) -> Option<Finding> {
+    use super::innodb::{Knob, SpinShape};
+    let spin = |s: &&HotSite| s.innodb.clone();
+    let share: f64 = sites.iter().map(|s| s.share).sum();
+    let level = level_for_share(share)?;
+    let top = *sites.first()?;
+    let top_spin = spin(&top)?;
+    // The lock spin reads all the knobs; the back-off only the multiplier.
+    let lock = sites
+        .iter()
+        .filter_map(spin)
+        .find(|s| s.shape == SpinShape::LockSpin);
+    let knobs = lock.as_ref().unwrap_or(&top_spin).knobs.clone();
+    let knob = |k: Knob| knobs.iter().find(|v| v.knob == k);
+    let server = top_spin.server;
+    let mut functions: Vec<(&str, f64, SpinShape)> = Vec::new();
+    for s in sites {
+        let shape = s.innodb.as_ref().map_or(SpinShape::LockSpin, |i| i.shape);
+        match functions.iter_mut().find(|(f, _, _)| *f == s.symbol) {
+            Some((_, share, _)) => *share += s.share,
+            None => functions.push((&s.symbol, s.share, shape)),
+        }
+    }
+    let by_code = match &top_spin.recognised {
+        super::innodb::Recognised::Code { instruction, .. } => {
+            Some((top.symbol.as_str(), instruction.as_str()))
+        }
+        super::innodb::Recognised::Name => None,
+    };
+    let mut evidence = vec![
+        innodb_words::share(share, &functions),
+        innodb_words::recognised(server, by_code),
+        innodb_words::knobs(&knobs),
+    ];
+    evidence.extend(site_evidence(top, ctx));
+    evidence.extend(caller_evidence(&callers(ctx, &top.symbol, &top.module)));
+    let pause_ns = ctx.pause.map(|p| p.ns);
+    let cost = lock.as_ref().zip(pause_ns).and_then(|(l, ns)| {
+        Some(crate::spin::innodb::spin_cost(
+            l.pauses_per_round()?,
+            l.value(Knob::SyncSpinLoops),
+            ns,
+        ))
+    });
+    let backoff_ns = sites
+        .iter()
+        .filter_map(spin)
+        .find(|s| s.shape == SpinShape::Backoff)
+        .and_then(|s| s.pauses_per_round())
+        .zip(pause_ns)
+        .map(|(n, ns)| n as f64 * ns);
+    Some(Finding {
+        id: "innodb_spin".into(),
+        level,
+        title: innodb_words::title(server, knob(Knob::SpinWaitDelay)),
+        symbol: Some(top.symbol.clone()),
+        module: Some(top.module.clone()),
+        offset: Some(top.offset),
+        sample_share: Some(share),
+        wall_share: None,
+        disassembly: top.disassembly.clone(),
+        evidence,
+        explanation: innodb_words::explanation(server, &knobs, cost, backoff_ns, pause_ns),
+        advice: innodb_words::advice(server, knob(Knob::SpinWaitDelay), knob(Knob::SyncSpinLoops)),
+        runtime: Some(Runtime::InnoDb),
+    })
 }
 
 /// A runtime's lock code (spin and wait functions of the table) taking a notable share: the
@@ -375,6 +455,7 @@ fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
             evidence,
             explanation: rt_words::lock_spin_explanation(&runtime_spin_cost(rt, ctx)),
             advice: rt.remedy().into(),
+            runtime: Some(rt),
         });
     }
     out
@@ -507,6 +588,7 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
         evidence,
         explanation: jvm_words::explanation(),
         advice: jvm_words::advice(SECONDARY_SUPERS_FIXED_IN),
+        runtime: None,
     })
 }
 
@@ -655,6 +737,7 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
         evidence,
         explanation: page_words::explanation(proc_.anonymous_kb, proc_.anonymous_kb / 4),
         advice: page_words::advice(thp).into(),
+        runtime: None,
     })
 }
 
@@ -673,6 +756,7 @@ fn counter_finding(id: &str, level: Level, w: CounterWords) -> Finding {
         evidence: vec![w.evidence],
         explanation: w.explanation,
         advice: w.advice,
+        runtime: None,
     }
 }
 
@@ -745,10 +829,21 @@ fn joined_copies(sites: &[HotSite]) -> Vec<(HotSite, usize)> {
 /// Every finding, most severe first, then by share.
 pub fn findings(ctx: &Context) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
+    // InnoDB's spin sites make one finding together, whatever each one's share.
+    let innodb: Vec<&HotSite> = ctx
+        .hot
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::PauseSpin && s.innodb.is_some())
+        .collect();
+    out.extend(innodb_spin(&innodb, ctx));
     for (site, copies) in &joined_copies(&ctx.hot.sites) {
         let Some(level) = level_for_share(site.share) else {
             continue;
         };
+        if site.kind == SiteKind::PauseSpin && site.innodb.is_some() {
+            continue;
+        }
         let first_new = out.len();
         match site.kind {
             SiteKind::PauseSpin => out.push(pause_spin(site, level, ctx)),
@@ -785,7 +880,11 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
     // finding each.
     let mut seen = std::collections::HashSet::new();
     out.retain(|f| seen.insert((f.id.clone(), f.symbol.clone(), f.module.clone(), f.offset)));
-    let covered: Vec<String> = out.iter().filter_map(|f| f.symbol.clone()).collect();
+    let covered: Vec<String> = out
+        .iter()
+        .filter_map(|f| f.symbol.clone())
+        .chain(innodb.iter().map(|s| s.symbol.clone()))
+        .collect();
     out.extend(runtime_lock_spins(ctx, &covered));
     out.extend(secondary_supers(ctx));
     out.extend(small_pages(ctx));
@@ -836,6 +935,7 @@ mod tests {
             split_note: None,
             possible_split_note: None,
             reads_through: None,
+            innodb: None,
         }
     }
 

@@ -8,7 +8,10 @@ use crate::spin::runtimes::{POSTGRESQL_S_LOCK, RUNTIMES, SpinCost, SpinPolicy, s
 use crate::words::findings::runtimes as words;
 
 /// A runtime with lock code diagnose knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Runtime {
     /// The HotSpot JVM's monitors (`synchronized`).
     HotSpot,
@@ -24,6 +27,9 @@ pub enum Runtime {
     ParkingLot,
     /// PostgreSQL's spinlocks (`s_lock`, buffer headers, LWLock wait lists).
     PostgreSql,
+    /// InnoDB's lock spin (MariaDB's srw_lock waits, MySQL's `ut_delay`): known by name where
+    /// symbols exist, else from the code ([`super::innodb`]).
+    InnoDb,
 }
 
 /// What a known function does in the lock's slow path.
@@ -64,7 +70,7 @@ struct Known {
 
 use Name::{Contains, Exact, Prefix};
 use Role::{Enter, Spin, Wait};
-use Runtime::{Dotnet, Glibc, Go, HotSpot, ParkingLot, PostgreSql, RustStd};
+use Runtime::{Dotnet, Glibc, Go, HotSpot, InnoDb, ParkingLot, PostgreSql, RustStd};
 
 /// The table. Names as the symbol tables spell them (C++ demangled without parameters
 /// matched by prefix; Go's as its symbol table writes them, with and without the
@@ -148,6 +154,23 @@ const KNOWN: &[Known] = &[
     k(PostgreSql, Exact("WaitBufHdrUnlocked"), Enter),
     k(PostgreSql, Exact("LWLockWaitListLock"), Enter),
     k(PostgreSql, Exact("ReserveXLogInsertLocation"), Enter),
+    // InnoDB, where symbols exist (a debug package, a MySQL build): MariaDB 10.6+ spins in the
+    // spinning instances of its srw_lock waits (srw_lock.cc), MySQL and older MariaDB in
+    // ut_delay under the mutex and rw-lock spin. Stripped builds are recognised from the code.
+    k(InnoDb, Prefix("srw_mutex_impl<true>::wait_and_lock"), Spin),
+    k(InnoDb, Prefix("srw_mutex_impl<true>::wr_wait"), Spin),
+    k(InnoDb, Prefix("ssux_lock_impl<true>::wr_wait"), Spin),
+    k(InnoDb, Prefix("ssux_lock_impl<true>::rd_wait"), Spin),
+    k(InnoDb, Prefix("ssux_lock_impl<true>::read_lock"), Spin),
+    k(InnoDb, Prefix("ssux_lock_impl<true>::update_lock"), Spin),
+    k(InnoDb, Prefix("srw_lock_<true>::"), Spin),
+    k(InnoDb, Prefix("ut_delay"), Spin),
+    k(InnoDb, Contains("::spin_and_try_lock"), Spin),
+    k(InnoDb, Prefix("rw_lock_s_lock_spin"), Spin),
+    k(InnoDb, Prefix("srw_mutex_impl<false>::wait_and_lock"), Wait),
+    k(InnoDb, Prefix("ssux_lock_impl<false>::"), Wait),
+    k(InnoDb, Prefix("sync_array_wait_event"), Wait),
+    k(InnoDb, Prefix("rw_lock_x_lock_func"), Enter),
 ];
 
 const fn k(runtime: Runtime, name: Name, role: Role) -> Known {
@@ -195,6 +218,7 @@ impl Runtime {
             RustStd => "Rust std",
             ParkingLot => "parking_lot",
             PostgreSql => "PostgreSQL",
+            InnoDb => "InnoDB",
         }
     }
 
@@ -208,13 +232,16 @@ impl Runtime {
             RustStd => "std::sync::Mutex",
             ParkingLot => "parking_lot::Mutex",
             PostgreSql => "spinlock (s_lock)",
+            InnoDb => "lock spin (srw_mutex, ssux_lock, ut_delay)",
         }
     }
 
-    /// Its spin policy in the spin model.
+    /// Its spin policy in the spin model; none for InnoDB, whose spin is set by the server's
+    /// knobs (its cost comes from the values read, [`super::innodb::InnodbSpin`]).
     pub fn policy(self) -> Option<&'static SpinPolicy> {
         let key = match self {
             PostgreSql => return Some(&POSTGRESQL_S_LOCK),
+            InnoDb => return None,
             HotSpot => "HotSpot",
             Glibc => "glibc",
             Go => "Go",
@@ -241,6 +268,7 @@ impl Runtime {
             RustStd => words::RUST_STD_REMEDY,
             ParkingLot => words::PARKING_LOT_REMEDY,
             PostgreSql => words::POSTGRESQL_REMEDY,
+            InnoDb => words::INNODB_REMEDY,
         }
     }
 }
@@ -553,6 +581,31 @@ const WAITS: &[KnownWait] = &[
         Exact("WaitEventSetWait"),
         WaitKind::Idle,
         "its latch (an idle server process)",
+    ),
+    // InnoDB, where symbols exist.
+    w(
+        "InnoDB",
+        Prefix("srw_mutex_impl<"),
+        WaitKind::Lock,
+        "an InnoDB srw_lock (a page latch, lock_sys or trx_sys mutex)",
+    ),
+    w(
+        "InnoDB",
+        Prefix("ssux_lock_impl<"),
+        WaitKind::Lock,
+        "an InnoDB srw_lock (a page latch, lock_sys or trx_sys mutex)",
+    ),
+    w(
+        "InnoDB",
+        Prefix("sync_array_wait_event"),
+        WaitKind::Lock,
+        "an InnoDB mutex or rw-lock (sync array)",
+    ),
+    w(
+        "InnoDB",
+        Prefix("lock_wait"),
+        WaitKind::Lock,
+        "an InnoDB row lock (innodb_lock_wait_timeout)",
     ),
     // CPython.
     w(

@@ -476,6 +476,12 @@ impl ElfModule {
         self.data.get(start as usize..end as usize)
     }
 
+    /// The file's image as read: for what reads more of the ELF than code and function names
+    /// (a server's data symbols and GOT, `diagnose::innodb`).
+    pub fn image(&self) -> &[u8] {
+        &self.data
+    }
+
     /// `file:line` of `vaddr`, from DWARF.
     pub fn source_line(&self, vaddr: u64) -> Option<String> {
         let loc = self.lines.as_ref()?.find_location(vaddr).ok()??;
@@ -740,6 +746,14 @@ impl Symbolizer {
                 .cloned(),
         };
         found.filter(|s| s.addr == addr)
+    }
+
+    /// The ELF image behind `loc` (its file's bytes), when it is one.
+    pub fn elf_image(&mut self, loc: &Location) -> Option<&[u8]> {
+        match self.numbering(loc) {
+            Numbering::Elf(key, _) => self.modules[&key].as_ref().map(ElfModule::image),
+            Numbering::Absolute { .. } => None,
+        }
     }
 
     /// `file:line` for an address in `loc`'s numbering, from DWARF.

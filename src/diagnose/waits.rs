@@ -265,6 +265,7 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             evidence,
             explanation: words::lock_wait_explanation(&facts),
             advice: words::lock_wait_advice(&g.owner).into(),
+            runtime: None,
         });
     }
     out
@@ -441,6 +442,7 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
         evidence,
         explanation: words::starved_explanation(&facts),
         advice: words::starved_advice(holder).into(),
+        runtime: None,
     }]
 }
 

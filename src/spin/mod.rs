@@ -9,6 +9,7 @@
 //! lock of the handoff experiment.
 
 pub mod dotnet;
+pub mod innodb;
 pub mod policy;
 pub mod runtimes;
 

@@ -9,6 +9,7 @@
 pub mod code;
 pub mod costs;
 pub mod counters;
+pub mod innodb;
 pub mod jvm;
 pub mod pages;
 pub mod runtimes;

@@ -101,3 +101,8 @@ pub const POSTGRESQL_REMEDY: &str = "PostgreSQL's spinlocks have no setting (s_l
     active connections stay near the PostgreSQL wiki's ((cores * 2) + disks), and spread a \
     hot row (a counter row per client or per shard, summed when read) instead of having every \
     client update one.";
+/// InnoDB's lock spin, when no value of its knobs is at hand: what to do.
+pub const INNODB_REMEDY: &str = "InnoDB's spin is sized by innodb_spin_wait_delay (PAUSEs \
+    between tries) and innodb_sync_spin_loops (rounds before a futex wait): lower \
+    innodb_spin_wait_delay (`SET GLOBAL innodb_spin_wait_delay=0`, or 1, 2) under the same load \
+    and compare the throughput; and spread the hot row's writes or cap the concurrent writers.";
