@@ -1,6 +1,6 @@
 //! `cpudoctor diagnose` on real servers from Debian's packages, built by others (stripped,
-//! without frame pointers): PostgreSQL under `pgbench` with a hot row, and `stress-ng
-//! --lockbus`. A missing package fails the test (or, with CPUDOCTOR_ALLOW_SKIP=1, skips it,
+//! without frame pointers): PostgreSQL under `pgbench` with a hot row, MariaDB under `sysbench`
+//! with a hot row, and `stress-ng --lockbus`. A missing package fails the test (or, with CPUDOCTOR_ALLOW_SKIP=1, skips it,
 //! saying so); `.ci/run` installs them. Assertions are on what diagnose names, never on times.
 
 use serde_json::Value;
@@ -583,5 +583,321 @@ fn stress_ng_lockbus_is_a_locked_hotspot_found_at_its_lock_instruction() {
     assert!(
         !f["symbol"].as_str().unwrap().contains("+0x"),
         "stress-ng's function not named nor grouped: {f:#}"
+    );
+}
+
+// MariaDB: Debian's mariadbd under sysbench on a hot row, where InnoDB's lock waits spin on
+// PAUSE in functions the stripped binary does not name.
+
+/// Where `tool` is: on the PATH, else in /usr/sbin (mariadbd, off a user's PATH).
+fn program(tool: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(tool))
+                .find(|f| f.is_file())
+        })
+        .unwrap_or_else(|| Path::new("/usr/sbin").join(tool))
+}
+
+/// A private MariaDB server in a temporary directory: its data, its unix socket (no TCP), its
+/// log. Dropping it stops the server (even when the test fails) and removes the directory.
+struct Maria {
+    dir: tempfile::TempDir,
+    server: Option<Child>,
+}
+
+impl Maria {
+    /// Installs a data directory and starts `mariadbd` on it, as user mysql when root (the
+    /// server refuses to run as root).
+    fn start() -> Maria {
+        let root = unsafe { libc::geteuid() } == 0;
+        let user = root.then_some("mysql");
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(u) = user {
+            assert!(
+                Command::new("chown")
+                    .arg(u)
+                    .arg(dir.path())
+                    .status()
+                    .unwrap()
+                    .success(),
+                "chown {u} of the server's directory"
+            );
+        }
+        let data = dir.path().join("data");
+        let mut install = Command::new("mariadb-install-db");
+        install
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
+        if let Some(u) = user {
+            install.arg(format!("--user={u}"));
+        }
+        let out = install.output().unwrap();
+        assert!(
+            out.status.success(),
+            "mariadb-install-db failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut server = Command::new(program("mariadbd"));
+        server
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", dir.path().join("sock").display()))
+            .arg(format!(
+                "--log-error={}",
+                dir.path().join("err.log").display()
+            ))
+            .arg(format!("--pid-file={}", dir.path().join("pid").display()))
+            .args([
+                "--skip-networking",
+                "--skip-log-bin",
+                "--innodb-buffer-pool-size=64M",
+                "--innodb-flush-log-at-trx-commit=0",
+            ]);
+        if let Some(u) = user {
+            server.arg(format!("--user={u}"));
+        }
+        let m = Maria {
+            server: Some(
+                server
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            ),
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while m.try_sql("SELECT 1").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "mariadbd did not start: {}",
+                std::fs::read_to_string(m.dir.path().join("err.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        m
+    }
+
+    fn pid(&self) -> u32 {
+        self.server.as_ref().unwrap().id()
+    }
+
+    fn socket(&self) -> String {
+        self.dir.path().join("sock").display().to_string()
+    }
+
+    /// The result of `query`, tab-separated, without column names; `None` when it fails.
+    fn try_sql(&self, query: &str) -> Option<String> {
+        let out = Command::new("mariadb")
+            .args(["--no-defaults", "-uroot", "-N", "-B", "-S"])
+            .arg(self.socket())
+            .args(["-e", query])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn sql(&self, query: &str) -> String {
+        self.try_sql(query)
+            .unwrap_or_else(|| panic!("`{query}` failed"))
+    }
+
+    /// `sysbench oltp_update_index` on a 10-row table: every thread updates the same few rows.
+    fn sysbench(&self, phase: &str, threads: u32, seconds: u32) -> Command {
+        let mut c = Command::new("sysbench");
+        c.args([
+            "oltp_update_index",
+            "--db-driver=mysql",
+            "--mysql-user=root",
+        ])
+        .arg(format!("--mysql-socket={}", self.socket()))
+        .args(["--tables=1", "--table-size=10"])
+        .arg(format!("--threads={threads}"))
+        .arg(format!("--time={seconds}"))
+        .arg(phase);
+        c
+    }
+}
+
+impl Drop for Maria {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.server.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// sysbench's hot-row load for `seconds`, with `cpudoctor diagnose --pid` attached for the
+/// middle of it, saving the diagnosis to `save`; returns the transactions per second.
+fn diagnose_mariadb_under_load(m: &Maria, save: &Path, seconds: u32) -> f64 {
+    let bench = KillOnDrop(
+        m.sysbench("run", 32, seconds)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+        .args(["diagnose", "--pid", &m.pid().to_string(), "--duration"])
+        .arg((seconds - 4).to_string())
+        .arg("--save")
+        .arg(save)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "diagnose failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut bench = bench;
+    let mut text = String::new();
+    use std::io::Read;
+    bench
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(bench.0.wait().unwrap().success(), "sysbench failed: {text}");
+    // `transactions:  131435 (8210.11 per sec.)`
+    text.lines()
+        .find(|l| l.trim_start().starts_with("transactions:"))
+        .and_then(|l| l.split('(').nth(1)?.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// InnoDB's spin finding of a diagnosis, when there is one.
+fn innodb_finding(d: &Value) -> Option<&Value> {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "innodb_spin")
+}
+
+/// A knob's value as diagnose read it, from the InnoDB sites of a diagnosis.
+fn knob_read(d: &Value, knob: &str) -> Option<(u64, String)> {
+    d["hot_sites"].as_array()?.iter().find_map(|s| {
+        s["innodb"]["knobs"].as_array()?.iter().find_map(|k| {
+            (k["knob"] == knob).then(|| {
+                (
+                    k["value"].as_u64().unwrap(),
+                    k["from"].as_str().unwrap().to_string(),
+                )
+            })
+        })
+    })
+}
+
+#[test]
+fn the_mariadb_innodb_spin_case_is_named_with_its_knob_and_the_diff_shows_it_gone_at_zero() {
+    // Issue 30: Debian's stripped mariadbd under sysbench on a hot row spends a third or more
+    // of its samples in PAUSE loops of three unnamed functions: InnoDB's lock waits, sized by
+    // innodb_spin_wait_delay. diagnose names them InnoDB's from their code, names the knob
+    // with the value the server runs with, and with the knob at 0 the diff shows the spin gone.
+    let _serial = one_at_a_time();
+    for tool in ["mariadbd", "mariadb-install-db", "mariadb", "sysbench"] {
+        if !program(tool).is_file() {
+            common::missing_tool(tool, "apt-get install mariadb-server sysbench");
+            return;
+        }
+    }
+    let m = Maria::start();
+    m.sql("CREATE DATABASE sbtest");
+    let ok = m
+        .sysbench("prepare", 1, 1)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "sysbench prepare failed");
+    // A round count set at run time, neither the default (30) nor on the command line: what
+    // diagnose reads is the process's memory now.
+    m.sql("SET GLOBAL innodb_sync_spin_loops = 20");
+    let reported = m.sql("SELECT @@innodb_spin_wait_delay, @@innodb_sync_spin_loops");
+    let (delay, loops) = reported.split_once('\t').unwrap();
+    let (delay, loops): (u64, u64) = (delay.parse().unwrap(), loops.parse().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (dir.path().join("old.json"), dir.path().join("new.json"));
+    let tps_old = diagnose_mariadb_under_load(&m, &old, 9);
+    let d_old: Value = serde_json::from_slice(&std::fs::read(&old).unwrap()).unwrap();
+    let f = innodb_finding(&d_old).unwrap_or_else(|| {
+        common::finding(&d_old, "innodb_spin");
+        unreachable!()
+    });
+    let old_share = f["sample_share"].as_f64().unwrap();
+    eprintln!(
+        "delay {delay}: {tps_old:.0} TPS, InnoDB spin {old_share:.3} of samples; {}",
+        f["title"]
+    );
+    assert_eq!(f["runtime"], "innodb", "{f:#}");
+    assert!(f["title"].as_str().unwrap().contains("InnoDB"), "{f:#}");
+    let advice = f["advice"].as_str().unwrap();
+    assert!(
+        advice.contains(&format!("innodb_spin_wait_delay (now {delay})")),
+        "the server reports {delay}: {advice}"
+    );
+    assert!(
+        !f["explanation"].as_str().unwrap().contains(".NET"),
+        "{f:#}"
+    );
+    // What diagnose read is what the server reports (read from its memory as root; without
+    // ptrace permission, the defaults).
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(
+            knob_read(&d_old, "innodb_spin_wait_delay"),
+            Some((delay, "process_memory".to_string()))
+        );
+        assert_eq!(
+            knob_read(&d_old, "innodb_sync_spin_loops"),
+            Some((loops, "process_memory".to_string()))
+        );
+    }
+    m.sql("SET GLOBAL innodb_spin_wait_delay = 0");
+    let tps_new = diagnose_mariadb_under_load(&m, &new, 9);
+    let d_new: Value = serde_json::from_slice(&std::fs::read(&new).unwrap()).unwrap();
+    let diff = common::json_of(
+        common::cpudoctor()
+            .args(["diff", "--json"])
+            .arg(&old)
+            .arg(&new),
+    );
+    // The diff pairs InnoDB's finding by its runtime, or lists it in the old run only.
+    let findings = &diff["findings"];
+    let paired = findings["both"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["old"]["id"] == "innodb_spin");
+    let in_old_only = findings["only_old"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["id"] == "innodb_spin");
+    let new_share = paired.map_or(0.0, |p| p["new"]["sample_share"].as_f64().unwrap());
+    eprintln!(
+        "delay 0: {tps_new:.0} TPS, InnoDB spin {new_share:.3} of samples (finding in new: {})",
+        innodb_finding(&d_new).is_some()
+    );
+    assert!(paired.is_some() || in_old_only, "{findings:#}");
+    assert!(old_share >= 0.10, "InnoDB spin only {old_share:.3}");
+    assert!(
+        new_share * 3.0 < old_share,
+        "InnoDB spin {old_share:.3} at delay {delay}, {new_share:.3} at 0"
     );
 }

@@ -331,9 +331,18 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
 /// InnoDB's spin: its PAUSE sites (recognised from the code, or by name) as one finding, for
 /// they are one mechanism sized by the same knobs; with the knobs this process runs with,
 /// what a round costs at this CPU's PAUSE, and the knob to try. `sites` hottest first.
-fn innodb_spin(sites: &[&HotSite], ctx: &Context) -> Option<Finding> {
+fn innodb_spin(
+    sites: &[&HotSite],
+    shape: super::innodb::SpinShape,
+    ctx: &Context,
+) -> Option<Finding> {
     use super::innodb::{Knob, SpinShape};
     let spin = |s: &&HotSite| s.innodb.clone();
+    let sites: Vec<&HotSite> = sites
+        .iter()
+        .copied()
+        .filter(|s| s.innodb.as_ref().is_some_and(|i| i.shape == shape))
+        .collect();
     let share: f64 = sites.iter().map(|s| s.share).sum();
     let level = level_for_share(share)?;
     let top = *sites.first()?;
@@ -347,7 +356,7 @@ fn innodb_spin(sites: &[&HotSite], ctx: &Context) -> Option<Finding> {
     let knob = |k: Knob| knobs.iter().find(|v| v.knob == k);
     let server = top_spin.server;
     let mut functions: Vec<(&str, f64, SpinShape)> = Vec::new();
-    for s in sites {
+    for s in &sites {
         let shape = s.innodb.as_ref().map_or(SpinShape::LockSpin, |i| i.shape);
         match functions.iter_mut().find(|(f, _, _)| *f == s.symbol) {
             Some((_, share, _)) => *share += s.share,
@@ -382,10 +391,20 @@ fn innodb_spin(sites: &[&HotSite], ctx: &Context) -> Option<Finding> {
         .and_then(|s| s.pauses_per_round())
         .zip(pause_ns)
         .map(|(n, ns)| n as f64 * ns);
+    let lock_spin = shape == SpinShape::LockSpin;
     Some(Finding {
-        id: "innodb_spin".into(),
+        id: if lock_spin {
+            "innodb_spin"
+        } else {
+            "innodb_backoff"
+        }
+        .into(),
         level,
-        title: innodb_words::title(server, knob(Knob::SpinWaitDelay)),
+        title: if lock_spin {
+            innodb_words::title(server, knob(Knob::SpinWaitDelay))
+        } else {
+            innodb_words::backoff_title(server)
+        },
         symbol: Some(top.symbol.clone()),
         module: Some(top.module.clone()),
         offset: Some(top.offset),
@@ -836,7 +855,14 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
         .iter()
         .filter(|s| s.kind == SiteKind::PauseSpin && s.innodb.is_some())
         .collect();
-    out.extend(innodb_spin(&innodb, ctx));
+    // The lock waits (sized by innodb_spin_wait_delay) and the back-off (by nothing one can
+    // set) are two findings: the knob's advice is for the first only.
+    for shape in [
+        super::innodb::SpinShape::LockSpin,
+        super::innodb::SpinShape::Backoff,
+    ] {
+        out.extend(innodb_spin(&innodb, shape, ctx));
+    }
     for (site, copies) in &joined_copies(&ctx.hot.sites) {
         let Some(level) = level_for_share(site.share) else {
             continue;

@@ -14,6 +14,7 @@ use crate::words::findings::runtimes as words;
 #[serde(rename_all = "snake_case")]
 pub enum Runtime {
     /// The HotSpot JVM's monitors (`synchronized`).
+    #[serde(rename = "hotspot")]
     HotSpot,
     /// glibc's pthread mutexes.
     Glibc,
@@ -26,9 +27,11 @@ pub enum Runtime {
     /// The parking_lot crate.
     ParkingLot,
     /// PostgreSQL's spinlocks (`s_lock`, buffer headers, LWLock wait lists).
+    #[serde(rename = "postgresql")]
     PostgreSql,
     /// InnoDB's lock spin (MariaDB's srw_lock waits, MySQL's `ut_delay`): known by name where
     /// symbols exist, else from the code ([`super::innodb`]).
+    #[serde(rename = "innodb")]
     InnoDb,
 }
 

@@ -63,12 +63,16 @@ pub enum SpinShape {
 #[serde(rename_all = "snake_case")]
 pub enum Knob {
     /// MariaDB's `my_cpu_relax_multiplier` (calibrated at start-up, no setting).
+    #[serde(rename = "my_cpu_relax_multiplier")]
     CpuRelaxMultiplier,
     /// `innodb_spin_wait_delay` (`srv_spin_wait_delay`).
+    #[serde(rename = "innodb_spin_wait_delay")]
     SpinWaitDelay,
     /// `innodb_sync_spin_loops` (`srv_n_spin_wait_rounds`).
+    #[serde(rename = "innodb_sync_spin_loops")]
     SyncSpinLoops,
     /// MySQL's `innodb_spin_wait_pause_multiplier` (`ut::spin_wait_pause_multiplier`).
+    #[serde(rename = "innodb_spin_wait_pause_multiplier")]
     SpinWaitPauseMultiplier,
 }
 

@@ -18,6 +18,23 @@ pub fn title(server: Server, delay: Option<&KnobValue>) -> String {
     )
 }
 
+/// `threads spin in MariaDB's reference-count back-off (LF_BACKOFF)`.
+pub fn backoff_title(server: Server) -> String {
+    format!(
+        "threads spin in {}'s reference-count back-off (LF_BACKOFF)",
+        server.name()
+    )
+}
+
+/// What to do about the back-off: no setting sizes it; the references come from the same
+/// contention.
+pub const BACKOFF_ADVICE: &str = "The back-off has no setting (my_cpu_relax_multiplier is \
+    calibrated at start-up): a thread waits here while others still reference what it \
+    releases; under a commit (ha_commit_trans in its callers), other sessions converting its \
+    row locks. It grows when the lock waits spin less (innodb_spin_wait_delay lowered): weigh \
+    the throughput, not this share. Fewer sessions on the hot rows is what shrinks it: spread \
+    the writes, batch them, or cap the concurrent writers.";
+
 /// `30.6% of all samples in InnoDB's spin: f 15.9%, g 9.4%, h 1.5% (back-off)`.
 pub fn share(share: f64, functions: &[(&str, f64, SpinShape)]) -> String {
     format!(
@@ -28,7 +45,7 @@ pub fn share(share: f64, functions: &[(&str, f64, SpinShape)]) -> String {
             .map(|(f, s, shape)| {
                 let what = match shape {
                     SpinShape::LockSpin => "",
-                    SpinShape::Backoff => " (reference-count back-off)",
+                    SpinShape::Backoff => " (back-off)",
                 };
                 format!("{f} {}{what}", pct(*s, 1))
             })
@@ -44,7 +61,7 @@ pub fn recognised(server: Server, by_code: Option<(&str, &str)>) -> String {
     match by_code {
         Some((function, instruction)) => format!(
             "recognised from the code: {function} reads {}'s {multiplier} (`{instruction}`) to \
-             size its PAUSE loop, as InnoDB's lock waits do (the binary names none of them)",
+             size its PAUSE loop, as InnoDB's waits do (the binary names none of them)",
             server.name()
         ),
         None => "known by its function's name".to_string(),
@@ -149,16 +166,18 @@ pub fn explanation(
              futex: one round lasts {} at this CPU's {pause:.1} ns per PAUSE{whole} ({source}).",
             human_ns(c.round_ns)
         ));
+    } else if let Some(b) = backoff_ns {
+        s.push_str(&format!(
+            "MariaDB's back-off spins {} PAUSEs ({}) at this CPU's {pause:.1} ns per PAUSE \
+             between looks at a count of references, for as long as other threads hold one \
+             ({BACKOFF_SOURCE}).",
+            value(Knob::CpuRelaxMultiplier),
+            human_ns(b)
+        ));
     } else {
         s.push_str(&format!(
             "InnoDB's lock spin waits on PAUSE at this CPU's {pause:.1} ns per PAUSE; its knobs' \
              values are not all known, so its length is not given."
-        ));
-    }
-    if let Some(b) = backoff_ns {
-        s.push_str(&format!(
-            " Its reference-count back-off spins {} between looks ({BACKOFF_SOURCE}).",
-            human_ns(b)
         ));
     }
     format!("{s} {SYMPTOM}")
