@@ -308,9 +308,16 @@ fn pause_spin(site: &HotSite, level: Level, ctx: &Context) -> Finding {
                 .and_then(|p| Runtime::Glibc.spin_cost(p.ns, ctx.machine.logical_cpus as u64))
                 .map_or((0, 0.0), |c| (c.pauses as u64, c.spin_ns)),
             cores: ctx.machine.logical_cpus,
-            dotnet_legacy_ns: ctx.pause.map_or(0.0, |p| {
-                LegacySpin::new(ctx.machine.logical_cpus as u64).total_ns(p.ns)
-            }),
+            // .NET's figure only for a process that runs .NET: its runtime library sampled.
+            dotnet_legacy_ns: ctx
+                .pause
+                .filter(|_| {
+                    ctx.hot
+                        .functions
+                        .iter()
+                        .any(|f| short_module(&f.module).starts_with("libcoreclr"))
+                })
+                .map(|p| LegacySpin::new(ctx.machine.logical_cpus as u64).total_ns(p.ns)),
         }),
     };
     f.explanation = words::pause_spin_explanation(measured, &spin);

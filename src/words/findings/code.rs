@@ -113,17 +113,18 @@ pub struct PauseMeasured {
     pub pauses_sampled: u64,
 }
 
-/// What the spin would cost here when no runtime's own spin is known: common spins at this
-/// PAUSE cost.
+/// What the spin would cost here when no runtime's own spin is known: spins of common
+/// lengths at this PAUSE cost, naming no runtime the process does not run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GenericSpins {
-    /// glibc's adaptive mutex at this PAUSE cost (spin model): PAUSEs it spins (its default
-    /// `mutex_spin_count`) and their time in ns.
+    /// A common fixed spin (glibc's adaptive mutex default, Rust std's): PAUSEs and their time
+    /// in ns.
     pub glibc: (u64, f64),
     /// Logical CPUs.
     pub cores: usize,
-    /// .NET's legacy lock spin on that many cores, in ns.
-    pub dotnet_legacy_ns: f64,
+    /// .NET's legacy lock spin on that many cores, in ns: only when the process runs .NET
+    /// (its runtime's library was sampled).
+    pub dotnet_legacy_ns: Option<f64>,
 }
 
 /// Where a PAUSE spin's waiting comes from.
@@ -161,16 +162,26 @@ pub fn pause_spin_explanation(pause: Option<PauseMeasured>, spin: &SpinContext) 
     match spin {
         // The runtime's own spin, not other runtimes' figures.
         SpinContext::Runtime(cost) => format!("{measured}{cost} {SPIN_IS_THE_SYMPTOM}"),
-        SpinContext::Generic(g) => format!(
-            "{measured} A spin of {} PAUSEs (glibc's adaptive mutex) lasts {}, of {} PAUSEs {}; \
-             .NET's legacy lock spin on {} cores would last {}. {SPIN_IS_THE_SYMPTOM}",
-            group_thousands(g.glibc.0),
-            human_ns(g.glibc.1),
-            group_thousands(LONG_SPIN_PAUSES),
-            human_ns(LONG_SPIN_PAUSES as f64 * p.ns),
-            g.cores,
-            human_ns(g.dotnet_legacy_ns),
-        ),
+        SpinContext::Generic(g) => {
+            let dotnet = g
+                .dotnet_legacy_ns
+                .map(|ns| {
+                    format!(
+                        "; .NET's legacy lock spin on {} cores would last {}",
+                        g.cores,
+                        human_ns(ns)
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "{measured} Here a spin of {} PAUSEs lasts {}, of {} PAUSEs {}{dotnet}. \
+                 {SPIN_IS_THE_SYMPTOM}",
+                group_thousands(g.glibc.0),
+                human_ns(g.glibc.1),
+                group_thousands(LONG_SPIN_PAUSES),
+                human_ns(LONG_SPIN_PAUSES as f64 * p.ns),
+            )
+        }
     }
 }
 
