@@ -1003,12 +1003,25 @@ mod tests {
         assert_eq!(f[0].id, "pause_spin");
         assert_eq!(f[0].level, Level::Hazard);
         assert_eq!(f[0].symbol.as_deref(), Some("spin_wait_on_flag"));
-        // 600 samples at 1 kHz = 0.6 s = ~13.95 M PAUSEs at 43 ns; 1,000 PAUSEs = 43 us;
-        // the seed's .NET legacy spin on 24 cores at 43 ns = 211.6 ms.
+        // 600 samples at 1 kHz = 0.6 s = ~13.95 M PAUSEs at 43 ns; 1,000 PAUSEs = 43 us.
         assert!(f[0].explanation.contains("43.0 ns"), "{}", f[0].explanation);
         assert!(f[0].explanation.contains("13,953,488 PAUSEs"));
         assert!(f[0].explanation.contains("43.0 us"));
-        assert!(f[0].explanation.contains("211.6 ms"));
+        // Issue 30: no runtime the process does not run is quoted (a MariaDB was told of
+        // .NET's legacy spin).
+        assert!(!f[0].explanation.contains(".NET"), "{}", f[0].explanation);
+        // A .NET process: the seed's legacy spin on 24 cores at 43 ns = 211.6 ms.
+        let mut hot = hot;
+        hot.functions.push(HotFunction {
+            symbol: "AwareLock::Contention".into(),
+            module: "/usr/share/dotnet/shared/Microsoft.NETCore.App/2.0.9/libcoreclr.so".into(),
+            samples: 1,
+            share: 0.001,
+            callers: Vec::new(),
+            threads: Vec::new(),
+        });
+        let f = findings(&ctx(&hot, &m, &[]));
+        assert!(f[0].explanation.contains("211.6 ms"), "{}", f[0].explanation);
     }
 
     /// The Netflix JVM case seen by a CI run: each hot site of the JIT method held one
