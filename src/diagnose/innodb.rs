@@ -228,8 +228,7 @@ pub fn recognise(insns: &[Insn], loop_start: u64, g: &Globals) -> Option<CodeMat
     let m = reads
         .iter()
         .filter(is_mult)
-        .filter(|r| insns[r.index].addr <= loop_start)
-        .next_back()
+        .rfind(|r| insns[r.index].addr <= loop_start)
         .or_else(|| reads.iter().find(is_mult))?;
     let near: Vec<&Read> = reads
         .iter()
@@ -314,7 +313,7 @@ pub fn knob_values(
         .into_iter()
         .map(|(knob, var)| {
             let read = var
-                .and_then(|v| read(v))
+                .and_then(&mut *read)
                 .filter(|v| *v <= knob.upper_bound());
             let (value, from) = match read {
                 Some(v) => (Some(v), ValueFrom::ProcessMemory),

@@ -420,7 +420,11 @@ fn innodb_spin(
         disassembly: top.disassembly.clone(),
         evidence,
         explanation: innodb_words::explanation(server, &knobs, cost, backoff_ns, pause_ns),
-        advice: innodb_words::advice(server, knob(Knob::SpinWaitDelay), knob(Knob::SyncSpinLoops)),
+        advice: if lock_spin {
+            innodb_words::advice(server, knob(Knob::SpinWaitDelay), knob(Knob::SyncSpinLoops))
+        } else {
+            innodb_words::BACKOFF_ADVICE.into()
+        },
         runtime: Some(Runtime::InnoDb),
     })
 }
@@ -1021,7 +1025,88 @@ mod tests {
             threads: Vec::new(),
         });
         let f = findings(&ctx(&hot, &m, &[]));
-        assert!(f[0].explanation.contains("211.6 ms"), "{}", f[0].explanation);
+        assert!(
+            f[0].explanation.contains("211.6 ms"),
+            "{}",
+            f[0].explanation
+        );
+    }
+
+    /// The MariaDB InnoDB spin case: the stripped server's three lock-wait sites (each under
+    /// the notice bar on its own in some runs) make one InnoDB finding that names the knob
+    /// with its value and costs the round at this PAUSE; the commit's back-off is a second
+    /// finding, without the knob's advice.
+    #[test]
+    fn the_mariadb_innodb_spin_case_is_one_finding_with_its_knob_and_the_backoff_another() {
+        use crate::diagnose::innodb::{InnodbSpin, Knob, KnobValue, Recognised, Server};
+        use crate::diagnose::innodb::{SpinShape, ValueFrom};
+        let kv = |knob, value| KnobValue {
+            knob,
+            value: Some(value),
+            from: ValueFrom::ProcessMemory,
+        };
+        let lock = InnodbSpin {
+            server: Server::MariaDb,
+            shape: SpinShape::LockSpin,
+            recognised: Recognised::Code {
+                instruction: "mov r12d,[rax]".into(),
+                address: 0xde2adb,
+            },
+            knobs: vec![
+                kv(Knob::CpuRelaxMultiplier, 100),
+                kv(Knob::SpinWaitDelay, 4),
+                kv(Knob::SyncSpinLoops, 30),
+            ],
+        };
+        let backoff = InnodbSpin {
+            shape: SpinShape::Backoff,
+            knobs: vec![kv(Knob::CpuRelaxMultiplier, 100)],
+            ..lock.clone()
+        };
+        let at = |symbol: &str, share, spin: &InnodbSpin| HotSite {
+            symbol: symbol.into(),
+            module: "/usr/sbin/mariadbd".into(),
+            innodb: Some(spin.clone()),
+            ..site(SiteKind::PauseSpin, share, &[(10, (share * 1000.0) as u64)])
+        };
+        let hot = HotSpots {
+            sites: vec![
+                at("mariadbd@0xde2ac0", 0.16, &lock),
+                at("mariadbd@0xde2920", 0.04, &lock),
+                at("mariadbd@0xde29d0", 0.03, &lock),
+                at("mariadbd@0x72a4e0", 0.06, &backoff),
+            ],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let f = findings(&ctx(&hot, &m, &[]));
+        let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["innodb_spin", "innodb_backoff"], "{f:#?}");
+        let spin = &f[0];
+        assert_eq!(spin.runtime, Some(Runtime::InnoDb));
+        assert!((spin.sample_share.unwrap() - 0.23).abs() < 1e-9);
+        assert!(
+            spin.title.contains("innodb_spin_wait_delay = 4"),
+            "{}",
+            spin.title
+        );
+        assert!(spin.advice.contains("innodb_spin_wait_delay (now 4)"));
+        // 100 / 4 x 4 = 100 PAUSEs a round at 43 ns: 4.3 us; 30 rounds: 129 us.
+        assert!(
+            spin.explanation.contains("one round lasts 4.3 us"),
+            "{}",
+            spin.explanation
+        );
+        assert!(spin.explanation.contains("the whole spin 129.0 us"));
+        for f in &f {
+            assert!(!f.explanation.contains(".NET") && !f.explanation.contains("glibc"));
+        }
+        assert!(!f[1].advice.contains("SET GLOBAL"), "{}", f[1].advice);
+        assert!(
+            f[1].explanation.contains("100 PAUSEs (4.3 us)"),
+            "{}",
+            f[1].explanation
+        );
     }
 
     /// The Netflix JVM case seen by a CI run: each hot site of the JIT method held one
