@@ -154,6 +154,49 @@ pub struct MachineReport {
     /// found): from a saved check given with `--check`, or measured after the workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub costs: Option<MachineCosts>,
+    /// Where [`MachineReport::pause`] came from, and how busy the CPUs were while it was
+    /// measured (absent without a PAUSE figure, and in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_source: Option<PauseSource>,
+}
+
+/// Where a diagnosis's PAUSE figure came from. An attached process (`--pid`) keeps running
+/// after the recording: measured then, a busy server shares the CPUs with the probe, which
+/// reads a PAUSE cost and a core clock too low (issue 30: 49 cycles where idle it is 78).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PauseSource {
+    /// A saved check (`--check FILE`) or measured after the recording.
+    pub from: rules::CostSource,
+    /// Other tasks' busy time on the CPUs the probe used, in CPUs on average over its run
+    /// (its disturbance record); absent for a saved check and where /proc/stat was not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_busy_cpus: Option<f64>,
+    /// How many CPUs were watched.
+    #[serde(default)]
+    pub cpus: usize,
+    /// True when the measurement was disturbed (other tasks busy for
+    /// [`crate::schema::disturbance::OTHERS_BUSY_CPUS_LIMIT`] CPUs or more, steal, throttling
+    /// or a wait for a CPU): the figure may read low.
+    #[serde(default)]
+    pub disturbed: bool,
+}
+
+impl PauseSource {
+    /// The source of a figure measured now, from the pause probe's disturbance record.
+    pub fn measured_now(d: Option<&crate::schema::disturbance::Disturbance>) -> PauseSource {
+        PauseSource {
+            from: rules::CostSource::MeasuredNow,
+            others_busy_cpus: d.and_then(|d| d.others_busy_cpus),
+            cpus: d.map_or(0, |d| d.cpus.len()),
+            disturbed: d.is_some_and(|d| d.disturbed()),
+        }
+    }
+
+    /// The CPUs' busy share while measured: others' busy CPUs over the CPUs watched.
+    pub fn busy_share(&self) -> Option<f64> {
+        let busy = self.others_busy_cpus?;
+        (self.cpus > 0).then(|| (busy / self.cpus as f64).clamp(0.0, 1.0))
+    }
 }
 
 /// Hardware counters.
@@ -489,6 +532,7 @@ pub fn build(
             ),
             pause,
             costs,
+            pause_source: None,
         },
         findings,
         hot_sites: hot.sites,

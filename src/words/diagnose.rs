@@ -270,3 +270,38 @@ mod tests {
         assert!(!few.contains("fell behind"), "{few}");
     }
 }
+
+/// Where the PAUSE figure on the screen's machine line came from, in brackets after it:
+/// `from check.json`, `measured now, quick pause probe`, or with the CPUs busy while it was
+/// measured, `measured now while the CPUs were 95% busy: may read low`.
+pub fn pause_source(source: &crate::diagnose::PauseSource) -> String {
+    use crate::diagnose::rules::CostSource;
+    match &source.from {
+        CostSource::SavedCheck { file } => format!("from {file}"),
+        CostSource::MeasuredNow => match source.busy_share() {
+            Some(busy) if source.disturbed => format!(
+                "measured now while the CPUs were {} busy: may read low",
+                pct(busy, 0)
+            ),
+            _ => "measured now, quick pause probe".to_string(),
+        },
+    }
+}
+
+/// The note of a PAUSE figure measured while other tasks kept the CPUs busy (an attached
+/// server still under its load, issue 30: 49 cycles where idle it is 78).
+pub fn pause_under_load(busy_share: Option<f64>, attached: bool) -> String {
+    let busy = busy_share
+        .map(|b| format!("{} busy", pct(b, 0)))
+        .unwrap_or_else(|| "busy".to_string());
+    let why = if attached {
+        " (the attached process kept running)"
+    } else {
+        ""
+    };
+    format!(
+        "PAUSE was measured while the CPUs were {busy}{why}: its cost and the core clock may \
+         read low, and the spin's cost in cycles with them; `cpudoctor check --save FILE` on \
+         an idle machine, then `diagnose --check FILE`, gives an idle figure"
+    )
+}

@@ -10,10 +10,11 @@
 //! guessed from the long ones: a PostgreSQL backend's quick client reads were given to its
 //! long row-lock waits that way.) Pure: fed by the recorder, tested on made-up events.
 
+use super::fast_hash::FxHashMap;
 use super::observe::BlockReason;
 use super::timeline::{Interval, Phase, SwitchEvent, Timeline};
 use crate::diagnose::symbols::Location;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// What a thread off the CPU was waiting for.
 #[derive(
@@ -68,7 +69,7 @@ impl ThreadTimes {
 pub type OffCpuKey = (u32, OffCpu, Vec<Location>);
 
 /// Time off the CPU by thread, state and stack.
-pub type OffCpuStacks = HashMap<OffCpuKey, u64>;
+pub type OffCpuStacks = FxHashMap<OffCpuKey, u64>;
 
 /// What the wall-clock recording gives the analysis.
 #[derive(Debug, Clone, Default)]
@@ -102,9 +103,9 @@ const RECENT_SAMPLES: usize = 512;
 pub struct WallRecorder {
     timeline: Timeline,
     start_ns: u64,
-    recent: HashMap<u32, VecDeque<(u64, Vec<Location>)>>,
+    recent: FxHashMap<u32, VecDeque<(u64, Vec<Location>)>>,
     /// Per thread, the time the looks found it asleep in each wait (reason and stack).
-    looks: HashMap<u32, HashMap<(BlockReason, Vec<Location>), u64>>,
+    looks: FxHashMap<u32, FxHashMap<(BlockReason, Vec<Location>), u64>>,
     /// When the last round of looks was, and the round before it.
     last_round_ns: u64,
     closed: Vec<Interval>,
@@ -121,12 +122,12 @@ impl WallRecorder {
         WallRecorder {
             timeline: Timeline::new(start_ns),
             start_ns,
-            recent: HashMap::new(),
-            looks: HashMap::new(),
+            recent: FxHashMap::default(),
+            looks: FxHashMap::default(),
             last_round_ns: start_ns,
             closed: Vec::new(),
             threads: BTreeMap::new(),
-            stacks: HashMap::new(),
+            stacks: FxHashMap::default(),
             look_count: 0,
             lacks: Vec::new(),
         }
@@ -244,7 +245,7 @@ fn share_out(
     stacks: &mut OffCpuStacks,
     tid: u32,
     blocked_ns: u64,
-    looks: HashMap<(BlockReason, Vec<Location>), u64>,
+    looks: FxHashMap<(BlockReason, Vec<Location>), u64>,
 ) -> u64 {
     if blocked_ns == 0 {
         return 0;
