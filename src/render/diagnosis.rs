@@ -101,7 +101,7 @@ fn header(d: &Diagnosis, w: u16) -> String {
             .machine
             .pause_source
             .as_ref()
-            .map(crate::words::diagnose::pause_source)
+            .map(crate::diagnose::PauseSource::words)
             .unwrap_or_else(|| "measured now, quick pause probe".to_string());
         o.push_str(&wrap_labelled(
             &format!(
