@@ -15,6 +15,7 @@ use super::observe::BlockReason;
 use super::timeline::{Interval, Phase, SwitchEvent, Timeline};
 use crate::diagnose::symbols::Location;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// What a thread off the CPU was waiting for.
 #[derive(
@@ -103,7 +104,11 @@ const RECENT_SAMPLES: usize = 512;
 pub struct WallRecorder {
     timeline: Timeline,
     start_ns: u64,
-    recent: FxHashMap<u32, VecDeque<(u64, Vec<Location>)>>,
+    recent: FxHashMap<u32, VecDeque<(u64, Arc<[Location]>)>>,
+    /// Runnable time by thread and the sample stack it was preempted in, keyed by the
+    /// stack's allocation (held here, so never reused): a preemption costs a hash of two
+    /// words, not of its whole stack. Folded into `stacks` at the finish.
+    runnable: FxHashMap<(u32, usize), (Arc<[Location]>, u64)>,
     /// Per thread, the time the looks found it asleep in each wait (reason and stack).
     looks: FxHashMap<u32, FxHashMap<(BlockReason, Vec<Location>), u64>>,
     /// When the last round of looks was, and the round before it.
@@ -123,6 +128,7 @@ impl WallRecorder {
             timeline: Timeline::new(start_ns),
             start_ns,
             recent: FxHashMap::default(),
+            runnable: FxHashMap::default(),
             looks: FxHashMap::default(),
             last_round_ns: start_ns,
             closed: Vec::new(),
@@ -146,7 +152,7 @@ impl WallRecorder {
         if q.len() == RECENT_SAMPLES {
             q.pop_front();
         }
-        q.push_back((time_ns, stack.to_vec()));
+        q.push_back((time_ns, Arc::from(stack)));
     }
 
     /// A context switch.
@@ -200,12 +206,12 @@ impl WallRecorder {
                         .recent
                         .get(&i.tid)
                         .and_then(|q| q.iter().rev().find(|(t, _)| *t <= i.start_ns))
-                        .map(|(_, s)| s.clone())
-                        .unwrap_or_default();
-                    *self
-                        .stacks
-                        .entry((i.tid, OffCpu::Runnable, stack))
-                        .or_default() += i.ns();
+                        .map(|(_, s)| s.clone());
+                    let at = stack.as_ref().map_or(0, |s| s.as_ptr() as usize);
+                    self.runnable
+                        .entry((i.tid, at))
+                        .or_insert_with(|| (stack.unwrap_or_else(|| Arc::from([])), 0))
+                        .1 += i.ns();
                 }
                 Phase::Blocked => {}
             }
@@ -219,6 +225,12 @@ impl WallRecorder {
         let mut out = std::mem::take(&mut self.closed);
         self.timeline.finish(end_ns, pid_of, &mut out);
         self.take(&mut out);
+        for ((tid, _), (stack, ns)) in self.runnable.drain() {
+            *self
+                .stacks
+                .entry((tid, OffCpu::Runnable, stack.to_vec()))
+                .or_default() += ns;
+        }
         let mut unobserved_ns = 0;
         for (&tid, t) in &self.threads {
             let looks = self.looks.remove(&tid).unwrap_or_default();
