@@ -99,16 +99,19 @@ pub struct WallRecording {
 /// reach back over the records held back (~100 ms at the highest frequencies).
 const RECENT_SAMPLES: usize = 512;
 
+/// A sampled stack, shared by the samples remembered and the preemptions it stands for.
+type SampleStack = Arc<[Location]>;
+
 /// The recording's wall-clock part.
 #[derive(Debug)]
 pub struct WallRecorder {
     timeline: Timeline,
     start_ns: u64,
-    recent: FxHashMap<u32, VecDeque<(u64, Arc<[Location]>)>>,
+    recent: FxHashMap<u32, VecDeque<(u64, SampleStack)>>,
     /// Runnable time by thread and the sample stack it was preempted in, keyed by the
     /// stack's allocation (held here, so never reused): a preemption costs a hash of two
     /// words, not of its whole stack. Folded into `stacks` at the finish.
-    runnable: FxHashMap<(u32, usize), (Arc<[Location]>, u64)>,
+    runnable: FxHashMap<(u32, usize), (SampleStack, u64)>,
     /// Per thread, the time the looks found it asleep in each wait (reason and stack).
     looks: FxHashMap<u32, FxHashMap<(BlockReason, Vec<Location>), u64>>,
     /// When the last round of looks was, and the round before it.
