@@ -87,9 +87,11 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "SAVED.json",
           conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "no_wall", "save"])]
     pub from: Option<PathBuf>,
-    /// A fingerprint saved by `cpudoctor check --save` on this machine: the line-transfer and
-    /// lock costs the findings quote come from it. Without it (or when it was measured on
-    /// another CPU) they are measured after the workload with the probes' quick profile.
+    /// A fingerprint saved by `cpudoctor check --save` on this machine: the PAUSE,
+    /// line-transfer and lock costs the findings quote come from it. Without it (or when it
+    /// was measured on another CPU) they are measured after the workload with the probes'
+    /// quick profile; an attached process (--pid) still running then shares the CPUs with
+    /// the probe, and the diagnosis says how busy they were.
     #[arg(long, value_name = "CHECK.json", conflicts_with = "from")]
     pub check: Option<PathBuf>,
     /// The command to run, after `--`. A JVM it starts gets JAVA_TOOL_OPTIONS with
