@@ -20,7 +20,7 @@
 # Goal (issue 30): under 3% of the server's throughput. The machine's other load shows in the
 # ranges: run it on a quiet machine for a verdict.
 # Usage: bench/server_overhead.sh [SERVERS] [ROUNDS] [SECONDS]
-#   SERVERS: comma-separated (default mariadb,nginx,redis), ROUNDS 5, SECONDS 8.
+#   SERVERS: comma-separated (default mariadb,nginx,redis), ROUNDS 5, SECONDS 8 (at least 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 servers="${1:-mariadb,nginx,redis}"
@@ -58,13 +58,13 @@ alone() { # the load's throughput alone; the target's switches/s to $work/cs
   local server=$1
   "load_$server" "$secs" >"$work/tps" &
   local pid=$!
-  sleep 1
-  local c0 t0 c1 t1
-  c0=$(tree_switches "$parent"); t0=$(date +%s.%N)
-  sleep $((secs - 2))
-  c1=$(tree_switches "$parent"); t1=$(date +%s.%N)
+  sleep 2 # the load's connections are made (32 backends of PostgreSQL)
+  local t0 t1
+  tree_switches "$parent" >"$work/c0"; t0=$(date +%s.%N)
+  sleep $((secs - 3))
+  tree_switches "$parent" >"$work/c1"; t1=$(date +%s.%N)
   wait "$pid"
-  python3 -c "print(round(($c1 - $c0) / ($t1 - $t0)))" >"$work/cs"
+  switch_rate "$work/c0" "$work/c1" "$(python3 -c "print($t1 - $t0)")" >"$work/cs"
   cat "$work/tps"
 }
 

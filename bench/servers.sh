@@ -116,8 +116,19 @@ start_postgres_server() {
   }
 }
 
-# tree_switches PID: context switches so far of PID, its threads and its descendants' (from
-# /proc/PID/task/*/status), one number.
+# switch_rate FILE0 FILE1 SECONDS: switches a second of the threads in both readings.
+switch_rate() {
+  python3 - "$@" <<'PY'
+import sys
+read = lambda f: dict(l.split() for l in open(f) if l.strip())
+a, b = read(sys.argv[1]), read(sys.argv[2])
+print(round(sum(int(b[t]) - int(a[t]) for t in a.keys() & b.keys()) / float(sys.argv[3])))
+PY
+}
+
+# tree_switches PID: context switches so far of PID, its threads and its descendants' threads
+# (from /proc/PID/task/*/status), one `TID COUNT` line per thread (a rate is taken over the
+# threads alive at both readings: PostgreSQL's backends come and go).
 tree_switches() {
   python3 - "$1" <<'PY'
 import os, sys
@@ -130,7 +141,7 @@ for p in os.listdir("/proc"):
             kids.setdefault(ppid, []).append(int(p))
         except OSError:
             pass
-total, todo = 0, [root]
+counts, todo = {}, [root]
 while todo:
     pid = todo.pop()
     todo += kids.get(pid, [])
@@ -142,9 +153,10 @@ while todo:
         try:
             for line in open(f"/proc/{pid}/task/{t}/status"):
                 if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
-                    total += int(line.split()[1])
+                    counts[t] = counts.get(t, 0) + int(line.split()[1])
         except OSError:
             pass
-print(total)
+for t, n in counts.items():
+    print(t, n)
 PY
 }
