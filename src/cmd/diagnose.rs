@@ -87,9 +87,11 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "SAVED.json",
           conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "no_wall", "save"])]
     pub from: Option<PathBuf>,
-    /// A fingerprint saved by `cpudoctor check --save` on this machine: the line-transfer and
-    /// lock costs the findings quote come from it. Without it (or when it was measured on
-    /// another CPU) they are measured after the workload with the probes' quick profile.
+    /// A fingerprint saved by `cpudoctor check --save` on this machine: the PAUSE,
+    /// line-transfer and lock costs the findings quote come from it. Without it (or when it
+    /// was measured on another CPU) they are measured after the workload with the probes'
+    /// quick profile; an attached process (--pid) still running then shares the CPUs with
+    /// the probe, and the diagnosis says how busy they were.
     #[arg(long, value_name = "CHECK.json", conflicts_with = "from")]
     pub check: Option<PathBuf>,
     /// The command to run, after `--`. A JVM it starts gets JAVA_TOOL_OPTIONS with
@@ -216,6 +218,44 @@ fn line_costs(
     session::measure_line_costs(host, transfer, split, &BarProgress::new())
 }
 
+/// PAUSE for a spin's cost: from the saved check when it was taken on this CPU and holds it
+/// (measured on an idle machine, while an attached server may still load the CPUs now), else
+/// measured now, after the recording, with what the CPUs did meanwhile (its disturbance
+/// record): an attached process keeps running, and a busy CPU reads PAUSE low.
+fn pause_cost(
+    saved_check: Option<&(&PathBuf, cpudoctor::schema::Fingerprint)>,
+    host: &Host,
+) -> Option<(diagnose::rules::PauseCost, diagnose::PauseSource)> {
+    if let Some((path, fp)) = saved_check
+        && fp.machine.cpu_line() == host.machine.cpu_line()
+        && let Ok(pause) = session::pause_of(fp)
+    {
+        let disturbance = fp
+            .probe(cpudoctor::names::probe::PAUSE)
+            .and_then(|p| p.disturbance.as_ref());
+        let source = diagnose::PauseSource {
+            from: diagnose::rules::CostSource::SavedCheck {
+                file: path.display().to_string(),
+            },
+            ..diagnose::PauseSource::measured_now(disturbance)
+        };
+        return Some((pause, source));
+    }
+    let (fp, pause) = session::measure_pause(
+        host,
+        "diagnose",
+        &ProbeOptions::new(Profile::Quick),
+        &BarProgress::new(),
+    );
+    let disturbance = fp
+        .probe(cpudoctor::names::probe::PAUSE)
+        .and_then(|p| p.disturbance.as_ref());
+    Some((
+        pause.ok()?,
+        diagnose::PauseSource::measured_now(disturbance),
+    ))
+}
+
 pub fn run(args: DiagnoseArgs) -> Result<()> {
     if let Some(path) = &args.from {
         return from_saved(path, &args);
@@ -302,20 +342,30 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         && !STOP.load(Ordering::SeqCst)
         && super::caught_signal().is_none()
     {
-        // Measured after the workload, so neither disturbs the other; not after a signal,
-        // which asks to end.
-        let (_, pause) = session::measure_pause(
-            &host,
-            "diagnose",
-            &ProbeOptions::new(Profile::Quick),
-            &BarProgress::new(),
-        );
-        pause.ok()
+        pause_cost(saved_check.as_ref(), &host)
     } else {
         None
     };
     let costs = line_costs(&args, saved_check.as_ref(), &hot, &rec, &host);
-    let d = diagnose::build(rec, hot, machine, reason, counter_note, pause, costs);
+    let attached = args.pid.is_some();
+    let mut d = diagnose::build(
+        rec,
+        hot,
+        machine,
+        reason,
+        counter_note,
+        pause.as_ref().map(|(p, _)| *p),
+        costs,
+    );
+    if let Some((_, source)) = pause {
+        if source.disturbed {
+            d.notes.push(cpudoctor::words::diagnose::pause_under_load(
+                source.busy_share(),
+                attached,
+            ));
+        }
+        d.machine.pause_source = Some(source);
+    }
     let json = serde_json::to_vec_pretty(&d)?;
     // The files first: after SIGHUP the terminal is gone and only they can keep the result.
     // A file that fails does not stop the others or the screen.

@@ -172,6 +172,21 @@ pub struct FindingBrief {
     pub symbol: Option<String>,
     /// Share of samples.
     pub sample_share: Option<f64>,
+    /// For a finding on one side only: the same function's share in the other run, when it
+    /// was sampled there below the bar a finding needs (so it is not "only" on this side: it
+    /// grew from, or shrank to, that share). Absent in diffs written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_run: Option<OtherRun>,
+}
+
+/// The function of a one-sided finding as the other run of a diff sampled it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OtherRun {
+    /// Share of that run's samples in the function's hottest classified site, or in the
+    /// function when no site of it was classified.
+    pub share: f64,
+    /// The share from which a site becomes a finding ([`crate::diagnose::rules::NOTICE_SHARE`]).
+    pub bar: f64,
 }
 
 /// A finding present on both sides (same id, same function).
@@ -386,10 +401,44 @@ fn brief(f: &Finding) -> FindingBrief {
         title: f.title.clone(),
         symbol: f.symbol.clone(),
         sample_share: f.sample_share,
+        other_run: None,
     }
 }
 
-fn findings(old: &Diagnosis, new: &Diagnosis) -> FindingChanges {
+/// The share of the function a one-sided finding is about in the other run, when it was
+/// sampled there below the finding bar: its hottest classified site's share, else the
+/// function's (from the leaves of the other run's stacks, `tally`).
+fn below_bar(f: &Finding, other: &Diagnosis, tally: &Tally, samples: u64) -> Option<OtherRun> {
+    let symbol = f.symbol.as_deref()?;
+    f.sample_share?;
+    let site = other
+        .hot_sites
+        .iter()
+        .filter(|s| s.symbol == symbol)
+        .map(|s| s.share)
+        .max_by(f64::total_cmp);
+    let function = || {
+        let n: u64 = tally
+            .by_function
+            .iter()
+            .filter(|((name, _), _)| name == symbol)
+            .map(|(_, n)| n)
+            .sum();
+        (samples > 0 && n > 0).then(|| n as f64 / samples as f64)
+    };
+    let share = site.filter(|&s| s > 0.0).or_else(function)?;
+    Some(OtherRun {
+        share,
+        bar: crate::diagnose::rules::NOTICE_SHARE,
+    })
+}
+
+fn findings(
+    old: &Diagnosis,
+    new: &Diagnosis,
+    (ot, os): (&Tally, u64),
+    (nt, ns): (&Tally, u64),
+) -> FindingChanges {
     // A runtime's finding pairs by its runtime: which of its functions leads may change.
     let key = |f: &Finding| {
         (
@@ -407,14 +456,20 @@ fn findings(old: &Diagnosis, new: &Diagnosis) -> FindingChanges {
                 old: brief(f),
                 new: brief(n),
             }),
-            None => out.only_old.push(brief(f)),
+            None => out.only_old.push(FindingBrief {
+                other_run: below_bar(f, new, nt, ns),
+                ..brief(f)
+            }),
         }
     }
     out.only_new = new
         .findings
         .iter()
         .filter(|f| !old_keys.contains(&key(f)))
-        .map(brief)
+        .map(|f| FindingBrief {
+            other_run: below_bar(f, old, ot, os),
+            ..brief(f)
+        })
         .collect();
     out
 }
@@ -494,6 +549,7 @@ pub fn compare(
         let lacking = if old.wall.is_none() { &o } else { &n };
         notes.push(words::no_wall_view(&lacking.label));
     }
+    let findings = findings(old, new, (&ot, o.samples), (&nt, n.samples));
     DiagnosisDiff {
         kind: "diagnosis_diff".into(),
         rule: rule(&o, &n),
@@ -502,7 +558,7 @@ pub fn compare(
         functions,
         modules,
         grown,
-        findings: findings(old, new),
+        findings,
         notes,
         wall: super::wall::compare(old, new),
     }

@@ -155,6 +155,60 @@ pub struct MachineReport {
     /// found): from a saved check given with `--check`, or measured after the workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub costs: Option<MachineCosts>,
+    /// Where [`MachineReport::pause`] came from, and how busy the CPUs were while it was
+    /// measured (absent without a PAUSE figure, and in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_source: Option<PauseSource>,
+}
+
+/// Where a diagnosis's PAUSE figure came from. An attached process (`--pid`) keeps running
+/// after the recording: measured then, a busy server shares the CPUs with the probe, which
+/// reads a PAUSE cost and a core clock too low (issue 30: 49 cycles where idle it is 78).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PauseSource {
+    /// A saved check (`from`: `saved_check`, with its `file`, given with `--check`) or
+    /// `measured_now`, after the recording.
+    #[serde(flatten)]
+    pub from: rules::CostSource,
+    /// Other tasks' busy time on the CPUs the probe used, in CPUs on average over its run
+    /// (its disturbance record); absent for a saved check and where /proc/stat was not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_busy_cpus: Option<f64>,
+    /// How many CPUs were watched.
+    #[serde(default)]
+    pub cpus: usize,
+    /// True when the measurement was disturbed (other tasks busy for
+    /// [`crate::schema::disturbance::OTHERS_BUSY_CPUS_LIMIT`] CPUs or more, steal, throttling
+    /// or a wait for a CPU): the figure may read low.
+    #[serde(default)]
+    pub disturbed: bool,
+}
+
+impl PauseSource {
+    /// The source of a figure measured now, from the pause probe's disturbance record.
+    pub fn measured_now(d: Option<&crate::schema::disturbance::Disturbance>) -> PauseSource {
+        PauseSource {
+            from: rules::CostSource::MeasuredNow,
+            others_busy_cpus: d.and_then(|d| d.others_busy_cpus),
+            cpus: d.map_or(0, |d| d.cpus.len()),
+            disturbed: d.is_some_and(|d| d.disturbed()),
+        }
+    }
+
+    /// The CPUs' busy share while measured: others' busy CPUs over the CPUs watched.
+    pub fn busy_share(&self) -> Option<f64> {
+        let busy = self.others_busy_cpus?;
+        (self.cpus > 0).then(|| (busy / self.cpus as f64).clamp(0.0, 1.0))
+    }
+
+    /// Where the figure came from, as the screen's PAUSE line says it.
+    pub fn words(&self) -> String {
+        let file = match &self.from {
+            rules::CostSource::SavedCheck { file } => Some(file.as_str()),
+            rules::CostSource::MeasuredNow => None,
+        };
+        crate::words::diagnose::pause_source(file, self.busy_share(), self.disturbed)
+    }
 }
 
 /// Hardware counters.
@@ -490,6 +544,7 @@ pub fn build(
             ),
             pause,
             costs,
+            pause_source: None,
         },
         findings,
         hot_sites: hot.sites,
@@ -550,6 +605,33 @@ mod tests {
         assert!(why.starts_with("no hardware PMU is exposed: sampling the cpu-clock"));
         m.pmu.usable = true;
         assert_eq!(choose_mode(&m).0, SamplingMode::Cycles);
+    }
+
+    #[test]
+    fn a_pause_measured_beside_a_busy_attached_server_is_marked_from_its_disturbance_record() {
+        // Issue 30: the attached MariaDB kept both vCPUs busy while PAUSE was measured.
+        use crate::schema::disturbance::{Disturbance, DisturbedBy};
+        let record = Disturbance {
+            by: vec![DisturbedBy::OtherTasks],
+            wall_s: 0.3,
+            cpus: vec![0, 1],
+            cpu_quota_cpus: None,
+            periods: None,
+            throttled_periods: None,
+            throttled_s: None,
+            steal_ratio: Some(0.0),
+            others_busy_cpus: Some(1.9),
+            run_queue_wait_ratio: Some(0.2),
+        };
+        let source = PauseSource::measured_now(Some(&record));
+        assert!(source.disturbed);
+        assert_eq!(source.busy_share(), Some(0.95));
+        assert!(source.words().contains("95% busy: may read low"));
+        let json = serde_json::to_string(&source).unwrap();
+        assert!(json.contains("\"from\":\"measured_now\""), "{json}");
+        assert_eq!(serde_json::from_str::<PauseSource>(&json).unwrap(), source);
+        let unknown = PauseSource::measured_now(None);
+        assert!(!unknown.disturbed && unknown.busy_share().is_none());
     }
 
     #[test]

@@ -97,14 +97,23 @@ fn header(d: &Diagnosis, w: u16) -> String {
         w,
     ));
     if let Some(p) = d.machine.pause {
-        let _ = writeln!(
-            o,
-            "PAUSE       {:.1} ns{} (measured now, quick pause probe)",
-            p.ns,
-            p.cycles
-                .map(|c| format!(" = {c:.0} cycles"))
-                .unwrap_or_default()
-        );
+        let source = d
+            .machine
+            .pause_source
+            .as_ref()
+            .map(crate::diagnose::PauseSource::words)
+            .unwrap_or_else(|| "measured now, quick pause probe".to_string());
+        o.push_str(&wrap_labelled(
+            &format!(
+                "{:.1} ns{} ({source})",
+                p.ns,
+                p.cycles
+                    .map(|c| format!(" = {c:.0} cycles"))
+                    .unwrap_or_default()
+            ),
+            "PAUSE       ",
+            w,
+        ));
     }
     o
 }

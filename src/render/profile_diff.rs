@@ -12,6 +12,7 @@ use crate::diagnose::wall::OffCpu;
 use crate::format::pct;
 use crate::format::{group_thousands, human_ns};
 use crate::render::text::{table, wrap_labelled};
+use crate::words::compare::{self as words, OneSide};
 use std::fmt::Write;
 
 /// Rows of the function table shown without `--all` (every grown and shrunk one up to this).
@@ -144,6 +145,20 @@ fn finding_line(f: &FindingBrief) -> String {
             .map(|s| format!(" ({})", pct(s, 1)))
             .unwrap_or_default()
     )
+}
+
+/// A finding on one side only: its line, or, when the other run sampled its function (below
+/// the bar), the move from the other run's share to this one's.
+pub fn one_sided_line(f: &FindingBrief, side: OneSide) -> String {
+    match f.other_run {
+        Some(other) => format!(
+            "[{}] {}: {}",
+            f.level.word(),
+            f.title,
+            words::across_the_bar(side, f.sample_share, other.share, other.bar)
+        ),
+        None => finding_line(f),
+    }
 }
 
 /// Renders the comparison for a terminal `width` columns wide; `all` lists the functions that
@@ -374,11 +389,15 @@ fn findings(d: &DiagnosisDiff, w: u16) -> String {
     if f.only_old.is_empty() && f.only_new.is_empty() && f.both.is_empty() {
         let _ = writeln!(o, "None on either side.");
     }
-    for x in &f.only_new {
-        o.push_str(&wrap_labelled(&finding_line(x), "  only in new: ", w));
-    }
-    for x in &f.only_old {
-        o.push_str(&wrap_labelled(&finding_line(x), "  only in old: ", w));
+    for (side, list) in [(OneSide::New, &f.only_new), (OneSide::Old, &f.only_old)] {
+        for x in list {
+            let label = format!(
+                "  {}: ",
+                words::one_sided_label(side, x.other_run.is_some())
+            );
+            let label = format!("{label:<15}");
+            o.push_str(&wrap_labelled(&one_sided_line(x, side), &label, w));
+        }
     }
     for p in &f.both {
         let level = if p.old.level == p.new.level {
@@ -478,6 +497,57 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("only in old:"), "{text}");
+    }
+
+    #[test]
+    fn the_site_below_the_bar_in_the_old_run_case_grew_rather_than_only_in_new() {
+        // Issue 30: a site at 3.7% of the old run's samples, under the 5% bar a finding
+        // needs, was called "only in new" when it became a finding.
+        let new = fixture("spin-phases-4000-zen3-kvm.json");
+        let mut old = new.clone();
+        old.findings.clear();
+        for s in old
+            .hot_sites
+            .iter_mut()
+            .filter(|s| s.symbol == "wait_for_item")
+        {
+            s.share = 0.037;
+        }
+        let d = compare(&old, &new, "old.json", "new.json");
+        let x = d
+            .findings
+            .only_new
+            .iter()
+            .find(|f| f.symbol.as_deref() == Some("wait_for_item"))
+            .expect("the spin is found in the new run only");
+        let other = x.other_run.expect("the old run sampled it");
+        assert_eq!(other.share, 0.037);
+        // The lines wrap at 80 columns: compared as words.
+        let words = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = words(render(&d, 80, false));
+        assert!(!text.contains("only in new"), "{text}");
+        assert!(
+            text.contains("grew:") && text.contains("from 3.7% (below the 5% bar) to 80.1%"),
+            "{text}"
+        );
+        // The other way round it shrank to below the bar.
+        let back = compare(&new, &old, "new.json", "old.json");
+        let text = words(render(&back, 80, false));
+        assert!(text.contains("shrank:"), "{text}");
+        assert!(
+            text.contains("from 80.1% to 3.7% (below the 5% bar)"),
+            "{text}"
+        );
+        // A function the other run never sampled is still on one side only.
+        let mut unsampled = old.clone();
+        unsampled.hot_sites.retain(|s| s.symbol != "wait_for_item");
+        unsampled
+            .stacks
+            .retain(|s| s.frames[0].function.as_deref() != Some("wait_for_item"));
+        unsampled.functions.retain(|f| f.symbol != "wait_for_item");
+        let d = compare(&unsampled, &new, "old.json", "new.json");
+        assert!(d.findings.only_new.iter().all(|f| f.other_run.is_none()));
+        assert!(render(&d, 80, false).contains("only in new: [HAZARD] wait_for_item"));
     }
 
     fn mutex_wait() -> DiagnosisDiff {

@@ -110,6 +110,44 @@ pub fn no_site(why: NoSite) -> String {
     }
 }
 
+/// Which side of a profile diff a finding is on alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneSide {
+    /// Found in the new run only.
+    New,
+    /// Found in the old run only.
+    Old,
+}
+
+/// How a one-sided finding is labelled: "only in new" when the other run did not sample its
+/// function; "grew"/"shrank" when it did, below the bar or not (issue 30: a site at 3.7% in
+/// the old run, under the 5% bar, was called "only in new").
+pub fn one_sided_label(side: OneSide, in_other_run: bool) -> &'static str {
+    match (side, in_other_run) {
+        (OneSide::New, false) => "only in new",
+        (OneSide::Old, false) => "only in old",
+        (OneSide::New, true) => "grew",
+        (OneSide::Old, true) => "shrank",
+    }
+}
+
+/// The move of a one-sided finding whose function the other run sampled at `other` of its
+/// samples: "from 3.7% (below the 5% bar) to 12.0%" (new side) or "from 12.0% to 3.7%
+/// (below the 5% bar)" (old side); `this` is the finding's own share.
+pub fn across_the_bar(side: OneSide, this: Option<f64>, other: f64, bar: f64) -> String {
+    use crate::format::pct;
+    let other_text = if other < bar {
+        format!("{} (below the {} bar)", pct(other, 1), pct(bar, 0))
+    } else {
+        format!("{} (no finding there)", pct(other, 1))
+    };
+    let this_text = this.map(|s| pct(s, 1)).unwrap_or_else(|| "?".into());
+    match side {
+        OneSide::New => format!("from {other_text} to {this_text}"),
+        OneSide::Old => format!("from {this_text} to {other_text}"),
+    }
+}
+
 /// The rule a profile diff follows, with both runs' lengths and rates.
 pub struct ProfileRuleFigures {
     /// The old run's wall time, s, and sampling rate, Hz.

@@ -167,6 +167,40 @@ pub fn records_lost(lost: u64, kept: u64) -> String {
     s
 }
 
+/// Where the PAUSE figure on the screen's machine line came from, in brackets after it:
+/// `from check.json` (`saved_file`, a saved check), `measured now, quick pause probe`, or,
+/// `disturbed` with the CPUs `busy_share` busy while it was measured, `measured now while the
+/// CPUs were 95% busy: may read low`.
+pub fn pause_source(saved_file: Option<&str>, busy_share: Option<f64>, disturbed: bool) -> String {
+    match (saved_file, busy_share) {
+        (Some(file), _) => format!("from {file}"),
+        (None, Some(busy)) if disturbed => format!(
+            "measured now while the CPUs were {} busy: may read low",
+            pct(busy, 0)
+        ),
+        (None, _) if disturbed => "measured now while the CPUs were busy: may read low".into(),
+        (None, _) => "measured now, quick pause probe".to_string(),
+    }
+}
+
+/// The note of a PAUSE figure measured while other tasks kept the CPUs busy (an attached
+/// server still under its load, issue 30: 49 cycles where idle it is 78).
+pub fn pause_under_load(busy_share: Option<f64>, attached: bool) -> String {
+    let busy = busy_share
+        .map(|b| format!("{} busy", pct(b, 0)))
+        .unwrap_or_else(|| "busy".to_string());
+    let why = if attached {
+        " (the attached process kept running)"
+    } else {
+        ""
+    };
+    format!(
+        "PAUSE was measured while the CPUs were {busy}{why}: its cost and the core clock may \
+         read low, and the spin's cost in cycles with them; `cpudoctor check --save FILE` on \
+         an idle machine, then `diagnose --check FILE`, gives an idle figure"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +302,29 @@ mod tests {
         let few = records_lost(1, 999);
         assert!(few.contains("off by up to 1 point"), "{few}");
         assert!(!few.contains("fell behind"), "{few}");
+    }
+
+    #[test]
+    fn the_busy_attached_server_case_says_pause_may_read_low() {
+        // Issue 30: PAUSE 24.1 ns = 49 cycles measured while the attached MariaDB kept both
+        // vCPUs busy, where idle it is 78 cycles; nothing warned.
+        assert_eq!(
+            pause_source(None, Some(0.95), true),
+            "measured now while the CPUs were 95% busy: may read low"
+        );
+        let note = pause_under_load(Some(0.95), true);
+        assert!(
+            note.contains("95% busy (the attached process kept running)"),
+            "{note}"
+        );
+        assert!(note.contains("diagnose --check FILE"), "{note}");
+        assert_eq!(
+            pause_source(None, Some(0.05), false),
+            "measured now, quick pause probe"
+        );
+        assert_eq!(
+            pause_source(Some("idle.json"), None, false),
+            "from idle.json"
+        );
     }
 }

@@ -43,6 +43,11 @@ const MEMORY_EVERY: Duration = Duration::from_millis(500);
 /// in all. A process that ran since its last read is read once more when recording stops.
 const SMAPS_EVERY: Duration = MEMORY_EVERY;
 const SMAPS_PER_PROCESS: Duration = Duration::from_millis(250);
+/// A process's next `smaps_rollup` read waits at least this many times as long as its last
+/// read took, which keeps the walks under 0.5% of a CPU: MariaDB with a 256 MiB buffer pool
+/// under sysbench took ~6 ms a read, and the walks were an eighth of diagnose's own CPU time
+/// (issue 30). Every process is read once more when recording stops.
+const SMAPS_COST_FACTOR: u32 = 200;
 /// The poll loop's sleep between rounds.
 const ROUND_SLEEP: Duration = Duration::from_millis(50);
 
@@ -105,8 +110,8 @@ pub(super) struct Run<'a> {
     /// What the machine's CPUs did, read at the start, for who held them.
     cpu_window: Option<CpuWindow>,
     memory: BTreeMap<u32, ProcessMemory>,
-    /// When each process's memory was last read, and its samples then.
-    smaps_read: HashMap<u32, (Instant, u64)>,
+    /// When each process's memory was last read, its samples then, and how long the read took.
+    smaps_read: HashMap<u32, (Instant, u64, Duration)>,
     perf_maps: HashMap<u32, PerfMapFollower>,
     records: Vec<Record>,
     last_threads: Instant,
@@ -577,15 +582,22 @@ impl<'a> Run<'a> {
         let now = Instant::now();
         for &pid in &self.st.pids {
             let samples = self.st.pid_samples.get(&pid).copied().unwrap_or(0);
+            // At the stop (`every` zero) the cost no longer matters: the last read is taken.
+            let wait = |took: Duration| match every.is_zero() {
+                true => every,
+                false => every.max(took * SMAPS_COST_FACTOR),
+            };
             let due = self
                 .smaps_read
                 .get(&pid)
-                .is_none_or(|&(at, seen)| now - at >= every && samples > seen);
+                .is_none_or(|&(at, seen, took)| now - at >= wait(took) && samples > seen);
             if !due {
                 continue;
             }
-            self.smaps_read.insert(pid, (now, samples));
-            if let Some(m) = memory::read_process(pid) {
+            let read = memory::read_process(pid);
+            self.smaps_read
+                .insert(pid, (now, samples, Instant::now() - now));
+            if let Some(m) = read {
                 let keep = self
                     .memory
                     .get(&pid)

@@ -10,10 +10,12 @@
 //! guessed from the long ones: a PostgreSQL backend's quick client reads were given to its
 //! long row-lock waits that way.) Pure: fed by the recorder, tested on made-up events.
 
+use super::fast_hash::FxHashMap;
 use super::observe::BlockReason;
 use super::timeline::{Interval, Phase, SwitchEvent, Timeline};
 use crate::diagnose::symbols::Location;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// What a thread off the CPU was waiting for.
 #[derive(
@@ -68,7 +70,7 @@ impl ThreadTimes {
 pub type OffCpuKey = (u32, OffCpu, Vec<Location>);
 
 /// Time off the CPU by thread, state and stack.
-pub type OffCpuStacks = HashMap<OffCpuKey, u64>;
+pub type OffCpuStacks = FxHashMap<OffCpuKey, u64>;
 
 /// What the wall-clock recording gives the analysis.
 #[derive(Debug, Clone, Default)]
@@ -97,14 +99,21 @@ pub struct WallRecording {
 /// reach back over the records held back (~100 ms at the highest frequencies).
 const RECENT_SAMPLES: usize = 512;
 
+/// A sampled stack, shared by the samples remembered and the preemptions it stands for.
+type SampleStack = Arc<[Location]>;
+
 /// The recording's wall-clock part.
 #[derive(Debug)]
 pub struct WallRecorder {
     timeline: Timeline,
     start_ns: u64,
-    recent: HashMap<u32, VecDeque<(u64, Vec<Location>)>>,
+    recent: FxHashMap<u32, VecDeque<(u64, SampleStack)>>,
+    /// Runnable time by thread and the sample stack it was preempted in, keyed by the
+    /// stack's allocation (held here, so never reused): a preemption costs a hash of two
+    /// words, not of its whole stack. Folded into `stacks` at the finish.
+    runnable: FxHashMap<(u32, usize), (SampleStack, u64)>,
     /// Per thread, the time the looks found it asleep in each wait (reason and stack).
-    looks: HashMap<u32, HashMap<(BlockReason, Vec<Location>), u64>>,
+    looks: FxHashMap<u32, FxHashMap<(BlockReason, Vec<Location>), u64>>,
     /// When the last round of looks was, and the round before it.
     last_round_ns: u64,
     closed: Vec<Interval>,
@@ -121,12 +130,13 @@ impl WallRecorder {
         WallRecorder {
             timeline: Timeline::new(start_ns),
             start_ns,
-            recent: HashMap::new(),
-            looks: HashMap::new(),
+            recent: FxHashMap::default(),
+            runnable: FxHashMap::default(),
+            looks: FxHashMap::default(),
             last_round_ns: start_ns,
             closed: Vec::new(),
             threads: BTreeMap::new(),
-            stacks: HashMap::new(),
+            stacks: FxHashMap::default(),
             look_count: 0,
             lacks: Vec::new(),
         }
@@ -145,7 +155,7 @@ impl WallRecorder {
         if q.len() == RECENT_SAMPLES {
             q.pop_front();
         }
-        q.push_back((time_ns, stack.to_vec()));
+        q.push_back((time_ns, Arc::from(stack)));
     }
 
     /// A context switch.
@@ -199,12 +209,12 @@ impl WallRecorder {
                         .recent
                         .get(&i.tid)
                         .and_then(|q| q.iter().rev().find(|(t, _)| *t <= i.start_ns))
-                        .map(|(_, s)| s.clone())
-                        .unwrap_or_default();
-                    *self
-                        .stacks
-                        .entry((i.tid, OffCpu::Runnable, stack))
-                        .or_default() += i.ns();
+                        .map(|(_, s)| s.clone());
+                    let at = stack.as_ref().map_or(0, |s| s.as_ptr() as usize);
+                    self.runnable
+                        .entry((i.tid, at))
+                        .or_insert_with(|| (stack.unwrap_or_else(|| Arc::from([])), 0))
+                        .1 += i.ns();
                 }
                 Phase::Blocked => {}
             }
@@ -218,6 +228,12 @@ impl WallRecorder {
         let mut out = std::mem::take(&mut self.closed);
         self.timeline.finish(end_ns, pid_of, &mut out);
         self.take(&mut out);
+        for ((tid, _), (stack, ns)) in self.runnable.drain() {
+            *self
+                .stacks
+                .entry((tid, OffCpu::Runnable, stack.to_vec()))
+                .or_default() += ns;
+        }
         let mut unobserved_ns = 0;
         for (&tid, t) in &self.threads {
             let looks = self.looks.remove(&tid).unwrap_or_default();
@@ -244,7 +260,7 @@ fn share_out(
     stacks: &mut OffCpuStacks,
     tid: u32,
     blocked_ns: u64,
-    looks: HashMap<(BlockReason, Vec<Location>), u64>,
+    looks: FxHashMap<(BlockReason, Vec<Location>), u64>,
 ) -> u64 {
     if blocked_ns == 0 {
         return 0;

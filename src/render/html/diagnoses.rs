@@ -13,6 +13,7 @@ use crate::diagnose::hotspots::short_module;
 use crate::format::pct;
 use crate::render::flame;
 use crate::render::profile_diff::{place_label, state_label};
+use crate::words::compare::{OneSide, across_the_bar, one_sided_label};
 use std::fmt::Write;
 
 /// A written page.
@@ -267,11 +268,20 @@ fn diff_tables(h: &mut String, d: &DiagnosisDiff, beside: impl FnOnce(&mut Strin
     let f = &d.findings;
     if !(f.only_old.is_empty() && f.only_new.is_empty()) {
         h.push_str("<p><b>Findings on one side only</b></p><ul>\n");
-        for x in &f.only_new {
-            let _ = writeln!(h, "<li>only in new: {}</li>", finding_item(x));
-        }
-        for x in &f.only_old {
-            let _ = writeln!(h, "<li>only in old: {}</li>", finding_item(x));
+        for (side, list) in [(OneSide::New, &f.only_new), (OneSide::Old, &f.only_old)] {
+            for x in list {
+                let label = one_sided_label(side, x.other_run.is_some());
+                let moved = x
+                    .other_run
+                    .map(|o| {
+                        format!(
+                            ": {}",
+                            escape(&across_the_bar(side, x.sample_share, o.share, o.bar))
+                        )
+                    })
+                    .unwrap_or_default();
+                let _ = writeln!(h, "<li>{label}: {}{moved}</li>", finding_item(x));
+            }
         }
         h.push_str("</ul>\n");
     }
