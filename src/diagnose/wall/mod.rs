@@ -16,7 +16,6 @@
 //! and per command the time in each state, and the off-CPU stacks weighted in ns.
 
 pub mod cpu;
-pub mod fast_hash;
 pub mod observe;
 pub mod recorder;
 pub mod timeline;
