@@ -21,6 +21,7 @@ pub mod events;
 pub mod export;
 pub mod hotspots;
 pub mod jit;
+pub mod kernel;
 pub mod memory;
 pub mod namespace;
 pub mod perf_map;
@@ -101,6 +102,11 @@ pub struct TargetReport {
     /// True when `--no-children` kept an attached process's children out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_children: bool,
+    /// The process as the user ran it (`argv[0]`'s name, `redis-server`) and its executable
+    /// when that is named otherwise (`/usr/bin/redis-check-rdb`); absent when it could not be
+    /// read, and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<target::ProcessName>,
 }
 
 /// How samples were taken.
@@ -211,6 +217,11 @@ pub struct Diagnosis {
     /// why, with the stacks it waited in (absent with `--no-wall` and in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall: Option<wall::WallReport>,
+    /// Kernel time: whether kernel code was sampled (and why not), its share of the samples
+    /// per process, its hottest functions, and the threads' CPU time by the kernel's own
+    /// accounting (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<kernel::KernelReport>,
 }
 
 /// One distinct call stack and the samples that ended in it.
@@ -455,6 +466,7 @@ pub fn build(
     for t in &hot.threads {
         *samples_by_pid.entry(t.figures.pid).or_insert(0) += t.samples;
     }
+    let kernel = kernel_report(&rec, &mut hot);
     Diagnosis {
         diagnosis_version: DIAGNOSIS_VERSION,
         tool: Tool::this(),
@@ -465,6 +477,7 @@ pub fn build(
             namespaces: rec.namespaces.clone(),
             followed: tree::by_command(&rec.followed, &samples_by_pid),
             no_children: rec.no_children,
+            name: rec.root_name.clone(),
         },
         sampling: SamplingReport {
             event: rec.mode,
@@ -507,6 +520,65 @@ pub fn build(
         notes,
         stacks: hot.stacks,
         wall,
+        kernel: Some(kernel),
+    }
+}
+
+/// Kernel time: the share of samples in kernel code per process (from each thread's kernel
+/// samples), the hottest kernel functions, and the followed threads' CPU time by the kernel's
+/// accounting against what the samples stand for.
+fn kernel_report(rec: &Recording, hot: &mut HotSpots) -> kernel::KernelReport {
+    use std::collections::BTreeMap;
+    let mut by_pid: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for t in &hot.threads {
+        let e = by_pid.entry(t.figures.pid).or_default();
+        e.0 += t.samples;
+        e.1 += t.kernel_samples;
+    }
+    let command = |pid: u32| {
+        rec.followed
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.command.clone())
+            .or_else(|| rec.thread_names.get(&pid).cloned())
+            .unwrap_or_else(|| "?".into())
+    };
+    let mut processes: Vec<kernel::ProcessSplit> = by_pid
+        .into_iter()
+        .filter(|(_, (samples, _))| *samples > 0)
+        .map(|(pid, (samples, kernel_samples))| kernel::ProcessSplit {
+            pid,
+            command: command(pid),
+            samples,
+            kernel_samples,
+            kernel_share: kernel_samples as f64 / samples as f64,
+        })
+        .collect();
+    processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
+    let samples: u64 = rec.kernel_samples.values().sum();
+    let with_split: Vec<&threads::ThreadFigures> =
+        rec.threads.iter().filter(|t| t.system_s.is_some()).collect();
+    let cpu = (!with_split.is_empty()).then(|| kernel::CpuCoverage {
+        cpu_s: with_split.iter().map(|t| t.cpu_s).sum(),
+        system_s: with_split.iter().filter_map(|t| t.system_s).sum(),
+        sampled_s: rec.total_samples as f64 / rec.frequency_hz.max(1) as f64,
+    });
+    let unnamed_because = hot.kernel_unnamed.map(|u| {
+        crate::words::diagnose::kernel_unnamed(
+            u == kernel::Unnamed::Hidden,
+            std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+        )
+    });
+    kernel::KernelReport {
+        sampling: rec.kernel.clone(),
+        samples,
+        share: samples as f64 / rec.total_samples.max(1) as f64,
+        functions: std::mem::take(&mut hot.kernel_functions),
+        unnamed_because,
+        processes,
+        cpu,
     }
 }
 

@@ -12,7 +12,11 @@ use crate::format::human_kib;
 use crate::format::human_ns;
 use crate::format::pct;
 use crate::render::text::{table, wrap, wrap_labelled};
-use crate::words::diagnose::{CommandFollowed, processes_followed};
+use crate::diagnose::kernel::{CpuCoverage, KernelReport, KernelSampling};
+use crate::words::diagnose::{
+    CommandFollowed, KernelNotSampled, KernelShare, kernel_not_sampled, kernel_sampled,
+    processes_followed,
+};
 use std::fmt::Write;
 
 /// Renders the whole report for a terminal `width` columns wide.
@@ -34,9 +38,13 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
 /// The header: what ran, how it was sampled, the counters or why none, the machine, PAUSE.
 fn header(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
-    let what = match &d.target.command {
-        Some(c) => c.join(" "),
-        None => format!("attached to PID {}", d.target.pid),
+    let what = match (&d.target.command, &d.target.name) {
+        (Some(c), Some(n)) if n.executable.is_some() => {
+            format!("{} ({})", c.join(" "), n.describe())
+        }
+        (Some(c), _) => c.join(" "),
+        (None, Some(n)) => format!("attached to {}", n.describe()),
+        (None, None) => format!("attached to PID {}", d.target.pid),
     };
     o.push_str(&wrap_labelled(
         &format!(
@@ -70,6 +78,9 @@ fn header(d: &Diagnosis, w: u16) -> String {
     ));
     if let Some(u) = d.sampling.stacks.as_ref().filter(|u| u.samples > 0) {
         o.push_str(&wrap_labelled(&u.line(), "Stacks      ", w));
+    }
+    if let Some(line) = d.kernel.as_ref().and_then(|k| kernel_line(k, d.sampling.samples)) {
+        o.push_str(&wrap_labelled(&line, "Kernel      ", w));
     }
     if d.counters.available {
         let cpi = d
@@ -107,6 +118,43 @@ fn header(d: &Diagnosis, w: u16) -> String {
         );
     }
     o
+}
+
+/// Kernel time: its share of the samples, per process and function; or, where kernel code was
+/// not sampled, how much of the threads' CPU time the samples do not cover.
+fn kernel_line(k: &KernelReport, samples: u64) -> Option<String> {
+    let system_share = k.cpu.as_ref().map(CpuCoverage::system_share);
+    match &k.sampling {
+        KernelSampling::Sampled if samples > 0 => Some(kernel_sampled(&KernelShare {
+            share: k.share,
+            processes: k
+                .processes
+                .iter()
+                .map(|p| (p.command.as_str(), p.kernel_share))
+                .collect(),
+            functions: k
+                .functions
+                .iter()
+                .map(|f| (f.function.as_str(), f.share))
+                .collect(),
+            system_share,
+            unnamed_because: k.unnamed_because.as_deref(),
+        })),
+        KernelSampling::Sampled => None,
+        KernelSampling::Off | KernelSampling::Refused { .. } => {
+            let why = match &k.sampling {
+                KernelSampling::Refused { paranoid, .. } => KernelNotSampled::Refused(*paranoid),
+                _ => KernelNotSampled::Asked,
+            };
+            let sampled_s = k.cpu.as_ref().map_or(0.0, |c| c.sampled_s);
+            Some(kernel_not_sampled(
+                why,
+                k.cpu.as_ref().map(|c| c.cpu_s),
+                k.cpu.as_ref().map(|c| c.system_s),
+                sampled_s,
+            ))
+        }
+    }
 }
 
 /// Where the time went: per command, then the threads that spent most time off the CPU.
@@ -514,10 +562,16 @@ fn thread_row(th: &ThreadReport, name: String, wide: bool) -> Vec<String> {
         ));
         row.push(format!("{}/{}", f.minor_faults, f.major_faults));
     }
+    let kernel = (th.kernel_samples > 0)
+        .then(|| format!("kernel {}", pct(th.kernel_samples as f64 / th.samples.max(1) as f64, 1)));
     row.push(
-        th.kinds
-            .iter()
-            .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1)))
+        kernel
+            .into_iter()
+            .chain(
+                th.kinds
+                    .iter()
+                    .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1))),
+            )
             .collect::<Vec<_>>()
             .join(if wide { "; " } else { "\n" }),
     );
