@@ -556,8 +556,11 @@ fn kernel_report(rec: &Recording, hot: &mut HotSpots) -> kernel::KernelReport {
         .collect();
     processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
     let samples: u64 = rec.kernel_samples.values().sum();
-    let with_split: Vec<&threads::ThreadFigures> =
-        rec.threads.iter().filter(|t| t.system_s.is_some()).collect();
+    let with_split: Vec<&threads::ThreadFigures> = rec
+        .threads
+        .iter()
+        .filter(|t| t.system_s.is_some())
+        .collect();
     let cpu = (!with_split.is_empty()).then(|| kernel::CpuCoverage {
         cpu_s: with_split.iter().map(|t| t.cpu_s).sum(),
         system_s: with_split.iter().filter_map(|t| t.system_s).sum(),

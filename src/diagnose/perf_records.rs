@@ -7,9 +7,9 @@
 //! skipped where they lie, stack copy and all.
 
 use perf_event_open_sys::bindings::{
-    PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_RECORD_MISC_CPUMODE_MASK,
-    PERF_RECORD_MISC_KERNEL, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
+    PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_RECORD_COMM, PERF_RECORD_EXIT,
+    PERF_RECORD_FORK, PERF_RECORD_LOST, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_CPUMODE_MASK,
+    PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
     PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, PERF_RECORD_SWITCH_CPU_WIDE,
 };
 
@@ -264,8 +264,8 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], layout: SampleLayout) -> 
             let pid = c.u32()?;
             let tid = c.u32()?;
             let time_ns = c.u64()?;
-            let in_kernel = u32::from(misc) & PERF_RECORD_MISC_CPUMODE_MASK
-                == PERF_RECORD_MISC_KERNEL;
+            let in_kernel =
+                u32::from(misc) & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_KERNEL;
             let mut callers = Vec::new();
             let mut kernel_callers = Vec::new();
             if layout.callchain {

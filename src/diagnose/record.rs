@@ -3,13 +3,13 @@
 //! every ~100 ms), until it exits, the duration ends, or the user interrupts.
 
 use super::counters::{CounterSpec, CounterValue};
+use super::kernel::{KERNEL_SPACE_START, KernelSampling};
 use super::memory::ProcessMemory;
 use super::namespace::NamespacedProcess;
 use super::sampler::{
     self, Follow, Inherit, OpenError, Record, SampleLayout, Sampler, SamplingMode, SamplingScope,
 };
 use super::symbols::{AddressSpaces, Location, MapEntry, Symbol};
-use super::kernel::{KERNEL_SPACE_START, KernelSampling};
 use super::target::{ProcessName, TargetError};
 use super::threads::ThreadFigures;
 use super::tree::FollowedProcess;
@@ -535,8 +535,7 @@ impl State {
                     // located now, at the time of the sample. Callers, and the user address a
                     // kernel sample returns to, at their address minus one (inside the call or
                     // the system call instruction).
-                    let mut stack =
-                        Vec::with_capacity(2 + kernel_callers.len() + callers.len());
+                    let mut stack = Vec::with_capacity(2 + kernel_callers.len() + callers.len());
                     stack.push(loc.clone());
                     if in_kernel {
                         stack.extend(kernel_callers.iter().map(|&ret| Location::Kernel {

@@ -4,6 +4,7 @@
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::ThreadReport;
 use crate::diagnose::hotspots::short_module;
+use crate::diagnose::kernel::{CpuCoverage, KernelReport, KernelSampling};
 use crate::diagnose::memory::ProcessMemory;
 use crate::diagnose::wall::{StateTimes, WallReport};
 use crate::format::count_of;
@@ -12,7 +13,6 @@ use crate::format::human_kib;
 use crate::format::human_ns;
 use crate::format::pct;
 use crate::render::text::{table, wrap, wrap_labelled};
-use crate::diagnose::kernel::{CpuCoverage, KernelReport, KernelSampling};
 use crate::words::diagnose::{
     CommandFollowed, KernelNotSampled, KernelShare, kernel_not_sampled, kernel_sampled,
     processes_followed,
@@ -79,7 +79,11 @@ fn header(d: &Diagnosis, w: u16) -> String {
     if let Some(u) = d.sampling.stacks.as_ref().filter(|u| u.samples > 0) {
         o.push_str(&wrap_labelled(&u.line(), "Stacks      ", w));
     }
-    if let Some(line) = d.kernel.as_ref().and_then(|k| kernel_line(k, d.sampling.samples)) {
+    if let Some(line) = d
+        .kernel
+        .as_ref()
+        .and_then(|k| kernel_line(k, d.sampling.samples))
+    {
         o.push_str(&wrap_labelled(&line, "Kernel      ", w));
     }
     if d.counters.available {
@@ -562,8 +566,12 @@ fn thread_row(th: &ThreadReport, name: String, wide: bool) -> Vec<String> {
         ));
         row.push(format!("{}/{}", f.minor_faults, f.major_faults));
     }
-    let kernel = (th.kernel_samples > 0)
-        .then(|| format!("kernel {}", pct(th.kernel_samples as f64 / th.samples.max(1) as f64, 1)));
+    let kernel = (th.kernel_samples > 0).then(|| {
+        format!(
+            "kernel {}",
+            pct(th.kernel_samples as f64 / th.samples.max(1) as f64, 1)
+        )
+    });
     row.push(
         kernel
             .into_iter()

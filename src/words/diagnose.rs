@@ -272,7 +272,9 @@ pub fn kernel_unnamed(hidden: bool, kptr_restrict: Option<i32>) -> String {
         format!(
             "/proc/kallsyms shows zero addresses (kernel.kptr_restrict{}; 1 hides them from \
              users without CAP_SYSLOG, 2 from everyone)",
-            kptr_restrict.map(|k| format!(" is {k}")).unwrap_or_default()
+            kptr_restrict
+                .map(|k| format!(" is {k}"))
+                .unwrap_or_default()
         )
     } else {
         "/proc/kallsyms could not be read".to_string()
@@ -397,7 +399,10 @@ mod tests {
             line.starts_with("62.3% of samples in kernel code (redis-server 65.0%, "),
             "{line}"
         );
-        assert!(line.contains(": tcp_sendmsg 8.1%, __x64_sys_epoll_wait 5.0%"), "{line}");
+        assert!(
+            line.contains(": tcp_sendmsg 8.1%, __x64_sys_epoll_wait 5.0%"),
+            "{line}"
+        );
         assert!(line.contains("(/proc stime) 58.0%"), "{line}");
         let hidden = KernelShare {
             unnamed_because: Some("hidden"),
@@ -411,9 +416,17 @@ mod tests {
     /// beside 0.37 s of samples, without a word.
     #[test]
     fn case_redis_without_kernel_samples_says_what_the_samples_do_not_cover() {
-        let s = kernel_not_sampled(KernelNotSampled::Refused(Some(2)), Some(2.1), Some(1.7), 0.37);
+        let s = kernel_not_sampled(
+            KernelNotSampled::Refused(Some(2)),
+            Some(2.1),
+            Some(1.7),
+            0.37,
+        );
         assert!(s.contains("samples cover 0.37 s of 2.10 s of CPU"), "{s}");
-        assert!(s.contains("1.70 s in the kernel (81% of the threads' CPU time)"), "{s}");
+        assert!(
+            s.contains("1.70 s in the kernel (81% of the threads' CPU time)"),
+            "{s}"
+        );
         assert!(s.contains("perf_event_paranoid <= 1; it is 2"), "{s}");
         let asked = kernel_not_sampled(KernelNotSampled::Asked, None, None, 1.0);
         assert!(asked.contains("(--user-only)"), "{asked}");
