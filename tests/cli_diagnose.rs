@@ -283,7 +283,10 @@ fn random_loads_over_a_large_4k_page_buffer_give_the_page_size_finding() {
     };
     let f = finding(&d, "small_pages");
     assert_eq!(f["symbol"], "random_reads");
-    assert!(f["sample_share"].as_f64().unwrap() > 0.3, "{f:#}");
+    // Of the user-space samples: faulting the buffer in is kernel time, sampled where
+    // permitted, and the more of it the busier the machine leaves the loop.
+    let user = 1.0 - d["kernel"]["share"].as_f64().unwrap_or(0.0);
+    assert!(f["sample_share"].as_f64().unwrap() > 0.3 * user, "{f:#}");
     let p = d["processes"]
         .as_array()
         .unwrap()

@@ -186,6 +186,70 @@ pub struct KernelFunction {
     pub share: f64,
 }
 
+/// How a thread came into the kernel, told from the kernel frames of its stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelEntryKind {
+    /// A system call (`entry_SYSCALL_64`, arm64's `el0_svc`): the user frame is its wrapper
+    /// (`write`, `epoll_wait`).
+    SystemCall,
+    /// A page fault (`asm_exc_page_fault`, arm64's `el0_da`): the user frame faulted.
+    PageFault,
+    /// Anything else: an interrupt or an exception taken in user space, or a stack whose
+    /// entry was not sampled.
+    Other,
+}
+
+impl KernelEntryKind {
+    /// How the screen names an entry from the user function `from`: `write` (a system call's
+    /// wrapper), `page faults in memcpy`, `other entries from main`.
+    pub fn label(self, from: &str) -> String {
+        match self {
+            KernelEntryKind::SystemCall => from.to_string(),
+            KernelEntryKind::PageFault => format!("page faults in {from}"),
+            KernelEntryKind::Other => format!("other entries from {from}"),
+        }
+    }
+
+    /// The kind of entry a kernel stack shows, from its functions' names (leaf first).
+    pub fn of<'a>(functions: impl IntoIterator<Item = &'a str>) -> KernelEntryKind {
+        let mut kind = KernelEntryKind::Other;
+        for f in functions {
+            if matches!(
+                f,
+                "entry_SYSCALL_64"
+                    | "entry_SYSCALL_64_after_hwframe"
+                    | "do_syscall_64"
+                    | "el0_svc"
+                    | "invoke_syscall"
+            ) {
+                return KernelEntryKind::SystemCall;
+            }
+            if matches!(
+                f,
+                "asm_exc_page_fault" | "exc_page_fault" | "do_page_fault" | "el0_da" | "el0_ia"
+            ) {
+                kind = KernelEntryKind::PageFault;
+            }
+        }
+        kind
+    }
+}
+
+/// Kernel samples by where user space entered the kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelEntry {
+    /// The user function the thread entered the kernel from: a system call's wrapper
+    /// (`write`), the function that faulted; `-` when the stack has no user frame.
+    pub from: String,
+    /// How it entered.
+    pub kind: KernelEntryKind,
+    /// Kernel samples under it.
+    pub samples: u64,
+    /// Share of all samples.
+    pub share: f64,
+}
+
 /// Kernel time in a diagnosis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KernelReport {
@@ -198,6 +262,10 @@ pub struct KernelReport {
     /// The hottest kernel functions, most samples first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<KernelFunction>,
+    /// Kernel samples by the user function that entered the kernel (a system call's wrapper),
+    /// most samples first; empty without call chains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entries: Vec<KernelEntry>,
     /// Why kernel code is unnamed (`kptr_restrict` hides its addresses, or `/proc/kallsyms`
     /// could not be read); absent when it is named or was not sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,6 +328,26 @@ ffffffffc0300000 t nf_hook_slow\t[nf_tables]
         assert_eq!(k.unnamed(), Some(Unnamed::Hidden));
         assert_eq!(k.lookup(0xffffffff81b00410), None);
         assert_eq!(Kallsyms::parse("").unnamed(), Some(Unnamed::Unreadable));
+    }
+
+    #[test]
+    fn a_kernel_stack_tells_a_system_call_from_a_page_fault() {
+        let write = ["_raw_spin_unlock_irqrestore", "vfs_write", "do_syscall_64"];
+        assert_eq!(KernelEntryKind::of(write), KernelEntryKind::SystemCall);
+        let fault = ["clear_page_erms", "handle_mm_fault", "exc_page_fault"];
+        assert_eq!(KernelEntryKind::of(fault), KernelEntryKind::PageFault);
+        // A fault taken inside a system call (copying to user memory) is the system call's.
+        let both = [
+            "handle_mm_fault",
+            "exc_page_fault",
+            "_copy_to_user",
+            "do_syscall_64",
+        ];
+        assert_eq!(KernelEntryKind::of(both), KernelEntryKind::SystemCall);
+        assert_eq!(
+            KernelEntryKind::of(["apic_timer_interrupt"]),
+            KernelEntryKind::Other
+        );
     }
 
     #[test]

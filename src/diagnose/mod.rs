@@ -524,6 +524,58 @@ pub fn build(
     }
 }
 
+/// Kernel entries listed in the report.
+const KERNEL_ENTRIES: usize = 10;
+
+/// The kernel samples of `stacks` by the user function their thread entered the kernel from
+/// (the first user frame under the kernel's), most samples first.
+fn kernel_entries(stacks: &[StackCount], total: u64) -> Vec<kernel::KernelEntry> {
+    use std::collections::HashMap;
+    let mut by: HashMap<(String, kernel::KernelEntryKind), u64> = HashMap::new();
+    for s in stacks {
+        let Some(user) = s
+            .frames
+            .iter()
+            .position(|f| f.module != kernel::KERNEL_MODULE)
+        else {
+            if !s.frames.is_empty() {
+                let kind = kernel::KernelEntryKind::of(
+                    s.frames.iter().filter_map(|f| f.function.as_deref()),
+                );
+                *by.entry(("-".into(), kind)).or_default() += s.samples;
+            }
+            continue;
+        };
+        if user == 0 {
+            continue;
+        }
+        let kind = kernel::KernelEntryKind::of(
+            s.frames[..user]
+                .iter()
+                .filter_map(|f| f.function.as_deref()),
+        );
+        let from = hotspots::frame_name(&s.frames[user]);
+        *by.entry((from, kind)).or_default() += s.samples;
+    }
+    let mut v: Vec<kernel::KernelEntry> = by
+        .into_iter()
+        .map(|((from, kind), samples)| kernel::KernelEntry {
+            from,
+            kind,
+            samples,
+            share: samples as f64 / total.max(1) as f64,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.from.cmp(&b.from))
+            .then(a.kind.cmp(&b.kind))
+    });
+    v.truncate(KERNEL_ENTRIES);
+    v
+}
+
 /// Kernel time: the share of samples in kernel code per process (from each thread's kernel
 /// samples), the hottest kernel functions, and the followed threads' CPU time by the kernel's
 /// accounting against what the samples stand for.
@@ -575,6 +627,11 @@ fn kernel_report(rec: &Recording, hot: &mut HotSpots) -> kernel::KernelReport {
         )
     });
     kernel::KernelReport {
+        entries: if rec.callchains {
+            kernel_entries(&hot.stacks, rec.total_samples)
+        } else {
+            Vec::new()
+        },
         sampling: rec.kernel.clone(),
         samples,
         share: samples as f64 / rec.total_samples.max(1) as f64,

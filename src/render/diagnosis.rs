@@ -136,6 +136,11 @@ fn kernel_line(k: &KernelReport, samples: u64) -> Option<String> {
                 .iter()
                 .map(|p| (p.command.as_str(), p.kernel_share))
                 .collect(),
+            entries: k
+                .entries
+                .iter()
+                .map(|e| (e.kind.label(&e.from), e.share))
+                .collect(),
             functions: k
                 .functions
                 .iter()
