@@ -451,9 +451,11 @@ pub fn build(
         notes.push("call chains were not sampled: stacks hold the sampled function only".into());
     }
     if rec.total_samples == 0 {
-        notes.push(
-            "no samples: the workload used no CPU in user space while it was followed".into(),
-        );
+        notes.push(if rec.kernel.sampled() {
+            "no samples: the workload used no CPU while it was followed".into()
+        } else {
+            "no samples: the workload used no CPU in user space while it was followed".into()
+        });
     }
     if rec.lost > 0 {
         notes.push(crate::words::diagnose::records_lost(

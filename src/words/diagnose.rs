@@ -187,8 +187,10 @@ pub struct KernelShare<'a> {
 
 /// Kernel functions named on the header line.
 const KERNEL_FUNCTIONS_NAMED: usize = 4;
-/// Entries into the kernel named on the header line.
+/// Entries into the kernel named on the header line, and the least share of all samples
+/// one needs to be named (a timer interrupt in user code is no way in worth a word).
 const KERNEL_ENTRIES_NAMED: usize = 4;
+const KERNEL_ENTRY_MIN_SHARE: f64 = 0.01;
 /// Processes named on the header line.
 const KERNEL_PROCESSES_NAMED: usize = 3;
 
@@ -206,10 +208,14 @@ pub fn kernel_sampled(k: &KernelShare) -> String {
             .collect();
         line.push_str(&format!(" ({})", named.join(", ")));
     }
-    if !k.entries.is_empty() {
+    if k.entries
+        .iter()
+        .any(|(_, share)| *share >= KERNEL_ENTRY_MIN_SHARE)
+    {
         let named: Vec<String> = k
             .entries
             .iter()
+            .filter(|(_, share)| *share >= KERNEL_ENTRY_MIN_SHARE)
             .take(KERNEL_ENTRIES_NAMED)
             .map(|(from, share)| format!("{from} {}", pct(*share, 1)))
             .collect();
@@ -419,7 +425,7 @@ mod tests {
             "{line}"
         );
         assert!(
-            line.contains("; entered from write 40.0%, page faults in memcpy 1.0%; "),
+            line.contains("; entered from write 40.0%, page faults in memcpy 1.0%; hottest"),
             "{line}"
         );
         assert!(
