@@ -67,8 +67,8 @@ pub struct DiagnoseArgs {
     /// /proc/kallsyms, and each process's and thread's share of samples in the kernel shown
     /// (a server in network system calls spends most of its CPU time there). Where it is not
     /// permitted, or with this flag, the screen says how much of the threads' CPU time (from
-    /// /proc) the samples do not cover.
-    #[arg(long)]
+    /// /proc) the samples do not cover. Also set by CPUDOCTOR_USER_ONLY=1.
+    #[arg(long, env = "CPUDOCTOR_USER_ONLY", value_parser = clap::builder::FalseyValueParser::new())]
     pub user_only: bool,
     /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).
     #[arg(long)]

@@ -211,9 +211,11 @@ impl KernelEntryKind {
         }
     }
 
-    /// The kind of entry a kernel stack shows, from its functions' names (leaf first).
-    pub fn of<'a>(functions: impl IntoIterator<Item = &'a str>) -> KernelEntryKind {
-        let mut kind = KernelEntryKind::Other;
+    /// The kind of entry a kernel stack shows, from its functions' names (leaf first);
+    /// `None` when it shows none (a chain the kernel could not walk past a retpoline thunk,
+    /// `__x86_indirect_thunk_rax`, ends before the entry).
+    pub fn of<'a>(functions: impl IntoIterator<Item = &'a str>) -> Option<KernelEntryKind> {
+        let mut kind = None;
         for f in functions {
             if matches!(
                 f,
@@ -223,13 +225,22 @@ impl KernelEntryKind {
                     | "el0_svc"
                     | "invoke_syscall"
             ) {
-                return KernelEntryKind::SystemCall;
+                return Some(KernelEntryKind::SystemCall);
             }
             if matches!(
                 f,
                 "asm_exc_page_fault" | "exc_page_fault" | "do_page_fault" | "el0_da" | "el0_ia"
             ) {
-                kind = KernelEntryKind::PageFault;
+                kind = Some(KernelEntryKind::PageFault);
+            } else if kind.is_none()
+                && (f.starts_with("asm_sysvec_")
+                    || f.starts_with("asm_common_interrupt")
+                    || f.starts_with("irqentry_")
+                    || f.starts_with("asm_exc_")
+                    || f.starts_with("el0_interrupt")
+                    || f.starts_with("el1_interrupt"))
+            {
+                kind = Some(KernelEntryKind::Other);
             }
         }
         kind
@@ -332,10 +343,11 @@ ffffffffc0300000 t nf_hook_slow\t[nf_tables]
 
     #[test]
     fn a_kernel_stack_tells_a_system_call_from_a_page_fault() {
+        use KernelEntryKind::*;
         let write = ["_raw_spin_unlock_irqrestore", "vfs_write", "do_syscall_64"];
-        assert_eq!(KernelEntryKind::of(write), KernelEntryKind::SystemCall);
+        assert_eq!(KernelEntryKind::of(write), Some(SystemCall));
         let fault = ["clear_page_erms", "handle_mm_fault", "exc_page_fault"];
-        assert_eq!(KernelEntryKind::of(fault), KernelEntryKind::PageFault);
+        assert_eq!(KernelEntryKind::of(fault), Some(PageFault));
         // A fault taken inside a system call (copying to user memory) is the system call's.
         let both = [
             "handle_mm_fault",
@@ -343,11 +355,14 @@ ffffffffc0300000 t nf_hook_slow\t[nf_tables]
             "_copy_to_user",
             "do_syscall_64",
         ];
-        assert_eq!(KernelEntryKind::of(both), KernelEntryKind::SystemCall);
-        assert_eq!(
-            KernelEntryKind::of(["apic_timer_interrupt"]),
-            KernelEntryKind::Other
-        );
+        assert_eq!(KernelEntryKind::of(both), Some(SystemCall));
+        let timer = [
+            "irqentry_exit_to_user_mode",
+            "asm_sysvec_apic_timer_interrupt",
+        ];
+        assert_eq!(KernelEntryKind::of(timer), Some(Other));
+        // A chain cut at a retpoline thunk says nothing.
+        assert_eq!(KernelEntryKind::of(["__x86_indirect_thunk_rax"]), None);
     }
 
     #[test]

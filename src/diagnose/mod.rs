@@ -530,34 +530,43 @@ pub fn build(
 const KERNEL_ENTRIES: usize = 10;
 
 /// The kernel samples of `stacks` by the user function their thread entered the kernel from
-/// (the first user frame under the kernel's), most samples first.
+/// (the first user frame under the kernel's), most samples first. A stack whose kernel chain
+/// shows no entry (cut short) counts with the entry of the same user function that others
+/// show (a system call's wrapper, mostly), else as another entry.
 fn kernel_entries(stacks: &[StackCount], total: u64) -> Vec<kernel::KernelEntry> {
+    use kernel::KernelEntryKind;
     use std::collections::HashMap;
-    let mut by: HashMap<(String, kernel::KernelEntryKind), u64> = HashMap::new();
+    let mut by: HashMap<(String, KernelEntryKind), u64> = HashMap::new();
+    let mut unknown: HashMap<String, u64> = HashMap::new();
     for s in stacks {
-        let Some(user) = s
+        let user = s
             .frames
             .iter()
             .position(|f| f.module != kernel::KERNEL_MODULE)
-        else {
-            if !s.frames.is_empty() {
-                let kind = kernel::KernelEntryKind::of(
-                    s.frames.iter().filter_map(|f| f.function.as_deref()),
-                );
-                *by.entry(("-".into(), kind)).or_default() += s.samples;
-            }
-            continue;
-        };
+            .unwrap_or(s.frames.len());
         if user == 0 {
             continue;
         }
-        let kind = kernel::KernelEntryKind::of(
+        let kind = KernelEntryKind::of(
             s.frames[..user]
                 .iter()
                 .filter_map(|f| f.function.as_deref()),
         );
-        let from = hotspots::frame_name(&s.frames[user]);
-        *by.entry((from, kind)).or_default() += s.samples;
+        let from = s
+            .frames
+            .get(user)
+            .map_or_else(|| "-".to_string(), hotspots::frame_name);
+        match kind {
+            Some(kind) => *by.entry((from, kind)).or_default() += s.samples,
+            None => *unknown.entry(from).or_default() += s.samples,
+        }
+    }
+    for (from, samples) in unknown {
+        let known = [KernelEntryKind::SystemCall, KernelEntryKind::PageFault]
+            .into_iter()
+            .find(|k| by.contains_key(&(from.clone(), *k)))
+            .unwrap_or(KernelEntryKind::Other);
+        *by.entry((from, known)).or_default() += samples;
     }
     let mut v: Vec<kernel::KernelEntry> = by
         .into_iter()
@@ -672,6 +681,52 @@ pub(crate) fn test_fixture(name: &str) -> Diagnosis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dd case: `read`'s kernel chains cut at a retpoline thunk count with its system
+    /// call, not as another way in.
+    #[test]
+    fn kernel_samples_group_by_the_user_function_that_entered_the_kernel() {
+        let frame = |function: &str, module: &str| StackFrame {
+            address: 1,
+            function: Some(function.into()),
+            module: module.into(),
+            offset: 0,
+            file_offset: None,
+        };
+        let k = |f: &str| frame(f, kernel::KERNEL_MODULE);
+        let libc = |f: &str| frame(f, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let stacks = vec![
+            StackCount {
+                frames: vec![k("read_zero"), k("do_syscall_64"), libc("read")],
+                samples: 6,
+            },
+            StackCount {
+                frames: vec![k("__x86_indirect_thunk_rax"), libc("read")],
+                samples: 2,
+            },
+            StackCount {
+                frames: vec![k("clear_page_erms"), k("exc_page_fault"), libc("memset")],
+                samples: 1,
+            },
+            StackCount {
+                frames: vec![libc("memset")],
+                samples: 1,
+            },
+        ];
+        let e = kernel_entries(&stacks, 10);
+        let got: Vec<(&str, kernel::KernelEntryKind, u64)> = e
+            .iter()
+            .map(|e| (e.from.as_str(), e.kind, e.samples))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("read", kernel::KernelEntryKind::SystemCall, 8),
+                ("memset", kernel::KernelEntryKind::PageFault, 1),
+            ]
+        );
+        assert_eq!(e[0].share, 0.8);
+    }
 
     #[test]
     fn the_sampling_event_follows_the_pmu_and_says_why() {
