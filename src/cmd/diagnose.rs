@@ -62,6 +62,14 @@ pub struct DiagnoseArgs {
     /// dropped. Also set by CPUDOCTOR_PER_TASK=1.
     #[arg(long, env = "CPUDOCTOR_PER_TASK", value_parser = clap::builder::FalseyValueParser::new())]
     pub per_task: bool,
+    /// Sample user-space code only. By default kernel code is sampled too where the kernel
+    /// permits it (root, CAP_PERFMON, or kernel.perf_event_paranoid <= 1), named from
+    /// /proc/kallsyms, and each process's and thread's share of samples in the kernel shown
+    /// (a server in network system calls spends most of its CPU time there). Where it is not
+    /// permitted, or with this flag, the screen says how much of the threads' CPU time (from
+    /// /proc) the samples do not cover. Also set by CPUDOCTOR_USER_ONLY=1.
+    #[arg(long, env = "CPUDOCTOR_USER_ONLY", value_parser = clap::builder::FalseyValueParser::new())]
+    pub user_only: bool,
     /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -329,6 +337,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             wall: !args.no_wall,
             children: !args.no_children,
             per_task: args.per_task,
+            kernel: !args.user_only,
         },
         &STOP,
     )?;

@@ -16,6 +16,7 @@
 //! what they were.
 
 use super::hotspots::frame_name;
+use super::kernel::KERNEL_MODULE;
 use super::profile_proto as pb;
 use super::wall::OffCpu;
 use super::{Diagnosis, StackCount, StackFrame};
@@ -69,9 +70,16 @@ pub enum LeafOffsets {
     Drop,
 }
 
-/// A frame's name in a folded line: `;` would split it, so it becomes `:`.
+/// A frame's name in a folded line: `;` would split it, so it becomes `:`. A kernel frame
+/// ends in `_[k]`, as `stackcollapse-perf.pl --kernel` writes it and `flamegraph.pl` colours
+/// it (`tcp_sendmsg_[k]`).
 fn folded_name(f: &StackFrame) -> String {
-    frame_name(f).replace(';', ":")
+    let name = frame_name(f).replace(';', ":");
+    if f.module == KERNEL_MODULE {
+        format!("{name}_[k]")
+    } else {
+        name
+    }
 }
 
 /// The folded names of a stack, outermost caller first; with [`LeafOffsets::Keep`] a named
@@ -84,7 +92,9 @@ fn folded_names(frames: &[StackFrame], leaf: LeafOffsets, state: Option<OffCpu>)
         && first.address != 0
     {
         let last = names.last_mut().expect("a frame");
-        last.push_str(&format!("+{:#x}", first.offset));
+        // A kernel leaf keeps its `_[k]` last: `tcp_sendmsg+0x1a_[k]`.
+        let at = last.strip_suffix("_[k]").map_or(last.len(), str::len);
+        last.insert_str(at, &format!("+{:#x}", first.offset));
     }
     if let Some(state) = state {
         names.push(state_frame(state));
@@ -647,6 +657,37 @@ mod tests {
             "{plain}"
         );
         assert!(plain.lines().count() <= text.lines().count());
+    }
+
+    /// The Redis case: a sample in tcp_sendmsg under write(2) under the server's own code.
+    #[test]
+    fn kernel_frames_fold_with_the_flame_graph_kernel_suffix() {
+        let mut d = fixture("spin-phases-4000-zen3-kvm.json");
+        let frame = |function: &str, module: &str, offset| StackFrame {
+            address: 0xffff_ffff_8100_0000 + offset,
+            function: Some(function.into()),
+            module: module.into(),
+            offset,
+            file_offset: None,
+        };
+        d.stacks = vec![StackCount {
+            frames: vec![
+                frame("tcp_sendmsg", KERNEL_MODULE, 0x1a),
+                frame("__x64_sys_write", KERNEL_MODULE, 0x10),
+                frame("write", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0x14),
+                frame("main", "/usr/bin/redis-check-rdb", 0x30),
+            ],
+            samples: 7,
+        }];
+        d.wall = None;
+        assert_eq!(
+            folded(&d, LeafOffsets::Keep),
+            "main;write;__x64_sys_write_[k];tcp_sendmsg+0x1a_[k] 7\n"
+        );
+        assert_eq!(
+            folded(&d, LeafOffsets::Drop),
+            "main;write;__x64_sys_write_[k];tcp_sendmsg_[k] 7\n"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::disasm::{self, SiteKind};
 use super::innodb;
+use super::kernel::{KERNEL_FUNCTIONS, KernelFunction, Unnamed};
 use super::record::Recording;
 use super::runtimes::{self, Role, Runtime};
 use super::symbols::{Location, Symbol, Symbolizer};
@@ -202,6 +203,10 @@ pub struct ThreadReport {
     pub sample_share: f64,
     /// Share of this thread's samples in each kind of hot site.
     pub kinds: Vec<KindShare>,
+    /// Of its samples, those in kernel code (0 when kernel code was not sampled, and in
+    /// files written before it was).
+    #[serde(default)]
+    pub kernel_samples: u64,
 }
 
 /// What the samples say.
@@ -224,6 +229,12 @@ pub struct HotSpots {
     /// [`super::wall::report`].
     #[serde(skip)]
     pub waits: Vec<NamedWait>,
+    /// The hottest kernel functions (empty unless kernel code was sampled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_functions: Vec<KernelFunction>,
+    /// Why kernel code was sampled but not named.
+    #[serde(skip)]
+    pub kernel_unnamed: Option<Unnamed>,
 }
 
 /// Share of cut stacks from which a note says so.
@@ -300,8 +311,11 @@ pub fn analyze(rec: &Recording) -> HotSpots {
         ..HotSpots::default()
     };
     let mut kind_by_thread = KindByThread::new();
+    // Kernel code is listed as kernel time, not disassembled: its bytes are not the
+    // process's, and the user-space rules do not judge it.
     let decoded: Vec<&FuncAcc> = funcs
         .iter()
+        .filter(|f| !matches!(f.loc, Location::Kernel { .. }))
         .filter(|f| f.samples as f64 / total >= MIN_DECODE_SHARE)
         .take(DECODED_FUNCTIONS)
         .collect();
@@ -337,6 +351,19 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     }
     if rec.callchains {
         out.notes.extend(cut_stacks_note(rec, &out.stacks));
+    }
+    out.kernel_functions = funcs
+        .iter()
+        .filter(|f| matches!(f.loc, Location::Kernel { .. }))
+        .take(KERNEL_FUNCTIONS)
+        .map(|f| KernelFunction {
+            function: func_name(f),
+            samples: f.samples,
+            share: f.samples as f64 / total,
+        })
+        .collect();
+    if !out.kernel_functions.is_empty() {
+        out.kernel_unnamed = symz.kernel_unnamed();
     }
     out.kinds = kind_shares(&kind_by_thread, total);
     out.threads = thread_reports(rec, &thread_samples, &kind_by_thread, total);
@@ -703,6 +730,7 @@ fn thread_reports(
                 name: thread_name(rec, tid),
                 wall_s: 0.0,
                 cpu_s: 0.0,
+                system_s: None,
                 cpu_per_wall: 0.0,
                 run_delay_s: None,
                 voluntary_switches: 0,
@@ -726,6 +754,7 @@ fn thread_reports(
                 })
                 .collect();
             ThreadReport {
+                kernel_samples: rec.kernel_samples.get(&fig.tid).copied().unwrap_or(0),
                 figures: fig,
                 samples: n,
                 sample_share: n as f64 / total,
@@ -810,7 +839,8 @@ fn location_address(loc: &Location) -> u64 {
     match loc {
         Location::File { addr, .. }
         | Location::Anon { addr, .. }
-        | Location::Unknown { addr, .. } => *addr,
+        | Location::Unknown { addr, .. }
+        | Location::Kernel { addr } => *addr,
     }
 }
 
@@ -833,6 +863,9 @@ mod tests {
             mode: SamplingMode::CpuClock,
             scope: crate::diagnose::sampler::SamplingScope::PerTask,
             per_task_because: None,
+            kernel: crate::diagnose::kernel::KernelSampling::Off,
+            root_name: None,
+            kernel_samples: BTreeMap::new(),
             other_samples: 0,
             frequency_hz: 499,
             wall_s: 1.0,

@@ -22,6 +22,7 @@ pub mod export;
 pub mod hotspots;
 pub mod innodb;
 pub mod jit;
+pub mod kernel;
 pub mod memory;
 pub mod namespace;
 pub mod perf_map;
@@ -102,6 +103,11 @@ pub struct TargetReport {
     /// True when `--no-children` kept an attached process's children out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_children: bool,
+    /// The process as the user ran it (`argv[0]`'s name, `redis-server`) and its executable
+    /// when that is named otherwise (`/usr/bin/redis-check-rdb`); absent when it could not be
+    /// read, and in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<target::ProcessName>,
 }
 
 /// How samples were taken.
@@ -266,6 +272,11 @@ pub struct Diagnosis {
     /// why, with the stacks it waited in (absent with `--no-wall` and in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall: Option<wall::WallReport>,
+    /// Kernel time: whether kernel code was sampled (and why not), its share of the samples
+    /// per process, its hottest functions, and the threads' CPU time by the kernel's own
+    /// accounting (absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<kernel::KernelReport>,
 }
 
 /// One distinct call stack and the samples that ended in it.
@@ -495,9 +506,11 @@ pub fn build(
         notes.push("call chains were not sampled: stacks hold the sampled function only".into());
     }
     if rec.total_samples == 0 {
-        notes.push(
-            "no samples: the workload used no CPU in user space while it was followed".into(),
-        );
+        notes.push(if rec.kernel.sampled() {
+            "no samples: the workload used no CPU while it was followed".into()
+        } else {
+            "no samples: the workload used no CPU in user space while it was followed".into()
+        });
     }
     if rec.lost > 0 {
         notes.push(crate::words::diagnose::records_lost(
@@ -510,6 +523,7 @@ pub fn build(
     for t in &hot.threads {
         *samples_by_pid.entry(t.figures.pid).or_insert(0) += t.samples;
     }
+    let kernel = kernel_report(&rec, &mut hot);
     Diagnosis {
         diagnosis_version: DIAGNOSIS_VERSION,
         tool: Tool::this(),
@@ -520,6 +534,7 @@ pub fn build(
             namespaces: rec.namespaces.clone(),
             followed: tree::by_command(&rec.followed, &samples_by_pid),
             no_children: rec.no_children,
+            name: rec.root_name.clone(),
         },
         sampling: SamplingReport {
             event: rec.mode,
@@ -563,6 +578,134 @@ pub fn build(
         notes,
         stacks: hot.stacks,
         wall,
+        kernel: Some(kernel),
+    }
+}
+
+/// Kernel entries listed in the report.
+const KERNEL_ENTRIES: usize = 10;
+
+/// The kernel samples of `stacks` by the user function their thread entered the kernel from
+/// (the first user frame under the kernel's), most samples first. A stack whose kernel chain
+/// shows no entry (cut short) counts with the entry of the same user function that others
+/// show (a system call's wrapper, mostly), else as another entry.
+fn kernel_entries(stacks: &[StackCount], total: u64) -> Vec<kernel::KernelEntry> {
+    use kernel::KernelEntryKind;
+    use std::collections::HashMap;
+    let mut by: HashMap<(String, KernelEntryKind), u64> = HashMap::new();
+    let mut unknown: HashMap<String, u64> = HashMap::new();
+    for s in stacks {
+        let user = s
+            .frames
+            .iter()
+            .position(|f| f.module != kernel::KERNEL_MODULE)
+            .unwrap_or(s.frames.len());
+        if user == 0 {
+            continue;
+        }
+        let kind = KernelEntryKind::of(
+            s.frames[..user]
+                .iter()
+                .filter_map(|f| f.function.as_deref()),
+        );
+        let from = s
+            .frames
+            .get(user)
+            .map_or_else(|| "-".to_string(), hotspots::frame_name);
+        match kind {
+            Some(kind) => *by.entry((from, kind)).or_default() += s.samples,
+            None => *unknown.entry(from).or_default() += s.samples,
+        }
+    }
+    for (from, samples) in unknown {
+        let known = [KernelEntryKind::SystemCall, KernelEntryKind::PageFault]
+            .into_iter()
+            .find(|k| by.contains_key(&(from.clone(), *k)))
+            .unwrap_or(KernelEntryKind::Other);
+        *by.entry((from, known)).or_default() += samples;
+    }
+    let mut v: Vec<kernel::KernelEntry> = by
+        .into_iter()
+        .map(|((from, kind), samples)| kernel::KernelEntry {
+            from,
+            kind,
+            samples,
+            share: samples as f64 / total.max(1) as f64,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.from.cmp(&b.from))
+            .then(a.kind.cmp(&b.kind))
+    });
+    v.truncate(KERNEL_ENTRIES);
+    v
+}
+
+/// Kernel time: the share of samples in kernel code per process (from each thread's kernel
+/// samples), the hottest kernel functions, and the followed threads' CPU time by the kernel's
+/// accounting against what the samples stand for.
+fn kernel_report(rec: &Recording, hot: &mut HotSpots) -> kernel::KernelReport {
+    use std::collections::BTreeMap;
+    let mut by_pid: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for t in &hot.threads {
+        let e = by_pid.entry(t.figures.pid).or_default();
+        e.0 += t.samples;
+        e.1 += t.kernel_samples;
+    }
+    let command = |pid: u32| {
+        rec.followed
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.command.clone())
+            .or_else(|| rec.thread_names.get(&pid).cloned())
+            .unwrap_or_else(|| "?".into())
+    };
+    let mut processes: Vec<kernel::ProcessSplit> = by_pid
+        .into_iter()
+        .filter(|(_, (samples, _))| *samples > 0)
+        .map(|(pid, (samples, kernel_samples))| kernel::ProcessSplit {
+            pid,
+            command: command(pid),
+            samples,
+            kernel_samples,
+            kernel_share: kernel_samples as f64 / samples as f64,
+        })
+        .collect();
+    processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
+    let samples: u64 = rec.kernel_samples.values().sum();
+    let with_split: Vec<&threads::ThreadFigures> = rec
+        .threads
+        .iter()
+        .filter(|t| t.system_s.is_some())
+        .collect();
+    let cpu = (!with_split.is_empty()).then(|| kernel::CpuCoverage {
+        cpu_s: with_split.iter().map(|t| t.cpu_s).sum(),
+        system_s: with_split.iter().filter_map(|t| t.system_s).sum(),
+        sampled_s: rec.total_samples as f64 / rec.frequency_hz.max(1) as f64,
+    });
+    let unnamed_because = hot.kernel_unnamed.map(|u| {
+        crate::words::diagnose::kernel_unnamed(
+            u == kernel::Unnamed::Hidden,
+            std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+        )
+    });
+    kernel::KernelReport {
+        entries: if rec.callchains {
+            kernel_entries(&hot.stacks, rec.total_samples)
+        } else {
+            Vec::new()
+        },
+        sampling: rec.kernel.clone(),
+        samples,
+        share: samples as f64 / rec.total_samples.max(1) as f64,
+        functions: std::mem::take(&mut hot.kernel_functions),
+        unnamed_because,
+        processes,
+        cpu,
     }
 }
 
@@ -594,6 +737,52 @@ pub(crate) fn test_fixture(name: &str) -> Diagnosis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dd case: `read`'s kernel chains cut at a retpoline thunk count with its system
+    /// call, not as another way in.
+    #[test]
+    fn kernel_samples_group_by_the_user_function_that_entered_the_kernel() {
+        let frame = |function: &str, module: &str| StackFrame {
+            address: 1,
+            function: Some(function.into()),
+            module: module.into(),
+            offset: 0,
+            file_offset: None,
+        };
+        let k = |f: &str| frame(f, kernel::KERNEL_MODULE);
+        let libc = |f: &str| frame(f, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let stacks = vec![
+            StackCount {
+                frames: vec![k("read_zero"), k("do_syscall_64"), libc("read")],
+                samples: 6,
+            },
+            StackCount {
+                frames: vec![k("__x86_indirect_thunk_rax"), libc("read")],
+                samples: 2,
+            },
+            StackCount {
+                frames: vec![k("clear_page_erms"), k("exc_page_fault"), libc("memset")],
+                samples: 1,
+            },
+            StackCount {
+                frames: vec![libc("memset")],
+                samples: 1,
+            },
+        ];
+        let e = kernel_entries(&stacks, 10);
+        let got: Vec<(&str, kernel::KernelEntryKind, u64)> = e
+            .iter()
+            .map(|e| (e.from.as_str(), e.kind, e.samples))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("read", kernel::KernelEntryKind::SystemCall, 8),
+                ("memset", kernel::KernelEntryKind::PageFault, 1),
+            ]
+        );
+        assert_eq!(e[0].share, 0.8);
+    }
 
     #[test]
     fn the_sampling_event_follows_the_pmu_and_says_why() {

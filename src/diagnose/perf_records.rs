@@ -7,8 +7,9 @@
 //! skipped where they lie, stack copy and all.
 
 use perf_event_open_sys::bindings::{
-    PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
+    PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_RECORD_COMM, PERF_RECORD_EXIT,
+    PERF_RECORD_FORK, PERF_RECORD_LOST, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_CPUMODE_MASK,
+    PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
     PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, PERF_RECORD_SWITCH_CPU_WIDE,
 };
 
@@ -23,10 +24,17 @@ pub enum Record {
         tid: u32,
         /// `perf_clock` time in ns.
         time_ns: u64,
-        /// Instruction pointer.
+        /// Instruction pointer (a kernel address when `in_kernel`).
         ip: u64,
+        /// True when the sample landed in kernel code (the header's cpumode says so).
+        in_kernel: bool,
+        /// Return addresses of the kernel call chain, innermost caller first (the leaf `ip`
+        /// is not repeated); empty for a sample in user space, or without call chains.
+        kernel_callers: Vec<u64>,
         /// Return addresses of the user call chain, innermost caller first (the leaf `ip`
         /// is not repeated); empty when call chains are not sampled or the walk found none.
+        /// For a sample in the kernel it begins with the user address the thread entered the
+        /// kernel from (where it resumes).
         callers: Vec<u64>,
         /// The user registers and a copy of the top of the user stack, when sampled: what
         /// [`super::unwind`] walks with the binaries' CFI.
@@ -164,6 +172,9 @@ pub struct SampleLayout {
     pub callchain: bool,
     /// `PERF_SAMPLE_REGS_USER` with [`USER_REGS_MASK`] and `PERF_SAMPLE_STACK_USER`.
     pub user_stack: bool,
+    /// Kernel code sampled too (`exclude_kernel` clear), with its call chain when call chains
+    /// are sampled: needs `perf_event_paranoid` <= 1 or `CAP_PERFMON`.
+    pub kernel: bool,
 }
 
 impl SampleLayout {
@@ -171,17 +182,34 @@ impl SampleLayout {
     pub const LEAF: SampleLayout = SampleLayout {
         callchain: false,
         user_stack: false,
+        kernel: false,
     };
     /// The kernel's frame-pointer call chain.
     pub const CHAIN: SampleLayout = SampleLayout {
         callchain: true,
         user_stack: false,
+        kernel: false,
     };
     /// The kernel's call chain, and registers and stack for unwinding with CFI.
     pub const CHAIN_AND_STACK: SampleLayout = SampleLayout {
         callchain: true,
         user_stack: true,
+        kernel: false,
     };
+
+    /// This layout with kernel code sampled or not.
+    pub const fn with_kernel(self, kernel: bool) -> SampleLayout {
+        SampleLayout { kernel, ..self }
+    }
+}
+
+/// Which part of a call chain the entries belong to.
+#[derive(Clone, Copy)]
+enum Context {
+    Kernel,
+    User,
+    /// A guest's or hypervisor's frames: not this process's.
+    Other,
 }
 
 struct Cursor<'a> {
@@ -236,22 +264,42 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], layout: SampleLayout) -> 
             let pid = c.u32()?;
             let tid = c.u32()?;
             let time_ns = c.u64()?;
+            let in_kernel =
+                u32::from(misc) & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_KERNEL;
             let mut callers = Vec::new();
+            let mut kernel_callers = Vec::new();
             if layout.callchain {
                 let nr = c.u64()? as usize;
                 // Entries at or above PERF_CONTEXT_MAX mark where kernel, user or guest
-                // frames begin: markers, not addresses. The user chain starts with the
-                // sampled ip itself, which is the leaf, not a caller.
+                // frames begin: markers, not addresses. Each part starts with the address
+                // the thread was at in it: the kernel part with the sampled ip itself, the
+                // leaf, not a caller; the user part too for a sample in user space.
+                let mut context = if in_kernel {
+                    Context::Kernel
+                } else {
+                    Context::User
+                };
                 let mut first = true;
                 for _ in 0..nr {
                     let a = c.u64()?;
                     if a >= PERF_CONTEXT_MAX {
+                        context = match a {
+                            PERF_CONTEXT_KERNEL => Context::Kernel,
+                            PERF_CONTEXT_USER => Context::User,
+                            _ => Context::Other,
+                        };
+                        first = true;
                         continue;
                     }
                     let leaf = first && a == ip;
                     first = false;
-                    if !leaf && callers.len() < MAX_STACK_FRAMES {
-                        callers.push(a);
+                    let into = match context {
+                        Context::Kernel => &mut kernel_callers,
+                        Context::User => &mut callers,
+                        Context::Other => continue,
+                    };
+                    if !leaf && into.len() < MAX_STACK_FRAMES {
+                        into.push(a);
                     }
                 }
             }
@@ -265,6 +313,8 @@ pub fn parse_record(kind: u32, misc: u16, body: &[u8], layout: SampleLayout) -> 
                 tid,
                 time_ns,
                 ip,
+                in_kernel,
+                kernel_callers,
                 callers,
                 user,
             })
@@ -409,7 +459,6 @@ fn parse_user_stack(c: &mut Cursor) -> Option<Option<UserStack>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perf_event_open_sys::bindings::PERF_CONTEXT_USER;
 
     fn bytes(words: &[u64]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_ne_bytes()).collect()
@@ -429,10 +478,58 @@ mod tests {
                 tid: 101,
                 time_ns: 5_000,
                 ip: 0x401136,
+                in_kernel: false,
+                kernel_callers: vec![],
                 callers: vec![],
                 user: None,
             })
         );
+    }
+
+    #[test]
+    fn a_sample_in_the_kernel_keeps_its_kernel_chain_apart_from_the_user_one() {
+        // The Redis case: a thread sampled in tcp_sendmsg under a write(2). The chain is
+        // PERF_CONTEXT_KERNEL, the leaf, two kernel return addresses, PERF_CONTEXT_USER, the
+        // user address the system call returns to, and one user caller.
+        let leaf = 0xffff_ffff_81b0_0410;
+        let body = bytes(&[
+            leaf,
+            pid_tid(7, 8),
+            9,
+            7,
+            PERF_CONTEXT_KERNEL,
+            leaf,
+            0xffff_ffff_81b0_1000,
+            0xffff_ffff_8100_0100,
+            PERF_CONTEXT_USER,
+            0x7f00_0000_1234,
+            0x5555_0000_0100,
+        ]);
+        let misc = PERF_RECORD_MISC_KERNEL as u16;
+        let Some(Record::Sample {
+            ip,
+            in_kernel,
+            kernel_callers,
+            callers,
+            ..
+        }) = parse_record(PERF_RECORD_SAMPLE, misc, &body, SampleLayout::CHAIN)
+        else {
+            panic!("not a sample");
+        };
+        assert_eq!(ip, leaf);
+        assert!(in_kernel);
+        assert_eq!(
+            kernel_callers,
+            vec![0xffff_ffff_81b0_1000, 0xffff_ffff_8100_0100]
+        );
+        assert_eq!(callers, vec![0x7f00_0000_1234, 0x5555_0000_0100]);
+        // The same chain read as a user sample (cpumode user) would keep no kernel frames.
+        let Some(Record::Sample { in_kernel, .. }) =
+            parse_record(PERF_RECORD_SAMPLE, 2, &body, SampleLayout::CHAIN)
+        else {
+            panic!("not a sample");
+        };
+        assert!(!in_kernel);
     }
 
     #[test]

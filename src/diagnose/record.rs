@@ -3,13 +3,14 @@
 //! every ~100 ms), until it exits, the duration ends, or the user interrupts.
 
 use super::counters::{CounterSpec, CounterValue};
+use super::kernel::{KERNEL_SPACE_START, KernelSampling};
 use super::memory::ProcessMemory;
 use super::namespace::NamespacedProcess;
 use super::sampler::{
     self, Follow, Inherit, OpenError, Record, SampleLayout, Sampler, SamplingMode, SamplingScope,
 };
 use super::symbols::{AddressSpaces, Location, MapEntry, Symbol};
-use super::target::TargetError;
+use super::target::{ProcessName, TargetError};
 use super::threads::ThreadFigures;
 use super::tree::FollowedProcess;
 use super::unwind::{StackUnwinder, UnwindReport};
@@ -66,6 +67,8 @@ pub struct RecordOptions {
     pub children: bool,
     /// Sample per task even where CPU-wide events are permitted (`--per-task`).
     pub per_task: bool,
+    /// Sample kernel code too where the kernel permits it; false with `--user-only`.
+    pub kernel: bool,
 }
 
 impl RecordOptions {
@@ -107,21 +110,26 @@ fn open_sampler(
     tasks: &[i32],
     enable_on_exec: bool,
     notes: &mut Vec<String>,
+    kernel_refused: &mut Option<String>,
 ) -> Result<Sampler, OpenError> {
-    open_with_layouts(opts, notes, |layout| {
+    open_with_layouts(opts, notes, kernel_refused, |layout| {
         open_sampler_layout(opts, tasks, enable_on_exec, layout)
     })
 }
 
 /// Opens the CPU-wide sampler, disabled, unless `--per-task` declines it or the kernel refuses
 /// it (not permitted, most often): then `Err` says why, and the caller samples per task.
-fn open_cpu_wide(opts: &RecordOptions, notes: &mut Vec<String>) -> Result<Sampler, PerTaskBecause> {
+fn open_cpu_wide(
+    opts: &RecordOptions,
+    notes: &mut Vec<String>,
+    kernel_refused: &mut Option<String>,
+) -> Result<Sampler, PerTaskBecause> {
     if opts.per_task {
         return Err(PerTaskBecause::Asked);
     }
     // Notes on a layout refused count only if CPU-wide sampling is used.
     let mut said = Vec::new();
-    let opened = open_with_layouts(opts, &mut said, |layout| {
+    let opened = open_with_layouts(opts, &mut said, kernel_refused, |layout| {
         Sampler::open_cpu_wide(&opts.cpus, opts.mode, opts.frequency_hz, layout, opts.wall)
     });
     match opened {
@@ -141,12 +149,26 @@ fn open_cpu_wide(opts: &RecordOptions, notes: &mut Vec<String>) -> Result<Sample
 /// Opens a sampler with `open`, with stack copies and call chains when asked and the kernel
 /// takes them; with call chains only when it refuses the stack copies (or the 2 MiB rings they
 /// need, over an unprivileged user's `perf_event_mlock_kb`), without when it refuses call
-/// chains too (a kernel too old for `sample_max_stack`), with a note each time.
+/// chains too (a kernel too old for `sample_max_stack`), with a note each time. Each layout is
+/// tried with kernel code first (unless `--user-only`), then, where that is not permitted, user
+/// space only, the refusal's error kept in `kernel_refused`.
 fn open_with_layouts(
     opts: &RecordOptions,
     notes: &mut Vec<String>,
+    kernel_refused: &mut Option<String>,
     open: impl Fn(SampleLayout) -> Result<Sampler, OpenError>,
 ) -> Result<Sampler, OpenError> {
+    let mut open = |layout: SampleLayout| {
+        if opts.kernel {
+            match open(layout.with_kernel(true)) {
+                Err(e) if e.kind() == PerfErrno::NotPermitted => {
+                    *kernel_refused = Some(e.io().to_string());
+                }
+                other => return other,
+            }
+        }
+        open(layout)
+    };
     if opts.callchains && cfg!(target_arch = "x86_64") {
         match open(SampleLayout::CHAIN_AND_STACK) {
             Ok(s) => return Ok(s),
@@ -219,6 +241,11 @@ pub struct Recording {
     pub scope: SamplingScope,
     /// Why per task, when it was.
     pub per_task_because: Option<PerTaskBecause>,
+    /// Whether kernel code was sampled, and why not.
+    pub kernel: KernelSampling,
+    /// The root process as the user ran it (`argv[0]`) and its executable, from its last
+    /// look while it ran.
+    pub root_name: Option<ProcessName>,
     /// Samples of processes not followed (CPU-wide events sample every process), dropped.
     pub other_samples: u64,
     /// Requested frequency.
@@ -251,6 +278,8 @@ pub struct Recording {
     pub unwinding: Option<UnwindReport>,
     /// Total samples.
     pub total_samples: u64,
+    /// Samples in kernel code, per thread (none unless kernel code was sampled).
+    pub kernel_samples: BTreeMap<u32, u64>,
     /// Records the kernel dropped.
     pub lost: u64,
     /// Thread names from the sampler's comm records (thread id -> name).
@@ -445,6 +474,8 @@ struct State {
     wall: Option<WallRecorder>,
     /// Samples of each process so far.
     pid_samples: HashMap<u32, u64>,
+    /// Samples in kernel code of each thread.
+    kernel_samples: BTreeMap<u32, u64>,
 }
 
 impl State {
@@ -456,27 +487,64 @@ impl State {
                     pid,
                     tid,
                     ip,
-                    callers,
+                    in_kernel,
+                    kernel_callers,
+                    mut callers,
                     user,
                     time_ns,
                 } => {
                     self.total += 1;
-                    let callers = self
-                        .unwinder
-                        .unwind(
-                            pid,
-                            self.spaces.maps(pid),
-                            ip,
-                            user.as_ref(),
-                            callers,
-                            super::perf_records::MAX_STACK_FRAMES,
-                        )
-                        .callers;
-                    let loc = self.spaces.locate(pid, ip);
+                    // A sample in the kernel: its kernel frames, then the user stack from where
+                    // the thread entered the kernel (the user registers' ip, which the user
+                    // chain begins with), walked as a sample there would be.
+                    let in_kernel = in_kernel || ip >= KERNEL_SPACE_START;
+                    let user_leaf = if in_kernel {
+                        let from = user
+                            .as_ref()
+                            .map(|u| u.regs.ip)
+                            .filter(|&a| a != 0)
+                            .or_else(|| callers.first().copied());
+                        if from.is_some() && callers.first().copied() == from {
+                            callers.remove(0);
+                        }
+                        from
+                    } else {
+                        Some(ip)
+                    };
+                    let callers = match user_leaf {
+                        Some(at) => {
+                            self.unwinder
+                                .unwind(
+                                    pid,
+                                    self.spaces.maps(pid),
+                                    at,
+                                    user.as_ref(),
+                                    callers,
+                                    super::perf_records::MAX_STACK_FRAMES,
+                                )
+                                .callers
+                        }
+                        None => Vec::new(),
+                    };
+                    let loc = if in_kernel {
+                        Location::Kernel { addr: ip }
+                    } else {
+                        self.spaces.locate(pid, ip)
+                    };
                     // Mappings change (a library unloaded, JIT code moved), so every frame is
-                    // located now, at the time of the sample.
-                    let mut stack = Vec::with_capacity(1 + callers.len());
+                    // located now, at the time of the sample. Callers, and the user address a
+                    // kernel sample returns to, at their address minus one (inside the call or
+                    // the system call instruction).
+                    let mut stack = Vec::with_capacity(2 + kernel_callers.len() + callers.len());
                     stack.push(loc.clone());
+                    if in_kernel {
+                        stack.extend(kernel_callers.iter().map(|&ret| Location::Kernel {
+                            addr: ret.saturating_sub(1),
+                        }));
+                        stack.extend(
+                            user_leaf.map(|at| self.spaces.locate(pid, at.saturating_sub(1))),
+                        );
+                    }
                     stack.extend(
                         callers
                             .iter()
@@ -497,6 +565,9 @@ impl State {
                             .entry(ip & !4095)
                             .or_insert((0, m.start, m.end));
                         e.0 += 1;
+                    }
+                    if in_kernel {
+                        *self.kernel_samples.entry(tid).or_default() += 1;
                     }
                     *self.samples.entry(loc).or_default().entry(tid).or_default() += 1;
                     *self.pid_samples.entry(pid).or_default() += 1;
@@ -742,6 +813,7 @@ mod tests {
             wall: true,
             children: true,
             per_task: false,
+            kernel: true,
         }
     }
 

@@ -204,7 +204,8 @@ pub fn open_event(attr: &mut perf_event_attr, pid: i32, cpu: i32) -> Result<Owne
 }
 
 /// The sampling attributes: frequency-based, user space only (allowed up to
-/// `perf_event_paranoid=2` without privileges), following children, with the side records
+/// `perf_event_paranoid=2` without privileges) unless the layout asks for kernel code too
+/// ([`SampleLayout::kernel`]), following children, with the side records
 /// symbolisation needs; with `switches`, a record each time a thread goes onto or off a CPU
 /// (what the wall-clock view is built from; allowed unprivileged too), timed by
 /// `CLOCK_MONOTONIC` so that the records line up with what diagnose reads from /proc.
@@ -230,9 +231,10 @@ fn sampling_attr(
         ..Default::default()
     };
     if layout.callchain {
-        // The user stack only, walked by frame pointers in the kernel at the sample: kept
-        // beside the stack copy as the fallback where CFI unwinding finds nothing.
-        attr.set_exclude_callchain_kernel(1);
+        // The user stack, walked by frame pointers in the kernel at the sample: kept beside
+        // the stack copy as the fallback where CFI unwinding finds nothing. The kernel's own
+        // frames only when kernel code is sampled.
+        attr.set_exclude_callchain_kernel(u64::from(!layout.kernel));
         attr.sample_max_stack = MAX_STACK_FRAMES as u16;
     }
     if layout.user_stack {
@@ -243,7 +245,7 @@ fn sampling_attr(
     attr.set_freq(1);
     attr.set_disabled(1);
     attr.set_enable_on_exec(u64::from(enable_on_exec));
-    attr.set_exclude_kernel(1);
+    attr.set_exclude_kernel(u64::from(!layout.kernel));
     attr.set_exclude_hv(1);
     attr.set_mmap(1);
     attr.set_mmap2(1);

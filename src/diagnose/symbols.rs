@@ -4,6 +4,7 @@
 //! in `/tmp/perf-PID.map` for code in anonymous memory (HotSpot with perf-map-agent or
 //! `-XX:+DumpPerfMapAtExit`, .NET with `DOTNET_PerfMapEnabled=1`, V8 with `--perf-basic-prof`).
 
+use super::kernel::{KERNEL_MODULE, Kallsyms, UNNAMED_KERNEL, Unnamed};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -85,6 +86,11 @@ pub enum Location {
         /// Process.
         pid: u32,
         /// The address.
+        addr: u64,
+    },
+    /// In the kernel (named from `/proc/kallsyms`, never disassembled).
+    Kernel {
+        /// The kernel address.
         addr: u64,
     },
 }
@@ -519,6 +525,8 @@ enum Numbering {
         addr: u64,
         mapping: Option<u64>,
     },
+    /// A kernel address: named from kallsyms, no bytes to read.
+    Kernel(u64),
 }
 
 /// Loads and caches modules and perf maps, and names locations.
@@ -533,9 +541,46 @@ pub struct Symbolizer {
     pub live_pids: Vec<u32>,
     /// Where separate debug files are looked for.
     pub debug_dirs: DebugDirs,
+    /// The kernel's symbols, read at the first kernel address named.
+    kallsyms: Option<Kallsyms>,
 }
 
 impl Symbolizer {
+    /// The kernel's symbols, read once.
+    fn kallsyms(&mut self) -> &Kallsyms {
+        self.kallsyms.get_or_insert_with(Kallsyms::read)
+    }
+
+    /// Why kernel code is unnamed (`/proc/kallsyms` unreadable, or its addresses hidden), or
+    /// `None` when it is named.
+    pub fn kernel_unnamed(&mut self) -> Option<Unnamed> {
+        self.kallsyms().unnamed()
+    }
+
+    /// A kernel address named: the function kallsyms places it in, or for all unnamed kernel
+    /// code one name ([`UNNAMED_KERNEL`]), so its samples add up.
+    fn name_kernel(&mut self, addr: u64) -> Named {
+        let k = self.kallsyms();
+        let symbol = match k.lookup(addr) {
+            Some((start, name)) => Symbol {
+                addr: start,
+                size: k.size_at(start),
+                name: name.to_string(),
+            },
+            None => Symbol {
+                addr: 0,
+                size: 0,
+                name: UNNAMED_KERNEL.to_string(),
+            },
+        };
+        Named {
+            module: KERNEL_MODULE.to_string(),
+            address: addr,
+            symbol: Some(symbol),
+            mapping: None,
+        }
+    }
+
     /// Gives the JIT symbols of process `pid` (from its perf map, read while it ran).
     pub fn set_perf_map(&mut self, pid: u32, symbols: Vec<Symbol>) {
         self.perf_maps.insert(pid, symbols);
@@ -641,18 +686,25 @@ impl Symbolizer {
                 addr: *addr,
                 mapping: None,
             },
+            // Named by `name_kernel` and never read: no process of ours has these bytes.
+            Location::Kernel { addr } => Numbering::Kernel(*addr),
         }
     }
 
     /// Names a location.
     pub fn name(&mut self, loc: &Location) -> Named {
+        if let Location::Kernel { addr } = loc {
+            return self.name_kernel(*addr);
+        }
         let module = match loc {
             Location::File { path, .. } => path.to_string(),
             Location::Anon { region, .. } if region.is_empty() => "[anon]".into(),
             Location::Anon { region, .. } => region.to_string(),
             Location::Unknown { .. } => "[unknown]".into(),
+            Location::Kernel { .. } => KERNEL_MODULE.into(),
         };
         match self.numbering(loc) {
+            Numbering::Kernel(addr) => self.name_kernel(addr),
             Numbering::Elf(key, address) => {
                 let m = self.modules[&key].as_ref();
                 // No symbol: the function its CFI entry bounds, named `file@0xSTART`, so its
@@ -698,6 +750,7 @@ impl Symbolizer {
     /// process that is still alive.
     pub fn code(&mut self, loc: &Location, addr: u64, len: u64) -> Option<Vec<u8>> {
         match self.numbering(loc) {
+            Numbering::Kernel(_) => None,
             Numbering::Elf(key, _) => self.modules[&key]
                 .as_ref()?
                 .bytes_at(addr, len)
@@ -726,8 +779,10 @@ impl Symbolizer {
             Location::File { path, .. } => path.rsplit('/').next().unwrap_or(path).to_string(),
             Location::Anon { region, .. } => region.to_string(),
             Location::Unknown { .. } => "[unknown]".into(),
+            Location::Kernel { .. } => return None,
         };
         let found = match self.numbering(loc) {
+            Numbering::Kernel(_) => None,
             Numbering::Elf(key, _) => {
                 let m = self.modules[&key].as_ref()?;
                 symbol_containing(&m.symbols, addr).cloned().or_else(|| {
@@ -752,7 +807,7 @@ impl Symbolizer {
     pub fn elf_image(&mut self, loc: &Location) -> Option<&[u8]> {
         match self.numbering(loc) {
             Numbering::Elf(key, _) => self.modules[&key].as_ref().map(ElfModule::image),
-            Numbering::Absolute { .. } => None,
+            Numbering::Absolute { .. } | Numbering::Kernel(_) => None,
         }
     }
 
@@ -760,7 +815,7 @@ impl Symbolizer {
     pub fn source_line(&mut self, loc: &Location, addr: u64) -> Option<String> {
         match self.numbering(loc) {
             Numbering::Elf(key, _) => self.modules[&key].as_ref()?.source_line(addr),
-            Numbering::Absolute { .. } => None,
+            Numbering::Absolute { .. } | Numbering::Kernel(_) => None,
         }
     }
 }

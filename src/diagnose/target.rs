@@ -408,6 +408,53 @@ pub fn check_attachable(pid: i32) -> Result<(), TargetError> {
     }
 }
 
+/// A process named as the user ran it: `argv[0]`'s file name (`redis-server`), and the
+/// executable when its file name differs (Debian's `redis-server` is a symlink to
+/// `redis-check-rdb`, whose name the code's module carries).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessName {
+    /// The file name of `argv[0]` (the first word of a title the process wrote over its
+    /// arguments: Redis's `/usr/bin/redis-server 127.0.0.1:6379`).
+    pub name: String,
+    /// The executable's path, when its file name is not `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
+}
+
+impl ProcessName {
+    /// From the text of `/proc/PID/cmdline` and the target of `/proc/PID/exe`; `None` when
+    /// the command line is empty (a kernel thread, a zombie).
+    pub fn from_parts(cmdline: &[u8], exe: Option<&str>) -> Option<ProcessName> {
+        let argv0 = cmdline.split(|&b| b == 0).next()?;
+        let argv0 = String::from_utf8_lossy(argv0);
+        let first = argv0.split_whitespace().next()?;
+        let name = first.rsplit('/').next().unwrap_or(first).to_string();
+        if name.is_empty() {
+            return None;
+        }
+        let exe = exe.map(|e| e.strip_suffix(" (deleted)").unwrap_or(e));
+        let executable = exe
+            .filter(|e| e.rsplit('/').next() != Some(name.as_str()))
+            .map(str::to_string);
+        Some(ProcessName { name, executable })
+    }
+
+    /// Process `pid` now, as the user ran it.
+    pub fn of(pid: u32) -> Option<ProcessName> {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let exe = fs::read_link(format!("/proc/{pid}/exe")).ok();
+        ProcessName::from_parts(&cmdline, exe.as_deref().and_then(|p| p.to_str()))
+    }
+
+    /// `redis-server (/usr/bin/redis-check-rdb)`, or the name alone.
+    pub fn describe(&self) -> String {
+        match &self.executable {
+            Some(exe) => format!("{} ({exe})", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
 /// The thread ids of process `pid`.
 pub fn threads_of(pid: i32) -> Vec<i32> {
     let mut tids: Vec<i32> = fs::read_dir(format!("/proc/{pid}/task"))
@@ -423,6 +470,26 @@ pub fn threads_of(pid: i32) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_named_as_the_user_ran_it_with_its_executable_beside() {
+        // The Redis case: Debian's redis-server is a symlink to redis-check-rdb, and Redis
+        // writes a title over its arguments.
+        let n = ProcessName::from_parts(
+            b"/usr/bin/redis-server 127.0.0.1:6379\0\0\0",
+            Some("/usr/bin/redis-check-rdb"),
+        )
+        .unwrap();
+        assert_eq!(n.name, "redis-server");
+        assert_eq!(n.describe(), "redis-server (/usr/bin/redis-check-rdb)");
+        // Run by its own name: nothing beside.
+        let n = ProcessName::from_parts(b"postgres\0-D\0/tmp/x\0", Some("/usr/lib/pg/postgres"));
+        assert_eq!(n.unwrap().describe(), "postgres");
+        assert_eq!(ProcessName::from_parts(b"", None), None);
+        // This test process: its own name.
+        let me = ProcessName::of(std::process::id()).unwrap();
+        assert!(!me.name.is_empty());
+    }
     use nix::sys::signal::kill;
 
     #[test]

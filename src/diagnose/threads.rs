@@ -25,6 +25,10 @@ pub struct ThreadReading {
     pub involuntary_switches: u64,
     /// Start time in clock ticks since boot.
     pub start_ticks: u64,
+    /// User time in clock ticks (`utime`).
+    pub user_ticks: u64,
+    /// System time in clock ticks (`stime`): in the kernel on the thread's behalf.
+    pub system_ticks: u64,
 }
 
 /// The `stat` fields diagnose reads: name, faults, CPU ticks, start time.
@@ -117,6 +121,8 @@ pub fn read_thread(pid: u32, tid: u32) -> Option<(String, ThreadReading)> {
             voluntary_switches: vol,
             involuntary_switches: invol,
             start_ticks: stat.starttime,
+            user_ticks: stat.utime,
+            system_ticks: stat.stime,
         },
     ))
 }
@@ -157,6 +163,11 @@ pub struct ThreadFigures {
     pub wall_s: f64,
     /// CPU time in that window, in seconds.
     pub cpu_s: f64,
+    /// Of it, time in the kernel (system time), in seconds: `cpu_s` split as the kernel's
+    /// tick accounting splits `utime` and `stime`. Absent when no tick fell in the window,
+    /// and in files written before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_s: Option<f64>,
     /// CPU time over wall time (1.0 = one CPU busy the whole time).
     pub cpu_per_wall: f64,
     /// Time runnable but waiting for a CPU in that window, s (schedstat's run-queue delay;
@@ -236,12 +247,17 @@ impl ThreadTracker {
             .map(|(&tid, t)| {
                 let wall_s = t.last_ns.saturating_sub(t.first_ns) as f64 / 1e9;
                 let cpu_s = t.last.cpu_ns.saturating_sub(t.first.cpu_ns) as f64 / 1e9;
+                let user = t.last.user_ticks.saturating_sub(t.first.user_ticks);
+                let system = t.last.system_ticks.saturating_sub(t.first.system_ticks);
+                let system_s =
+                    (user + system > 0).then(|| cpu_s * system as f64 / (user + system) as f64);
                 ThreadFigures {
                     pid: t.pid,
                     tid,
                     name: t.name.clone(),
                     wall_s,
                     cpu_s,
+                    system_s,
                     cpu_per_wall: if wall_s > 0.0 {
                         (cpu_s / wall_s).min(1.0)
                     } else {

@@ -4,6 +4,7 @@
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::ThreadReport;
 use crate::diagnose::hotspots::short_module;
+use crate::diagnose::kernel::{CpuCoverage, KernelReport, KernelSampling};
 use crate::diagnose::memory::ProcessMemory;
 use crate::diagnose::wall::{StateTimes, WallReport};
 use crate::format::count_of;
@@ -12,7 +13,10 @@ use crate::format::human_kib;
 use crate::format::human_ns;
 use crate::format::pct;
 use crate::render::text::{table, wrap, wrap_labelled};
-use crate::words::diagnose::{CommandFollowed, processes_followed};
+use crate::words::diagnose::{
+    CommandFollowed, KernelNotSampled, KernelShare, kernel_not_sampled, kernel_sampled,
+    processes_followed,
+};
 use std::fmt::Write;
 
 /// Renders the whole report for a terminal `width` columns wide.
@@ -34,14 +38,21 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
 /// The header: what ran, how it was sampled, the counters or why none, the machine, PAUSE.
 fn header(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
-    let what = match &d.target.command {
-        Some(c) => c.join(" "),
-        None => format!("attached to PID {}", d.target.pid),
+    // A process run by another name than its executable's (Debian's `redis-server`, a
+    // symlink to `redis-check-rdb`) says both: the name it was run by, the file beside.
+    let executable = d.target.name.as_ref().and_then(|n| n.executable.as_ref());
+    let what = match (&d.target.command, &d.target.name) {
+        (Some(c), _) => match executable {
+            Some(exe) => format!("{} (executable {exe}), pid {}", c.join(" "), d.target.pid),
+            None => format!("{} (pid {})", c.join(" "), d.target.pid),
+        },
+        (None, Some(n)) => format!("attached to {}, pid {}", n.describe(), d.target.pid),
+        (None, None) => format!("attached to PID {} (pid {})", d.target.pid, d.target.pid),
     };
     o.push_str(&wrap_labelled(
         &format!(
-            "{what} (pid {}): {}, {:.2} s recorded",
-            d.target.pid, d.target.ended, d.sampling.wall_s
+            "{what}: {}, {:.2} s recorded",
+            d.target.ended, d.sampling.wall_s
         ),
         "Workload    ",
         w,
@@ -70,6 +81,13 @@ fn header(d: &Diagnosis, w: u16) -> String {
     ));
     if let Some(u) = d.sampling.stacks.as_ref().filter(|u| u.samples > 0) {
         o.push_str(&wrap_labelled(&u.line(), "Stacks      ", w));
+    }
+    if let Some(line) = d
+        .kernel
+        .as_ref()
+        .and_then(|k| kernel_line(k, d.sampling.samples))
+    {
+        o.push_str(&wrap_labelled(&line, "Kernel      ", w));
     }
     if d.counters.available {
         let cpi = d
@@ -116,6 +134,48 @@ fn header(d: &Diagnosis, w: u16) -> String {
         ));
     }
     o
+}
+
+/// Kernel time: its share of the samples, per process and function; or, where kernel code was
+/// not sampled, how much of the threads' CPU time the samples do not cover.
+fn kernel_line(k: &KernelReport, samples: u64) -> Option<String> {
+    let system_share = k.cpu.as_ref().map(CpuCoverage::system_share);
+    match &k.sampling {
+        KernelSampling::Sampled if samples > 0 => Some(kernel_sampled(&KernelShare {
+            share: k.share,
+            processes: k
+                .processes
+                .iter()
+                .map(|p| (p.command.as_str(), p.kernel_share))
+                .collect(),
+            entries: k
+                .entries
+                .iter()
+                .map(|e| (e.kind.label(&e.from), e.share))
+                .collect(),
+            functions: k
+                .functions
+                .iter()
+                .map(|f| (f.function.as_str(), f.share))
+                .collect(),
+            system_share,
+            unnamed_because: k.unnamed_because.as_deref(),
+        })),
+        KernelSampling::Sampled => None,
+        KernelSampling::Off | KernelSampling::Refused { .. } => {
+            let why = match &k.sampling {
+                KernelSampling::Refused { paranoid, .. } => KernelNotSampled::Refused(*paranoid),
+                _ => KernelNotSampled::Asked,
+            };
+            let sampled_s = k.cpu.as_ref().map_or(0.0, |c| c.sampled_s);
+            Some(kernel_not_sampled(
+                why,
+                k.cpu.as_ref().map(|c| c.cpu_s),
+                k.cpu.as_ref().map(|c| c.system_s),
+                sampled_s,
+            ))
+        }
+    }
 }
 
 /// Where the time went: per command, then the threads that spent most time off the CPU.
@@ -523,10 +583,20 @@ fn thread_row(th: &ThreadReport, name: String, wide: bool) -> Vec<String> {
         ));
         row.push(format!("{}/{}", f.minor_faults, f.major_faults));
     }
+    let kernel = (th.kernel_samples > 0).then(|| {
+        format!(
+            "kernel {}",
+            pct(th.kernel_samples as f64 / th.samples.max(1) as f64, 1)
+        )
+    });
     row.push(
-        th.kinds
-            .iter()
-            .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1)))
+        kernel
+            .into_iter()
+            .chain(
+                th.kinds
+                    .iter()
+                    .map(|k| format!("{} {}", k.kind.describe(), pct(k.share, 1))),
+            )
             .collect::<Vec<_>>()
             .join(if wide { "; " } else { "\n" }),
     );
@@ -730,6 +800,83 @@ mod tests {
                 s.instruction
             );
         }
+    }
+
+    /// The Redis case: attached to Debian's redis-server (a symlink to redis-check-rdb), 80%
+    /// of its samples in the kernel; then the same without kernel samples.
+    #[test]
+    fn case_redis_names_the_process_as_run_and_says_its_kernel_share_at_80_columns() {
+        use crate::diagnose::kernel::*;
+        use crate::diagnose::target::ProcessName;
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        d.target.command = None;
+        d.target.name = Some(ProcessName {
+            name: "redis-server".into(),
+            executable: Some("/usr/bin/redis-check-rdb".into()),
+        });
+        let tid = d.threads[0].figures.tid;
+        d.threads[0].kernel_samples = d.threads[0].samples / 2;
+        let half = pct(
+            d.threads[0].kernel_samples as f64 / d.threads[0].samples as f64,
+            1,
+        );
+        let cpu = CpuCoverage {
+            cpu_s: 2.1,
+            system_s: 1.7,
+            sampled_s: 0.37,
+        };
+        d.kernel = Some(KernelReport {
+            sampling: KernelSampling::Sampled,
+            samples: 800,
+            share: 0.8,
+            functions: vec![KernelFunction {
+                function: "tcp_sendmsg_locked".into(),
+                samples: 80,
+                share: 0.08,
+            }],
+            entries: vec![KernelEntry {
+                from: "write".into(),
+                kind: KernelEntryKind::SystemCall,
+                samples: 500,
+                share: 0.5,
+            }],
+            unnamed_because: None,
+            processes: Vec::new(),
+            cpu: Some(cpu.clone()),
+        });
+        let text = render(&d, 80);
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains("Workload attached to redis-server (/usr/bin/redis-check-rdb), pid"),
+            "{text}"
+        );
+        assert!(
+            flat.contains(
+                "Kernel 80.0% of samples in kernel code; entered from write 50.0%; \
+                 hottest kernel functions tcp_sendmsg_locked 8.0%; by the kernel's own \
+                 accounting (/proc stime) 81.0% of the threads' CPU time"
+            ),
+            "{text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("│ {tid} ")))
+            .unwrap();
+        assert!(row.contains(&format!("kernel {half}")), "{row}");
+        // Refused: what the samples miss, in the kernel's figures.
+        d.kernel.as_mut().unwrap().sampling = KernelSampling::Refused {
+            paranoid: Some(2),
+            error: "Permission denied (os error 13)".into(),
+        };
+        let flat = render(&d, 80)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            flat.contains("Kernel user space only: samples cover 0.37 s of 2.10 s of CPU; 1.70 s"),
+            "{flat}"
+        );
     }
 
     /// PostgreSQL's backends at 80 columns: seven columns left "Where its samples go" a few

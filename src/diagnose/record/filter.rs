@@ -144,6 +144,8 @@ mod tests {
             tid: pid,
             time_ns,
             ip: 0x1000,
+            in_kernel: false,
+            kernel_callers: Vec::new(),
             callers: Vec::new(),
             user: None,
         }

@@ -6,12 +6,13 @@
 
 use super::super::counters::{CounterValue, Counters};
 use super::super::jit::{self, HotCode, PerfMapRequest};
+use super::super::kernel::{self, KernelSampling};
 use super::super::memory::{self, ProcessMemory};
 use super::super::namespace::NamespacedProcess;
 use super::super::perf_map::PerfMapFollower;
 use super::super::sampler::{Inherit, Sampler};
 use super::super::symbols;
-use super::super::target::{self, Launched, TargetError};
+use super::super::target::{self, Launched, ProcessName, TargetError};
 use super::super::threads::ThreadTracker;
 use super::super::tree::{self, Followed};
 use super::super::wall::cpu::CpuWindow;
@@ -67,6 +68,8 @@ struct Opened {
     root: i32,
     /// When the events were enabled (`CLOCK_MONOTONIC` ns): the wall-clock window's start.
     enabled_ns: u64,
+    /// The error of the refused kernel sampling, when it was refused.
+    kernel_refused: Option<String>,
 }
 
 /// What a stopped recording read last: the counters, the processes still running, and the
@@ -95,6 +98,10 @@ pub(super) struct Run<'a> {
     counters: Option<Counters>,
     /// The launched command; `None` when attached to a running process.
     child: Option<Launched>,
+    /// The error of the refused kernel sampling, when it was refused.
+    kernel_refused: Option<String>,
+    /// The root process as the user ran it, from its last look.
+    root_name: Option<ProcessName>,
     root: u32,
     attached: bool,
     /// The user asked for perf maps already: theirs are not diagnose's to remove.
@@ -144,12 +151,14 @@ fn launch(
         threads: 1,
         processes: 1,
     };
-    let (sampler, filter, per_task_because) = match open_cpu_wide(opts, notes) {
+    let mut kernel_refused = None;
+    let (sampler, filter, per_task_because) = match open_cpu_wide(opts, notes, &mut kernel_refused)
+    {
         Ok(s) => {
             let root = pid as u32;
             (s, Some(FollowedFilter::new([root], true, Some(root))), None)
         }
-        Err(because) => match open_sampler(opts, &[pid], true, notes) {
+        Err(because) => match open_sampler(opts, &[pid], true, notes, &mut kernel_refused) {
             Ok(s) => (s, None, Some(because)),
             Err(e) => {
                 child.abandon();
@@ -173,6 +182,7 @@ fn launch(
         child: Some(child),
         root: pid,
         enabled_ns,
+        kernel_refused,
     })
 }
 
@@ -193,7 +203,8 @@ fn attach(
     notes: &mut Vec<String>,
 ) -> Result<Opened> {
     target::check_attachable(pid).map_err(input_error)?;
-    let cpu_wide = open_cpu_wide(opts, notes);
+    let mut kernel_refused = None;
+    let cpu_wide = open_cpu_wide(opts, notes, &mut kernel_refused);
     let cpu_wide_at = cpu_wide.as_ref().ok().map(|s| {
         s.enable();
         monotonic_ns()
@@ -244,7 +255,8 @@ fn attach(
             (s, Some(filter), None)
         }
         Err(because) => {
-            let s = open_sampler(opts, &tids, false, notes).map_err(|e| open_error(e, &scope))?;
+            let s = open_sampler(opts, &tids, false, notes, &mut kernel_refused)
+                .map_err(|e| open_error(e, &scope))?;
             (s, None, Some(because))
         }
     };
@@ -272,6 +284,7 @@ fn attach(
         child: None,
         root: pid,
         enabled_ns,
+        kernel_refused,
     })
 }
 
@@ -353,6 +366,8 @@ impl<'a> Run<'a> {
             per_task_because: opened.per_task_because,
             counters: opened.counters,
             child: opened.child,
+            kernel_refused: opened.kernel_refused,
+            root_name: None,
             root,
             attached,
             user_maps,
@@ -520,6 +535,14 @@ impl<'a> Run<'a> {
 
     /// Threads, JVMs and perf maps of the followed processes, and `jcmd` for attached JVMs.
     fn look_at_processes(&mut self, now: Instant) {
+        // The root as the user ran it, the last look that saw it (a started command's first
+        // look may come before its exec, while it is still a copy of this program).
+        let exe = |pid: String| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        if exe(self.root.to_string()) != exe("self".into())
+            && let Some(name) = ProcessName::of(self.root)
+        {
+            self.root_name = Some(name);
+        }
         for &pid in &self.st.pids {
             self.tracker.poll(pid);
             self.map_existed
@@ -838,6 +861,18 @@ impl<'a> Run<'a> {
         Recording {
             mode: opts.mode,
             scope: self.sampler.scope(),
+            kernel: if self.sampler.layout().kernel {
+                KernelSampling::Sampled
+            } else {
+                match self.kernel_refused {
+                    Some(error) => KernelSampling::Refused {
+                        paranoid: kernel::paranoid(),
+                        error,
+                    },
+                    None => KernelSampling::Off,
+                }
+            },
+            root_name: self.root_name,
             per_task_because: self.per_task_because,
             other_samples: self.sampler.skipped_samples()
                 + self
@@ -879,6 +914,7 @@ impl<'a> Run<'a> {
                 .callchain
                 .then(|| st.unwinder.report()),
             total_samples: st.total,
+            kernel_samples: st.kernel_samples,
             lost: st.lost,
             thread_names: st.names,
             thread_pid: st.thread_pid,
@@ -961,6 +997,8 @@ mod tests {
             tid,
             time_ns: 1,
             ip: 0x1000,
+            in_kernel: false,
+            kernel_callers: Vec::new(),
             callers: Vec::new(),
             user: None,
         };
