@@ -63,10 +63,11 @@ pub struct UnwindReport {
     pub full_stacks: u64,
     /// Samples counted.
     pub samples: u64,
-    /// Samples whose frame-pointer chain (the kernel's, or a walk of the copied stack) failed
-    /// the check (a return address outside executable code, a frame pointer not moving up the
-    /// thread's stack): the chain was cut before the bad frame, or the CFI walk kept instead.
-    /// 0 in files written before chains were checked.
+    /// Samples whose frame-pointer chain would have been kept but failed the check (a return
+    /// address outside executable code, a frame pointer not moving up the thread's stack): the
+    /// kernel's chain where it went further than the stack walk (or no stack was copied), or
+    /// the walk's own frames. The chain was cut before the bad frame, or the CFI walk kept
+    /// instead. 0 in files written before chains were checked.
     #[serde(default)]
     pub rejected_chains: u64,
 }
@@ -471,16 +472,20 @@ impl StackUnwinder {
         let frame_pointers = user
             .map(|u| kernel_frame_pointers(u, &kernel_callers))
             .unwrap_or_default();
-        let mut rejected = false;
-        if let Err(fault) = check_chain(
+        // The kernel's chain as it came: a rejected chain counts only where it would have been
+        // kept (no stack copy, or longer than the stack walk).
+        let unchecked = kernel_callers.len();
+        let kernel_fault = check_chain(
             maps,
             user.map(|u| u.regs.sp),
             &kernel_callers,
             &frame_pointers,
-        ) {
+        )
+        .err();
+        if let Some(fault) = kernel_fault {
             kernel_callers.truncate(fault.frame());
-            rejected = true;
         }
+        let mut rejected = kernel_fault.is_some() && user.is_none();
         let kernel = |callers: Vec<u64>| Unwound {
             method: if callers.is_empty() {
                 UnwindMethod::LeafOnly
@@ -525,6 +530,9 @@ impl StackUnwinder {
         if let Err(fault) = check_chain(maps, None, &callers, &[]) {
             callers.truncate(fault.frame());
             full = false;
+            rejected = true;
+        }
+        if kernel_fault.is_some() && !full && callers.len() < unchecked {
             rejected = true;
         }
         if !full && callers.len() < kernel_callers.len() {
@@ -791,9 +799,25 @@ mod tests {
         let w = u.unwind(1, &maps, 0x1000, Some(&user), vec![0x7ff0, 0x2000], 127);
         assert_eq!(w.callers, vec![0x1234]);
         assert_eq!(w.method, UnwindMethod::FramePointers);
-        // No copy: the kernel's chain is cut before its bad frame.
+        // That walk reached the stack's end, so the kernel's chain was not going to be kept:
+        // not counted.
+        assert_eq!(u.report().rejected_chains, 0);
+        // No copy: the kernel's chain is cut before its bad frame, and counted.
         let k = u.unwind(1, &maps, 0x1000, None, vec![0x2000, 0x7ff0, 0x3000], 127);
         assert_eq!(k.callers, vec![0x2000]);
+        // A copy whose walk finds nothing: the kernel's chain, longer, would have been kept;
+        // its good part is, and it counts.
+        let stray = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x9000,
+            },
+            bytes: vec![0; 64],
+        };
+        let k = u.unwind(1, &maps, 0x1000, Some(&stray), vec![0x2000, 0x7ff0], 127);
+        assert_eq!(k.callers, vec![0x2000]);
+        assert_eq!(k.method, UnwindMethod::KernelCallchain);
         let r = u.report();
         assert_eq!(r.rejected_chains, 2);
         assert!(

@@ -3,6 +3,7 @@
 
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::ThreadReport;
+use crate::diagnose::hotspots::coverage::Coverage;
 use crate::diagnose::hotspots::short_module;
 use crate::diagnose::memory::ProcessMemory;
 use crate::diagnose::wall::{StateTimes, WallReport};
@@ -24,6 +25,7 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         o.push('\n');
     }
     o.push_str(&findings(d, width));
+    o.push_str(&coverage(d, width));
     o.push_str(&hot_sites(d, width));
     o.push_str(&functions(d, width));
     o.push_str(&threads(d, width));
@@ -261,10 +263,11 @@ fn processes_line(d: &Diagnosis) -> Option<String> {
 fn findings(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
     if d.findings.is_empty() {
-        let _ = writeln!(
-            o,
-            "No findings: no spin-wait, locked hotspot or page-size problem stands out."
-        );
+        o.push_str(&wrap_labelled(
+            &Coverage::no_findings(d.coverage.as_ref()),
+            "",
+            w,
+        ));
     } else {
         let _ = writeln!(o, "Findings");
     }
@@ -286,6 +289,25 @@ fn findings(d: &Diagnosis, w: u16) -> String {
         }
         o.push_str(&wrap_labelled(&format!("Cost: {}", f.explanation), "  ", w));
         o.push_str(&wrap_labelled(&format!("Do: {}", f.advice), "  ", w));
+    }
+    o
+}
+
+/// What was not analysed (or not named), each gap with its share and fix; nothing when every
+/// sample was analysed and named.
+fn coverage(d: &Diagnosis, w: u16) -> String {
+    let mut o = String::new();
+    let Some(c) = d.coverage.as_ref().filter(|c| !c.gaps.is_empty()) else {
+        return o;
+    };
+    o.push('\n');
+    o.push_str(&wrap_labelled(&c.heading(), "", w));
+    for g in &c.gaps {
+        o.push_str(&wrap_labelled(
+            &g.sentence(),
+            &format!("{:>7}  ", pct(g.share, 1)),
+            w,
+        ));
     }
     o
 }
