@@ -101,9 +101,10 @@ impl UnwindReport {
             .collect();
         let rejected = if self.rejected_chains > 0 {
             format!(
-                "; {} frame-pointer chains rejected (a frame outside code or a frame pointer \
+                "; {} frame-pointer chain{} rejected (a frame outside code or a frame pointer \
                  not moving up the stack)",
-                self.rejected_chains
+                self.rejected_chains,
+                if self.rejected_chains == 1 { "" } else { "s" }
             )
         } else {
             String::new()

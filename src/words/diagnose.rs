@@ -167,110 +167,6 @@ pub fn records_lost(lost: u64, kept: u64) -> String {
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn group(
-        command: &str,
-        processes: u64,
-        at_attach: u64,
-        exited: u64,
-        share: f64,
-    ) -> CommandFollowed<'_> {
-        CommandFollowed {
-            command,
-            processes,
-            at_attach,
-            started: processes - at_attach,
-            exited,
-            sample_share: share,
-        }
-    }
-
-    #[test]
-    fn a_server_tree_is_one_line_by_command_with_what_ran_before_and_what_started() {
-        let groups = [
-            group("postgres", 34, 32, 2, 0.961),
-            group("psql", 1, 0, 1, 0.0),
-        ];
-        assert_eq!(
-            processes_followed(&groups, true, false),
-            "35 processes followed: postgres x34 (32 running at attach, 2 started, 2 exited; \
-             96.1% of samples), psql (1 started, 1 exited)"
-        );
-    }
-
-    #[test]
-    fn the_process_alone_says_its_children_were_left_out() {
-        let line = processes_followed(&[group("fork_children", 1, 1, 0, 0.0)], true, true);
-        assert_eq!(
-            line,
-            "1 process followed: fork_children (1 running at attach); its child processes \
-             were not followed (--no-children)"
-        );
-    }
-
-    #[test]
-    fn a_started_command_says_no_attach_and_counts_commands_past_six() {
-        let groups: Vec<CommandFollowed> =
-            ["sh", "make", "cc1", "as", "ld", "collect2", "rm", "mv"]
-                .iter()
-                .map(|c| group(c, 1, 0, 1, 0.1))
-                .collect();
-        let line = processes_followed(&groups, false, false);
-        assert!(
-            line.starts_with("8 processes followed: sh (1 exited; 10.0% of samples), make"),
-            "{line}"
-        );
-        assert!(
-            !line.contains("attach") && !line.contains("started"),
-            "{line}"
-        );
-        assert!(
-            line.ends_with(", and 2 more commands (2 processes)"),
-            "{line}"
-        );
-        assert!(!line.contains("rm ("), "{line}");
-    }
-
-    #[test]
-    fn sampling_per_task_at_a_high_switch_rate_says_what_it_costs_and_what_permits_cpu_wide() {
-        let n = per_task_at_switch_rate(12_345.4, Some(2));
-        assert!(
-            n.starts_with("sampled per task: CPU-wide sampling needs root"),
-            "{n}"
-        );
-        assert!(n.contains("perf_event_paranoid <= 0 (it is 2)"), "{n}");
-        assert!(n.contains("(12,345 a second here)"), "{n}");
-        assert!(
-            n.contains("lost 20% of its throughput so, against 12% CPU-wide"),
-            "{n}"
-        );
-        assert!(!per_task_at_switch_rate(6_000.0, None).contains("(it is"));
-    }
-
-    #[test]
-    fn most_samples_of_other_processes_are_counted_with_their_share() {
-        let n = cpu_wide_mostly_others(3_000, 1_000);
-        assert!(n.contains("3,000 samples (75.0% of all)"), "{n}");
-        assert!(n.contains("--per-task"), "{n}");
-    }
-
-    /// Issue 29: 76% of the records lost was called "still representative".
-    #[test]
-    fn case_most_records_lost_is_not_called_representative() {
-        let s = records_lost(76, 24);
-        assert!(s.contains("up to 76% of the workload's samples"), "{s}");
-        assert!(s.contains("off by up to 76 points"), "{s}");
-        assert!(s.contains("fell behind"), "{s}");
-        assert!(!s.contains("representative"), "{s}");
-        let few = records_lost(1, 999);
-        assert!(few.contains("off by up to 1 point"), "{few}");
-        assert!(!few.contains("fell behind"), "{few}");
-    }
-}
-
 /// The sentence when no finding was made. `not_enough`: the share of samples analysed when it
 /// was too little to say "No findings" (`diagnose::hotspots::coverage::ENOUGH_ANALYSED`):
 /// then that nothing is said of the rest.
@@ -414,4 +310,108 @@ pub fn fix_debug_symbols(
     }
     s.push('.');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(
+        command: &str,
+        processes: u64,
+        at_attach: u64,
+        exited: u64,
+        share: f64,
+    ) -> CommandFollowed<'_> {
+        CommandFollowed {
+            command,
+            processes,
+            at_attach,
+            started: processes - at_attach,
+            exited,
+            sample_share: share,
+        }
+    }
+
+    #[test]
+    fn a_server_tree_is_one_line_by_command_with_what_ran_before_and_what_started() {
+        let groups = [
+            group("postgres", 34, 32, 2, 0.961),
+            group("psql", 1, 0, 1, 0.0),
+        ];
+        assert_eq!(
+            processes_followed(&groups, true, false),
+            "35 processes followed: postgres x34 (32 running at attach, 2 started, 2 exited; \
+             96.1% of samples), psql (1 started, 1 exited)"
+        );
+    }
+
+    #[test]
+    fn the_process_alone_says_its_children_were_left_out() {
+        let line = processes_followed(&[group("fork_children", 1, 1, 0, 0.0)], true, true);
+        assert_eq!(
+            line,
+            "1 process followed: fork_children (1 running at attach); its child processes \
+             were not followed (--no-children)"
+        );
+    }
+
+    #[test]
+    fn a_started_command_says_no_attach_and_counts_commands_past_six() {
+        let groups: Vec<CommandFollowed> =
+            ["sh", "make", "cc1", "as", "ld", "collect2", "rm", "mv"]
+                .iter()
+                .map(|c| group(c, 1, 0, 1, 0.1))
+                .collect();
+        let line = processes_followed(&groups, false, false);
+        assert!(
+            line.starts_with("8 processes followed: sh (1 exited; 10.0% of samples), make"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("attach") && !line.contains("started"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(", and 2 more commands (2 processes)"),
+            "{line}"
+        );
+        assert!(!line.contains("rm ("), "{line}");
+    }
+
+    #[test]
+    fn sampling_per_task_at_a_high_switch_rate_says_what_it_costs_and_what_permits_cpu_wide() {
+        let n = per_task_at_switch_rate(12_345.4, Some(2));
+        assert!(
+            n.starts_with("sampled per task: CPU-wide sampling needs root"),
+            "{n}"
+        );
+        assert!(n.contains("perf_event_paranoid <= 0 (it is 2)"), "{n}");
+        assert!(n.contains("(12,345 a second here)"), "{n}");
+        assert!(
+            n.contains("lost 20% of its throughput so, against 12% CPU-wide"),
+            "{n}"
+        );
+        assert!(!per_task_at_switch_rate(6_000.0, None).contains("(it is"));
+    }
+
+    #[test]
+    fn most_samples_of_other_processes_are_counted_with_their_share() {
+        let n = cpu_wide_mostly_others(3_000, 1_000);
+        assert!(n.contains("3,000 samples (75.0% of all)"), "{n}");
+        assert!(n.contains("--per-task"), "{n}");
+    }
+
+    /// Issue 29: 76% of the records lost was called "still representative".
+    #[test]
+    fn case_most_records_lost_is_not_called_representative() {
+        let s = records_lost(76, 24);
+        assert!(s.contains("up to 76% of the workload's samples"), "{s}");
+        assert!(s.contains("off by up to 76 points"), "{s}");
+        assert!(s.contains("fell behind"), "{s}");
+        assert!(!s.contains("representative"), "{s}");
+        let few = records_lost(1, 999);
+        assert!(few.contains("off by up to 1 point"), "{few}");
+        assert!(!few.contains("fell behind"), "{few}");
+    }
 }

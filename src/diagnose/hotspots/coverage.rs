@@ -167,8 +167,10 @@ pub enum JitRuntime {
     /// Node.js (V8): maps `node` or `libnode.so`.
     Node,
     /// The HotSpot JVM: maps `libjvm.so`.
+    #[serde(rename = "hotspot")]
     HotSpot,
     /// CPython: maps `python3.X` or `libpython3.X.so` (its perf trampolines are JIT code).
+    #[serde(rename = "cpython")]
     CPython,
     /// .NET: maps `libcoreclr.so`.
     Dotnet,
@@ -189,6 +191,7 @@ pub enum Fix {
     },
     /// HotSpot: `jcmd PID Compiler.perfmap` while it runs (JDK 17+), or
     /// `-XX:+DumpPerfMapAtExit`, and `-XX:+PreserveFramePointer` for stacks through it.
+    #[serde(rename = "hotspot-perf-map")]
     HotSpotPerfMap {
         /// The JVM's process id.
         pid: u32,
@@ -526,6 +529,40 @@ mod tests {
         let p = parse_dpkg_search("mariadb-server-core: /usr/sbin/mariadbd\n").unwrap();
         assert_eq!(debug_package_of(&p), "mariadb-server-core-dbgsym");
         assert_eq!(parse_dpkg_search(""), None);
+    }
+
+    #[test]
+    fn runtimes_and_fixes_have_the_json_names_the_docs_give() {
+        let v = |x: serde_json::Value| x.to_string();
+        assert_eq!(v(serde_json::json!(JitRuntime::HotSpot)), "\"hotspot\"");
+        assert_eq!(v(serde_json::json!(JitRuntime::CPython)), "\"cpython\"");
+        assert_eq!(
+            v(serde_json::json!(Fix::HotSpotPerfMap { pid: 7 })),
+            r#"{"kind":"hotspot-perf-map","pid":7}"#
+        );
+        assert_eq!(
+            v(serde_json::json!(GapCause::JitWithoutPerfMap)),
+            "\"jit-without-perf-map\""
+        );
+        let fix = Fix::DebugSymbols {
+            build_id: Some("ab12".into()),
+            package: Some("mariadb-server-core".into()),
+            debug_package: Some("mariadb-server-core-dbgsym".into()),
+        };
+        let said = fix.instruction();
+        assert!(
+            said.contains("apt-get install mariadb-server-core-dbgsym"),
+            "{said}"
+        );
+        assert!(said.contains("debuginfod-find debuginfo ab12"), "{said}");
+        let old = Fix::PythonPerf {
+            version: Some("3.11".into()),
+        };
+        assert!(
+            old.instruction().starts_with("CPython 3.11 cannot"),
+            "{}",
+            old.instruction()
+        );
     }
 
     #[test]
