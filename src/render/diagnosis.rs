@@ -654,7 +654,7 @@ fn memory_lines(d: &Diagnosis) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::diagnose::test_fixture as fixture;
 
@@ -766,5 +766,50 @@ mod tests {
         let wide = render(&d, 140);
         assert!(wide.contains("Faults min/maj"), "{wide}");
         assert!(!wide.contains("switches and faults per thread"), "{wide}");
+    }
+
+    /// The coverage of the `node hot.js` case: nearly every sample in V8's code, no perf map.
+    pub(crate) fn node_without_perf_map() -> crate::diagnose::hotspots::coverage::Coverage {
+        use crate::diagnose::hotspots::coverage::{
+            Coverage, CoverageGap, Fix, GapCause, JitRuntime,
+        };
+        Coverage {
+            samples: 1334,
+            analysed: 21,
+            gaps: vec![CoverageGap {
+                cause: GapCause::JitWithoutPerfMap,
+                module: "//anon".into(),
+                runtime: Some(JitRuntime::Node),
+                pid: 27769,
+                samples: 1299,
+                share: 1299.0 / 1334.0,
+                analysed: 0,
+                fix: Some(Fix::NodePerfMap),
+            }],
+        }
+    }
+
+    #[test]
+    fn without_findings_and_most_samples_not_analysed_the_screen_says_what_to_add_not_no_findings()
+    {
+        // The `diagnose -- node hot.js` case: it said "No findings" with 98.4% of the samples
+        // in one anonymous JIT mapping.
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        d.findings.clear();
+        d.coverage = Some(node_without_perf_map());
+        let o = render(&d, 80);
+        assert!(!o.contains("No findings: no spin-wait"), "{o}");
+        assert!(
+            o.contains("No findings in the 1.6% of samples analysed"),
+            "{o}"
+        );
+        assert!(o.contains("Not analysed: 98.4% of 1,334 samples"), "{o}");
+        assert!(o.contains("--perf-basic-prof"), "{o}");
+        for l in o.lines() {
+            assert!(l.chars().count() <= 80, "wider than 80: {l}");
+        }
+        // Enough analysed: "No findings" as before.
+        d.coverage = None;
+        assert!(render(&d, 80).contains("No findings: no spin-wait"));
     }
 }

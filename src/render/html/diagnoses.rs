@@ -590,4 +590,15 @@ mod tests {
         ));
         assert!(!h.contains("FunctionChange"), "the column reads Change");
     }
+
+    #[test]
+    fn a_diagnosis_with_most_samples_not_analysed_lists_the_gaps_and_their_fix() {
+        let mut r = run("pause-spin-zen4-kvm.json", "node.json");
+        r.diagnosis.findings.clear();
+        r.diagnosis.coverage = Some(crate::render::diagnosis::tests::node_without_perf_map());
+        let h = render_diagnoses(&ComparedDiagnoses::new(vec![r]).unwrap()).html;
+        assert!(!h.contains("No findings: no spin-wait"));
+        assert!(h.contains("Not analysed: 98.4% of 1,334 samples"));
+        assert!(h.contains("--perf-basic-prof"));
+    }
 }
