@@ -252,4 +252,19 @@ fn cpython_312_perf_trampolines_get_no_callers_from_thread_stacks() {
         "/tmp/perf-{}.map",
         d["target"]["pid"].as_u64().unwrap()
     ));
+    assert!(
+        !gaps(&d)
+            .iter()
+            .any(|g| g["cause"] == "interpreter-without-names"),
+        "{:#}",
+        d["coverage"]
+    );
+    // Without -X perf the Python functions have no names: the diagnosis says how to get them.
+    let d = diagnose_json(&["--", python.to_str().unwrap(), &program("python/crunch.py")]);
+    let g = gaps(&d)
+        .into_iter()
+        .find(|g| g["cause"] == "interpreter-without-names")
+        .unwrap_or_else(|| panic!("no interpreter gap: {:#}", d["coverage"]));
+    assert!(g["share"].as_f64().unwrap() >= 0.5, "{g:#}");
+    assert_eq!(g["fix"]["kind"], "python-perf", "{g:#}");
 }

@@ -235,6 +235,14 @@ pub fn gap_not_disassembled(module: &str) -> String {
     )
 }
 
+/// CPython's interpreter in `module` of process `pid` running Python code no perf map names.
+pub fn gap_interpreter_without_names(module: &str, pid: u32) -> String {
+    format!(
+        "CPython's interpreter ({module}, pid {pid}) ran Python code whose functions are not \
+         named: the samples show its C functions only (analysed)."
+    )
+}
+
 /// Addresses outside every known mapping.
 pub fn gap_outside_mappings() -> String {
     "addresses outside every mapping the recording knew (code unmapped before it was read, or \

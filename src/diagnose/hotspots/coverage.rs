@@ -107,6 +107,9 @@ impl CoverageGap {
             ),
             GapCause::NotDisassembled => w::gap_not_disassembled(&self.module),
             GapCause::OutsideMappings => w::gap_outside_mappings(),
+            GapCause::InterpreterWithoutNames => {
+                w::gap_interpreter_without_names(&self.module, self.pid)
+            }
         };
         match &self.fix {
             Some(fix) => w::gap_with_fix(&what, &fix.instruction()),
@@ -158,6 +161,9 @@ pub enum GapCause {
     NotDisassembled,
     /// Addresses outside every mapping the recording knew.
     OutsideMappings,
+    /// CPython's interpreter running Python code with no perf map: the samples name its C
+    /// functions (analysed), never the Python functions they run.
+    InterpreterWithoutNames,
 }
 
 /// A runtime that compiles code at run time, told from the files its process maps.
@@ -255,6 +261,17 @@ pub(super) fn of(
                 Some(runtimes.of_pid(pid)),
             ),
             (_, Some(_)) if !ok => (GapCause::NotDisassembled, f.module.clone(), None),
+            _ if file_backed
+                && runtime_of_file(f.module.rsplit('/').next().unwrap_or(&f.module))
+                    == JitRuntime::CPython
+                && rec.perf_maps.get(&pid).is_none_or(Vec::is_empty) =>
+            {
+                (
+                    GapCause::InterpreterWithoutNames,
+                    f.module.clone(),
+                    Some(JitRuntime::CPython),
+                )
+            }
             _ => continue,
         };
         let g = gaps.entry(key).or_default();
@@ -273,7 +290,9 @@ pub(super) fn of(
                 .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
                 .map_or(0, |(p, _)| *p);
             let fix = match cause {
-                GapCause::JitWithoutPerfMap => runtime.map(|r| r.fix(pid, &runtimes)),
+                GapCause::JitWithoutPerfMap | GapCause::InterpreterWithoutNames => {
+                    runtime.map(|r| r.fix(pid, &runtimes))
+                }
                 GapCause::NoSymbol if module.starts_with('/') => Some(debug_symbols(&module, pid)),
                 _ => None,
             };
