@@ -93,8 +93,11 @@ fn python312() -> Option<PathBuf> {
 fn diagnose_screen_and_json(args: &[&str]) -> (String, Value) {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("d.json");
+    // In the temporary directory: node with --perf-basic-prof leaves `isolate-*-v8.log` files
+    // in its working directory.
     let screen = stdout_text(
         cpudoctor()
+            .current_dir(dir.path())
             .env("COLUMNS", "80")
             .args(["diagnose", "--save"])
             .arg(&saved)
