@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 mod calls;
+pub mod coverage;
 
 /// A function and its samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,6 +236,14 @@ pub struct HotSpots {
     /// Why kernel code was sampled but not named.
     #[serde(skip)]
     pub kernel_unnamed: Option<Unnamed>,
+    /// What was analysed and what was not, with the fixes (absent for hot spots not made from
+    /// a recording).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<coverage::Coverage>,
+    /// Samples whose named stack reaches a thread's entry function
+    /// ([`super::unwind::is_thread_entry`]).
+    #[serde(default)]
+    pub full_stacks: u64,
 }
 
 /// Share of cut stacks from which a note says so.
@@ -296,18 +305,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     let (funcs, thread_samples) = group_by_function(rec, &mut symz);
     let thread_name = |tid: u32| thread_name(rec, tid);
     let mut out = HotSpots {
-        functions: funcs
-            .iter()
-            .take(TOP_FUNCTIONS)
-            .map(|f| HotFunction {
-                symbol: func_name(f),
-                module: f.module.clone(),
-                samples: f.samples,
-                share: f.samples as f64 / total,
-                callers: Vec::new(),
-                threads: threads_of(f.ips.values(), &thread_samples, &thread_name),
-            })
-            .collect(),
+        functions: function_rows(&funcs, total, &thread_samples, &thread_name),
         ..HotSpots::default()
     };
     let mut kind_by_thread = KindByThread::new();
@@ -331,12 +329,19 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     // A spin that re-reads through a call takes its callee's samples under the loop: found
     // first, so that the callee's own sites count only the rest.
     let claims = decoder.claims(&decoded, rec);
+    let mut disassembled: std::collections::HashSet<(String, u64)> = Default::default();
     for f in decoded {
-        decoder.decode(f, &claims, &mut out, &mut kind_by_thread);
+        if decoder.decode(f, &claims, &mut out, &mut kind_by_thread) {
+            disassembled.insert((f.module.clone(), f.fallback_addr));
+        }
     }
+    out.coverage = Some(coverage::of(rec, &funcs, &|f| {
+        disassembled.contains(&(f.module.clone(), f.fallback_addr))
+    }));
     out.sites
         .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
     out.stacks = name_stacks(&rec.stacks, &mut symz);
+    out.full_stacks = full_stacks(&out.stacks);
     if let Some(w) = &rec.wall {
         out.waits = name_waits(w, &mut symz);
     }
@@ -421,6 +426,67 @@ fn group_by_function(rec: &Recording, symz: &mut Symbolizer) -> (Vec<FuncAcc>, B
     (funcs, thread_samples)
 }
 
+/// The function table: one row per module and name, so that a JIT's recompilations of one
+/// function (V8 perf-map entries, HotSpot's tiers, each at its own address) add up in one row;
+/// the hot sites keep each copy's addresses. Most samples first, [`TOP_FUNCTIONS`] of them.
+fn function_rows(
+    funcs: &[FuncAcc],
+    total: f64,
+    thread_samples: &BTreeMap<u32, u64>,
+    thread_name: &dyn Fn(u32) -> String,
+) -> Vec<HotFunction> {
+    let mut rows: Vec<(String, String, Vec<&FuncAcc>)> = Vec::new();
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    for f in funcs {
+        let key = (f.module.clone(), func_name(f));
+        match index.get(&key) {
+            Some(&i) => rows[i].2.push(f),
+            None => {
+                index.insert(key.clone(), rows.len());
+                rows.push((key.0, key.1, vec![f]));
+            }
+        }
+    }
+    let mut out: Vec<HotFunction> = rows
+        .into_iter()
+        .map(|(module, symbol, copies)| {
+            let samples: u64 = copies.iter().map(|f| f.samples).sum();
+            HotFunction {
+                symbol,
+                module,
+                samples,
+                share: samples as f64 / total,
+                callers: Vec::new(),
+                threads: threads_of(
+                    copies.iter().flat_map(|f| f.ips.values()),
+                    thread_samples,
+                    thread_name,
+                ),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.module.cmp(&b.module)));
+    out.truncate(TOP_FUNCTIONS);
+    out
+}
+
+/// Samples whose stack reaches a thread's entry function by any route: the kernel's
+/// frame-pointer chain ends at `start_thread` (glibc's `clone3` keeps no frame pointer), a CFI
+/// walk at `clone3` or `_start`, Go's at `runtime.goexit`.
+pub fn full_stacks(stacks: &[StackCount]) -> u64 {
+    stacks
+        .iter()
+        .filter(|s| {
+            s.frames.iter().skip(1).rev().any(|f| {
+                f.function
+                    .as_deref()
+                    .is_some_and(super::unwind::is_thread_entry)
+            })
+        })
+        .map(|s| s.samples)
+        .sum()
+}
+
 /// A function's name for the report: its symbol, else its module and address or mapping.
 fn func_name(f: &FuncAcc) -> String {
     match &f.symbol {
@@ -492,11 +558,14 @@ impl SiteDecoder<'_> {
         claims: &calls::Claims,
         out: &mut HotSpots,
         kind_by_thread: &mut KindByThread,
-    ) {
+    ) -> bool {
         let total = self.total;
         let (sym, insns) = match self.code(f) {
             Ok(c) => c,
-            Err(note) => return out.notes.push(note),
+            Err(note) => {
+                out.notes.push(note);
+                return false;
+            }
         };
         let ips = claims.remaining(f);
         let ip_counts: BTreeMap<u64, u64> = ips
@@ -578,6 +647,7 @@ impl SiteDecoder<'_> {
                     .flatten(),
             });
         }
+        true
     }
 }
 
@@ -1104,5 +1174,136 @@ mod tests {
         let through = hot.sites[0].reads_through.as_ref().unwrap();
         assert_eq!(through.known_as.as_deref(), Some("V8's Atomics.load"));
         assert_eq!(through.functions, ["Builtin:AtomicsLoad"]);
+    }
+
+    fn anon(pid: u32, addr: u64) -> Location {
+        Location::Anon {
+            pid,
+            addr,
+            region: "//anon".into(),
+            map_start: 0x7f00_0000_0000,
+        }
+    }
+
+    fn sym(addr: u64, size: u64, name: &str) -> Symbol {
+        Symbol {
+            addr,
+            size,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_jit_function_compiled_three_times_is_one_row_of_the_function_table() {
+        // The two Node workers case: V8 compiled `crunch` three times, each copy at its own
+        // address in the perf map; the table showed three rows.
+        let pid = 99_999_991;
+        let base = 0x7f00_0000_0000;
+        let samples = HashMap::from([
+            (anon(pid, base + 0x1010), BTreeMap::from([(pid, 30)])),
+            (anon(pid, base + 0x2010), BTreeMap::from([(pid, 20)])),
+            (anon(pid, base + 0x3010), BTreeMap::from([(pid, 10)])),
+            (anon(pid, base + 0x4010), BTreeMap::from([(pid, 40)])),
+        ]);
+        let mut rec = recording(samples);
+        rec.perf_maps.insert(
+            pid,
+            vec![
+                sym(base + 0x1000, 0x100, "JS:*crunch /tmp/hot.js:1"),
+                sym(base + 0x2000, 0x100, "JS:*crunch /tmp/hot.js:1"),
+                sym(base + 0x3000, 0x100, "JS:*crunch /tmp/hot.js:1"),
+                sym(base + 0x4000, 0x100, "JS:*other /tmp/hot.js:9"),
+            ],
+        );
+        let hot = analyze(&rec);
+        let rows: Vec<(&str, u64)> = hot
+            .functions
+            .iter()
+            .map(|f| (f.symbol.as_str(), f.samples))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("JS:*crunch /tmp/hot.js:1", 60),
+                ("JS:*other /tmp/hot.js:9", 40)
+            ]
+        );
+        assert_eq!(hot.functions[0].threads[0].samples, 60);
+    }
+
+    #[test]
+    fn jit_code_without_a_perf_map_is_not_analysed_and_the_fix_is_nodes() {
+        // The `node hot.js` case: 98% of samples in one anonymous mapping, and the screen said
+        // "No findings".
+        let pid = 99_999_992;
+        let base = 0x7f00_0000_0000;
+        let samples = HashMap::from([
+            (anon(pid, base + 0x1010), BTreeMap::from([(pid, 90)])),
+            (anon(pid, base + 0x2010), BTreeMap::from([(pid, 8)])),
+            (
+                Location::Unknown { pid, addr: 0x1234 },
+                BTreeMap::from([(pid, 2)]),
+            ),
+        ]);
+        let mut rec = recording(samples);
+        rec.followed = vec![crate::diagnose::tree::FollowedProcess {
+            pid,
+            command: "node".into(),
+            at_attach: false,
+            exited: true,
+        }];
+        let c = analyze(&rec)
+            .coverage
+            .expect("a recording has its coverage");
+        assert_eq!((c.samples, c.analysed), (100, 0));
+        assert!(!c.enough());
+        let g = &c.gaps[0];
+        assert_eq!(g.cause, coverage::GapCause::JitWithoutPerfMap);
+        assert_eq!(g.runtime, Some(coverage::JitRuntime::Node));
+        assert_eq!(g.samples, 98);
+        assert_eq!(g.fix, Some(coverage::Fix::NodePerfMap));
+        assert!(
+            g.sentence().contains("--perf-basic-prof"),
+            "{}",
+            g.sentence()
+        );
+        assert_eq!(c.gaps[1].cause, coverage::GapCause::OutsideMappings);
+        let said = coverage::Coverage::no_findings(Some(&c));
+        assert!(!said.starts_with("No findings:"), "{said}");
+        assert!(said.contains("0.0% of samples analysed"), "{said}");
+    }
+
+    fn frame(function: Option<&str>) -> StackFrame {
+        StackFrame {
+            address: 0x1000,
+            function: function.map(str::to_string),
+            module: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+            offset: 0,
+            file_offset: None,
+        }
+    }
+
+    #[test]
+    fn a_stack_reaching_start_thread_without_clone3_is_full() {
+        // The two Node workers case: the kernel's frame-pointer chain ends at start_thread
+        // (clone3 keeps no frame pointer), and "full stacks" said 3%.
+        let stack = |names: &[Option<&str>], samples| StackCount {
+            frames: names.iter().map(|n| frame(*n)).collect(),
+            samples,
+        };
+        let stacks = vec![
+            stack(
+                &[Some("work"), Some("worker_main"), Some("start_thread")],
+                50,
+            ),
+            stack(&[Some("work"), Some("start_thread"), Some("clone3")], 20),
+            stack(
+                &[Some("work"), Some("main"), Some("__libc_start_call_main")],
+                5,
+            ),
+            stack(&[Some("work"), None, None], 7),
+            stack(&[Some("start_thread")], 3),
+        ];
+        assert_eq!(full_stacks(&stacks), 75);
     }
 }

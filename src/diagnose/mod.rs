@@ -263,6 +263,10 @@ pub struct Diagnosis {
     pub counters: CounterReport,
     /// What could not be done.
     pub notes: Vec<String>,
+    /// How much of the samples was analysed, and what kept the rest out, with the fix for its
+    /// runtime or binary (absent in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<hotspots::coverage::Coverage>,
     /// Distinct sampled call stacks with their sample counts, the input of the pprof and
     /// folded-stack exports and of flame graphs. Leaf-only stacks when call chains were not
     /// sampled; empty in files from builds without stacks.
@@ -545,7 +549,12 @@ pub fn build(
             wall_s: rec.wall_s,
             samples: rec.total_samples,
             lost: rec.lost,
-            stacks: rec.unwinding.clone(),
+            // A stack is full when the unwinder reached the end-of-stack mark or its named
+            // frames reach a thread's entry: both count from below, the larger is kept.
+            stacks: rec.unwinding.clone().map(|mut u| {
+                u.full_stacks = u.full_stacks.max(hot.full_stacks).min(u.samples);
+                u
+            }),
         },
         machine: MachineReport {
             cpu: machine.cpu_line(),
@@ -576,6 +585,7 @@ pub fn build(
             unavailable: rec.counters_unavailable,
         },
         notes,
+        coverage: hot.coverage,
         stacks: hot.stacks,
         wall,
         kernel: Some(kernel),

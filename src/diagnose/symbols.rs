@@ -495,6 +495,13 @@ impl ElfModule {
     }
 }
 
+/// The name given to a function of file `module` that has no symbol, known by the bounds its
+/// CFI entry gives: `file@0xSTART`.
+pub fn unnamed_function(module: &str, start: u64) -> String {
+    let file = module.rsplit('/').next().unwrap_or(module);
+    format!("{file}@{start:#x}")
+}
+
 /// A sampled address, named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Named {
@@ -718,11 +725,10 @@ impl Symbolizer {
                     .cloned()
                     .or_else(|| {
                         let (start, len) = by_cfi?;
-                        let file = module.rsplit('/').next().unwrap_or(&module);
                         Some(Symbol {
                             addr: start,
                             size: len,
-                            name: format!("{file}@{start:#x}"),
+                            name: unnamed_function(&module, start),
                         })
                     });
                 Named {

@@ -6,6 +6,12 @@
 //! no stack was copied, or the walk ends early where the kernel's frame-pointer chain went
 //! further, the kernel's chain is kept.
 //!
+//! Every chain is checked before it is kept ([`check_chain`]): a return address outside the
+//! executable mappings, or a frame pointer that does not move up the stack, means the walk
+//! read something that is no frame (a function that uses `rbp` as a plain register, as
+//! CPython's `libpython` does): the chain is cut before that frame and the CFI walk is preferred,
+//! and the report counts the chains rejected.
+//!
 //! Binaries are read once per file; each process gets its own module list, rebuilt when its
 //! mappings change (an exec, a library loaded).
 
@@ -51,10 +57,19 @@ impl UnwindMethod {
 pub struct UnwindReport {
     /// Samples per method.
     pub samples_by_method: BTreeMap<UnwindMethod, u64>,
-    /// Samples whose walk reached the bottom of the stack (the thread's start, `_start`).
+    /// Samples whose walk reached the thread's start by any route: the CFI's end of stack, or
+    /// a frame in a thread's entry function ([`is_thread_entry`]: `start_thread`, `clone3`,
+    /// `_start`, `__libc_start_main`, Go's `runtime.goexit`, ...).
     pub full_stacks: u64,
     /// Samples counted.
     pub samples: u64,
+    /// Samples whose frame-pointer chain would have been kept but failed the check (a return
+    /// address outside executable code, a frame pointer not moving up the thread's stack): the
+    /// kernel's chain where it went further than the stack walk (or no stack was copied), or
+    /// the walk's own frames. The chain was cut before the bad frame, or the CFI walk kept
+    /// instead. 0 in files written before chains were checked.
+    #[serde(default)]
+    pub rejected_chains: u64,
 }
 
 impl UnwindReport {
@@ -84,21 +99,141 @@ impl UnwindReport {
             .iter()
             .map(|(m, n)| format!("{} {:.0}%", m.describe(), **n as f64 * 100.0 / total))
             .collect();
+        let rejected = if self.rejected_chains > 0 {
+            format!(
+                "; {} frame-pointer chain{} rejected (a frame outside code or a frame pointer \
+                 not moving up the stack)",
+                self.rejected_chains,
+                if self.rejected_chains == 1 { "" } else { "s" }
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "unwound by {}; full stacks (to the thread's start) {:.0}% of {} samples",
+            "unwound by {}; full stacks (to the thread's start) {:.0}% of {} samples{rejected}",
             methods.join(", "),
             self.full_share() * 100.0,
             self.samples
         )
     }
 
-    fn count(&mut self, method: UnwindMethod, full: bool) {
+    fn count(&mut self, method: UnwindMethod, full: bool, rejected: bool) {
         *self.samples_by_method.entry(method).or_default() += 1;
         self.samples += 1;
         if full {
             self.full_stacks += 1;
         }
+        if rejected {
+            self.rejected_chains += 1;
+        }
     }
+}
+
+/// Functions in which a thread's stack starts: a walk that reaches one of them has the whole
+/// stack, whether or not the unwinder went on to an end-of-stack mark. A frame-pointer chain
+/// ends at `start_thread` (glibc's `clone3` keeps no frame pointer); the CFI walk ends at
+/// `clone3` or `_start`; Go's goroutines start in `runtime.goexit`, its threads in
+/// `runtime.mstart`; musl's threads in `start`/`start_c11`.
+const THREAD_ENTRIES: &[&str] = &[
+    "start_thread",
+    "clone3",
+    "__clone3",
+    "clone",
+    "__clone",
+    "__GI___clone3",
+    "__GI___clone",
+    "_start",
+    "__libc_start_main",
+    "__libc_start_call_main",
+    "__libc_start_main_impl",
+    "runtime.goexit",
+    "runtime.goexit.abi0",
+    "runtime.mstart",
+    "runtime.mstart.abi0",
+    "runtime.rt0_go",
+    "runtime.rt0_go.abi0",
+    "start_c11",
+    "thread_native_entry",
+];
+
+/// True when `function` is where a thread's stack starts ([`THREAD_ENTRIES`]).
+pub fn is_thread_entry(function: &str) -> bool {
+    THREAD_ENTRIES.contains(&function)
+}
+
+/// Why a frame-pointer chain is not trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainFault {
+    /// Return address `frame` (0: the innermost caller) lies outside every executable mapping:
+    /// a stack or heap address read from a slot that is no frame.
+    ReturnOutsideCode {
+        /// Index of the bad return address.
+        frame: usize,
+    },
+    /// The frame pointer of return address `frame` is below the stack pointer or not above
+    /// the previous frame's: the stack grows down, so callers' frames lie higher.
+    FrameNotMovingUp {
+        /// Index of the return address the bad frame pointer gave.
+        frame: usize,
+    },
+}
+
+impl ChainFault {
+    /// The index of the first caller not to keep.
+    pub fn frame(self) -> usize {
+        match self {
+            ChainFault::ReturnOutsideCode { frame } | ChainFault::FrameNotMovingUp { frame } => {
+                frame
+            }
+        }
+    }
+}
+
+/// Checks a chain of return addresses `callers` (innermost first) of a sample whose stack
+/// pointer was `sp`: each return address must lie in one of the executable mappings `maps`
+/// (not checked when no mapping of the process is known), and each frame pointer
+/// `frame_pointers[i]` (the slot return address `i` was read from, minus 8, where known) must
+/// lie at or above `sp` and above the previous one.
+pub fn check_chain(
+    maps: &[MapEntry],
+    sp: Option<u64>,
+    callers: &[u64],
+    frame_pointers: &[Option<u64>],
+) -> Result<(), ChainFault> {
+    let mut below = sp;
+    for (frame, &ret) in callers.iter().enumerate() {
+        if let Some(fp) = frame_pointers.get(frame).copied().flatten() {
+            if below.is_some_and(|b| fp < b || (frame > 0 && fp == b)) {
+                return Err(ChainFault::FrameNotMovingUp { frame });
+            }
+            below = Some(fp);
+        }
+        if !maps.is_empty() && !maps.iter().any(|m| (m.start..m.end).contains(&ret)) {
+            return Err(ChainFault::ReturnOutsideCode { frame });
+        }
+    }
+    Ok(())
+}
+
+/// The frame pointers of the kernel's chain `callers`, as far as the copied stack shows them:
+/// the kernel walked `[bp] -> (saved bp, return address)` from the sampled `rbp`, so the first
+/// is `rbp` itself; a later one is known while the slots lie in the copy and hold the return
+/// addresses the kernel gave (`None` after that).
+fn kernel_frame_pointers(user: &UserStack, callers: &[u64]) -> Vec<Option<u64>> {
+    let word = |addr: u64| -> Option<u64> {
+        let at = usize::try_from(addr.checked_sub(user.regs.sp)?).ok()?;
+        let b = user.bytes.get(at..at.checked_add(8)?)?;
+        Some(u64::from_ne_bytes(b.try_into().ok()?))
+    };
+    let mut out = Vec::with_capacity(callers.len());
+    let mut fp = Some(user.regs.bp);
+    for &ret in callers {
+        out.push(fp);
+        fp = fp
+            .filter(|&f| f.checked_add(8).and_then(word) == Some(ret))
+            .and_then(word);
+    }
+    out
 }
 
 /// The unwind sections of one binary, read once.
@@ -255,8 +390,8 @@ impl StackUnwinder {
         kernel_callers: Vec<u64>,
         max_frames: usize,
     ) -> Unwound {
-        let (u, full) = self.walk(pid, maps, ip, user, kernel_callers, max_frames);
-        self.report.count(u.method, full);
+        let (u, full, rejected) = self.walk(pid, maps, ip, user, kernel_callers, max_frames);
+        self.report.count(u.method, full, rejected);
         u
     }
 
@@ -290,7 +425,7 @@ impl StackUnwinder {
             },
             bytes,
         };
-        let (first, full) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
+        let (first, full, _) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
         if full {
             return first.callers;
         }
@@ -313,7 +448,7 @@ impl StackUnwinder {
         let mut best = first.callers;
         for bp in candidates {
             user.regs.bp = bp;
-            let (u, full) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
+            let (u, full, _) = self.walk(pid, maps, pc, Some(&user), Vec::new(), max_frames);
             if full {
                 return u.callers;
             }
@@ -324,16 +459,34 @@ impl StackUnwinder {
         best
     }
 
-    /// The walk, and whether it reached the bottom of the stack.
+    /// The walk, whether it reached the bottom of the stack, and whether a chain failed
+    /// [`check_chain`] (and was cut before its bad frame).
     fn walk(
         &mut self,
         pid: u32,
         maps: &[MapEntry],
         ip: u64,
         user: Option<&UserStack>,
-        kernel_callers: Vec<u64>,
+        mut kernel_callers: Vec<u64>,
         max_frames: usize,
-    ) -> (Unwound, bool) {
+    ) -> (Unwound, bool, bool) {
+        let frame_pointers = user
+            .map(|u| kernel_frame_pointers(u, &kernel_callers))
+            .unwrap_or_default();
+        // The kernel's chain as it came: a rejected chain counts only where it would have been
+        // kept (no stack copy, or longer than the stack walk).
+        let unchecked = kernel_callers.len();
+        let kernel_fault = check_chain(
+            maps,
+            user.map(|u| u.regs.sp),
+            &kernel_callers,
+            &frame_pointers,
+        )
+        .err();
+        if let Some(fault) = kernel_fault {
+            kernel_callers.truncate(fault.frame());
+        }
+        let mut rejected = kernel_fault.is_some() && user.is_none();
         let kernel = |callers: Vec<u64>| Unwound {
             method: if callers.is_empty() {
                 UnwindMethod::LeafOnly
@@ -343,7 +496,7 @@ impl StackUnwinder {
             callers,
         };
         let Some(user) = user else {
-            return (kernel(kernel_callers), false);
+            return (kernel(kernel_callers), false, rejected);
         };
         self.sync(pid, maps);
         let p = self.processes.get(&pid).expect("synced");
@@ -359,7 +512,7 @@ impl StackUnwinder {
             .unwinder
             .iter_frames(ip, regs, &mut self.cache, &mut read_stack);
         let mut callers = Vec::new();
-        let full = loop {
+        let mut full = loop {
             match frames.next() {
                 Ok(Some(f)) => {
                     if let framehop::FrameAddress::ReturnAddress(_) = f {
@@ -373,15 +526,25 @@ impl StackUnwinder {
                 Err(_) => break false,
             }
         };
+        // The stack walk's own frames pass the same check: where it followed frame pointers
+        // (code without CFI) it may have read a slot that is no frame.
+        if let Err(fault) = check_chain(maps, None, &callers, &[]) {
+            callers.truncate(fault.frame());
+            full = false;
+            rejected = true;
+        }
+        if kernel_fault.is_some() && !full && callers.len() < unchecked {
+            rejected = true;
+        }
         if !full && callers.len() < kernel_callers.len() {
-            return (kernel(kernel_callers), false);
+            return (kernel(kernel_callers), false, rejected);
         }
         let method = if p.cfi_ranges.iter().any(|r| r.contains(&ip)) {
             UnwindMethod::Cfi
         } else {
             UnwindMethod::FramePointers
         };
-        (Unwound { callers, method }, full)
+        (Unwound { callers, method }, full, rejected)
     }
 
     /// What was unwound how.
@@ -532,5 +695,178 @@ mod tests {
             "{}",
             r.line()
         );
+    }
+
+    fn mapping(start: u64, end: u64, path: &str) -> MapEntry {
+        MapEntry {
+            start,
+            end,
+            pgoff: 0,
+            path: path.into(),
+        }
+    }
+
+    /// A process's executable mappings: a program, a library, JIT code.
+    fn synthetic_maps() -> Vec<MapEntry> {
+        vec![
+            mapping(0x40_0000, 0x50_0000, "/usr/bin/prog"),
+            mapping(
+                0x7f00_0000_0000,
+                0x7f00_0010_0000,
+                "/usr/lib/libpython3.12.so.1.0",
+            ),
+            mapping(0x7f10_0000_0000, 0x7f10_0000_1000, "//anon"),
+        ]
+    }
+
+    #[test]
+    fn a_chain_of_return_addresses_in_code_with_frame_pointers_moving_up_passes() {
+        let maps = synthetic_maps();
+        let sp = 0x7ffd_0000_0000;
+        let callers = [0x40_1234, 0x7f00_0000_5678, 0x7f10_0000_0100];
+        let fps = [Some(sp + 0x40), Some(sp + 0x100), Some(sp + 0x400)];
+        assert_eq!(check_chain(&maps, Some(sp), &callers, &fps), Ok(()));
+        // Frame pointers not known past the copy: the addresses alone are checked.
+        assert_eq!(
+            check_chain(&maps, Some(sp), &callers, &[Some(sp + 0x40)]),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_chain_through_thread_stack_addresses_is_rejected_at_the_first_of_them() {
+        // The CPython 3.12 `-X perf` case: libpython uses rbp as a plain register, so the
+        // kernel's chain from it gave two thread-stack addresses as callers.
+        let maps = synthetic_maps();
+        let sp = 0x7ffd_0000_0000;
+        let callers = [0x7ffd_0000_0db0, 0x7f00_0000_5678];
+        assert_eq!(
+            check_chain(&maps, Some(sp), &callers, &[]),
+            Err(ChainFault::ReturnOutsideCode { frame: 0 })
+        );
+        let callers = [0x40_1234, 0x7ffd_0000_0db0];
+        assert_eq!(
+            check_chain(&maps, Some(sp), &callers, &[]),
+            Err(ChainFault::ReturnOutsideCode { frame: 1 })
+        );
+    }
+
+    #[test]
+    fn a_frame_pointer_below_the_stack_pointer_or_moving_down_is_rejected() {
+        let maps = synthetic_maps();
+        let sp = 0x7ffd_0000_1000;
+        let callers = [0x40_1234, 0x7f00_0000_5678, 0x40_2000];
+        assert_eq!(
+            check_chain(&maps, Some(sp), &callers, &[Some(sp - 0x10)]),
+            Err(ChainFault::FrameNotMovingUp { frame: 0 })
+        );
+        assert_eq!(
+            check_chain(
+                &maps,
+                Some(sp),
+                &callers,
+                &[Some(sp + 0x100), Some(sp + 0x80), Some(sp + 0x200)]
+            ),
+            Err(ChainFault::FrameNotMovingUp { frame: 1 })
+        );
+        assert_eq!(
+            check_chain(
+                &maps,
+                Some(sp),
+                &callers,
+                &[Some(sp + 0x100), Some(sp + 0x100)]
+            ),
+            Err(ChainFault::FrameNotMovingUp { frame: 1 })
+        );
+    }
+
+    #[test]
+    fn a_kernel_chain_through_stack_addresses_gives_way_to_the_stack_walk_and_is_counted() {
+        let maps = vec![mapping(0x1000, 0x5000, "//anon")];
+        let mut u = StackUnwinder::default();
+        // The copy: rbp -> (saved rbp 0, return 0x1234): one good frame-pointer frame.
+        let mut bytes = vec![0u8; 64];
+        bytes[16..24].copy_from_slice(&0u64.to_ne_bytes());
+        bytes[24..32].copy_from_slice(&0x1234u64.to_ne_bytes());
+        let user = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x7010,
+            },
+            bytes,
+        };
+        // The kernel's chain, longer, but its first caller is a stack address.
+        let w = u.unwind(1, &maps, 0x1000, Some(&user), vec![0x7ff0, 0x2000], 127);
+        assert_eq!(w.callers, vec![0x1234]);
+        assert_eq!(w.method, UnwindMethod::FramePointers);
+        // That walk reached the stack's end, so the kernel's chain was not going to be kept:
+        // not counted.
+        assert_eq!(u.report().rejected_chains, 0);
+        // No copy: the kernel's chain is cut before its bad frame, and counted.
+        let k = u.unwind(1, &maps, 0x1000, None, vec![0x2000, 0x7ff0, 0x3000], 127);
+        assert_eq!(k.callers, vec![0x2000]);
+        // A copy whose walk finds nothing: the kernel's chain, longer, would have been kept;
+        // its good part is, and it counts.
+        let stray = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x9000,
+            },
+            bytes: vec![0; 64],
+        };
+        let k = u.unwind(1, &maps, 0x1000, Some(&stray), vec![0x2000, 0x7ff0], 127);
+        assert_eq!(k.callers, vec![0x2000]);
+        assert_eq!(k.method, UnwindMethod::KernelCallchain);
+        let r = u.report();
+        assert_eq!(r.rejected_chains, 2);
+        assert!(
+            r.line().contains("2 frame-pointer chains rejected"),
+            "{}",
+            r.line()
+        );
+    }
+
+    #[test]
+    fn the_kernel_frame_pointers_are_read_from_the_copy_while_they_match_its_chain() {
+        let mut bytes = vec![0u8; 64];
+        // rbp 0x7010 -> (saved 0x7030, ret 0x1111); 0x7030 -> (saved 0x9000, ret 0x2222).
+        bytes[0x10..0x18].copy_from_slice(&0x7030u64.to_ne_bytes());
+        bytes[0x18..0x20].copy_from_slice(&0x1111u64.to_ne_bytes());
+        bytes[0x30..0x38].copy_from_slice(&0x9000u64.to_ne_bytes());
+        bytes[0x38..0x40].copy_from_slice(&0x2222u64.to_ne_bytes());
+        let user = UserStack {
+            regs: UserRegs {
+                ip: 0x1000,
+                sp: 0x7000,
+                bp: 0x7010,
+            },
+            bytes,
+        };
+        assert_eq!(
+            kernel_frame_pointers(&user, &[0x1111, 0x2222, 0x3333, 0x4444]),
+            vec![Some(0x7010), Some(0x7030), Some(0x9000), None]
+        );
+        // A chain the copy does not show: only rbp is known.
+        assert_eq!(
+            kernel_frame_pointers(&user, &[0x5555, 0x2222]),
+            vec![Some(0x7010), None]
+        );
+    }
+
+    #[test]
+    fn a_thread_started_by_clone3_or_start_thread_or_start_is_a_full_stack() {
+        for f in [
+            "start_thread",
+            "clone3",
+            "_start",
+            "__libc_start_call_main",
+            "runtime.goexit",
+        ] {
+            assert!(is_thread_entry(f), "{f}");
+        }
+        assert!(!is_thread_entry("main"));
+        assert!(!is_thread_entry("py::crunch_numbers:/tmp/hot.py"));
     }
 }

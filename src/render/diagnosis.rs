@@ -3,6 +3,7 @@
 
 use crate::diagnose::Diagnosis;
 use crate::diagnose::hotspots::ThreadReport;
+use crate::diagnose::hotspots::coverage::Coverage;
 use crate::diagnose::hotspots::short_module;
 use crate::diagnose::kernel::{CpuCoverage, KernelReport, KernelSampling};
 use crate::diagnose::memory::ProcessMemory;
@@ -28,6 +29,7 @@ pub fn render(d: &Diagnosis, width: u16) -> String {
         o.push('\n');
     }
     o.push_str(&findings(d, width));
+    o.push_str(&coverage(d, width));
     o.push_str(&hot_sites(d, width));
     o.push_str(&functions(d, width));
     o.push_str(&threads(d, width));
@@ -330,10 +332,11 @@ fn processes_line(d: &Diagnosis) -> Option<String> {
 fn findings(d: &Diagnosis, w: u16) -> String {
     let mut o = String::new();
     if d.findings.is_empty() {
-        let _ = writeln!(
-            o,
-            "No findings: no spin-wait, locked hotspot or page-size problem stands out."
-        );
+        o.push_str(&wrap_labelled(
+            &Coverage::no_findings(d.coverage.as_ref()),
+            "",
+            w,
+        ));
     } else {
         let _ = writeln!(o, "Findings");
     }
@@ -355,6 +358,25 @@ fn findings(d: &Diagnosis, w: u16) -> String {
         }
         o.push_str(&wrap_labelled(&format!("Cost: {}", f.explanation), "  ", w));
         o.push_str(&wrap_labelled(&format!("Do: {}", f.advice), "  ", w));
+    }
+    o
+}
+
+/// What was not analysed (or not named), each gap with its share and fix; nothing when every
+/// sample was analysed and named.
+fn coverage(d: &Diagnosis, w: u16) -> String {
+    let mut o = String::new();
+    let Some(c) = d.coverage.as_ref().filter(|c| !c.gaps.is_empty()) else {
+        return o;
+    };
+    o.push('\n');
+    o.push_str(&wrap_labelled(&c.heading(), "", w));
+    for g in &c.gaps {
+        o.push_str(&wrap_labelled(
+            &g.sentence(),
+            &format!("{:>7}  ", pct(g.share, 1)),
+            w,
+        ));
     }
     o
 }
@@ -711,7 +733,7 @@ fn memory_lines(d: &Diagnosis) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::diagnose::test_fixture as fixture;
 
@@ -900,5 +922,50 @@ mod tests {
         let wide = render(&d, 140);
         assert!(wide.contains("Faults min/maj"), "{wide}");
         assert!(!wide.contains("switches and faults per thread"), "{wide}");
+    }
+
+    /// The coverage of the `node hot.js` case: nearly every sample in V8's code, no perf map.
+    pub(crate) fn node_without_perf_map() -> crate::diagnose::hotspots::coverage::Coverage {
+        use crate::diagnose::hotspots::coverage::{
+            Coverage, CoverageGap, Fix, GapCause, JitRuntime,
+        };
+        Coverage {
+            samples: 1334,
+            analysed: 21,
+            gaps: vec![CoverageGap {
+                cause: GapCause::JitWithoutPerfMap,
+                module: "//anon".into(),
+                runtime: Some(JitRuntime::Node),
+                pid: 27769,
+                samples: 1299,
+                share: 1299.0 / 1334.0,
+                analysed: 0,
+                fix: Some(Fix::NodePerfMap),
+            }],
+        }
+    }
+
+    #[test]
+    fn without_findings_and_most_samples_not_analysed_the_screen_says_what_to_add_not_no_findings()
+    {
+        // The `diagnose -- node hot.js` case: it said "No findings" with 98.4% of the samples
+        // in one anonymous JIT mapping.
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        d.findings.clear();
+        d.coverage = Some(node_without_perf_map());
+        let o = render(&d, 80);
+        assert!(!o.contains("No findings: no spin-wait"), "{o}");
+        assert!(
+            o.contains("No findings in the 1.6% of samples analysed"),
+            "{o}"
+        );
+        assert!(o.contains("Not analysed: 98.4% of 1,334 samples"), "{o}");
+        assert!(o.contains("--perf-basic-prof"), "{o}");
+        for l in o.lines() {
+            assert!(l.chars().count() <= 80, "wider than 80: {l}");
+        }
+        // Enough analysed: "No findings" as before.
+        d.coverage = None;
+        assert!(render(&d, 80).contains("No findings: no spin-wait"));
     }
 }

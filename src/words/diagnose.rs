@@ -336,6 +336,159 @@ pub fn kernel_unnamed(hidden: bool, kptr_restrict: Option<i32>) -> String {
     }
 }
 
+/// The sentence when no finding was made. `not_enough`: the share of samples analysed when it
+/// was too little to say "No findings" (`diagnose::hotspots::coverage::ENOUGH_ANALYSED`):
+/// then that nothing is said of the rest.
+pub fn no_findings(not_enough: Option<f64>) -> String {
+    match not_enough {
+        None => "No findings: no spin-wait, locked hotspot or page-size problem stands out.".into(),
+        Some(analysed) => format!(
+            "No findings in the {} of samples analysed; {} were not analysed, so nothing is \
+             said of them: see \"Not analysed\" for why and how to fix it.",
+            pct(analysed, 1),
+            pct(1.0 - analysed, 1)
+        ),
+    }
+}
+
+/// The heading of the coverage section: `Not analysed: 98.4% of 1,334 samples` when too little
+/// was analysed (`enough` false), else how much was, before the gaps.
+pub fn coverage_heading(enough: bool, analysed: f64, samples: u64) -> String {
+    if enough {
+        format!(
+            "Analysed: {} of {} samples; not analysed or not named:",
+            pct(analysed, 1),
+            crate::format::group_thousands(samples)
+        )
+    } else {
+        format!(
+            "Not analysed: {} of {} samples",
+            pct(1.0 - analysed, 1),
+            crate::format::group_thousands(samples)
+        )
+    }
+}
+
+/// JIT code of `runtime` in `module` of process `pid` that no perf map names.
+pub fn gap_jit_without_perf_map(runtime: &str, module: &str, pid: u32) -> String {
+    format!(
+        "JIT code of {runtime} with no perf map ({module}, pid {pid}): not named, not disassembled."
+    )
+}
+
+/// Code of `module` with no symbol; `bounded` of it (0 to 1) in functions its CFI bounds,
+/// which were disassembled.
+pub fn gap_no_symbol(module: &str, bounded: f64) -> String {
+    let file = module.rsplit('/').next().unwrap_or(module);
+    if bounded >= 1.0 {
+        format!(
+            "{module} has no symbols: its functions are known by their code bounds only \
+             (`{file}@0x...`), still disassembled."
+        )
+    } else if bounded > 0.0 {
+        format!(
+            "{module} has no symbols: {} of its samples are in functions known by their code \
+             bounds only (`{file}@0x...`), the rest in code nothing bounds, not disassembled.",
+            pct(bounded, 0)
+        )
+    } else {
+        format!("{module} has no symbols for this code, and no CFI bounds it: not disassembled.")
+    }
+}
+
+/// Named functions of `module` hot enough to be disassembled that were not.
+pub fn gap_not_disassembled(module: &str) -> String {
+    format!(
+        "named functions of {module} not disassembled (their code could not be read, or more \
+         functions were hot than are decoded)."
+    )
+}
+
+/// CPython's interpreter in `module` of process `pid` running Python code no perf map names.
+pub fn gap_interpreter_without_names(module: &str, pid: u32) -> String {
+    format!(
+        "CPython's interpreter ({module}, pid {pid}) ran Python code whose functions are not \
+         named: the samples show its C functions only (analysed)."
+    )
+}
+
+/// Addresses outside every known mapping.
+pub fn gap_outside_mappings() -> String {
+    "addresses outside every mapping the recording knew (code unmapped before it was read, or \
+     records lost)."
+        .into()
+}
+
+/// A gap's sentence with its fix.
+pub fn gap_with_fix(what: &str, fix: &str) -> String {
+    format!("{what} Fix: {fix}")
+}
+
+/// Node: a perf map from V8.
+pub fn fix_node_perf_map() -> String {
+    "start node with --perf-basic-prof (or --perf-prof), which writes /tmp/perf-PID.map naming \
+     V8's compiled functions."
+        .into()
+}
+
+/// CPython: `-X perf`; `old_version` when the process runs a CPython before 3.12.
+pub fn fix_python_perf(old_version: Option<&str>) -> String {
+    match old_version {
+        Some(v) => format!(
+            "CPython {v} cannot name its functions for profilers; CPython 3.12 or later run \
+             with -X perf (or PYTHONPERFSUPPORT=1) can."
+        ),
+        None => "run python with -X perf (or PYTHONPERFSUPPORT=1; CPython 3.12 or later), which \
+                 writes /tmp/perf-PID.map naming Python functions."
+            .into(),
+    }
+}
+
+/// HotSpot: a perf map from jcmd, or at exit, and frame pointers.
+pub fn fix_hotspot_perf_map(pid: u32) -> String {
+    format!(
+        "run `jcmd {pid} Compiler.perfmap` while it runs (JDK 17+), or start it with \
+         -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit; add -XX:+PreserveFramePointer \
+         for stacks through compiled Java code."
+    )
+}
+
+/// .NET: its perf map.
+pub fn fix_dotnet_perf_map() -> String {
+    "start it with DOTNET_PerfMapEnabled=1, which writes /tmp/perf-PID.map.".into()
+}
+
+/// Another JIT: a perf map.
+pub fn fix_perf_map() -> String {
+    "have the JIT write /tmp/perf-PID.map (one `START SIZE name` line per compiled function)."
+        .into()
+}
+
+/// A stripped binary: its debug package (`package` installed it, `debug_package` has its
+/// symbols) and build-id, where known.
+pub fn fix_debug_symbols(
+    build_id: Option<&str>,
+    package: Option<&str>,
+    debug_package: Option<&str>,
+) -> String {
+    let mut s = match (package, debug_package) {
+        (Some(p), Some(d)) => format!(
+            "install its debug symbols: `apt-get install {d}` (from Debian's debug archive; {p} \
+             installed the binary)"
+        ),
+        _ => "install its debug symbols (the distribution's debug package for it, under \
+              /usr/lib/debug)"
+            .to_string(),
+    };
+    if let Some(id) = build_id {
+        s.push_str(&format!(
+            "; its build-id is {id} (`debuginfod-find debuginfo {id}` fetches them)"
+        ));
+    }
+    s.push('.');
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

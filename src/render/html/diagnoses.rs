@@ -9,6 +9,7 @@ use crate::compare::diagnoses::{ComparedDiagnoses, DiagnosisRun};
 use crate::compare::profile::{CodeSide, DiagnosisDiff, Direction, FindingBrief, ProfileRun};
 use crate::compare::wall::WallDiff;
 use crate::diagnose::Diagnosis;
+use crate::diagnose::hotspots::coverage::Coverage;
 use crate::diagnose::hotspots::short_module;
 use crate::format::pct;
 use crate::render::flame;
@@ -90,10 +91,22 @@ fn findings_section(h: &mut String, runs: &[DiagnosisRun]) {
             let _ = writeln!(h, "<h3>{}{}</h3>", swatch(i), escape(&r.label));
         }
         if d.findings.is_empty() {
-            h.push_str(
-                "<p>No findings: no spin-wait, locked hotspot or page-size problem stands \
-                 out.</p>\n",
+            let _ = writeln!(
+                h,
+                "<p>{}</p>",
+                escape(&Coverage::no_findings(d.coverage.as_ref()))
             );
+        }
+        if let Some(c) = d.coverage.as_ref().filter(|c| !c.gaps.is_empty()) {
+            let _ = writeln!(
+                h,
+                "<p class=\"coverage\"><b>{}</b></p><ul>",
+                escape(&c.heading())
+            );
+            for g in &c.gaps {
+                let _ = writeln!(h, "<li>{}: {}</li>", pct(g.share, 1), escape(&g.sentence()));
+            }
+            h.push_str("</ul>\n");
         }
         for f in &d.findings {
             let _ = writeln!(
@@ -586,5 +599,16 @@ mod tests {
             "blocked: futex in __lll_lock_wait (libc.so.6), lock wait of take_lock_and_work"
         ));
         assert!(!h.contains("FunctionChange"), "the column reads Change");
+    }
+
+    #[test]
+    fn a_diagnosis_with_most_samples_not_analysed_lists_the_gaps_and_their_fix() {
+        let mut r = run("pause-spin-zen4-kvm.json", "node.json");
+        r.diagnosis.findings.clear();
+        r.diagnosis.coverage = Some(crate::render::diagnosis::tests::node_without_perf_map());
+        let h = render_diagnoses(&ComparedDiagnoses::new(vec![r]).unwrap()).html;
+        assert!(!h.contains("No findings: no spin-wait"));
+        assert!(h.contains("Not analysed: 98.4% of 1,334 samples"));
+        assert!(h.contains("--perf-basic-prof"));
     }
 }
