@@ -833,15 +833,6 @@ fn the_terminal_report_of_a_contended_counter_matches_its_snapshot() {
     );
 }
 
-/// True when this user may sample kernel code: root, or `perf_event_paranoid` <= 1.
-fn kernel_sampling_permitted() -> bool {
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(2);
-    nix::unistd::geteuid().is_root() || paranoid <= 1
-}
-
 /// The Redis case in miniature: `dd bs=1` lives in read(2) and write(2). Where permitted, its
 /// kernel time is sampled and named; with `--user-only` (or where the kernel refuses), the
 /// report says how much of its CPU time, by /proc, the samples do not cover.
@@ -862,7 +853,7 @@ fn a_program_in_system_calls_shows_its_kernel_share_or_what_the_samples_miss() {
         cpu["system_s"].as_f64().unwrap() > 0.2 * cpu["cpu_s"].as_f64().unwrap(),
         "{k}"
     );
-    if kernel_sampling_permitted() {
+    if common::kernel_sampling_permitted() {
         assert_eq!(k["sampling"]["state"], "sampled", "{k}");
         assert!(k["share"].as_f64().unwrap() > 0.2, "{k}");
         let thread = &d["threads"][0];

@@ -66,18 +66,7 @@ impl Cluster {
     fn init(bin: PathBuf) -> Cluster {
         let root = unsafe { libc::geteuid() } == 0;
         let user = root.then_some("postgres");
-        let dir = tempfile::tempdir().unwrap();
-        if let Some(u) = user {
-            assert!(
-                Command::new("chown")
-                    .arg(u)
-                    .arg(dir.path())
-                    .status()
-                    .unwrap()
-                    .success(),
-                "chown {u} of the cluster's directory"
-            );
-        }
+        let dir = common::server_dir(user);
         // The socket's name is .s.PGSQL.PORT in the cluster's own directory: any port does,
         // one per test process so that two runs never meet.
         let port = 20000 + (std::process::id() % 20000) as u16;
@@ -613,18 +602,7 @@ impl Maria {
     fn start() -> Maria {
         let root = unsafe { libc::geteuid() } == 0;
         let user = root.then_some("mysql");
-        let dir = tempfile::tempdir().unwrap();
-        if let Some(u) = user {
-            assert!(
-                Command::new("chown")
-                    .arg(u)
-                    .arg(dir.path())
-                    .status()
-                    .unwrap()
-                    .success(),
-                "chown {u} of the server's directory"
-            );
-        }
+        let dir = common::server_dir(user);
         let data = dir.path().join("data");
         let mut install = Command::new("mariadb-install-db");
         install

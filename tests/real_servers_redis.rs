@@ -42,17 +42,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// True when this user may sample kernel code: root, or `perf_event_paranoid` <= 1 (a user
-/// with CAP_PERFMON but not root is not told apart here: it would fail the assertions of the
-/// refused path and say so).
-fn kernel_sampling_permitted() -> bool {
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(2);
-    nix::unistd::geteuid().is_root() || paranoid <= 1
-}
-
 /// True when /proc/kallsyms shows this user the kernel's addresses.
 fn kallsyms_visible() -> bool {
     std::fs::read_to_string("/proc/kallsyms").is_ok_and(|t| {
@@ -166,7 +155,7 @@ fn redis_under_benchmark_shows_its_kernel_share_and_is_named_as_run() {
     let system_share = cpu["system_s"].as_f64().unwrap() / cpu["cpu_s"].as_f64().unwrap();
     // The kernel's own accounting says Redis lives in system calls.
     assert!(system_share > 0.3, "{cpu}");
-    if kernel_sampling_permitted() {
+    if common::kernel_sampling_permitted() {
         assert_eq!(k["sampling"]["state"], "sampled", "{k}");
         let redis = k["processes"]
             .as_array()

@@ -165,3 +165,32 @@ pub fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
             )
         })
 }
+
+/// True when this user may sample kernel code: root, or `perf_event_paranoid` <= 1 (a user
+/// with CAP_PERFMON but not root is not told apart here: it would fail the assertions of the
+/// refused path and say so).
+pub fn kernel_sampling_permitted() -> bool {
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2);
+    nix::unistd::geteuid().is_root() || paranoid <= 1
+}
+
+/// A temporary directory for a server that refuses to run as root (PostgreSQL, MariaDB):
+/// owned by `user` when there is one (this process is root), else by this user.
+pub fn server_dir(user: Option<&str>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(u) = user {
+        assert!(
+            std::process::Command::new("chown")
+                .arg(u)
+                .arg(dir.path())
+                .status()
+                .unwrap()
+                .success(),
+            "chown {u} of the server's directory"
+        );
+    }
+    dir
+}
