@@ -229,6 +229,85 @@ fn load_diagnosis(bytes: &[u8]) {
     }
 }
 
+/// The keys of `v` that hold an unsigned integer somewhere, version fields left out.
+fn count_keys(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if x.is_u64() && !k.ends_with("_version") {
+                    out.insert(k.clone());
+                }
+                count_keys(x, out);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| count_keys(x, out)),
+        _ => {}
+    }
+}
+
+/// `v` with every unsigned integer held by key `key` (in arrays under it too) at `u64::MAX`.
+fn key_at_max(v: &mut Value, key: &str) {
+    fn all(v: &mut Value) {
+        match v {
+            Value::Array(a) => a.iter_mut().for_each(all),
+            Value::Number(n) if n.is_u64() => *v = Value::from(u64::MAX),
+            _ => {}
+        }
+    }
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if k == key {
+                    all(x);
+                }
+                key_at_max(x, key);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| key_at_max(x, key)),
+        _ => {}
+    }
+}
+
+/// Guards the CI failure of 2026-11-27: one stack's count at `u64::MAX` overflowed the
+/// profile diff's sum (`compare::profile`); a throttled-period count did the same in the
+/// disturbance banner. Here every count of every real file that still loads at `u64::MAX` is
+/// set there at once (key by key, keeping those the layout accepts), so the next sum of a
+/// file's counts is caught every run rather than by chance.
+#[test]
+fn saved_files_with_their_counts_at_u64_max_load_and_render_without_overflow() {
+    let loads_diagnosis = |b: &[u8]| diagnose::from_json_bytes(b).is_ok();
+    let loads_fingerprint = |b: &[u8]| json::from_json_bytes(b).is_ok();
+    for (dir, loads, render) in [
+        (
+            "diagnose",
+            &loads_diagnosis as &dyn Fn(&[u8]) -> bool,
+            load_diagnosis as fn(&[u8]),
+        ),
+        ("fingerprints", &loads_fingerprint, load_fingerprint),
+    ] {
+        for file in fixtures(dir) {
+            let mut doc: Value = serde_json::from_slice(file).unwrap();
+            let mut keys = std::collections::BTreeSet::new();
+            count_keys(&doc, &mut keys);
+            let mut at_max = 0;
+            for k in &keys {
+                let mut tried = doc.clone();
+                key_at_max(&mut tried, k);
+                if loads(&serde_json::to_vec(&tried).unwrap()) {
+                    doc = tried;
+                    at_max += 1;
+                }
+            }
+            assert!(
+                at_max * 2 >= keys.len(),
+                "{dir}: only {at_max} of {} count fields load at u64::MAX",
+                keys.len()
+            );
+            render(&serde_json::to_vec(&doc).unwrap());
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(config())]
 

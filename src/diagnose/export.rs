@@ -120,9 +120,11 @@ pub fn folded_samples(d: &Diagnosis, leaf: LeafOffsets) -> String {
         if s.frames.is_empty() {
             continue;
         }
-        *lines
+        // Saturating: a loaded file's counts are outside input.
+        let n = lines
             .entry(folded_names(&s.frames, leaf, None).join(";"))
-            .or_default() += s.samples;
+            .or_default();
+        *n = n.saturating_add(s.samples);
     }
     let mut out = String::new();
     for (stack, n) in lines {

@@ -81,10 +81,11 @@ pub fn screen_banner(disturbed: &[(&str, &Disturbance)]) -> Option<String> {
          figures."
     );
     if let Some(q) = throttled.first() {
-        let (t, p) = throttled.iter().fold((0, 0), |(t, p), d| {
+        // Saturating: the counts come from a saved file (outside input).
+        let (t, p) = throttled.iter().fold((0u64, 0u64), |(t, p), d| {
             (
-                t + d.throttled_periods.unwrap_or(0),
-                p + d.periods.unwrap_or(0),
+                t.saturating_add(d.throttled_periods.unwrap_or(0)),
+                p.saturating_add(d.periods.unwrap_or(0)),
             )
         });
         let quota = q.cpu_quota_cpus.map_or("a CPU quota".to_string(), |c| {
