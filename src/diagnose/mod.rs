@@ -19,6 +19,7 @@ pub mod counters;
 pub mod disasm;
 pub mod events;
 pub mod export;
+pub mod figures;
 pub mod hotspots;
 pub mod innodb;
 pub mod jit;
@@ -39,6 +40,7 @@ pub mod tree;
 pub mod unwind;
 pub mod waits;
 pub mod wall;
+pub mod work;
 
 use crate::machine::Machine;
 use crate::schema::Tool;
@@ -165,6 +167,12 @@ pub struct MachineReport {
     /// measured (absent without a PAUSE figure, and in files written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_source: Option<PauseSource>,
+    /// The figures the findings depend on (PAUSE, line transfer, split lock, DRAM on 4 KiB
+    /// and huge pages, core clock), the CPU and THP mode: what `diff` needs to say why a
+    /// program is slower on one side. Absent in files written before it was recorded
+    /// (`diff --machines` supplies them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<figures::MachineFigures>,
 }
 
 /// Where a diagnosis's PAUSE figure came from. An attached process (`--pid`) keeps running
@@ -281,6 +289,11 @@ pub struct Diagnosis {
     /// accounting (absent in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<kernel::KernelReport>,
+    /// The work the program did and what it took, one value per run (wall or CPU time of a
+    /// started command, a metric from its output, a rate named for an attached process):
+    /// the loss `diff` measures. Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<work::WorkRecord>,
 }
 
 /// One distinct call stack and the samples that ended in it.
@@ -569,6 +582,7 @@ pub fn build(
             pause,
             costs,
             pause_source: None,
+            figures: None,
         },
         findings,
         hot_sites: hot.sites,
@@ -589,6 +603,7 @@ pub fn build(
         stacks: hot.stacks,
         wall,
         kernel: Some(kernel),
+        work: None,
     }
 }
 
