@@ -131,3 +131,118 @@ impl MachineFigures {
         self.figures.get(&f).map(|v| v.value)
     }
 }
+
+/// The probe whose metric holds a figure in a saved check, split locks read as the split-lock
+/// verdict reads them (the trapped figure where the kernel traps them).
+fn probe_of(f: MachineFigure) -> &'static str {
+    use crate::names::probe;
+    match f {
+        MachineFigure::CoreClockGhz | MachineFigure::PauseNs => probe::PAUSE,
+        MachineFigure::LineTransferNs => probe::C2C,
+        MachineFigure::SplitLockNs => probe::SPLIT_LOCK,
+        MachineFigure::DramLatency4kNs | MachineFigure::DramLatencyHugeNs => probe::MEM_LATENCY,
+    }
+}
+
+/// The figures a saved check holds, each marked as coming from `file`, with the CPU, its
+/// logical CPUs, hypervisor and THP mode. A figure whose probe did not run, or whose run was
+/// disturbed and says so, is kept with `disturbed` set; one not measured is absent.
+pub fn from_fingerprint(fp: &crate::schema::Fingerprint, file: &str) -> MachineFigures {
+    let mut figures = BTreeMap::new();
+    for f in MachineFigure::ALL {
+        let probe = probe_of(f);
+        let metric = fp.metric(probe, f.metric()).or_else(|| match f {
+            // Where the kernel traps split locks the probe names the figure so.
+            MachineFigure::SplitLockNs => fp.metric(probe, "split_lock_trapped_ns"),
+            // The clock is estimated by several probes; the PAUSE probe's is preferred.
+            MachineFigure::CoreClockGhz => fp
+                .probes
+                .iter()
+                .filter(|p| p.status == crate::schema::Status::Ok)
+                .find_map(|p| p.metric(f.metric())),
+            _ => None,
+        });
+        if let Some(m) = metric {
+            figures.insert(
+                f,
+                FigureValue {
+                    value: m.value,
+                    source: CostSource::SavedCheck {
+                        file: file.to_string(),
+                    },
+                    disturbed: fp.probe(probe).and_then(|p| p.disturbed()).is_some(),
+                },
+            );
+        }
+    }
+    let cpu = &fp.machine.cpu;
+    MachineFigures {
+        cpu: Some(FiguresCpu {
+            vendor: cpu.vendor.clone(),
+            family: cpu.family,
+            model: cpu.model,
+            model_name: cpu.model_name.clone(),
+            microarchitecture: cpu.microarchitecture.clone(),
+        }),
+        logical_cpus: fp.machine.logical_cpus,
+        hypervisor: fp.machine.hypervisor.as_ref().map(|h| h.vendor.clone()),
+        thp: fp.machine.thp.as_ref().map(|t| t.enabled),
+        figures,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(rel: &str) -> crate::schema::Fingerprint {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines")
+            .join(rel);
+        crate::schema::json::from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    /// The Zen 4 and Emerald Rapids guests' checks hold the figures a diff needs, with the
+    /// PAUSE of each as its refs.txt gives it (Zen 4 ~24.5 ns, Emerald Rapids ~13 ns); DRAM
+    /// where the latency curve reached it (not on Emerald Rapids, whose L3 the quick curve
+    /// does not leave).
+    #[test]
+    fn a_saved_check_gives_every_figure_with_its_source() {
+        let zen4 = from_fingerprint(&fixture("zen4-kvm/check-runs3-a.json"), "zen4.json");
+        let emr = from_fingerprint(
+            &fixture("emerald-rapids-kvm/check-runs3-a.json"),
+            "emr.json",
+        );
+        for m in [&zen4, &emr] {
+            for f in [
+                MachineFigure::CoreClockGhz,
+                MachineFigure::PauseNs,
+                MachineFigure::LineTransferNs,
+            ] {
+                assert!(m.value(f).is_some_and(|v| v > 0.0), "{f:?} missing: {m:?}");
+            }
+        }
+        assert!(
+            zen4.value(MachineFigure::DramLatency4kNs)
+                .is_some_and(|v| v > 30.0)
+        );
+        assert!(
+            zen4.value(MachineFigure::DramLatencyHugeNs)
+                .is_some_and(|v| v > 30.0)
+        );
+        let (z, e) = (
+            zen4.value(MachineFigure::PauseNs).unwrap(),
+            emr.value(MachineFigure::PauseNs).unwrap(),
+        );
+        assert!(
+            (15.0..40.0).contains(&z) && (5.0..20.0).contains(&e),
+            "{z} {e}"
+        );
+        assert_eq!(zen4.cpu.as_ref().unwrap().vendor, "AuthenticAMD");
+        assert_eq!(emr.cpu.as_ref().unwrap().vendor, "GenuineIntel");
+        assert!(matches!(
+            &zen4.figures[&MachineFigure::PauseNs].source,
+            CostSource::SavedCheck { file } if file == "zen4.json"
+        ));
+    }
+}
