@@ -436,6 +436,22 @@ pub fn needs_pause_cost(hot: &HotSpots) -> bool {
         })
 }
 
+/// True when the program's hot loads may miss the caches: memory-load hot sites, or the
+/// `small_pages` finding, hold at least [`rules::NOTICE_SHARE`] of the samples. The diagnosis
+/// then carries DRAM latency on 4 KiB and on huge pages, which govern those loads' time.
+pub fn needs_dram_latency(d: &Diagnosis) -> bool {
+    let loads: f64 = d
+        .hot_sites
+        .iter()
+        .filter(|s| s.kind == disasm::SiteKind::MemoryLoad)
+        .map(|s| s.share)
+        .sum();
+    loads >= rules::NOTICE_SHARE
+        || d.findings
+            .iter()
+            .any(|f| f.id == "small_pages" && f.sample_share.unwrap_or(0.0) >= rules::NOTICE_SHARE)
+}
+
 /// Which line costs the findings will quote: `(line transfer, split lock)`, from the locked
 /// hot sites and bus-lock counters (the caller then reads a saved check or measures them).
 pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> (bool, bool) {
