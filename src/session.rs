@@ -485,6 +485,39 @@ mod tests {
         assert_eq!(one.metric("pause", "pause_ns").unwrap().value, 24.0);
     }
 
+    /// The reduced latency curve of a diagnosis: the two levels DRAM is told from, and DRAM
+    /// at four times the last-level cache or 256 MiB, on 4 KiB and THP.
+    #[test]
+    fn the_dram_curve_has_the_levels_and_two_dram_points() {
+        let mut m = Machine::detect();
+        m.topology = None;
+        let o = dram_options(&m);
+        assert_eq!(
+            o.sizes.as_deref(),
+            Some(&[16 << 10, 256 << 10, 64 << 20, 256 << 20][..])
+        );
+        assert_eq!(o.profile, Profile::Quick);
+        assert_eq!(o.page_kinds.as_ref().map(Vec::len), Some(2));
+        // The Zen 4 guest: 1 MiB L2, 32 MiB L3 (4x is 128 MiB: 256 MiB stays).
+        m.topology = crate::machine::topology::read_topology(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/sysfs/amd-zen4-kvm-2cpu"
+        )));
+        let sizes = dram_options(&m).sizes.unwrap();
+        assert_eq!(
+            sizes,
+            vec![16 << 10, 256 << 10, 64 << 20, 256 << 20],
+            "{sizes:?}"
+        );
+        // A 260 MiB L3 (the Emerald Rapids guest): DRAM at 1040 MiB.
+        if let Some(t) = m.topology.as_mut() {
+            for c in t.caches.iter_mut().filter(|c| c.level == 3) {
+                c.size_bytes = 260 << 20;
+            }
+        }
+        assert_eq!(dram_options(&m).sizes.unwrap().last(), Some(&(1040 << 20)));
+    }
+
     #[test]
     fn a_probe_named_twice_runs_once() {
         let names = vec!["pause".to_string(), "pause".to_string()];

@@ -898,4 +898,28 @@ mod tests {
         )));
         assert!(!needs_pause_cost(&hot(disasm::SiteKind::Compute, 0.9)));
     }
+
+    /// DRAM latency is measured for hot loads that miss the caches: memory-load sites or the
+    /// small-pages finding at the notice share, not a PAUSE spin.
+    #[test]
+    fn dram_latency_is_needed_for_hot_memory_loads_only() {
+        let mut d = test_fixture("pause-spin-zen4-kvm.json");
+        assert!(!needs_dram_latency(&d));
+        let mut load = d.hot_sites[0].clone();
+        load.kind = disasm::SiteKind::MemoryLoad;
+        load.share = rules::NOTICE_SHARE / 2.0;
+        d.hot_sites.push(load.clone());
+        assert!(!needs_dram_latency(&d));
+        d.hot_sites.push(load);
+        assert!(
+            needs_dram_latency(&d),
+            "two sites add up to the notice share"
+        );
+        d.hot_sites.truncate(1);
+        let mut small = d.findings[0].clone();
+        small.id = "small_pages".into();
+        small.sample_share = Some(0.5);
+        d.findings.push(small);
+        assert!(needs_dram_latency(&d));
+    }
 }

@@ -180,16 +180,25 @@ fn figures_line(f: &MachineFigures) -> String {
         }
     }
     let file = |s: &CostSource| match s {
-        CostSource::SavedCheck { file } => Some(file.clone()),
+        // The file's name: its directory would take the line.
+        CostSource::SavedCheck { file } => Some(
+            std::path::Path::new(file)
+                .file_name()
+                .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned()),
+        ),
         CostSource::MeasuredNow => None,
     };
     let files: std::collections::BTreeSet<String> =
         f.figures.values().filter_map(|v| file(&v.source)).collect();
+    let short = |k: &MachineFigure| match k {
+        MachineFigure::CoreClockGhz => "clock",
+        other => other.label(),
+    };
     let now: Vec<&str> = f
         .figures
         .iter()
         .filter(|(_, v)| v.source == CostSource::MeasuredNow)
-        .map(|(k, _)| k.label())
+        .map(|(k, _)| short(k))
         .collect();
     let files = files.into_iter().collect::<Vec<_>>().join(", ");
     let source = if files.is_empty() {
@@ -203,15 +212,14 @@ fn figures_line(f: &MachineFigures) -> String {
         .figures
         .iter()
         .filter(|(_, v)| v.disturbed)
-        .map(|(k, _)| k.label())
+        .map(|(k, _)| short(k))
         .collect();
     let busy = if busy.is_empty() {
         String::new()
+    } else if busy.len() == f.figures.len() {
+        "; CPUs busy meanwhile, may read off".to_string()
     } else {
-        format!(
-            " ({} while the CPUs were busy: may read off)",
-            busy.join(", ")
-        )
+        format!("; CPUs busy for {}, may read off", busy.join(", "))
     };
     format!("{}, {source}{busy}", parts.join(", "))
 }
@@ -858,6 +866,109 @@ fn memory_lines(d: &Diagnosis) -> Vec<String> {
 pub(crate) mod tests {
     use super::*;
     use crate::diagnose::test_fixture as fixture;
+
+    /// The two lines a diagnosis saved for `diff` adds under the machine (issue 31): its
+    /// figures with their source, and its work measure; each within 80 columns.
+    #[test]
+    fn the_figures_and_the_work_are_one_line_each_at_80_columns() {
+        use crate::diagnose::figures::FigureValue;
+        use crate::diagnose::rules::CostSource;
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        // Wrapped lines joined: what a line says, whatever the width.
+        let header_of = |d: &Diagnosis| {
+            let h = header(d, 80);
+            for line in h.lines() {
+                assert!(line.chars().count() <= 80, "{line}");
+            }
+            h.replace("\n            ", " ")
+        };
+        assert!(!header_of(&d).contains("Figures"), "an older file has none");
+        let mut figures = crate::diagnose::figures::MachineFigures {
+            cpu: None,
+            logical_cpus: 2,
+            hypervisor: Some("KVM".into()),
+            thp: None,
+            figures: Default::default(),
+        };
+        let now = |value, disturbed| FigureValue {
+            value,
+            source: CostSource::MeasuredNow,
+            disturbed,
+        };
+        figures
+            .figures
+            .insert(MachineFigure::CoreClockGhz, now(3.7, false));
+        figures
+            .figures
+            .insert(MachineFigure::PauseNs, now(24.5, true));
+        figures
+            .figures
+            .insert(MachineFigure::DramLatency4kNs, now(118.0, false));
+        figures
+            .figures
+            .insert(MachineFigure::DramLatencyHugeNs, now(96.0, false));
+        d.machine.figures = Some(figures.clone());
+        d.work = Some(WorkRecord {
+            measure: WorkMeasure::WallTime,
+            values: vec![2.31],
+            with_profiler: true,
+        });
+        let h = header_of(&d);
+        assert!(
+            h.contains(
+                "Figures     clock 3.70 GHz, PAUSE 24.5 ns, DRAM 118 ns (4 KiB) / 96.0 ns (huge), \
+                 measured now; CPUs busy for PAUSE, may read off\n"
+            ),
+            "{h}"
+        );
+        assert!(
+            h.contains("Work        wall 2.31 s, 1 run (profiled)\n"),
+            "{h}"
+        );
+        d.work = Some(WorkRecord {
+            measure: WorkMeasure::WallTime,
+            values: vec![2.28, 2.25, 2.33, 2.30, 2.26],
+            with_profiler: false,
+        });
+        figures.figures.clear();
+        figures.figures.insert(
+            MachineFigure::PauseNs,
+            FigureValue {
+                value: 24.5,
+                source: CostSource::SavedCheck {
+                    file: "/work/corpus/zen4.json".into(),
+                },
+                disturbed: false,
+            },
+        );
+        figures
+            .figures
+            .insert(MachineFigure::CoreClockGhz, now(3.7, false));
+        d.machine.figures = Some(figures);
+        let h = header_of(&d);
+        assert!(
+            h.contains(
+                "Work        wall, 5 runs without the profiler: median 2.28 s (2.25-2.33 s)\n"
+            ),
+            "{h}"
+        );
+        assert!(
+            h.contains(
+                "Figures     clock 3.70 GHz, PAUSE 24.5 ns, from zen4.json; clock measured now\n"
+            ),
+            "{h}"
+        );
+        d.work = Some(WorkRecord {
+            measure: WorkMeasure::Rate { unit: "tps".into() },
+            values: vec![9388.0, 9412.0],
+            with_profiler: true,
+        });
+        let h = header_of(&d);
+        assert!(
+            h.contains("rate (--rate), 2 readings: median 9400 tps (9388-9412 tps)"),
+            "{h}"
+        );
+    }
 
     #[test]
     fn an_attached_tree_says_its_processes_and_groups_threads_by_command() {
