@@ -203,6 +203,30 @@ fn figures_none_records_the_cpu_and_no_figure() {
     assert!(f.get("figures").is_none(), "{f}");
 }
 
+/// A command that `--duration` ended did not finish its work: no work measure, and no error
+/// (a plain `--duration` run asked for none).
+#[test]
+fn a_command_ended_by_the_duration_records_no_work_and_no_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("d.json");
+    cpudoctor()
+        .args(["diagnose", "--save", saved.to_str().unwrap()])
+        .args([
+            "--duration",
+            "0.3",
+            "--figures",
+            "none",
+            "--",
+            "sleep",
+            "20",
+        ])
+        .assert()
+        .success();
+    let d: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert!(d.get("work").is_none(), "{}", d["work"]);
+    assert!(d["machine"]["figures"]["cpu"].is_object());
+}
+
 /// Hot loads from a buffer on 4 KiB pages: DRAM latency on 4 KiB and on huge pages is
 /// measured after the recording (a reduced latency curve) and saved.
 #[test]

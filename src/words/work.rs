@@ -26,14 +26,6 @@ pub fn run_not_started(which: &str, error: &str) -> String {
     format!("{which} could not be started: {error}: the work was not recorded")
 }
 
-/// The diagnosed command was ended by cpudoctor (`--duration`, a signal), so its time is not
-/// the time its work took.
-pub fn ended_by_cpudoctor() -> String {
-    "the command was ended by cpudoctor (--duration or a signal), so its time is not its \
-     work: no work measure recorded (--runs N times N whole runs without the profiler)"
-        .to_string()
-}
-
 /// Before the figures measured after the recording (`labels`: `core clock`, `DRAM (4 KiB)`).
 pub fn measuring_figures(labels: &[&str]) -> String {
     format!(
