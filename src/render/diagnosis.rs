@@ -217,9 +217,9 @@ fn figures_line(f: &MachineFigures) -> String {
     let busy = if busy.is_empty() {
         String::new()
     } else if busy.len() == f.figures.len() {
-        "; CPUs busy meanwhile, may read off".to_string()
+        "; CPUs busy: may read off".to_string()
     } else {
-        format!("; CPUs busy for {}, may read off", busy.join(", "))
+        format!("; CPUs busy for {}: may read off", busy.join(", "))
     };
     format!("{}, {source}{busy}", parts.join(", "))
 }
@@ -917,7 +917,7 @@ pub(crate) mod tests {
         assert!(
             h.contains(
                 "Figures     clock 3.70 GHz, PAUSE 24.5 ns, DRAM 118 ns (4 KiB) / 96.0 ns (huge), \
-                 measured now; CPUs busy for PAUSE, may read off\n"
+                 measured now; CPUs busy for PAUSE: may read off\n"
             ),
             "{h}"
         );
