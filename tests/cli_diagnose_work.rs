@@ -203,6 +203,66 @@ fn figures_none_records_the_cpu_and_no_figure() {
     assert!(f.get("figures").is_none(), "{f}");
 }
 
+/// A check saved on this machine gives every figure it holds, marked with its file; nothing
+/// it holds is measured again.
+#[test]
+fn a_check_from_this_cpu_gives_its_figures() {
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let check = dir.path().join("check.json");
+    cpudoctor()
+        .args([
+            "probe",
+            "pause",
+            "--quick",
+            "--save",
+            check.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let Some((d, _)) = diagnose_saved(
+        &["--check", check.to_str().unwrap()],
+        "cpu_bound",
+        &["10000000"],
+    ) else {
+        return;
+    };
+    let f = &d["machine"]["figures"]["figures"];
+    for name in ["pause_ns", "core_clock_ghz"] {
+        assert_eq!(f[name]["from"], "saved_check", "{name}: {f}");
+        assert_eq!(f[name]["file"], check.to_str().unwrap(), "{name}: {f}");
+        assert!(f[name]["value"].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// `--figures all`: PAUSE and DRAM (and the line transfer, given two CPUs) whatever the hot
+/// code, a baseline for later diffs; never the split lock, which stalls every neighbour.
+#[test]
+fn figures_all_measures_the_baseline_but_not_the_split_lock() {
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let Some((d, _)) = diagnose_saved(&["--figures", "all"], "cpu_bound", &["10000000"]) else {
+        return;
+    };
+    let f = &d["machine"]["figures"]["figures"];
+    let mut wanted = vec!["core_clock_ghz", "pause_ns", "dram_latency_4k_ns"];
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus >= 2 {
+        wanted.push("line_transfer_ns");
+    }
+    for name in wanted {
+        assert!(
+            f[name]["value"].as_f64().is_some_and(|v| v > 0.0),
+            "{name} missing: {f}"
+        );
+        assert_eq!(f[name]["from"], "measured_now");
+    }
+    assert!(f.get("split_lock_ns").is_none(), "{f}");
+}
+
 /// A command that `--duration` ended did not finish its work: no work measure, and no error
 /// (a plain `--duration` run asked for none).
 #[test]
