@@ -837,7 +837,8 @@ pub fn explain(s: &Sides) -> Why {
             &machines,
         );
         let observed_ratio = (oc > 0.0).then(|| nc / oc);
-        let predicted_points = p.ratio.map(|r| points(oc * (r - 1.0)));
+        // `+ 0.0`: a function the old side did not sample is predicted 0 points, not -0.
+        let predicted_points = p.ratio.map(|r| points(oc * (r - 1.0)) + 0.0);
         all.push(FunctionWhy {
             name: key.0.clone(),
             module: key.1.clone(),

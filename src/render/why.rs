@@ -174,11 +174,7 @@ pub fn render(w: &Why, width: u16) -> String {
                 format!("{} ({})", f.name, f.module),
                 f.mechanism.label().to_string(),
                 ratio_cell(f.predicted_ratio),
-                format!(
-                    "{} {}",
-                    ratio_cell(f.observed_ratio),
-                    points_cell(f.observed_points)
-                ),
+                words::observed_cell(f.observed_ratio, f.observed_points),
                 words::holds_cell(f.holds).to_string(),
             ]);
         }

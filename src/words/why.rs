@@ -318,6 +318,16 @@ pub fn holds_heading(factor: f64) -> String {
     format!("Within {factor:.2}x")
 }
 
+/// A function's observed change in a table cell: `1.75x +33.0 pt`, `new +12.0 pt` (not
+/// sampled on the old side), `gone -100.0 pt`.
+pub fn observed_cell(ratio: Option<f64>, points: f64) -> String {
+    match ratio {
+        None => format!("new {points:+.1} pt"),
+        Some(r) if r == 0.0 => format!("gone {points:+.1} pt"),
+        Some(r) => format!("{r:.2}x {points:+.1} pt"),
+    }
+}
+
 /// A prediction's verdict in a table cell.
 pub fn holds_cell(holds: Option<bool>) -> &'static str {
     match holds {
@@ -347,7 +357,7 @@ pub fn one_run_each() -> String {
 /// A check given with `--machines` does not look like the machine a diagnosis ran on.
 pub fn check_of_another_machine(side: &str, check_cpu: &str, diagnosis_cpu: &str) -> String {
     format!(
-        "the {side} check is of a {check_cpu}, the {side} diagnosis ran on {diagnosis_cpu}: its \
-         figures are used as given"
+        "the {side} check was saved on {check_cpu}, the {side} diagnosis ran on \
+         {diagnosis_cpu}: the check's figures are used as given"
     )
 }
