@@ -323,7 +323,7 @@ pub fn holds_heading(factor: f64) -> String {
 pub fn observed_cell(ratio: Option<f64>, points: f64) -> String {
     match ratio {
         None => format!("new {points:+.1} pt"),
-        Some(r) if r == 0.0 => format!("gone {points:+.1} pt"),
+        Some(0.0) => format!("gone {points:+.1} pt"),
         Some(r) => format!("{r:.2}x {points:+.1} pt"),
     }
 }
