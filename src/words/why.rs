@@ -361,3 +361,10 @@ pub fn check_of_another_machine(side: &str, check_cpu: &str, diagnosis_cpu: &str
          {diagnosis_cpu}: the check's figures are used as given"
     )
 }
+
+/// The waterfall's caption.
+pub fn waterfall_caption() -> String {
+    "The loss by mechanism, in points of the old side's time: each figure's explained points \
+     from zero, then the unexplained rest; the last bar is the whole"
+        .into()
+}
