@@ -66,6 +66,11 @@ pub const HOLD_FACTOR: f64 = 1.25;
 /// sqrt(1/30 + 1/30) = 26%, about the factor itself.
 pub const MIN_SAMPLES_TO_JUDGE: u64 = 30;
 
+/// Without a loss, the CPU time per unit moved when its log ratio exceeds this many standard
+/// errors of the log ratio of two Poisson sample counts, sqrt(1/a + 1/b) (the profile diff's
+/// [`super::profile::NOISE_SE`], the same two).
+pub const NOISE_SE: f64 = super::profile::NOISE_SE;
+
 /// A side got huge pages when at least this share of its anonymous memory is on them (half:
 /// most of its loads then walk the shorter tables).
 pub const HUGE_SIDE_SHARE: f64 = 0.5;
@@ -281,6 +286,10 @@ pub struct Why {
     pub cpu: CpuChange,
     /// The points attributed: the loss's, or the CPU time's without a loss.
     pub total_points: f64,
+    /// Whether the change is beyond noise: for a loss with an interval, the interval leaves
+    /// out 1; without a loss, the CPU time's ratio is beyond [`NOISE_SE`] standard errors of
+    /// two Poisson sample counts; absent for a loss of one run each (no interval tells).
+    pub beyond_noise: Option<bool>,
     /// The figures of both machines, in [`MachineFigure::ALL`]'s order (those known on either
     /// side).
     pub figures: Vec<FigureChange>,
@@ -802,6 +811,17 @@ pub fn explain(s: &Sides) -> Why {
         .map(|l| l.points)
         .or(cpu.points)
         .unwrap_or(0.0);
+    let beyond_noise = match &loss {
+        Some(l) => l.low.zip(l.high).map(|(lo, hi)| !(lo <= 1.0 && 1.0 <= hi)),
+        None => {
+            let (a, b) = (old.sampling.samples as f64, new.sampling.samples as f64);
+            let se = (1.0 / a.max(1.0) + 1.0 / b.max(1.0)).sqrt();
+            Some(
+                cpu.ratio
+                    .is_some_and(|r| r > 0.0 && r.ln().abs() > NOISE_SE * se),
+            )
+        }
+    };
     let (fo, fnw) = (figures_of(old), figures_of(new));
     let machines = Machines {
         old: &fo,
@@ -950,6 +970,7 @@ pub fn explain(s: &Sides) -> Why {
         basis,
         cpu,
         total_points,
+        beyond_noise,
         figures: figure_changes(&machines),
         functions,
         mechanisms,

@@ -46,7 +46,7 @@ fn figure_cell(w: &Why, m: &MechanismWhy) -> String {
 /// The section, newline-terminated.
 pub fn render(w: &Why, width: u16) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{}", words::heading(w.total_points));
+    let _ = writeln!(o, "{}", words::heading(w.total_points, w.beyond_noise));
     let unit = basis_word(w.basis);
     match &w.loss {
         Some(l) => {
@@ -254,6 +254,7 @@ mod tests {
                 points: Some(36.7),
             },
             total_points: 38.0,
+            beyond_noise: Some(true),
             figures: vec![
                 FigureChange {
                     figure: MachineFigure::CoreClockGhz,

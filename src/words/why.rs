@@ -94,9 +94,12 @@ pub fn headline(
     format!("{r:.2}x {word} ({measure}, {detail})")
 }
 
-/// The section's heading: slower, faster, or no change (within half a point).
-pub fn heading(total_points: f64) -> &'static str {
-    if total_points >= 0.5 {
+/// The section's heading: slower, faster, or no change (within half a point, or within
+/// noise when `beyond_noise` says so).
+pub fn heading(total_points: f64, beyond_noise: Option<bool>) -> &'static str {
+    if beyond_noise == Some(false) {
+        "What moved, and why (no change overall beyond noise)"
+    } else if total_points >= 0.5 {
         "Why it is slower"
     } else if total_points <= -0.5 {
         "Why it is faster"

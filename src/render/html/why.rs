@@ -126,7 +126,11 @@ svg.waterfall .wf-zero { stroke: #888; stroke-width: 1; }
 /// The section: headline, figures, the waterfall (for `beside`, the differential flame
 /// graph goes next to it), the mechanisms' table and what to do.
 pub fn section(h: &mut String, w: &Why, beside: impl FnOnce(&mut String)) {
-    let _ = writeln!(h, "<h3>{}</h3>", escape(words::heading(w.total_points)));
+    let _ = writeln!(
+        h,
+        "<h3>{}</h3>",
+        escape(words::heading(w.total_points, w.beyond_noise))
+    );
     let headline = match &w.loss {
         Some(l) => words::headline(
             l.ratio,
