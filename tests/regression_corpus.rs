@@ -154,7 +154,7 @@ fn anon_huge_kib(dir: &Path, file: &str) -> i64 {
         .unwrap_or_else(|e| panic!("{}/{file}.txt: {e}", dir.display()));
     text.lines()
         .filter_map(|l| l.strip_prefix("anon_huge_kib: "))
-        .last()
+        .next_back()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("{}/{file}.txt prints no anon_huge_kib", dir.display()))
 }
@@ -299,4 +299,48 @@ fn every_machine_pair_and_setting_pair_of_the_regression_corpus_is_explained() {
     } else {
         eprintln!("cross-machine pairs checked: {machine_pairs} ({program_diffs} program diffs)");
     }
+}
+
+/// The premise of the same-machine pair, live and without timing anything: the corpus's chase
+/// (64 MiB here) gets huge pages from glibc's hugetlb tunable under THP `madvise` and none
+/// without it, as its own AnonHugePages (smaps_rollup, printed while its buffer is live) say.
+/// Where THP is not `madvise` the pair cannot be made here: the test fails (or skips with
+/// CPUDOCTOR_ALLOW_SKIP=1) as for missing hardware.
+#[test]
+fn the_chase_gets_huge_pages_from_the_glibc_tunable_and_none_without() {
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !thp.contains("[madvise]") {
+        common::missing_hardware("THP in `madvise` mode", &format!("THP is {}", thp.trim()));
+        return;
+    }
+    let Some(cc) = common::c_compiler() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("regression")).unwrap();
+    let chase = common::compile_program(&cc, "regression/chase", &["-O2"], dir.path());
+    let kib = |tunable: bool| -> i64 {
+        let mut cmd = std::process::Command::new(&chase);
+        cmd.args(["64", "100000"]).env_remove("GLIBC_TUNABLES");
+        if tunable {
+            cmd.env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("anon_huge_kib: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no anon_huge_kib in {out:?}"))
+    };
+    let (huge, small) = (kib(true), kib(false));
+    assert!(
+        huge >= 32 * 1024,
+        "with glibc.malloc.hugetlb=1 the 64 MiB chase got {huge} KiB of huge pages"
+    );
+    assert_eq!(
+        small, 0,
+        "without the tunable the chase got {small} KiB of huge pages"
+    );
 }
