@@ -9,10 +9,10 @@
    `always` it gets them either way. A fixed amount of work. Defaults: 1024 MiB (the size the
    check's DRAM latency curve ends at, so its 4 KiB penalty is the one that applies) and
    10,000,000 loads, ~2-3 s of chase on the Zen 4 guest after ~1 s of building the cycle.
-   Prints the chase's loads per second of wall time and per second of its thread's CPU time
-   (for `diagnose --metric`: the second is not inflated while other tasks hold the CPU, on a
-   shared machine), ns per load (wall), and the AnonHugePages of the process as the kernel
-   counts them (smaps_rollup) while the buffer is live. Usage: chase [MIB] [LOADS] */
+   Prints, for `diagnose --metric`, the chase's loads per second of wall time and of its
+   thread's CPU time, and the ns per load of each (the CPU-time figures are not inflated while
+   other tasks hold the CPU, on a shared machine), then the AnonHugePages of the process as the
+   kernel counts them (smaps_rollup) while the buffer is live. Usage: chase [MIB] [LOADS] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +81,7 @@ int main(int argc, char **argv) {
     printf("loads/s: %.0f\n", loads / t);
     printf("loads/cpu-s: %.0f\n", loads / c);
     printf("ns/load: %.2f\n", t * 1e9 / loads);
+    printf("cpu_ns/load: %.2f\n", c * 1e9 / loads);
     printf("anon_huge_kib: %ld\n", anon_huge_kib());
     printf("end %llu\n", (unsigned long long)end);
     free(buf);
