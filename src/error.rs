@@ -391,6 +391,14 @@ pub enum InputError {
         /// The parser's complaint, on one line.
         reason: String,
     },
+    /// `diagnose --rate` given in two units: one record holds one kind of rate.
+    #[error("--rate is given in {first} and in {second}; give every rate in one unit")]
+    MixedRateUnits {
+        /// The first rate's unit (`none` without one).
+        first: String,
+        /// A later rate's, different.
+        second: String,
+    },
 }
 
 fn perf_not_permitted(paranoid: Option<i32>) -> String {

@@ -190,6 +190,73 @@ pub fn measure_line_costs(
     line_costs_of(&fp, CostSource::MeasuredNow)
 }
 
+/// Runs the named probes (those registered; a name not found is left out) after a diagnose
+/// recording, for the figures its diagnosis carries; `None` when none is left to run.
+pub fn measure_named(
+    host: &Host,
+    names: &[&str],
+    options: &ProbeOptions,
+    progress: &dyn Progress,
+) -> Option<Fingerprint> {
+    let selected: Vec<&dyn Probe> = names.iter().filter_map(|n| probes::by_name(n)).collect();
+    (!selected.is_empty()).then(|| run(host, "diagnose", &selected, options, progress))
+}
+
+/// Largest buffer of the DRAM figures a diagnosis measures, at least: four times the
+/// last-level cache where that is more. A quarter of the 1 GiB a check's quick curve reaches,
+/// so the chase takes ~2 s instead of ~9 (the Zen 4 guest); the 4 KiB penalty grows with the
+/// footprint, so the figure is smaller than a check's at 1 GiB (docs/diagnose.md).
+pub const DIAGNOSE_DRAM_BYTES: u64 = 256 << 20;
+
+/// The mem-latency probe reduced to what a diagnosis's DRAM figures need: the quick profile,
+/// 4 KiB and transparent huge pages only, and four sizes: 16 KiB and a quarter of L2 (so the
+/// curve has the levels DRAM is told from), then a quarter of the largest buffer and the
+/// largest ([`DIAGNOSE_DRAM_BYTES`], or four times the last-level cache), where DRAM is read.
+pub fn dram_options(machine: &Machine) -> ProbeOptions {
+    let topo = machine.topology.as_ref();
+    let l2 = topo
+        .and_then(|t| t.data_cache(2))
+        .map_or(256 << 10, |c| c.size_bytes / 4);
+    let largest = topo
+        .and_then(|t| t.llc_bytes())
+        .map_or(0, |l| l.saturating_mul(4))
+        .max(DIAGNOSE_DRAM_BYTES)
+        .next_multiple_of(2 << 20);
+    let mut sizes: Vec<u64> = [16 << 10, l2, largest / 4, largest]
+        .iter()
+        .map(|s| s / 64 * 64)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    ProbeOptions {
+        sizes: Some(sizes),
+        page_kinds: Some(vec![
+            crate::measure::buffer::PageKind::Base4k,
+            crate::measure::buffer::PageKind::Thp,
+        ]),
+        ..ProbeOptions::new(Profile::Quick)
+    }
+}
+
+/// The core clock now, GHz: the median over the CPUs this process may use of each one's
+/// estimate ([`crate::measure::estimate_core_clock`], a chain of dependent adds, a few ms a
+/// CPU), and whether the CPUs were disturbed meanwhile (others busy, steal, throttling).
+/// `None` off x86-64 or where no CPU could be pinned.
+pub fn measure_core_clock(host: &Host) -> Option<(f64, bool)> {
+    let cpus = host.machine.allowed_cpus.clone();
+    let watch = crate::machine::disturbance::Watch::start();
+    let ghz: Vec<f64> = cpus
+        .iter()
+        .filter_map(|&cpu| {
+            let _pin = pin::pin_to_cpu(cpu).ok()?;
+            crate::measure::estimate_core_clock(&host.clock, 15).map(|c| c.hz / 1e9)
+        })
+        .collect();
+    let disturbed =
+        crate::schema::disturbance::Disturbance::of_window(&watch.finish(&cpus)).disturbed();
+    Some((crate::stats::summarize(&ghz)?.median, disturbed))
+}
+
 /// Runs the battery `runs` times (at least once) and keeps every run in one fingerprint: see
 /// [`combine_runs`]. Run-to-run spread is the noise a shared machine really has (vCPU moves,
 /// a neighbour's load), which the repetitions inside one run understate.
@@ -416,6 +483,39 @@ mod tests {
         // One run is returned as it is.
         let one = combine_runs(vec![with_pause(24.0)]);
         assert_eq!(one.metric("pause", "pause_ns").unwrap().value, 24.0);
+    }
+
+    /// The reduced latency curve of a diagnosis: the two levels DRAM is told from, and DRAM
+    /// at four times the last-level cache or 256 MiB, on 4 KiB and THP.
+    #[test]
+    fn the_dram_curve_has_the_levels_and_two_dram_points() {
+        let mut m = Machine::detect();
+        m.topology = None;
+        let o = dram_options(&m);
+        assert_eq!(
+            o.sizes.as_deref(),
+            Some(&[16 << 10, 256 << 10, 64 << 20, 256 << 20][..])
+        );
+        assert_eq!(o.profile, Profile::Quick);
+        assert_eq!(o.page_kinds.as_ref().map(Vec::len), Some(2));
+        // The Zen 4 guest: 1 MiB L2, 32 MiB L3 (4x is 128 MiB: 256 MiB stays).
+        m.topology = crate::machine::topology::read_topology(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/sysfs/amd-zen4-kvm-2cpu"
+        )));
+        let sizes = dram_options(&m).sizes.unwrap();
+        assert_eq!(
+            sizes,
+            vec![16 << 10, 256 << 10, 64 << 20, 256 << 20],
+            "{sizes:?}"
+        );
+        // A 260 MiB L3 (the Emerald Rapids guest): DRAM at 1040 MiB.
+        if let Some(t) = m.topology.as_mut() {
+            for c in t.caches.iter_mut().filter(|c| c.level == 3) {
+                c.size_bytes = 260 << 20;
+            }
+        }
+        assert_eq!(dram_options(&m).sizes.unwrap().last(), Some(&(1040 << 20)));
     }
 
     #[test]

@@ -6,7 +6,9 @@ use super::{
 };
 use anyhow::Result;
 use clap::Args;
+use cpudoctor::diagnose::figures::{self, FiguresAsked, FiguresNeeded, MachineFigure};
 use cpudoctor::diagnose::record::{RecordOptions, Target};
+use cpudoctor::diagnose::work::{self, WorkMeasure, WorkRecord};
 use cpudoctor::diagnose::{self, Diagnosis, counters, export, hotspots};
 use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::render::diagnosis as render;
@@ -93,7 +95,8 @@ pub struct DiagnoseArgs {
     /// Record nothing: read a diagnosis saved with --save and convert it (--pprof, --folded),
     /// or print it again when no export is asked for.
     #[arg(long, value_name = "SAVED.json",
-          conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "no_wall", "save"])]
+          conflicts_with_all = ["pid", "command", "duration", "frequency", "no_stacks", "no_wall", "save",
+                                "figures", "measure", "runs", "metric", "rate"])]
     pub from: Option<PathBuf>,
     /// A fingerprint saved by `cpudoctor check --save` on this machine: the PAUSE,
     /// line-transfer and lock costs the findings quote come from it. Without it (or when it
@@ -102,6 +105,44 @@ pub struct DiagnoseArgs {
     /// the probe, and the diagnosis says how busy they were.
     #[arg(long, value_name = "CHECK.json", conflicts_with = "from")]
     pub check: Option<PathBuf>,
+    /// Which figures of this machine the diagnosis carries, for `diff` to say why a program
+    /// is slower on one side: `needed` (the core clock, and those the hot code calls for:
+    /// PAUSE for a spin, line transfer for a contended locked instruction, split lock, DRAM
+    /// latency on 4 KiB and huge pages for loads that miss the caches), `all` (also PAUSE,
+    /// line transfer and DRAM whatever the hot code: a baseline saved for later diffs; split
+    /// lock still only when needed, as measuring it slows every neighbour), `none` (the CPU,
+    /// its logical CPUs, hypervisor and THP mode only). Taken from --check when it was
+    /// measured on this CPU, otherwise measured after the recording (a few seconds).
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = FiguresArg::Needed)]
+    pub figures: FiguresArg,
+    /// The work measure recorded (what `diff` compares to say how much slower): `wall` (the
+    /// command's wall time, spawn to exit) or `cpu` (user + system time of the command and
+    /// its children, from wait4). Of the diagnosed run by default, profiler included; of the
+    /// runs without it with --runs.
+    #[arg(long, value_enum, value_name = "WHAT", default_value_t = MeasureArg::Wall,
+          conflicts_with_all = ["pid", "metric"])]
+    pub measure: MeasureArg,
+    /// After the diagnosed run, run the command N more times without the profiler, one after
+    /// the other, and record each run's measure (wall, cpu or --metric): the profiler's
+    /// overhead does not touch them, and several runs give `diff` an interval.
+    #[arg(long, value_name = "N", conflicts_with = "pid",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: Option<u32>,
+    /// The work measure is the number REGEX finds in the command's stdout (its first capture
+    /// group, or the whole match; thousands separators dropped), as `experiment --metric`
+    /// takes it: a rate or a time the program prints. Its output still reaches the terminal
+    /// (through a pipe: a C program's stdout is then buffered until it exits).
+    #[arg(long, value_name = "REGEX", conflicts_with = "pid")]
+    pub metric: Option<String>,
+    /// With --metric: a higher figure is better (a rate, a score); by default lower is.
+    #[arg(long, requires = "metric")]
+    pub higher_is_better: bool,
+    /// With --pid: the throughput the workload did while it was recorded, as its own client
+    /// reported it (`--rate 9388tps`); repeat it for several readings, all in one unit. The
+    /// work measure of an attached process, where cpudoctor cannot see the work done.
+    #[arg(long, value_name = "VALUE[UNIT]", requires = "pid", conflicts_with = "command",
+          value_parser = rate_arg)]
+    pub rate: Vec<(f64, String)>,
     /// The command to run, after `--`. A JVM it starts gets JAVA_TOOL_OPTIONS with
     /// -XX:+DumpPerfMapAtExit (JIT code named at exit) and -XX:+PreserveFramePointer (stacks
     /// through Java frames); an attached JVM is asked with `jcmd PID Compiler.perfmap`. Node
@@ -109,6 +150,41 @@ pub struct DiagnoseArgs {
     /// started with those.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `--figures`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FiguresArg {
+    /// The core clock and the figures the hot code calls for.
+    Needed,
+    /// Also PAUSE, line transfer and DRAM whatever the hot code.
+    All,
+    /// The CPU facts only.
+    None,
+}
+
+impl FiguresArg {
+    fn asked(self) -> FiguresAsked {
+        match self {
+            FiguresArg::Needed => FiguresAsked::Needed,
+            FiguresArg::All => FiguresAsked::All,
+            FiguresArg::None => FiguresAsked::None,
+        }
+    }
+}
+
+/// `--measure`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MeasureArg {
+    /// Wall time, spawn to exit.
+    Wall,
+    /// User + system CPU time of the command and its children.
+    Cpu,
+}
+
+/// One `--rate VALUE[UNIT]`.
+fn rate_arg(text: &str) -> Result<(f64, String), String> {
+    work::parse_rate(text)
 }
 
 /// The files a run writes, named by their options.
@@ -195,6 +271,7 @@ fn line_costs(
     hot: &hotspots::HotSpots,
     rec: &diagnose::record::Recording,
     host: &Host,
+    measured: &mut Vec<cpudoctor::schema::Fingerprint>,
 ) -> Option<diagnose::rules::MachineCosts> {
     let (transfer, split) = diagnose::needs_line_costs(hot, &rec.counter_values);
     if !(transfer || split) || STOP.load(Ordering::SeqCst) {
@@ -223,7 +300,20 @@ fn line_costs(
             ));
         }
     }
-    session::measure_line_costs(host, transfer, split, &BarProgress::new())
+    let names = [
+        (cpudoctor::names::probe::C2C, transfer),
+        (cpudoctor::names::probe::SPLIT_LOCK, split),
+    ];
+    let names: Vec<&str> = names.iter().filter(|(_, w)| *w).map(|(n, _)| *n).collect();
+    let fp = session::measure_named(
+        host,
+        &names,
+        &ProbeOptions::new(Profile::Quick),
+        &BarProgress::new(),
+    )?;
+    let costs = session::line_costs_of(&fp, diagnose::rules::CostSource::MeasuredNow);
+    measured.push(fp);
+    costs
 }
 
 /// PAUSE for a spin's cost: from the saved check when it was taken on this CPU and holds it
@@ -233,6 +323,7 @@ fn line_costs(
 fn pause_cost(
     saved_check: Option<&(&PathBuf, cpudoctor::schema::Fingerprint)>,
     host: &Host,
+    measured: &mut Vec<cpudoctor::schema::Fingerprint>,
 ) -> Option<(diagnose::rules::PauseCost, diagnose::PauseSource)> {
     if let Some((path, fp)) = saved_check
         && fp.machine.cpu_line() == host.machine.cpu_line()
@@ -255,13 +346,209 @@ fn pause_cost(
         &ProbeOptions::new(Profile::Quick),
         &BarProgress::new(),
     );
-    let disturbance = fp
-        .probe(cpudoctor::names::probe::PAUSE)
-        .and_then(|p| p.disturbance.as_ref());
-    Some((
-        pause.ok()?,
-        diagnose::PauseSource::measured_now(disturbance),
-    ))
+    let source = diagnose::PauseSource::measured_now(
+        fp.probe(cpudoctor::names::probe::PAUSE)
+            .and_then(|p| p.disturbance.as_ref()),
+    );
+    measured.push(fp);
+    Some((pause.ok()?, source))
+}
+
+/// The machine figures the diagnosis carries (`--figures`): the CPU facts as they are now;
+/// every figure of a saved check taken on this CPU; those measured for the findings already
+/// (`measured`); and what is still asked for, measured now with the probes' quick profile
+/// (DRAM by a reduced latency curve, [`session::dram_options`]).
+fn machine_figures(
+    args: &DiagnoseArgs,
+    saved_check: Option<&(&PathBuf, cpudoctor::schema::Fingerprint)>,
+    host: &Host,
+    needed: FiguresNeeded,
+    measured: &[cpudoctor::schema::Fingerprint],
+) -> figures::MachineFigures {
+    use diagnose::rules::CostSource;
+    let mut out = figures::of_machine(&host.machine);
+    let asked = args.figures.asked();
+    if asked == FiguresAsked::None {
+        return out;
+    }
+    if let Some((path, fp)) = saved_check
+        && fp.machine.cpu_line() == host.machine.cpu_line()
+    {
+        out.figures = figures::from_fingerprint(fp, &path.display().to_string()).figures;
+    }
+    // A probe already run now is not run again, whether or not it gave its figure.
+    let mut ran: Vec<String> = Vec::new();
+    for fp in measured {
+        for (f, v) in figures::figures_of(fp, &CostSource::MeasuredNow) {
+            out.figures.entry(f).or_insert(v);
+        }
+        ran.extend(fp.probes.iter().map(|p| p.name.clone()));
+    }
+    let missing: Vec<MachineFigure> = figures::to_measure(asked, needed, &out.figures)
+        .into_iter()
+        .filter(|f| {
+            *f == MachineFigure::CoreClockGhz || !ran.iter().any(|r| r == figures::probe_of(*f))
+        })
+        .collect();
+    if missing.is_empty() || STOP.load(Ordering::SeqCst) || super::caught_signal().is_some() {
+        return out;
+    }
+    let started = std::time::Instant::now();
+    let mut probes: Vec<&str> = missing
+        .iter()
+        .filter(|f| **f != MachineFigure::CoreClockGhz)
+        .map(|f| figures::probe_of(*f))
+        .collect();
+    probes.dedup();
+    // The clock alone takes a few ms: said only with a probe.
+    if !probes.is_empty() {
+        note(&cpudoctor::words::work::measuring_figures(
+            &missing.iter().map(|f| f.label()).collect::<Vec<_>>(),
+        ));
+    }
+    let quick: Vec<&str> = probes
+        .iter()
+        .copied()
+        .filter(|p| *p != cpudoctor::names::probe::MEM_LATENCY)
+        .collect();
+    let mut now = Vec::new();
+    if let Some(fp) = session::measure_named(
+        host,
+        &quick,
+        &ProbeOptions::new(Profile::Quick),
+        &BarProgress::new(),
+    ) {
+        now.push(fp);
+    }
+    if probes.contains(&cpudoctor::names::probe::MEM_LATENCY) && !STOP.load(Ordering::SeqCst) {
+        now.extend(session::measure_named(
+            host,
+            &[cpudoctor::names::probe::MEM_LATENCY],
+            &session::dram_options(&host.machine),
+            &BarProgress::new(),
+        ));
+    }
+    for fp in &now {
+        for (f, v) in figures::figures_of(fp, &CostSource::MeasuredNow) {
+            out.figures.entry(f).or_insert(v);
+        }
+    }
+    // The clock, where no probe run now gave it: a few ms on each CPU.
+    if !out.figures.contains_key(&MachineFigure::CoreClockGhz)
+        && let Some((ghz, disturbed)) = session::measure_core_clock(host)
+    {
+        out.figures.insert(
+            MachineFigure::CoreClockGhz,
+            figures::FigureValue {
+                value: ghz,
+                source: CostSource::MeasuredNow,
+                disturbed,
+            },
+        );
+    }
+    if started.elapsed() > Duration::from_millis(500) {
+        note(&format!(
+            "figures measured in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    out
+}
+
+/// The work of the diagnosed run (profiler attached): its wall or CPU time, or the metric its
+/// output held; `Ok(None)` without a started command. `Err` is the one line that says why
+/// none was recorded.
+fn diagnosed_work(
+    measure: &WorkMeasure,
+    totals: Option<&diagnose::record::ProcessTotals>,
+    stdout: Option<&(String, u64)>,
+    metric: Option<&regex::Regex>,
+) -> Result<Option<WorkRecord>, String> {
+    let value = match (measure, metric) {
+        (WorkMeasure::Metric { regex, .. }, Some(re)) => {
+            let Some((text, bytes)) = stdout else {
+                return Ok(None);
+            };
+            work::extract_metric(re, text).ok_or_else(|| {
+                cpudoctor::words::work::metric_not_found(
+                    "the diagnosed run",
+                    regex,
+                    (*bytes > work::STDOUT_KEEP_BYTES as u64)
+                        .then(|| cpudoctor::format::human_bytes(work::STDOUT_KEEP_BYTES as u64))
+                        .as_deref(),
+                )
+            })?
+        }
+        (WorkMeasure::CpuTime, _) => match totals {
+            Some(t) if t.wall_s.is_some() => t.user_s + t.system_s,
+            Some(_) => return Err(cpudoctor::words::work::ended_by_cpudoctor()),
+            None => return Ok(None),
+        },
+        _ => match totals.map(|t| t.wall_s) {
+            Some(Some(w)) => w,
+            Some(None) => return Err(cpudoctor::words::work::ended_by_cpudoctor()),
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(WorkRecord {
+        measure: measure.clone(),
+        values: vec![value],
+        with_profiler: true,
+    }))
+}
+
+/// `--runs N`: the command run `n` more times without the profiler, each run's measure
+/// recorded; `Err` is the one line of the first run that gave none.
+fn timed_runs(
+    command: &[String],
+    n: u32,
+    measure: &WorkMeasure,
+    metric: Option<&regex::Regex>,
+    stdout_to_stderr: bool,
+) -> Result<WorkRecord, String> {
+    use cpudoctor::words::work as w;
+    note(&w::timing_runs(n));
+    let mut values = Vec::new();
+    for i in 1..=n {
+        if STOP.load(Ordering::SeqCst) || super::caught_signal().is_some() {
+            return Err(w::runs_stopped(i - 1, n));
+        }
+        let which = format!("run {i} of {n}");
+        let out = match (metric, stdout_to_stderr) {
+            (Some(_), true) => work::RunStdout::Scanned(Box::new(std::io::stderr())),
+            (Some(_), false) => work::RunStdout::Scanned(Box::new(std::io::stdout())),
+            (None, true) => work::RunStdout::ToStderr,
+            (None, false) => work::RunStdout::Inherit,
+        };
+        let run = work::run_timed(command, out, &STOP)
+            .map_err(|e| w::run_not_started(&which, &e.to_string()))?;
+        if !run.success {
+            return Err(w::run_failed(&which, &run.ended));
+        }
+        let value = match (measure, metric) {
+            (WorkMeasure::Metric { regex, .. }, Some(re)) => work::extract_metric(
+                re,
+                run.stdout.as_deref().unwrap_or_default(),
+            )
+            .ok_or_else(|| {
+                w::metric_not_found(
+                    &which,
+                    regex,
+                    (run.stdout_bytes > work::STDOUT_KEEP_BYTES as u64)
+                        .then(|| cpudoctor::format::human_bytes(work::STDOUT_KEEP_BYTES as u64))
+                        .as_deref(),
+                )
+            })?,
+            (WorkMeasure::CpuTime, _) => run.cpu_s,
+            _ => run.wall_s,
+        };
+        values.push(value);
+    }
+    Ok(WorkRecord {
+        measure: measure.clone(),
+        values,
+        with_profiler: false,
+    })
 }
 
 pub fn run(args: DiagnoseArgs) -> Result<()> {
@@ -285,10 +572,59 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         Some(path) => Some((path, super::load_fingerprint(path)?)),
         None => None,
     };
+    // The work measure's inputs, checked before anything runs.
+    let rates = work::rates_record(&args.rate).map_err(|(first, second)| {
+        let unit = |u: String| if u.is_empty() { "none".to_string() } else { u };
+        cpudoctor::error::InputError::MixedRateUnits {
+            first: unit(first),
+            second: unit(second),
+        }
+    })?;
+    let metric = match &args.metric {
+        None => None,
+        Some(r) => Some(regex::Regex::new(r).map_err(|e| {
+            cpudoctor::error::InputError::BadMetric {
+                regex: r.clone(),
+                reason: e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            }
+        })?),
+    };
+    let measure = match (&args.metric, args.measure) {
+        (Some(regex), _) => WorkMeasure::Metric {
+            regex: regex.clone(),
+            higher_is_better: args.higher_is_better,
+        },
+        (None, MeasureArg::Cpu) => WorkMeasure::CpuTime,
+        (None, MeasureArg::Wall) => WorkMeasure::WallTime,
+    };
     if let Some(pid) = args.pid {
         cpudoctor::diagnose::record::check_pid(pid)?;
     }
     let to_stdout = stdout_is_an_output(&outputs(&args).map(|(_, p)| p));
+    // --metric on the diagnosed run: its stdout goes through a pipe, passed on to where it
+    // would have gone and kept for the metric.
+    let tee = match (&metric, args.runs, args.pid) {
+        (Some(_), None, None) => {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+            let sink: Box<dyn Write + Send> = if args.json || to_stdout {
+                Box::new(std::io::stderr())
+            } else {
+                Box::new(std::io::stdout())
+            };
+            Some((work::Tee::start(std::fs::File::from(r), sink), w))
+        }
+        _ => None,
+    };
+    let (tee, child_stdout) = match tee {
+        Some((t, w)) => (Some(t), Some(std::sync::Arc::new(w))),
+        None => (None, None),
+    };
     let target = match args.pid {
         Some(pid) => Target::Pid(pid),
         None => Target::Command(args.command.clone()),
@@ -333,6 +669,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             cpus,
             counters: specs,
             child_stdout_to_stderr: args.json || to_stdout,
+            child_stdout,
             callchains: !args.no_stacks,
             wall: !args.no_wall,
             children: !args.no_children,
@@ -341,21 +678,44 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         },
         &STOP,
     )?;
+    // The pipe's write end went with the options: the reader sees the end of the output once
+    // the command (and what it left running) closed theirs.
+    let stdout_seen = tee.map(|t| t.finish(Duration::from_secs(2)));
+    let work_diagnosed = match args.runs {
+        Some(_) => Ok(None),
+        None if args.pid.is_some() => Ok(rates),
+        None => diagnosed_work(
+            &measure,
+            rec.totals.as_ref(),
+            stdout_seen.as_ref(),
+            metric.as_ref(),
+        ),
+    };
     let hot = hotspots::analyze(&rec);
     // A Ctrl-C typed at the terminal the command held reached the command, not cpudoctor:
     // once the diagnosis is written, cpudoctor ends as if it had (130), as the README says.
     if let Some(sig) = rec.interrupted_by {
         super::stopped_by(sig);
     }
+    let mut measured = Vec::new();
     let pause = if diagnose::needs_pause_cost(&hot)
         && !STOP.load(Ordering::SeqCst)
         && super::caught_signal().is_none()
     {
-        pause_cost(saved_check.as_ref(), &host)
+        pause_cost(saved_check.as_ref(), &host, &mut measured)
     } else {
         None
     };
-    let costs = line_costs(&args, saved_check.as_ref(), &hot, &rec, &host);
+    let (line_transfer, split_lock) = diagnose::needs_line_costs(&hot, &rec.counter_values);
+    let needed_pause = diagnose::needs_pause_cost(&hot);
+    let costs = line_costs(
+        &args,
+        saved_check.as_ref(),
+        &hot,
+        &rec,
+        &host,
+        &mut measured,
+    );
     let attached = args.pid.is_some();
     let mut d = diagnose::build(
         rec,
@@ -375,6 +735,40 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         }
         d.machine.pause_source = Some(source);
     }
+    let needed = FiguresNeeded {
+        pause: needed_pause,
+        line_transfer,
+        split_lock,
+        dram: diagnose::needs_dram_latency(&d),
+    };
+    d.machine.figures = Some(machine_figures(
+        &args,
+        saved_check.as_ref(),
+        &host,
+        needed,
+        &measured,
+    ));
+    let work_result = match (args.runs, work_diagnosed) {
+        (Some(n), _) if super::caught_signal().is_none() && !STOP.load(Ordering::SeqCst) => {
+            timed_runs(
+                &args.command,
+                n,
+                &measure,
+                metric.as_ref(),
+                args.json || to_stdout,
+            )
+            .map(Some)
+        }
+        (Some(_), _) => Ok(None),
+        (None, w) => w,
+    };
+    let work_failed = match work_result {
+        Ok(w) => {
+            d.work = w;
+            None
+        }
+        Err(line) => Some(line),
+    };
     let json = serde_json::to_vec_pretty(&d)?;
     // The files first: after SIGHUP the terminal is gone and only they can keep the result.
     // A file that fails does not stop the others or the screen.
@@ -404,5 +798,8 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         }));
     }
     shown?;
+    if let Some(line) = work_failed {
+        anyhow::bail!(line);
+    }
     Ok(())
 }

@@ -31,6 +31,9 @@ pub enum MachineFigure {
     /// One split lock (a locked operation across two cache lines), ns.
     SplitLockNs,
     /// A dependent load from DRAM on 4 KiB pages, page walk included, ns.
+    // snake_case alone would write `dram_latency4k_ns`; the name is the metric's (files
+    // written with that spelling still read).
+    #[serde(rename = "dram_latency_4k_ns", alias = "dram_latency4k_ns")]
     DramLatency4kNs,
     /// A dependent load from DRAM on huge pages, ns.
     DramLatencyHugeNs,
@@ -56,6 +59,18 @@ impl MachineFigure {
             MachineFigure::SplitLockNs => metric::SPLIT_LOCK_LATENCY_NS,
             MachineFigure::DramLatency4kNs => metric::DRAM_LATENCY_4K_NS,
             MachineFigure::DramLatencyHugeNs => metric::DRAM_LATENCY_HUGE_NS,
+        }
+    }
+
+    /// Its short name, as a screen or a progress line lists it.
+    pub fn label(self) -> &'static str {
+        match self {
+            MachineFigure::CoreClockGhz => "core clock",
+            MachineFigure::PauseNs => "PAUSE",
+            MachineFigure::LineTransferNs => "line transfer",
+            MachineFigure::SplitLockNs => "split lock",
+            MachineFigure::DramLatency4kNs => "DRAM (4 KiB)",
+            MachineFigure::DramLatencyHugeNs => "DRAM (huge)",
         }
     }
 
@@ -132,9 +147,62 @@ impl MachineFigures {
     }
 }
 
+/// Which figures to measure after a recording (`--figures`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FiguresAsked {
+    /// Those the hot code calls for, and the core clock always.
+    #[default]
+    Needed,
+    /// Also PAUSE, line transfer and DRAM whatever the hot code (a baseline saved for later
+    /// diffs); split lock still only when needed (measuring it locks the bus for every
+    /// neighbour).
+    All,
+    /// None: the CPU facts only.
+    None,
+}
+
+/// What a diagnosis's hot code calls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FiguresNeeded {
+    /// A spin (on PAUSE, without it, or a runtime's lock spin) is hot.
+    pub pause: bool,
+    /// A locked read-modify-write is hot (or cross-core HITMs were counted).
+    pub line_transfer: bool,
+    /// A hot locked operation splits across two lines.
+    pub split_lock: bool,
+    /// Hot loads miss the caches (memory loads, 4 KiB page walks).
+    pub dram: bool,
+}
+
+/// The figures still to measure now, in [`MachineFigure::ALL`]'s order: those `asked` and
+/// `needed` call for that `have` lacks (from a saved check, or measured for the findings
+/// already). The core clock is always asked for, except with [`FiguresAsked::None`].
+pub fn to_measure(
+    asked: FiguresAsked,
+    needed: FiguresNeeded,
+    have: &BTreeMap<MachineFigure, FigureValue>,
+) -> Vec<MachineFigure> {
+    let all = match asked {
+        FiguresAsked::None => return Vec::new(),
+        FiguresAsked::All => true,
+        FiguresAsked::Needed => false,
+    };
+    MachineFigure::ALL
+        .into_iter()
+        .filter(|f| match f {
+            MachineFigure::CoreClockGhz => true,
+            MachineFigure::PauseNs => all || needed.pause,
+            MachineFigure::LineTransferNs => all || needed.line_transfer,
+            MachineFigure::SplitLockNs => needed.split_lock,
+            MachineFigure::DramLatency4kNs | MachineFigure::DramLatencyHugeNs => all || needed.dram,
+        })
+        .filter(|f| !have.contains_key(f))
+        .collect()
+}
+
 /// The probe whose metric holds a figure in a saved check, split locks read as the split-lock
 /// verdict reads them (the trapped figure where the kernel traps them).
-fn probe_of(f: MachineFigure) -> &'static str {
+pub fn probe_of(f: MachineFigure) -> &'static str {
     use crate::names::probe;
     match f {
         MachineFigure::CoreClockGhz | MachineFigure::PauseNs => probe::PAUSE,
@@ -148,6 +216,52 @@ fn probe_of(f: MachineFigure) -> &'static str {
 /// logical CPUs, hypervisor and THP mode. A figure whose probe did not run, or whose run was
 /// disturbed and says so, is kept with `disturbed` set; one not measured is absent.
 pub fn from_fingerprint(fp: &crate::schema::Fingerprint, file: &str) -> MachineFigures {
+    let figures = figures_of(
+        fp,
+        &CostSource::SavedCheck {
+            file: file.to_string(),
+        },
+    );
+    let cpu = &fp.machine.cpu;
+    MachineFigures {
+        cpu: Some(FiguresCpu {
+            vendor: cpu.vendor.clone(),
+            family: cpu.family,
+            model: cpu.model,
+            model_name: cpu.model_name.clone(),
+            microarchitecture: cpu.microarchitecture.clone(),
+        }),
+        logical_cpus: fp.machine.logical_cpus,
+        hypervisor: fp.machine.hypervisor.as_ref().map(|h| h.vendor.clone()),
+        thp: fp.machine.thp.as_ref().map(|t| t.enabled),
+        figures,
+    }
+}
+
+/// This machine as it is now (CPU, logical CPUs, hypervisor, THP mode), without figures yet:
+/// what every recorded diagnosis carries, `--figures none` included.
+pub fn of_machine(m: &crate::machine::Machine) -> MachineFigures {
+    MachineFigures {
+        cpu: Some(FiguresCpu {
+            vendor: m.cpu.vendor.clone(),
+            family: m.cpu.family,
+            model: m.cpu.model,
+            model_name: m.cpu.model_name.clone(),
+            microarchitecture: m.cpu.microarchitecture.clone(),
+        }),
+        logical_cpus: m.logical_cpus,
+        hypervisor: m.hypervisor.as_ref().map(|h| h.vendor.clone()),
+        thp: m.thp.as_ref().map(|t| t.enabled),
+        figures: BTreeMap::new(),
+    }
+}
+
+/// Every figure a fingerprint holds (a saved check, or probes run after the recording), each
+/// marked with `source`, and `disturbed` where its probe's run was.
+pub fn figures_of(
+    fp: &crate::schema::Fingerprint,
+    source: &CostSource,
+) -> BTreeMap<MachineFigure, FigureValue> {
     let mut figures = BTreeMap::new();
     for f in MachineFigure::ALL {
         let probe = probe_of(f);
@@ -167,28 +281,13 @@ pub fn from_fingerprint(fp: &crate::schema::Fingerprint, file: &str) -> MachineF
                 f,
                 FigureValue {
                     value: m.value,
-                    source: CostSource::SavedCheck {
-                        file: file.to_string(),
-                    },
+                    source: source.clone(),
                     disturbed: fp.probe(probe).and_then(|p| p.disturbed()).is_some(),
                 },
             );
         }
     }
-    let cpu = &fp.machine.cpu;
-    MachineFigures {
-        cpu: Some(FiguresCpu {
-            vendor: cpu.vendor.clone(),
-            family: cpu.family,
-            model: cpu.model,
-            model_name: cpu.model_name.clone(),
-            microarchitecture: cpu.microarchitecture.clone(),
-        }),
-        logical_cpus: fp.machine.logical_cpus,
-        hypervisor: fp.machine.hypervisor.as_ref().map(|h| h.vendor.clone()),
-        thp: fp.machine.thp.as_ref().map(|t| t.enabled),
-        figures,
-    }
+    figures
 }
 
 #[cfg(test)]
@@ -200,6 +299,61 @@ mod tests {
             .join("tests/fixtures/machines")
             .join(rel);
         crate::schema::json::from_json_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn each_figure_reads_back_and_dram_on_4k_is_named_as_its_metric() {
+        for f in MachineFigure::ALL {
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(serde_json::from_str::<MachineFigure>(&json).unwrap(), f);
+        }
+        assert_eq!(
+            serde_json::to_string(&MachineFigure::DramLatency4kNs).unwrap(),
+            format!("\"{}\"", metric::DRAM_LATENCY_4K_NS)
+        );
+        let old: MachineFigure = serde_json::from_str("\"dram_latency4k_ns\"").unwrap();
+        assert_eq!(old, MachineFigure::DramLatency4kNs);
+    }
+
+    #[test]
+    fn the_figures_measured_are_those_asked_and_needed_and_not_had() {
+        use MachineFigure::*;
+        let none = BTreeMap::new();
+        let needed = FiguresNeeded::default();
+        assert_eq!(
+            to_measure(FiguresAsked::Needed, needed, &none),
+            vec![CoreClockGhz]
+        );
+        assert!(to_measure(FiguresAsked::None, needed, &none).is_empty());
+        // All: PAUSE, line transfer and DRAM whatever the hot code, never the split lock.
+        assert_eq!(
+            to_measure(FiguresAsked::All, needed, &none),
+            vec![
+                CoreClockGhz,
+                PauseNs,
+                LineTransferNs,
+                DramLatency4kNs,
+                DramLatencyHugeNs
+            ]
+        );
+        let split_and_dram = FiguresNeeded {
+            split_lock: true,
+            dram: true,
+            ..needed
+        };
+        let mut have = BTreeMap::new();
+        have.insert(
+            CoreClockGhz,
+            FigureValue {
+                value: 3.7,
+                source: CostSource::MeasuredNow,
+                disturbed: false,
+            },
+        );
+        assert_eq!(
+            to_measure(FiguresAsked::Needed, split_and_dram, &have),
+            vec![SplitLockNs, DramLatency4kNs, DramLatencyHugeNs]
+        );
     }
 
     /// The Zen 4 and Emerald Rapids guests' checks hold the figures a diff needs, with the

@@ -436,6 +436,22 @@ pub fn needs_pause_cost(hot: &HotSpots) -> bool {
         })
 }
 
+/// True when the program's hot loads may miss the caches: memory-load hot sites, or the
+/// `small_pages` finding, hold at least [`rules::NOTICE_SHARE`] of the samples. The diagnosis
+/// then carries DRAM latency on 4 KiB and on huge pages, which govern those loads' time.
+pub fn needs_dram_latency(d: &Diagnosis) -> bool {
+    let loads: f64 = d
+        .hot_sites
+        .iter()
+        .filter(|s| s.kind == disasm::SiteKind::MemoryLoad)
+        .map(|s| s.share)
+        .sum();
+    loads >= rules::NOTICE_SHARE
+        || d.findings
+            .iter()
+            .any(|f| f.id == "small_pages" && f.sample_share.unwrap_or(0.0) >= rules::NOTICE_SHARE)
+}
+
 /// Which line costs the findings will quote: `(line transfer, split lock)`, from the locked
 /// hot sites and bus-lock counters (the caller then reads a saved check or measures them).
 pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> (bool, bool) {
@@ -881,5 +897,29 @@ mod tests {
             0.01
         )));
         assert!(!needs_pause_cost(&hot(disasm::SiteKind::Compute, 0.9)));
+    }
+
+    /// DRAM latency is measured for hot loads that miss the caches: memory-load sites or the
+    /// small-pages finding at the notice share, not a PAUSE spin.
+    #[test]
+    fn dram_latency_is_needed_for_hot_memory_loads_only() {
+        let mut d = test_fixture("pause-spin-zen4-kvm.json");
+        assert!(!needs_dram_latency(&d));
+        let mut load = d.hot_sites[0].clone();
+        load.kind = disasm::SiteKind::MemoryLoad;
+        load.share = rules::NOTICE_SHARE / 2.0;
+        d.hot_sites.push(load.clone());
+        assert!(!needs_dram_latency(&d));
+        d.hot_sites.push(load);
+        assert!(
+            needs_dram_latency(&d),
+            "two sites add up to the notice share"
+        );
+        d.hot_sites.truncate(1);
+        let mut small = d.findings[0].clone();
+        small.id = "small_pages".into();
+        small.sample_share = Some(0.5);
+        d.findings.push(small);
+        assert!(needs_dram_latency(&d));
     }
 }

@@ -55,6 +55,9 @@ pub struct RecordOptions {
     pub counters: Vec<CounterSpec>,
     /// Send a started command's stdout to stderr (keeps a JSON report clean).
     pub child_stdout_to_stderr: bool,
+    /// Send a started command's stdout into this pipe instead (`diagnose --metric` reads it
+    /// through a [`super::work::Tee`], which passes it on to the user). Opened close-on-exec.
+    pub child_stdout: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// Sample user call chains with each sample: the user stack and registers for CFI
     /// unwinding, and the kernel's frame-pointer chain as the fallback.
     pub callchains: bool,
@@ -231,6 +234,11 @@ pub struct ProcessTotals {
     pub involuntary_switches: u64,
     /// Peak resident set, kB.
     pub max_rss_kb: u64,
+    /// Seconds from the start of the recording (just before the command was started) to its
+    /// exit as the recorder saw it, for the work measure; absent when cpudoctor ended it
+    /// (`--duration`, a signal): then it is not the time its work took. Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
 }
 
 /// Everything one recording saw.
@@ -760,6 +768,7 @@ fn totals_of(u: &libc::rusage) -> ProcessTotals {
         voluntary_switches: u.ru_nvcsw as u64,
         involuntary_switches: u.ru_nivcsw as u64,
         max_rss_kb: u.ru_maxrss as u64,
+        wall_s: None,
     }
 }
 
@@ -809,6 +818,7 @@ mod tests {
             cpus: vec![0, 1],
             counters: Vec::new(),
             child_stdout_to_stderr: false,
+            child_stdout: None,
             callchains: true,
             wall: true,
             children: true,

@@ -102,10 +102,12 @@ pub struct Launched {
 
 /// Forks a child that waits, then execs `argv`. With `stdout_to_stderr` the child's output
 /// goes to stderr, so that a JSON report on stdout stays clean.
+/// With `stdout_fd` (a pipe's write end, close-on-exec) its output goes there instead.
 /// `env` holds variables set for the child on top of diagnose's own environment.
 pub fn launch(
     argv: &[String],
     stdout_to_stderr: bool,
+    stdout_fd: Option<std::os::fd::RawFd>,
     env: &[(String, String)],
 ) -> Result<Launched, TargetError> {
     let program = argv.first().cloned().unwrap_or_default();
@@ -172,7 +174,9 @@ pub fn launch(
             if n != 1 {
                 libc::_exit(127);
             }
-            if stdout_to_stderr {
+            if let Some(fd) = stdout_fd {
+                libc::dup2(fd, 1);
+            } else if stdout_to_stderr {
                 libc::dup2(2, 1);
             }
             libc::execve(c_path.as_ptr(), c_argv.as_ptr(), c_envp.as_ptr());
@@ -525,7 +529,7 @@ mod tests {
             "-c".to_string(),
             format!("touch {}", marker.display()),
         ];
-        let child = launch(&argv, false, &[]).unwrap();
+        let child = launch(&argv, false, None, &[]).unwrap();
         let pid = child.pid;
         child.abandon();
         assert_eq!(kill(pid, None), Err(nix::errno::Errno::ESRCH), "reaped");
@@ -540,7 +544,7 @@ mod tests {
             "-c".to_string(),
             "sleep 60 & sleep 60 & wait".to_string(),
         ];
-        let mut child = launch(&argv, false, &[]).unwrap();
+        let mut child = launch(&argv, false, None, &[]).unwrap();
         child.release().unwrap();
         let root = child.pid.as_raw();
         let children_file = format!("/proc/{root}/task/{root}/children");

@@ -12,6 +12,7 @@ use super::{
     ArmResult, ExperimentMachine, ExperimentResult, KIND, Measure, PagesSetting, Plan,
     SCHEMA_VERSION, Variant, ratios,
 };
+use crate::diagnose::work::extract_metric;
 use crate::machine::{Machine, ThpEnabled};
 use crate::measure::{Clock, Progress};
 use std::io::Read;
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 /// memory-map lock, so not often; a run shorter than this is read once, at its start.
 const SMAPS_EVERY: Duration = Duration::from_millis(50);
 /// Most bytes of the command's stdout kept for `--metric` (the rest is read and dropped).
-const STDOUT_KEEP_BYTES: usize = 16 << 20;
+const STDOUT_KEEP_BYTES: usize = crate::diagnose::work::STDOUT_KEEP_BYTES;
 /// Bytes of its stderr kept to name a failure.
 const STDERR_KEEP_BYTES: usize = 4096;
 
@@ -84,14 +85,6 @@ pub fn tunables_with(existing: Option<&str>, add: &str) -> String {
         Some(e) if !e.is_empty() => format!("{e}:{add}"),
         _ => add.to_string(),
     }
-}
-
-/// The figure `regex` finds in `stdout`: its first capture group (or the whole match) in the
-/// first line that matches, as a number; thousands separators (`1,234.5`) are dropped.
-pub fn extract_metric(regex: &regex::Regex, stdout: &str) -> Option<f64> {
-    let caps = regex.captures(stdout)?;
-    let text = caps.get(1).or_else(|| caps.get(0))?.as_str();
-    text.trim().replace(',', "").parse().ok()
 }
 
 /// Reads `r` to its end, keeping its first (or with `tail`, last) `keep` bytes; returns them
@@ -538,18 +531,6 @@ pub fn pages_allowed(thp: Option<ThpEnabled>) -> Result<Option<String>, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn metric_takes_the_first_group_and_drops_thousands_separators() {
-        let re = regex::Regex::new(r"ops/s: ([0-9.,]+)").unwrap();
-        assert_eq!(
-            extract_metric(&re, "x\nops/s: 1,234.5\nops/s: 9"),
-            Some(1234.5)
-        );
-        let whole = regex::Regex::new(r"[0-9]+\.[0-9]+").unwrap();
-        assert_eq!(extract_metric(&whole, "took 2.50 s"), Some(2.5));
-        assert_eq!(extract_metric(&re, "nothing"), None);
-    }
 
     #[test]
     fn tunables_append_to_the_callers_own() {

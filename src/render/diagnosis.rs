@@ -2,16 +2,19 @@
 //! then the tables behind them (hot sites, functions, threads, memory). Returns a `String`.
 
 use crate::diagnose::Diagnosis;
+use crate::diagnose::figures::{MachineFigure, MachineFigures};
 use crate::diagnose::hotspots::ThreadReport;
 use crate::diagnose::hotspots::coverage::Coverage;
 use crate::diagnose::hotspots::short_module;
 use crate::diagnose::kernel::{CpuCoverage, KernelReport, KernelSampling};
 use crate::diagnose::memory::ProcessMemory;
 use crate::diagnose::wall::{StateTimes, WallReport};
+use crate::diagnose::work::{WorkMeasure, WorkRecord};
 use crate::format::count_of;
 use crate::format::group_thousands;
 use crate::format::human_kib;
 use crate::format::human_ns;
+use crate::format::human_value;
 use crate::format::pct;
 use crate::render::text::{table, wrap, wrap_labelled};
 use crate::words::diagnose::{
@@ -135,7 +138,134 @@ fn header(d: &Diagnosis, w: u16) -> String {
             w,
         ));
     }
+    if let Some(f) = &d.machine.figures {
+        o.push_str(&wrap_labelled(&figures_line(f), "Figures     ", w));
+    }
+    if let Some(work) = &d.work {
+        o.push_str(&wrap_labelled(&work_line(work), "Work        ", w));
+    }
     o
+}
+
+/// The machine figures the diagnosis carries, one line: `clock 3.70 GHz, PAUSE 24.5 ns, DRAM
+/// 118 ns (4 KiB) / 96 ns (huge), measured now`, where they came from, and which were
+/// measured while the CPUs were busy.
+fn figures_line(f: &MachineFigures) -> String {
+    use crate::diagnose::rules::CostSource;
+    if f.figures.is_empty() {
+        return "none recorded (the CPU facts only)".to_string();
+    }
+    let value = |fig: MachineFigure| {
+        f.figures
+            .get(&fig)
+            .map(|v| human_value(v.value, fig.unit()))
+    };
+    let mut parts = Vec::new();
+    for fig in MachineFigure::ALL {
+        let Some(v) = value(fig) else { continue };
+        match fig {
+            MachineFigure::CoreClockGhz => parts.push(format!("clock {v}")),
+            MachineFigure::DramLatency4kNs => {
+                parts.push(match value(MachineFigure::DramLatencyHugeNs) {
+                    Some(h) => format!("DRAM {v} (4 KiB) / {h} (huge)"),
+                    None => format!("DRAM {v} (4 KiB)"),
+                })
+            }
+            MachineFigure::DramLatencyHugeNs => {
+                if value(MachineFigure::DramLatency4kNs).is_none() {
+                    parts.push(format!("DRAM {v} (huge)"));
+                }
+            }
+            _ => parts.push(format!("{} {v}", fig.label())),
+        }
+    }
+    let file = |s: &CostSource| match s {
+        // The file's name: its directory would take the line.
+        CostSource::SavedCheck { file } => Some(
+            std::path::Path::new(file)
+                .file_name()
+                .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned()),
+        ),
+        CostSource::MeasuredNow => None,
+    };
+    let files: std::collections::BTreeSet<String> =
+        f.figures.values().filter_map(|v| file(&v.source)).collect();
+    let short = |k: &MachineFigure| match k {
+        MachineFigure::CoreClockGhz => "clock",
+        other => other.label(),
+    };
+    let now: Vec<&str> = f
+        .figures
+        .iter()
+        .filter(|(_, v)| v.source == CostSource::MeasuredNow)
+        .map(|(k, _)| short(k))
+        .collect();
+    let files = files.into_iter().collect::<Vec<_>>().join(", ");
+    let source = if files.is_empty() {
+        "measured now".to_string()
+    } else if now.is_empty() {
+        format!("from {files}")
+    } else {
+        format!("from {files}; {} measured now", now.join(", "))
+    };
+    let busy: Vec<&str> = f
+        .figures
+        .iter()
+        .filter(|(_, v)| v.disturbed)
+        .map(|(k, _)| short(k))
+        .collect();
+    let busy = if busy.is_empty() {
+        String::new()
+    } else if busy.len() == f.figures.len() {
+        "; CPUs busy meanwhile, may read off".to_string()
+    } else {
+        format!("; CPUs busy for {}, may read off", busy.join(", "))
+    };
+    format!("{}, {source}{busy}", parts.join(", "))
+}
+
+/// The work measure, one line: `wall 2.31 s, 1 run (profiled)`, or `wall, 5 runs without the
+/// profiler: median 2.28 s (2.25-2.33)`.
+fn work_line(w: &WorkRecord) -> String {
+    let (what, unit) = match &w.measure {
+        WorkMeasure::WallTime => ("wall".to_string(), "s"),
+        WorkMeasure::CpuTime => ("CPU time".to_string(), "s"),
+        WorkMeasure::Metric {
+            regex,
+            higher_is_better,
+        } => (
+            format!(
+                "/{regex}/ ({} is better)",
+                if *higher_is_better { "higher" } else { "lower" }
+            ),
+            "",
+        ),
+        WorkMeasure::Rate { unit } => ("rate (--rate)".to_string(), unit.as_str()),
+    };
+    let shown = |v: f64| human_value(v, unit).trim_end().to_string();
+    let runs = match &w.measure {
+        WorkMeasure::Rate { .. } => count_of(w.values.len(), "reading", "readings"),
+        _ if w.with_profiler => format!("{} (profiled)", count_of(w.values.len(), "run", "runs")),
+        _ => format!(
+            "{} without the profiler",
+            count_of(w.values.len(), "run", "runs")
+        ),
+    };
+    match w.values.as_slice() {
+        [] => format!("{what}, no value"),
+        [one] => format!("{what} {}, {runs}", shown(*one)),
+        many => {
+            let median = crate::stats::median(many).unwrap_or(f64::NAN);
+            let lo = many.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = many.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!(
+                "{what}, {runs}: median {} ({}-{})",
+                shown(median),
+                shown(lo).trim_end_matches(&format!(" {unit}")[..]),
+                shown(hi)
+            )
+        }
+    }
 }
 
 /// Kernel time: its share of the samples, per process and function; or, where kernel code was
@@ -736,6 +866,109 @@ fn memory_lines(d: &Diagnosis) -> Vec<String> {
 pub(crate) mod tests {
     use super::*;
     use crate::diagnose::test_fixture as fixture;
+
+    /// The two lines a diagnosis saved for `diff` adds under the machine (issue 31): its
+    /// figures with their source, and its work measure; each within 80 columns.
+    #[test]
+    fn the_figures_and_the_work_are_one_line_each_at_80_columns() {
+        use crate::diagnose::figures::FigureValue;
+        use crate::diagnose::rules::CostSource;
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        // Wrapped lines joined: what a line says, whatever the width.
+        let header_of = |d: &Diagnosis| {
+            let h = header(d, 80);
+            for line in h.lines() {
+                assert!(line.chars().count() <= 80, "{line}");
+            }
+            h.replace("\n            ", " ")
+        };
+        assert!(!header_of(&d).contains("Figures"), "an older file has none");
+        let mut figures = crate::diagnose::figures::MachineFigures {
+            cpu: None,
+            logical_cpus: 2,
+            hypervisor: Some("KVM".into()),
+            thp: None,
+            figures: Default::default(),
+        };
+        let now = |value, disturbed| FigureValue {
+            value,
+            source: CostSource::MeasuredNow,
+            disturbed,
+        };
+        figures
+            .figures
+            .insert(MachineFigure::CoreClockGhz, now(3.7, false));
+        figures
+            .figures
+            .insert(MachineFigure::PauseNs, now(24.5, true));
+        figures
+            .figures
+            .insert(MachineFigure::DramLatency4kNs, now(118.0, false));
+        figures
+            .figures
+            .insert(MachineFigure::DramLatencyHugeNs, now(96.0, false));
+        d.machine.figures = Some(figures.clone());
+        d.work = Some(WorkRecord {
+            measure: WorkMeasure::WallTime,
+            values: vec![2.31],
+            with_profiler: true,
+        });
+        let h = header_of(&d);
+        assert!(
+            h.contains(
+                "Figures     clock 3.70 GHz, PAUSE 24.5 ns, DRAM 118 ns (4 KiB) / 96.0 ns (huge), \
+                 measured now; CPUs busy for PAUSE, may read off\n"
+            ),
+            "{h}"
+        );
+        assert!(
+            h.contains("Work        wall 2.31 s, 1 run (profiled)\n"),
+            "{h}"
+        );
+        d.work = Some(WorkRecord {
+            measure: WorkMeasure::WallTime,
+            values: vec![2.28, 2.25, 2.33, 2.30, 2.26],
+            with_profiler: false,
+        });
+        figures.figures.clear();
+        figures.figures.insert(
+            MachineFigure::PauseNs,
+            FigureValue {
+                value: 24.5,
+                source: CostSource::SavedCheck {
+                    file: "/work/corpus/zen4.json".into(),
+                },
+                disturbed: false,
+            },
+        );
+        figures
+            .figures
+            .insert(MachineFigure::CoreClockGhz, now(3.7, false));
+        d.machine.figures = Some(figures);
+        let h = header_of(&d);
+        assert!(
+            h.contains(
+                "Work        wall, 5 runs without the profiler: median 2.28 s (2.25-2.33 s)\n"
+            ),
+            "{h}"
+        );
+        assert!(
+            h.contains(
+                "Figures     clock 3.70 GHz, PAUSE 24.5 ns, from zen4.json; clock measured now\n"
+            ),
+            "{h}"
+        );
+        d.work = Some(WorkRecord {
+            measure: WorkMeasure::Rate { unit: "tps".into() },
+            values: vec![9388.0, 9412.0],
+            with_profiler: true,
+        });
+        let h = header_of(&d);
+        assert!(
+            h.contains("rate (--rate), 2 readings: median 9400 tps (9388-9412 tps)"),
+            "{h}"
+        );
+    }
 
     #[test]
     fn an_attached_tree_says_its_processes_and_groups_threads_by_command() {

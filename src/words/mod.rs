@@ -16,3 +16,4 @@ pub mod experiment;
 pub mod findings;
 pub mod machine;
 pub mod verdicts;
+pub mod work;

@@ -141,6 +141,9 @@ fn launch(
     let mut child = target::launch(
         argv,
         opts.child_stdout_to_stderr,
+        opts.child_stdout
+            .as_ref()
+            .map(|f| std::os::fd::AsRawFd::as_raw_fd(&**f)),
         &[jit::java_tool_options()],
     )
     .map_err(input_error)?;
@@ -640,7 +643,12 @@ impl<'a> Run<'a> {
         if self.exit.is_none()
             && let Some((status, usage)) = c.try_wait()
         {
-            self.exit = Some((describe_status(status), Some(totals_of(&usage))));
+            let mut totals = totals_of(&usage);
+            // Ended on its own: the time its work took, as far as the polling tells.
+            if self.terminated_at.is_none() {
+                totals.wall_s = Some(self.started.elapsed().as_secs_f64());
+            }
+            self.exit = Some((describe_status(status), Some(totals)));
         }
         let over = self
             .opts
