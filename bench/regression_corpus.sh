@@ -32,6 +32,8 @@ for p in pause_rounds contended_atomic split_lock chase compute; do
   gcc "${flags[@]}" -o "$work/$p" "tests/programs/regression/$p.c"
 done
 
+stamp() { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+check_when=$(stamp)
 "$bin" check --runs 3 --save "$work/check.json" > "$work/check.txt"
 machine="${1:-$(python3 - "$work/check.json" <<'PY'
 import json, sys
@@ -43,12 +45,12 @@ PY
 )}"
 dir="tests/fixtures/machines/$machine/regression"
 mkdir -p "$dir"
-mv "$work/check.json" "$work/check.txt" "$dir/"
+mv "$work/check.json" "$dir/"
+sed "s|^Saved to .*|Saved to $dir/check.json.|" "$work/check.txt" > "$dir/check.txt"
 
 model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 ids=$(awk -F': ' '/^vendor_id/ {v=$2} /^cpu family/ {f=$2} /^model\t/ {m=$2} /^stepping/ {s=$2; exit} END {print v" family "f" model "m" stepping "s}' /proc/cpuinfo)
 thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)
-stamp() { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), load $(cut -d' ' -f1-3 /proc/loadavg)"; }
 readme="$dir/README.md"
 {
   echo "# Regression corpus: $machine"
@@ -58,7 +60,7 @@ readme="$dir/README.md"
   echo "\`gcc ${flags[*]}\`); \`cpudoctor\` is \`target/release/cpudoctor\` at"
   echo "$(git rev-parse --short HEAD)."
   echo
-  echo "- \`check.json\` (+ \`check.txt\`): \`cpudoctor check --runs 3 --save check.json\`, $(stamp)"
+  echo "- \`check.json\` (+ \`check.txt\`): \`cpudoctor check --runs 3 --save check.json\`, $check_when"
 } > "$readme"
 
 # diagnose NAME MEASURE_ARGS... -- ENV... PROGRAM ARGS...: saves NAME.json and NAME.txt and
@@ -87,7 +89,11 @@ with open(path, "w") as f:
     f.write("\n")
 PY
   local shown="${envs[*]:+${envs[*]} }cpudoctor diagnose --check check.json --runs 5"
-  shown="$shown${opts[*]:+ ${opts[*]}} --save $name.json -- $prog${*:+ $*}"
+  local a
+  for a in "${opts[@]}"; do
+    if [[ "$a" =~ ^[A-Za-z0-9_./=:-]+$ ]]; then shown="$shown $a"; else shown="$shown '$a'"; fi
+  done
+  shown="$shown --save $name.json -- $prog${*:+ $*}"
   echo "- \`$name.json\` (+ \`$name.txt\`): \`$shown\`, $when, $(du -k "$dir/$name.json" | cut -f1) KiB" >> "$readme"
   echo "$name: $(du -k "$dir/$name.json" | cut -f1) KiB" >&2
 }
