@@ -341,6 +341,12 @@ pub enum InputError {
          none: drop --fail-on"
     )]
     FailOnDiagnoses,
+    /// `diff --machines` was given two fingerprints.
+    #[error(
+        "--machines gives two diagnoses the figures of their machines; two fingerprints carry \
+         their own: drop --machines"
+    )]
+    MachinesForFingerprints,
     /// `fleet` found no fingerprint it could read among the paths given.
     #[error(
         "no fingerprint could be read from {given} ({skipped} file(s) skipped, each named \

@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use cpudoctor::compare::fingerprint::{self, Change, VerdictMove};
 use cpudoctor::compare::profile as compare;
+use cpudoctor::compare::why;
 use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
 use cpudoctor::render::diff;
@@ -34,6 +35,12 @@ pub struct DiffArgs {
     /// verdict that got worse), so a CI job can gate on it.
     #[arg(long, value_name = "WHAT")]
     pub fail_on: Option<FailOn>,
+    /// For two diagnoses: saved checks (`check --save`) of the machines the OLD and the NEW
+    /// diagnosis ran on. Their figures (PAUSE, clock, line transfer, split lock, DRAM
+    /// latency) replace or fill in those the diagnoses recorded, so files saved without them
+    /// are explained too.
+    #[arg(long, num_args = 2, value_names = ["OLD_CHECK.json", "NEW_CHECK.json"])]
+    pub machines: Option<Vec<PathBuf>>,
 }
 
 /// What `--fail-on` gates on.
@@ -53,10 +60,27 @@ fn diff_diagnoses(args: &DiffArgs, inputs: &[Input]) -> Result<()> {
     if args.fail_on.is_some() {
         return Err(InputError::FailOnDiagnoses.into());
     }
-    let old = inputs[0].diagnosis()?;
-    let new = inputs[1].diagnosis()?;
+    let mut old = inputs[0].diagnosis()?;
+    let mut new = inputs[1].diagnosis()?;
     let names = labels(&[args.old.as_path(), args.new.as_path()]);
-    let d = compare::compare(&old, &new, &names[0], &names[1]);
+    let mut notes = Vec::new();
+    if let Some(checks) = &args.machines {
+        let paths: Vec<&std::path::Path> = checks.iter().map(PathBuf::as_path).collect();
+        let read = Input::read_all(&paths)?;
+        for ((input, path), (d, side)) in read
+            .iter()
+            .zip(&paths)
+            .zip([(&mut old, "old"), (&mut new, "new")])
+        {
+            let fp = input.fingerprint()?;
+            let figures =
+                cpudoctor::diagnose::figures::from_fingerprint(&fp, &path.display().to_string());
+            notes.extend(why::check_of_another_machine(d, &figures, side));
+            why::give_machine(d, figures);
+        }
+    }
+    let mut d = compare::compare(&old, &new, &names[0], &names[1]);
+    d.notes.extend(notes);
     let mut out = super::stdout_text();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &d)?;
@@ -97,6 +121,9 @@ pub fn run(args: DiffArgs) -> Result<()> {
             return diff_diagnoses(&args, &inputs);
         }
         _ => {}
+    }
+    if args.machines.is_some() {
+        return Err(InputError::MachinesForFingerprints.into());
     }
     let old = inputs[0].fingerprint()?;
     let new = inputs[1].fingerprint()?;

@@ -1,7 +1,9 @@
 //! Comparisons, each returning typed results and no prose: two fingerprints
 //! ([`fingerprint`], with the machine facts in [`facts`]), a fleet of hosts in bands
 //! ([`fleet`]), two diagnoses' stacks for a differential flame graph ([`flame`]), their
-//! wall-clock views ([`wall`], part of [`profile`]'s diff). The renderers in `render` print what these return;
+//! wall-clock views ([`wall`], part of [`profile`]'s diff), and why one side is slower
+//! ([`why`]: the loss attributed to mechanisms and the machine figures that govern them, also
+//! part of [`profile`]'s diff). The renderers in `render` print what these return;
 //! nothing here prints, and nothing in `render` compares.
 //!
 //! One vocabulary: the two runs of a comparison are the [`Side`]s `old` (the baseline, the
@@ -14,6 +16,7 @@ pub mod flame;
 pub mod fleet;
 pub mod profile;
 pub mod wall;
+pub mod why;
 
 use serde::Serialize;
 

@@ -9,7 +9,8 @@
 //! share moved by [`MIN_CHANGE`] or more and by more than [`NOISE_SE`] standard errors of the
 //! two shares (binomial sampling noise); functions are ranked by the change in share. When
 //! both files have a wall-clock view, where the threads' time went is compared too
-//! ([`super::wall`], its own rule). The result is a typed, serde-serialisable
+//! ([`super::wall`], its own rule). Why the new side is slower or faster, the loss attributed
+//! to the machine figures, is [`super::why`]'s. The result is a typed, serde-serialisable
 //! [`DiagnosisDiff`]; `render::profile_diff` prints it.
 
 use crate::diagnose::disasm::{Listing, SiteKind};
@@ -234,6 +235,10 @@ pub struct DiagnosisDiff {
     /// The wall-clock views compared (both files need one; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall: Option<super::wall::WallDiff>,
+    /// Why the new side is slower or faster: the loss, attributed by mechanism to the machine
+    /// figures that govern it ([`super::why`]); null when neither side has samples.
+    #[serde(default)]
+    pub why: Option<super::why::Why>,
 }
 
 /// Samples per function (or module) of one side, from the leaves of its stacks.
@@ -553,6 +558,16 @@ pub fn compare(
         notes.push(words::no_wall_view(&lacking.label));
     }
     let findings = findings(old, new, (&ot, o.samples), (&nt, n.samples));
+    let wall = super::wall::compare(old, new);
+    let why = (o.samples > 0 || n.samples > 0).then(|| {
+        super::why::explain(&super::why::Sides {
+            old,
+            new,
+            old_samples: &ot.by_function,
+            new_samples: &nt.by_function,
+            wall: wall.as_ref(),
+        })
+    });
     DiagnosisDiff {
         kind: "diagnosis_diff".into(),
         rule: rule(&o, &n),
@@ -563,7 +578,8 @@ pub fn compare(
         grown,
         findings,
         notes,
-        wall: super::wall::compare(old, new),
+        wall,
+        why,
     }
 }
 

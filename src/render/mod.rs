@@ -18,3 +18,4 @@ pub mod profile_diff;
 pub mod prom;
 pub mod terminal;
 pub mod text;
+pub mod why;

@@ -1,4 +1,5 @@
-//! The terminal form of a [`DiagnosisDiff`]: both runs and machines, the rule, functions and
+//! The terminal form of a [`DiagnosisDiff`]: why the new side is slower or faster first
+//! (`render::why`), then both runs and machines, the rule, functions and
 //! modules ranked by growth, each grown function's hot code and callers side by side, where
 //! the threads' wall time went on each side (when both files have the view), and the findings
 //! present on one side only. Returns a `String` that fits `width` columns.
@@ -172,6 +173,10 @@ pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
         w,
     ));
     o.push('\n');
+    if let Some(why) = &d.why {
+        o.push_str(&crate::render::why::render(why, w));
+        o.push('\n');
+    }
     side_lines(&mut o, "old", &d.old, None, w);
     side_lines(&mut o, "new", &d.new, Some(&d.old), w);
     o.push('\n');

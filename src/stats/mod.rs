@@ -7,8 +7,14 @@
 //! burst), so the centre is the median and the spread is the MAD, not mean and standard
 //! deviation (Leys et al., "Detecting outliers: Do not use standard deviation around the
 //! mean, use absolute deviation around the median", J. Exp. Soc. Psychol. 49, 2013).
+//!
+//! Runs on two machines are not paired: [`two_sample`] gives the ratio of two independent
+//! samples (Hodges-Lehmann, with its Mann-Whitney interval).
 
 pub mod ckmeans;
+pub mod two_sample;
+
+pub use two_sample::{RatioEstimate, ratio_of_two_samples};
 
 use serde::{Deserialize, Serialize};
 

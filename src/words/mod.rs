@@ -16,4 +16,5 @@ pub mod experiment;
 pub mod findings;
 pub mod machine;
 pub mod verdicts;
+pub mod why;
 pub mod work;

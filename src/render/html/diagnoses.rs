@@ -1,6 +1,7 @@
 //! The HTML report of saved diagnoses: the findings first, then, for each diagnosis after the
-//! first, what changed from the first (functions ranked by growth, each grown function's hot
-//! code side by side) beside the differential flame graph, then a flame graph per diagnosis
+//! first, what changed from the first: why it is slower (a waterfall of the loss by mechanism,
+//! `super::why`) beside the differential flame graph, then the functions ranked by growth and
+//! each grown function's hot code side by side, then a flame graph per diagnosis
 //! and the runs. Same page rules as the fingerprint report: one self-contained file, inline
 //! SVG and CSS, no script, a Content Security Policy that forbids every fetch.
 
@@ -436,7 +437,10 @@ pub fn render_diagnoses(compared: &ComparedDiagnoses) -> DiagnosisReport {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    h.push_str(&page_head(&title, FLAME_STYLE));
+    h.push_str(&page_head(
+        &title,
+        &format!("{FLAME_STYLE}{}", super::why::STYLE),
+    ));
     for (i, r) in runs.iter().enumerate() {
         let d = &r.diagnosis;
         let _ = writeln!(
@@ -472,9 +476,16 @@ pub fn render_diagnoses(compared: &ComparedDiagnoses) -> DiagnosisReport {
                     &id,
                 )
             });
-            diff_tables(&mut h, d, |h: &mut String| {
-                figure(h, &id, "flame-diff", drawn, &caption, &mut out)
-            });
+            let flame_figure =
+                |h: &mut String| figure(h, &id, "flame-diff", drawn, &caption, &mut out);
+            match &d.why {
+                // The waterfall of the loss beside the differential flame graph, first.
+                Some(w) => {
+                    super::why::section(&mut h, w, flame_figure);
+                    diff_tables(&mut h, d, |_: &mut String| {});
+                }
+                None => diff_tables(&mut h, d, flame_figure),
+            }
         }
     }
     h.push_str("<h2 id=\"flame-graphs\">Flame graphs</h2>\n");
@@ -551,6 +562,15 @@ mod tests {
         assert!(at("id=\"diff-1\"") < at("data-kind=\"flame-diff\""));
         assert!(at("data-kind=\"flame-diff\"") < at("id=\"flame-graphs\""));
         assert_eq!(h.matches("data-kind=\"flame\"").count(), 2);
+        // Issue 31: the waterfall of the loss by mechanism, in one pair with the differential
+        // flame graph, before the function table.
+        assert!(at("id=\"diff-1\"") < at("data-kind=\"waterfall\""));
+        let pair = &h[at("data-kind=\"waterfall\"")..];
+        let pair = &pair[..pair.find("</div></div>").unwrap()];
+        assert!(pair.contains("data-kind=\"flame-diff\""), "{pair}");
+        assert!(at("data-kind=\"flame-diff\"") < at("class=\"functions\""));
+        assert!(h.contains("class=\"wf-total\""));
+        assert!(h.contains("The loss was not measured"));
         assert!(h.contains("<td class=\"num grown\">+68.1 pt grown</td>"));
         assert_eq!(
             h.matches("<code>pause</code>").count(),

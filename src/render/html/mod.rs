@@ -11,6 +11,7 @@
 pub mod diagnoses;
 pub mod figures;
 pub mod fleet;
+pub mod why;
 
 use super::charts::run_color;
 use super::diff;
