@@ -45,6 +45,13 @@ PY
 )}"
 dir="tests/fixtures/machines/$machine/regression"
 mkdir -p "$dir"
+if grep -q "^Measured while disturbed" "$work/check.txt"; then
+  echo "warning: the check was disturbed (other work on the CPUs): its figures may read off," \
+    "and so may what they predict; record the corpus on a quiet machine" >&2
+  disturbed=" The check says it was disturbed (other work on the CPUs): its figures may read off."
+else
+  disturbed=""
+fi
 mv "$work/check.json" "$dir/"
 sed "s|^Saved to .*|Saved to $dir/check.json.|" "$work/check.txt" > "$dir/check.txt"
 
@@ -58,7 +65,7 @@ readme="$dir/README.md"
   echo "$model ($ids), $(nproc) CPUs, THP \`$thp\`, kernel $(uname -r). Written by"
   echo "\`bench/regression_corpus.sh\` (programs in tests/programs/regression/, built with"
   echo "\`gcc ${flags[*]}\`); \`cpudoctor\` is \`target/release/cpudoctor\` at"
-  echo "$(git rev-parse --short HEAD)."
+  echo "$(git rev-parse --short HEAD).$disturbed"
   echo
   echo "- \`check.json\` (+ \`check.txt\`): \`cpudoctor check --runs 3 --save check.json\`, $check_when"
 } > "$readme"

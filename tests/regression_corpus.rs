@@ -92,7 +92,11 @@ const PAUSE_TOLERANCE: f64 = 0.25;
 /// (median 1.64x, its own CPU time per load); quiet, its checks read 1.36-1.52x at the same
 /// 1 GiB and a C chase 1.41x (refs.txt). Predicted over observed came to 0.96-1.10: 1.25
 /// leaves room for a check and a chase taken minutes apart, and still fails a model that
-/// predicts no change where the chase slowed 1.4x or more.
+/// predicts no change where the chase slowed 1.4x or more. A check taken while other work
+/// loads the machine can read the penalty far off: one at load 6 read 2.57x (618 vs 241 ns)
+/// beside a chase at 1.73x, 1.49 apart, and this test fails on such a corpus, as it should:
+/// record it on a quiet machine (bench/regression_corpus.sh warns when its check was
+/// disturbed).
 const PAGE_WALK_FACTOR: f64 = 1.25;
 
 fn corpus_dir() -> PathBuf {
@@ -202,8 +206,10 @@ fn check_page_walk_pair(name: &str, dir: &Path) {
 }
 
 /// (a) One program diffed across two machines: the mechanism of its hot function, and for
-/// the PAUSE program the predicted change against the observed. Returns nothing: every
-/// program present on both sides is asserted.
+/// the PAUSE program its figure (PAUSE) and the predicted change within [`PAUSE_TOLERANCE`]
+/// of the observed. The atomic, split-lock and compute ratios are printed, not asserted: the
+/// issue asks a bound for the PAUSE program only, and the atomic's time depends on how often
+/// the two threads overlap, which a loaded 2-CPU guest changes run to run.
 fn check_across(old: &(String, PathBuf), new: &(String, PathBuf), p: &Program) {
     let what = format!("{}: {} -> {}", p.file, old.0, new.0);
     let why = why(&saved(&old.1, p.file), &saved(&new.1, p.file));
@@ -225,9 +231,12 @@ fn check_across(old: &(String, PathBuf), new: &(String, PathBuf), p: &Program) {
              {PAUSE_TOLERANCE} apart: {f:#}"
         );
     }
+    let predicted = f["predicted_ratio"]
+        .as_f64()
+        .map_or("none".to_string(), |r| format!("{r:.2}x"));
     eprintln!(
-        "{what}: {} {mechanism}, observed {observed:.2}x, predicted {}",
-        p.function, f["predicted_ratio"]
+        "{what}: {} {mechanism}, observed {observed:.2}x, predicted {predicted}",
+        p.function
     );
 }
 
@@ -262,7 +271,10 @@ fn every_machine_pair_and_setting_pair_of_the_regression_corpus_is_explained() {
             check_page_walk_pair(name, dir);
             setting_pairs += 1;
         } else {
-            eprintln!("{name}: no chase pair (its README says why: THP not `madvise`)");
+            eprintln!(
+                "{name}: no chase pair, one of chase-huge and chase-4k only (its README says \
+                 why: THP not `madvise` when recorded)"
+            );
         }
     }
     assert!(
