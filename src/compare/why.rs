@@ -97,6 +97,9 @@ pub enum Mechanism {
     /// A locked operation across two cache lines.
     SplitLock,
     /// Loads that miss the TLB and walk 4 KiB page tables (the other side got huge pages).
+    /// Named `page_walks_4k` (snake_case alone writes `page_walks4k`, as it did for the 4 KiB
+    /// DRAM figure).
+    #[serde(rename = "page_walks_4k")]
     PageWalks4k,
     /// Dependent loads from DRAM.
     DramLoads,

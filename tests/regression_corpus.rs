@@ -1,0 +1,358 @@
+//! The regression corpus (issue 31, "why is it slower here?"): each machine of the corpus
+//! (`tests/fixtures/machines/NAME/`) that has a `regression/` directory holds a saved `check`
+//! and saved diagnoses of the fixed-work programs of `tests/programs/regression/`, written by
+//! `bench/regression_corpus.sh` on that machine. `cpudoctor diff OLD NEW` on two of them must
+//! say why one is slower: the mechanism of the program's hot function and the machine figure
+//! that governs it, with the change that figure predicts beside the change observed.
+//!
+//! Two checks, in one test so that it always checks something:
+//! - (b) on every machine, the same-machine changed-setting pair: the chase on huge pages
+//!   (`chase-huge`, glibc's hugetlb tunable under THP `madvise`) against the same chase on
+//!   4 KiB pages (`chase-4k`): the page walks named, and their predicted change (from the
+//!   check's 4 KiB penalty) within [`PAGE_WALK_FACTOR`] of the observed. The test fails when no
+//!   machine has such a pair.
+//! - (a) every pair of machines, for each program both have: the mechanism named for its hot
+//!   function, and for the PAUSE program the predicted change within 25% of the observed.
+//!   With one machine in the corpus there is no pair: the test says so on its output and
+//!   counts nothing for (a).
+//!
+//! A new machine adds its directory with (on that machine, quiet: no build running)
+//! `cargo build --release && bash bench/regression_corpus.sh NAME`, NAME as the corpus names
+//! machines (`zen3-kvm`; the default is the check's microarchitecture and hypervisor), then
+//! runs `cargo test --test regression_corpus`: every pair it forms is checked from then on.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::{cpudoctor, json_of};
+
+/// One program of the corpus: its saved file's name, the function its time is spent in, and
+/// the mechanisms `diff` may name for that function.
+struct Program {
+    file: &'static str,
+    function: &'static str,
+    mechanisms: &'static [&'static str],
+}
+
+/// The programs `bench/regression_corpus.sh` saves. The chase is DRAM-bound on huge pages and
+/// page-walk bound on 4 KiB pages; across machines either may dominate the change.
+const PROGRAMS: [Program; 6] = [
+    Program {
+        file: "pause_rounds",
+        function: "spin_round",
+        mechanisms: &["pause_spin"],
+    },
+    Program {
+        file: "contended_atomic",
+        function: "contended_add",
+        mechanisms: &["locked_rmw"],
+    },
+    Program {
+        file: "split_lock",
+        function: "split_locked_add",
+        mechanisms: &["split_lock"],
+    },
+    Program {
+        file: "chase-huge",
+        function: "chase",
+        mechanisms: &["dram_loads", "page_walks_4k"],
+    },
+    Program {
+        file: "chase-4k",
+        function: "chase",
+        mechanisms: &["dram_loads", "page_walks_4k"],
+    },
+    Program {
+        file: "compute",
+        function: "compute",
+        mechanisms: &["computation"],
+    },
+];
+
+/// The files every machine's `regression/` must hold (the chase depends on its THP mode: at
+/// least one of the two).
+const REQUIRED: [&str; 5] = [
+    "check",
+    "pause_rounds",
+    "contended_atomic",
+    "split_lock",
+    "compute",
+];
+
+/// How far the PAUSE program's predicted change may be from the observed (the issue's 25%):
+/// its time is its fixed PAUSE count times the PAUSE latency, nothing else, so the ratio of
+/// the two machines' PAUSE figures is the whole prediction.
+const PAUSE_TOLERANCE: f64 = 0.25;
+
+/// The factor within which the chase's change from huge to 4 KiB pages on one machine is
+/// predicted from the check's 4 KiB penalty (`dram_latency_4k_ns / dram_latency_huge_ns`).
+/// Measured on the Zen 4 guest (2026-11-27, by hand): the check read the penalty 1.81x while
+/// other work loaded the machine, where 5 interleaved runs of the chase read 1.55-2.01x
+/// (median 1.64x, its own CPU time per load); quiet, its checks read 1.36-1.52x at the same
+/// 1 GiB and a C chase 1.41x (refs.txt). Predicted over observed came to 0.96-1.10: 1.25
+/// leaves room for a check and a chase taken minutes apart, and still fails a model that
+/// predicts no change where the chase slowed 1.4x or more. A check taken while other work
+/// loads the machine can read the penalty far off: one at load 6 read 2.57x (618 vs 241 ns)
+/// beside a chase at 1.73x, 1.49 apart, and this test fails on such a corpus, as it should:
+/// record it on a quiet machine (bench/regression_corpus.sh warns when its check was
+/// disturbed).
+const PAGE_WALK_FACTOR: f64 = 1.25;
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines")
+}
+
+/// The machines with a regression corpus: (name, its `regression/` directory), by name.
+fn machines() -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(corpus_dir())
+        .expect("tests/fixtures/machines exists")
+        .map(|e| e.unwrap().path().join("regression"))
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            let name = p.parent().unwrap().file_name().unwrap();
+            (name.to_string_lossy().into_owned(), p)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn saved(dir: &Path, file: &str) -> PathBuf {
+    dir.join(format!("{file}.json"))
+}
+
+/// `diff OLD NEW --json`'s `why` section.
+fn why(old: &Path, new: &Path) -> Value {
+    let d = json_of(cpudoctor().arg("diff").arg(old).arg(new).arg("--json"));
+    let why = d["why"].clone();
+    assert!(
+        why.is_object(),
+        "diff {} {} --json has no `why` section: {d:#}",
+        old.display(),
+        new.display()
+    );
+    why
+}
+
+/// The `why` entry of `function`, which must be there.
+fn function<'a>(why: &'a Value, function: &str, what: &str) -> &'a Value {
+    why["functions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: no `functions` in {why:#}"))
+        .iter()
+        .find(|f| f["name"] == function)
+        .unwrap_or_else(|| panic!("{what}: no entry for {function} in {:#}", why["functions"]))
+}
+
+/// A number of a `why` entry, which must be there.
+fn number(f: &Value, key: &str, what: &str) -> f64 {
+    f[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: no {key} in {f:#}"))
+}
+
+/// The AnonHugePages the diagnosed chase printed (its screen, `NAME.txt`), KiB.
+fn anon_huge_kib(dir: &Path, file: &str) -> i64 {
+    let text = std::fs::read_to_string(dir.join(format!("{file}.txt")))
+        .unwrap_or_else(|e| panic!("{}/{file}.txt: {e}", dir.display()));
+    text.lines()
+        .filter_map(|l| l.strip_prefix("anon_huge_kib: "))
+        .next_back()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}/{file}.txt prints no anon_huge_kib", dir.display()))
+}
+
+/// (b) One machine's chase on huge pages against the same chase on 4 KiB pages: the
+/// same-machine changed-setting case of the issue (THP via glibc's tunable, then without).
+fn check_page_walk_pair(name: &str, dir: &Path) {
+    let what = format!("{name}: chase-huge -> chase-4k");
+    // The setting took: the pair is what its names say (a 1 GiB buffer).
+    let (huge, small) = (
+        anon_huge_kib(dir, "chase-huge"),
+        anon_huge_kib(dir, "chase-4k"),
+    );
+    assert!(
+        huge >= 900 * 1024 && small == 0,
+        "{what}: the huge run got {huge} KiB of huge pages, the 4 KiB run {small} KiB"
+    );
+    let why = why(&saved(dir, "chase-huge"), &saved(dir, "chase-4k"));
+    let f = function(&why, "chase", &what);
+    assert_eq!(f["mechanism"], "page_walks_4k", "{what}: {f:#}");
+    let predicted = number(f, "predicted_ratio", &what);
+    let observed = number(f, "observed_ratio", &what);
+    assert!(
+        observed > 1.1,
+        "{what}: the chase did not slow on 4 KiB pages ({observed:.2}x): {f:#}"
+    );
+    assert!(
+        predicted > 1.0,
+        "{what}: no slowdown predicted ({predicted:.2}x): {f:#}"
+    );
+    let factor = (predicted / observed).max(observed / predicted);
+    assert!(
+        factor <= PAGE_WALK_FACTOR,
+        "{what}: predicted {predicted:.2}x, observed {observed:.2}x: {factor:.2} apart, more \
+         than {PAGE_WALK_FACTOR}: {f:#}"
+    );
+    assert!(
+        !why["loss"].is_null(),
+        "{what}: the chase's metric gave no loss: {why:#}"
+    );
+    eprintln!(
+        "{what}: page_walks_4k, predicted {predicted:.2}x, observed {observed:.2}x \
+         (within {factor:.2} of each other)"
+    );
+}
+
+/// (a) One program diffed across two machines: the mechanism of its hot function, and for
+/// the PAUSE program its figure (PAUSE) and the predicted change within [`PAUSE_TOLERANCE`]
+/// of the observed. The atomic, split-lock and compute ratios are printed, not asserted: the
+/// issue asks a bound for the PAUSE program only, and the atomic's time depends on how often
+/// the two threads overlap, which a loaded 2-CPU guest changes run to run.
+fn check_across(old: &(String, PathBuf), new: &(String, PathBuf), p: &Program) {
+    let what = format!("{}: {} -> {}", p.file, old.0, new.0);
+    let why = why(&saved(&old.1, p.file), &saved(&new.1, p.file));
+    let f = function(&why, p.function, &what);
+    let mechanism = f["mechanism"].as_str().unwrap_or_default();
+    assert!(
+        p.mechanisms.contains(&mechanism),
+        "{what}: {} named {mechanism:?}, wanted one of {:?}: {f:#}",
+        p.function,
+        p.mechanisms
+    );
+    let observed = number(f, "observed_ratio", &what);
+    if p.file == "pause_rounds" {
+        assert_eq!(f["figure"], "pause_ns", "{what}: {f:#}");
+        let predicted = number(f, "predicted_ratio", &what);
+        assert!(
+            (predicted - observed).abs() <= PAUSE_TOLERANCE * observed,
+            "{what}: predicted {predicted:.2}x, observed {observed:.2}x: more than \
+             {PAUSE_TOLERANCE} apart: {f:#}"
+        );
+    }
+    let predicted = f["predicted_ratio"]
+        .as_f64()
+        .map_or("none".to_string(), |r| format!("{r:.2}x"));
+    eprintln!(
+        "{what}: {} {mechanism}, observed {observed:.2}x, predicted {predicted}",
+        p.function
+    );
+}
+
+/// Every machine's corpus is complete, every machine's setting pair is explained (b), and
+/// every pair of machines is explained program by program (a). Guards the Skylake case of
+/// issue 31 (a spin of a fixed PAUSE count, 14x slower where PAUSE is 14x slower) and the
+/// THP case (a chase on 4 KiB pages, slower by its page walks).
+#[test]
+fn every_machine_pair_and_setting_pair_of_the_regression_corpus_is_explained() {
+    let machines = machines();
+    assert!(
+        !machines.is_empty(),
+        "no machine under tests/fixtures/machines has a regression/ directory"
+    );
+    for (name, dir) in &machines {
+        for file in REQUIRED {
+            assert!(
+                saved(dir, file).is_file(),
+                "{name}: regression/{file}.json is missing (bench/regression_corpus.sh)"
+            );
+        }
+        assert!(
+            saved(dir, "chase-huge").is_file() || saved(dir, "chase-4k").is_file(),
+            "{name}: regression/ has no chase"
+        );
+    }
+
+    // (b) Inside each machine: the chase on huge pages against 4 KiB pages.
+    let mut setting_pairs = 0;
+    for (name, dir) in &machines {
+        if saved(dir, "chase-huge").is_file() && saved(dir, "chase-4k").is_file() {
+            check_page_walk_pair(name, dir);
+            setting_pairs += 1;
+        } else {
+            eprintln!(
+                "{name}: no chase pair, one of chase-huge and chase-4k only (its README says \
+                 why: THP not `madvise` when recorded)"
+            );
+        }
+    }
+    assert!(
+        setting_pairs > 0,
+        "no machine has both chase-huge and chase-4k: the same-machine case is unchecked"
+    );
+
+    // (a) Across machines: every pair, every program both have.
+    let mut machine_pairs = 0;
+    let mut program_diffs = 0;
+    for (i, old) in machines.iter().enumerate() {
+        for new in &machines[i + 1..] {
+            machine_pairs += 1;
+            for p in &PROGRAMS {
+                if saved(&old.1, p.file).is_file() && saved(&new.1, p.file).is_file() {
+                    check_across(old, new, p);
+                    program_diffs += 1;
+                }
+            }
+        }
+    }
+    let names: Vec<&str> = machines.iter().map(|(n, _)| n.as_str()).collect();
+    eprintln!(
+        "regression corpus: {} machine(s) ({}); same-machine setting pairs checked: \
+         {setting_pairs}",
+        machines.len(),
+        names.join(", ")
+    );
+    if machine_pairs == 0 {
+        eprintln!(
+            "NO CROSS-MACHINE PAIR: the corpus has one machine, so nothing was checked across \
+             machines; add one with bench/regression_corpus.sh (tests/fixtures/machines/README.md)"
+        );
+    } else {
+        eprintln!("cross-machine pairs checked: {machine_pairs} ({program_diffs} program diffs)");
+    }
+}
+
+/// The premise of the same-machine pair, live and without timing anything: the corpus's chase
+/// (64 MiB here) gets huge pages from glibc's hugetlb tunable under THP `madvise` and none
+/// without it, as its own AnonHugePages (smaps_rollup, printed while its buffer is live) say.
+/// Where THP is not `madvise` the pair cannot be made here: the test fails (or skips with
+/// CPUDOCTOR_ALLOW_SKIP=1) as for missing hardware.
+#[test]
+fn the_chase_gets_huge_pages_from_the_glibc_tunable_and_none_without() {
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !thp.contains("[madvise]") {
+        common::missing_hardware("THP in `madvise` mode", &format!("THP is {}", thp.trim()));
+        return;
+    }
+    let Some(cc) = common::c_compiler() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("regression")).unwrap();
+    let chase = common::compile_program(&cc, "regression/chase", &["-O2"], dir.path());
+    let kib = |tunable: bool| -> i64 {
+        let mut cmd = std::process::Command::new(&chase);
+        cmd.args(["64", "100000"]).env_remove("GLIBC_TUNABLES");
+        if tunable {
+            cmd.env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("anon_huge_kib: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no anon_huge_kib in {out:?}"))
+    };
+    let (huge, small) = (kib(true), kib(false));
+    assert!(
+        huge >= 32 * 1024,
+        "with glibc.malloc.hugetlb=1 the 64 MiB chase got {huge} KiB of huge pages"
+    );
+    assert_eq!(
+        small, 0,
+        "without the tunable the chase got {small} KiB of huge pages"
+    );
+}
