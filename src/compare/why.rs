@@ -176,8 +176,12 @@ pub struct FunctionWhy {
     pub module: String,
     /// The mechanism of its hot code.
     pub mechanism: Mechanism,
-    /// The figure that governs it; absent for a mechanism no figure governs.
+    /// The figure that governs it (the new side's); absent for a mechanism no figure governs.
     pub figure: Option<MachineFigure>,
+    /// The old side's figure when it is another: the DRAM latency of the page size that side
+    /// got (`dram_latency_huge_ns` against the new side's `dram_latency_4k_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_figure: Option<MachineFigure>,
     /// Samples on the old side.
     pub old_samples: u64,
     /// Samples on the new side.
@@ -209,6 +213,9 @@ pub struct MechanismWhy {
     pub mechanism: Mechanism,
     /// Its figure (absent where none governs it).
     pub figure: Option<MachineFigure>,
+    /// The old side's figure when it is another (the page size each side got).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_figure: Option<MachineFigure>,
     /// Its share of the old side's CPU time per unit, in points.
     pub old_points: f64,
     /// The points its figure predicts, summed over its functions with a prediction: what the
@@ -228,8 +235,9 @@ pub struct MechanismWhy {
 /// A part of the loss no figure explains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unexplained {
-    /// The mechanism whose observed change exceeds its prediction; absent for the part off the
-    /// CPU profile (a wall-time loss the CPU time does not hold: waits, a CPU's queue).
+    /// The mechanism whose observed change exceeds its prediction; absent for the part of the
+    /// loss the CPU profile does not hold (`loss.points - cpu.points`: for a wall time, waits and
+    /// a CPU's queue; for a metric, what it times that the run's CPU time does not show).
     pub mechanism: Option<Mechanism>,
     /// Points.
     pub points: f64,
@@ -574,6 +582,8 @@ fn mechanism_of(
 struct Prediction {
     mechanism: Mechanism,
     figure: Option<MachineFigure>,
+    /// The old side's figure, when it is another (the page size each side got).
+    old_figure: Option<MachineFigure>,
     ratio: Option<f64>,
     reason: Option<String>,
 }
@@ -613,6 +623,7 @@ fn predict(
         Prediction {
             mechanism,
             figure: Some(f),
+            old_figure: None,
             ratio,
             reason,
         }
@@ -620,6 +631,7 @@ fn predict(
     let none = |reason: String| Prediction {
         mechanism,
         figure: None,
+        old_figure: None,
         ratio: None,
         reason: Some(reason),
     };
@@ -642,13 +654,14 @@ fn predict(
                 (Some(o), Some(n)) if o > 0.0 && n > 0.0 => Prediction {
                     mechanism,
                     figure: Some(fn_),
+                    old_figure: (fo != fn_).then_some(fo),
                     ratio: Some(n / o),
-                    reason: (fo != fn_)
-                        .then(|| words::page_sizes(figure_label(fo), figure_label(fn_))),
+                    reason: None,
                 },
                 _ => Prediction {
                     mechanism,
                     figure: Some(fn_),
+                    old_figure: (fo != fn_).then_some(fo),
                     ratio: None,
                     reason: Some(if o.is_none() {
                         words::figure_missing(figure_label(fo), true, false)
@@ -680,12 +693,14 @@ fn pause_spin(
         Ok(p) => Prediction {
             mechanism,
             figure: Some(MachineFigure::PauseNs),
+            old_figure: None,
             ratio: Some(count * p),
             reason,
         },
         Err(e) => Prediction {
             mechanism,
             figure: Some(MachineFigure::PauseNs),
+            old_figure: None,
             ratio: None,
             reason: Some(e.clone()),
         },
@@ -718,6 +733,7 @@ fn pause_spin(
             (Some(0), Some(_)) => Prediction {
                 mechanism,
                 figure: Some(MachineFigure::PauseNs),
+                old_figure: None,
                 ratio: None,
                 reason: Some(words::innodb_old_did_not_spin(o.server.name())),
             },
@@ -729,6 +745,7 @@ fn pause_spin(
                     Prediction {
                         mechanism,
                         figure: Some(MachineFigure::PauseNs),
+                        old_figure: None,
                         ratio: None,
                         reason: Some(words::innodb_old_did_not_spin(o.server.name())),
                     }
@@ -743,6 +760,7 @@ fn pause_spin(
             _ => Prediction {
                 mechanism,
                 figure: Some(MachineFigure::PauseNs),
+                old_figure: None,
                 ratio: Some(1.0),
                 reason: Some(words::innodb_calibrated(o.server.name())),
             },
@@ -754,6 +772,7 @@ fn pause_spin(
         return Prediction {
             mechanism: Mechanism::PauseSpin,
             figure: Some(MachineFigure::PauseNs),
+            old_figure: None,
             ratio: Some(1.0),
             reason: Some(words::dotnet_normalized()),
         };
@@ -864,6 +883,7 @@ pub fn explain(s: &Sides) -> Why {
             module: key.1.clone(),
             mechanism: p.mechanism,
             figure: p.figure,
+            old_figure: p.old_figure,
             old_samples: os,
             new_samples: ns,
             old_cost_s: oc,
@@ -884,6 +904,7 @@ pub fn explain(s: &Sides) -> Why {
         let e = by.entry(f.mechanism).or_insert(MechanismWhy {
             mechanism: f.mechanism,
             figure: f.figure,
+            old_figure: f.old_figure,
             old_points: 0.0,
             explained_points: 0.0,
             observed_points: 0.0,
@@ -930,11 +951,19 @@ pub fn explain(s: &Sides) -> Why {
             words: mechanism_rest(m, &machines),
         })
         .collect();
-    if let Some(p) = off_cpu_points {
+    // The loss the CPU profile does not hold: off the CPU for a wall time; for a metric or a
+    // rate, what it times that the run's CPU time does not show.
+    if let (Some(l), Some(c)) = (&loss, cpu.points) {
+        let rest = l.points - c;
+        let words = match &l.measure {
+            WorkMeasure::WallTime => words::off_cpu_rest(s.wall.is_some()),
+            WorkMeasure::CpuTime => words::cpu_time_rest(),
+            WorkMeasure::Metric { .. } | WorkMeasure::Rate { .. } => words::metric_rest(),
+        };
         unexplained.push(Unexplained {
             mechanism: None,
-            points: p,
-            words: words::off_cpu_rest(s.wall.is_some()),
+            points: rest,
+            words,
         });
     }
     unexplained.retain(|u| u.points.abs() >= 0.5);
@@ -992,18 +1021,13 @@ fn mechanism_rest(m: &MechanismWhy, machines: &Machines) -> String {
     let predicted = (m.unpredicted < m.functions)
         .then(|| ratio(m.explained_points))
         .flatten();
-    let figure = m.figure.and_then(|f| {
-        Some((
-            figure_label(f),
-            f.unit(),
-            machines.old.value(f)?,
-            machines.new.value(f)?,
-        ))
-    });
+    let figure = m
+        .figure
+        .and_then(|f| figure_words(f, m.old_figure, &figure_changes(machines)));
     words::mechanism_rest(
         ratio(m.observed_points),
         predicted,
-        figure,
+        figure.as_deref(),
         m.reason.as_deref(),
     )
 }
@@ -1015,6 +1039,47 @@ pub fn measure_words(m: &WorkMeasure) -> String {
         WorkMeasure::CpuTime => words::measure("cpu_time", ""),
         WorkMeasure::Metric { regex, .. } => words::measure("metric", regex),
         WorkMeasure::Rate { unit } => words::measure("rate", unit),
+    }
+}
+
+/// A figure on both sides in words, `PAUSE 24.1 -> 43.6 ns (1.81x)`, or with the old side's
+/// own figure (the page size it got), `DRAM load: huge pages 259.0 -> 4 KiB pages 429.3 ns
+/// (1.66x)`; `None` when a side's value is not known.
+pub fn figure_words(
+    figure: MachineFigure,
+    old_figure: Option<MachineFigure>,
+    figures: &[FigureChange],
+) -> Option<String> {
+    let value = |f: MachineFigure, old: bool| {
+        figures
+            .iter()
+            .find(|c| c.figure == f)
+            .and_then(|c| if old { c.old } else { c.new })
+    };
+    match old_figure {
+        Some(of) => Some(words::figure_pair_line(
+            words::DRAM_LOAD,
+            page_label(of),
+            page_label(figure),
+            figure.unit(),
+            value(of, true)?,
+            value(figure, false)?,
+        )),
+        None => Some(words::figure_line(
+            figure_label(figure),
+            figure.unit(),
+            Some(value(figure, true)?),
+            Some(value(figure, false)?),
+        )),
+    }
+}
+
+/// The page size of a DRAM figure, `4 KiB pages`; the figure's label for the others.
+fn page_label(f: MachineFigure) -> &'static str {
+    match f {
+        MachineFigure::DramLatency4kNs => "4 KiB pages",
+        MachineFigure::DramLatencyHugeNs => "huge pages",
+        _ => figure_label(f),
     }
 }
 

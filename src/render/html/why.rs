@@ -4,7 +4,7 @@
 //! Drawn beside the differential flame graph.
 
 use super::escape;
-use crate::compare::why::{Why, figure_label, measure_words};
+use crate::compare::why::{Why, figure_label, figure_words, measure_words};
 use crate::words::why as words;
 use std::fmt::Write;
 
@@ -171,11 +171,9 @@ pub fn section(h: &mut String, w: &Why, beside: impl FnOnce(&mut String)) {
          <th>Explains</th><th>Observed</th></tr>\n",
     );
     for m in &w.mechanisms {
-        let figure = match m
-            .figure
-            .and_then(|f| w.figures.iter().find(|c| c.figure == f))
-        {
-            Some(c) => words::figure_line(figure_label(c.figure), c.figure.unit(), c.old, c.new),
+        let figure = match m.figure {
+            Some(f) => figure_words(f, m.old_figure, &w.figures)
+                .unwrap_or_else(|| words::figure_not_known(figure_label(f))),
             None => "none".into(),
         };
         let explains = if m.unpredicted == m.functions {
