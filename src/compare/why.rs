@@ -97,6 +97,8 @@ pub enum Mechanism {
     /// A locked operation across two cache lines.
     SplitLock,
     /// Loads that miss the TLB and walk 4 KiB page tables (the other side got huge pages).
+    /// (Named explicitly: snake_case alone would write `page_walks4k`.)
+    #[serde(rename = "page_walks_4k")]
     PageWalks4k,
     /// Dependent loads from DRAM.
     DramLoads,
@@ -1410,6 +1412,41 @@ mod tests {
         assert_eq!(w.explained_points, 0.0);
         assert!((w.unexplained_points - 100.0).abs() < 1.0);
         assert_eq!(w.unexplained[0].mechanism, Some(Mechanism::LockedRmw));
+    }
+
+    /// The JSON names other tools and tests read (issue 31's list).
+    #[test]
+    fn mechanisms_keep_their_json_names() {
+        let names: Vec<String> = [
+            Mechanism::PauseSpin,
+            Mechanism::SpinWithoutPause,
+            Mechanism::LockedRmw,
+            Mechanism::SplitLock,
+            Mechanism::PageWalks4k,
+            Mechanism::DramLoads,
+            Mechanism::BlockedOnLock,
+            Mechanism::Computation,
+            Mechanism::Kernel,
+            Mechanism::SpinSetting,
+        ]
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap().as_str().unwrap().to_string())
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "pause_spin",
+                "spin_without_pause",
+                "locked_rmw",
+                "split_lock",
+                "page_walks_4k",
+                "dram_loads",
+                "blocked_on_lock",
+                "computation",
+                "kernel",
+                "spin_setting"
+            ]
+        );
     }
 
     #[test]
