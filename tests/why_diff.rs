@@ -318,3 +318,40 @@ fn the_thp_case_names_page_walks_and_predicts_them_from_the_4k_penalty() {
     let rest = why["unexplained_points"].as_f64().unwrap();
     assert!((parts - rest).abs() < 1.5, "{parts} {rest}");
 }
+
+/// `report --machines` takes one check per diagnosis: the page draws the waterfall of the
+/// loss by mechanism beside the differential flame graph, with the page walks named; another
+/// count of checks is an input error.
+#[test]
+fn the_report_draws_the_waterfall_with_the_checks_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("why.html");
+    let check = fixture("diagnose/chase-thp-check-zen4-kvm.json");
+    cpudoctor()
+        .arg("report")
+        .arg(fixture("diagnose/chase-thp-huge-zen4-kvm.json"))
+        .arg(fixture("diagnose/chase-thp-4k-zen4-kvm.json"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--machines")
+        .arg(&check)
+        .arg(&check)
+        .assert()
+        .success();
+    let h = std::fs::read_to_string(&out).unwrap();
+    let waterfall = h.find("data-kind=\"waterfall\"").expect("a waterfall");
+    assert!(waterfall < h.find("data-kind=\"flame-diff\"").unwrap());
+    assert!(h.contains("page walks on 4 KiB pages (DRAM load on 4 KiB pages)"));
+    assert!(h.contains("huge pages 259.0 -&gt; 4 KiB pages 429.3 ns (1.66x)"));
+    cpudoctor()
+        .arg("report")
+        .arg(fixture("diagnose/chase-thp-huge-zen4-kvm.json"))
+        .arg(fixture("diagnose/chase-thp-4k-zen4-kvm.json"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--machines")
+        .arg(&check)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("one saved check per diagnosis"));
+}

@@ -1430,7 +1430,13 @@ mod tests {
             Mechanism::SpinSetting,
         ]
         .iter()
-        .map(|m| serde_json::to_value(m).unwrap().as_str().unwrap().to_string())
+        .map(|m| {
+            serde_json::to_value(m)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
         assert_eq!(
             names,
