@@ -11,7 +11,7 @@ use std::fmt::Write;
 /// Width of the waterfall's drawing, px.
 const WIDTH: f64 = 460.0;
 /// Width of the label column, px.
-const LABEL: f64 = 190.0;
+const LABEL: f64 = 200.0;
 /// Height of one bar's row, px.
 const ROW: f64 = 24.0;
 
@@ -31,10 +31,8 @@ fn steps(w: &Why) -> Vec<Step> {
         .iter()
         .filter(|m| m.unpredicted < m.functions && m.explained_points.abs() >= 0.05)
     {
-        let label = match m.figure {
-            Some(f) => format!("{} ({})", m.mechanism.label(), figure_label(f)),
-            None => m.mechanism.label().to_string(),
-        };
+        // The figure is in the table below: a label of ~26 characters fits the column.
+        let label = m.mechanism.label().to_string();
         v.push(Step {
             label,
             from: at,
