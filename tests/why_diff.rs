@@ -271,7 +271,7 @@ fn machines_with_two_fingerprints_is_refused() {
 /// stated factor, and the loss measured with its interval.
 #[test]
 fn the_thp_case_names_page_walks_and_predicts_them_from_the_4k_penalty() {
-    let check = fixture("diagnose/chase-thp-check-zen4-kvm.json");
+    let check = fixture("why/chase-thp-check-zen4-kvm.json");
     let v = diff_json(
         &fixture("diagnose/chase-thp-huge-zen4-kvm.json"),
         &fixture("diagnose/chase-thp-4k-zen4-kvm.json"),
@@ -326,7 +326,7 @@ fn the_thp_case_names_page_walks_and_predicts_them_from_the_4k_penalty() {
 fn the_report_draws_the_waterfall_with_the_checks_given() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("why.html");
-    let check = fixture("diagnose/chase-thp-check-zen4-kvm.json");
+    let check = fixture("why/chase-thp-check-zen4-kvm.json");
     cpudoctor()
         .arg("report")
         .arg(fixture("diagnose/chase-thp-huge-zen4-kvm.json"))

@@ -520,13 +520,14 @@ enum Hotter {
 
 /// The huge-page share of a side's anonymous memory, all its processes together.
 fn huge_share(d: &Diagnosis) -> f64 {
-    let anon: u64 = d.processes.iter().map(|p| p.anonymous_kb).sum();
-    let huge: u64 = d.processes.iter().map(|p| p.anon_huge_pages_kb).sum();
-    if anon == 0 {
-        0.0
-    } else {
-        huge as f64 / anon as f64
-    }
+    // Summed as floats: a saved file's counts are outside input (u64::MAX would overflow).
+    let anon: f64 = d.processes.iter().map(|p| p.anonymous_kb as f64).sum();
+    let huge: f64 = d
+        .processes
+        .iter()
+        .map(|p| p.anon_huge_pages_kb as f64)
+        .sum();
+    if anon > 0.0 { huge / anon } else { 0.0 }
 }
 
 fn site_of<'a>(d: &'a Diagnosis, key: &(String, String)) -> Option<&'a HotSite> {
