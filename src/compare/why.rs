@@ -929,6 +929,28 @@ pub fn explain(s: &Sides) -> Why {
             e.figure = f.figure;
         }
     }
+    // A wall-time loss with both wall-clock views: the threads' lock waits, in points of the
+    // old side's wall time per unit (their share of the threads' time x the wall time per
+    // unit, each side), are `blocked_on_lock`, taken out of the part off the CPU.
+    let lock_points = match (&loss, s.wall) {
+        (Some(l), Some(w)) if l.measure == WorkMeasure::WallTime => lock_wait_points(w, l.ratio),
+        _ => None,
+    };
+    if let Some((old_share, p)) = lock_points {
+        let e = by.entry(Mechanism::BlockedOnLock).or_insert(MechanismWhy {
+            mechanism: Mechanism::BlockedOnLock,
+            figure: None,
+            old_figure: None,
+            old_points: 0.0,
+            explained_points: 0.0,
+            observed_points: 0.0,
+            functions: 0,
+            unpredicted: 0,
+            reason: Some(words::BLOCKED_UNPREDICTED.into()),
+        });
+        e.old_points += 100.0 * old_share;
+        e.observed_points += p;
+    }
     let mut mechanisms: Vec<MechanismWhy> = by.into_values().collect();
     mechanisms.sort_by(|a, b| {
         let size = |m: &MechanismWhy| m.explained_points.abs().max(m.observed_points.abs());
@@ -946,6 +968,7 @@ pub fn explain(s: &Sides) -> Why {
         (Some(l), Some(c)) if l.measure == WorkMeasure::WallTime => Some(l.points - c),
         _ => None,
     };
+
     let mut unexplained: Vec<Unexplained> = mechanisms
         .iter()
         .map(|m| Unexplained {
@@ -957,7 +980,7 @@ pub fn explain(s: &Sides) -> Why {
     // The loss the CPU profile does not hold: off the CPU for a wall time; for a metric or a
     // rate, what it times that the run's CPU time does not show.
     if let (Some(l), Some(c)) = (&loss, cpu.points) {
-        let rest = l.points - c;
+        let rest = l.points - c - lock_points.map_or(0.0, |(_, p)| p);
         let words = match &l.measure {
             WorkMeasure::WallTime => words::off_cpu_rest(s.wall.is_some()),
             WorkMeasure::CpuTime => words::cpu_time_rest(),
@@ -1114,6 +1137,28 @@ impl Mechanism {
             Mechanism::SpinSetting => "spin setting",
         }
     }
+}
+
+/// The threads' lock waits (all threads together) as points of the old side's wall time per
+/// unit of work: `100 (new share x loss ratio - old share)`, each side's share of its threads'
+/// time standing for its share of the wall time. With the old share; `None` when neither side
+/// waited on a lock.
+fn lock_wait_points(w: &WallDiff, ratio: f64) -> Option<(f64, f64)> {
+    let g = w
+        .groups
+        .iter()
+        .find(|g| g.command.is_none())
+        .or(w.groups.first())?;
+    let lock = g.states.iter().find(|c| {
+        matches!(
+            c.state,
+            WallState::Wait {
+                kind: runtimes::WaitKind::Lock
+            }
+        )
+    })?;
+    let (o, n) = (lock.old.share, lock.new.share);
+    (o > 0.0 || n > 0.0).then(|| (o, 100.0 * (n * ratio - o)))
 }
 
 /// The all-threads group's states that moved.
@@ -1413,6 +1458,45 @@ mod tests {
         assert_eq!(w.explained_points, 0.0);
         assert!((w.unexplained_points - 100.0).abs() < 1.0);
         assert_eq!(w.unexplained[0].mechanism, Some(Mechanism::LockedRmw));
+    }
+
+    /// The mutex_wait case (2 threads against 4 on 2 CPUs, tests/programs): with a wall-time
+    /// loss and both wall-clock views, the grown lock waits are `blocked_on_lock`, observed and
+    /// not predicted, and taken out of the part off the CPU.
+    #[test]
+    fn lock_waits_of_a_wall_time_loss_are_blocked_on_a_lock() {
+        let mut old = fixture("mutex-wait-2-zen4-kvm.json");
+        let mut new = fixture("mutex-wait-4-zen4-kvm.json");
+        old.work = Some(work(&[2.0, 2.1, 2.05]));
+        new.work = Some(work(&[2.0, 2.1, 2.05]));
+        let wall = super::super::wall::compare(&old, &new).expect("both have the view");
+        let w = explain(&Sides {
+            old: &old,
+            new: &new,
+            old_samples: &samples_of(&old),
+            new_samples: &samples_of(&new),
+            wall: Some(&wall),
+        });
+        let m = w
+            .mechanisms
+            .iter()
+            .find(|m| m.mechanism == Mechanism::BlockedOnLock)
+            .expect("lock waits");
+        // 33.0% -> 59.0% of the threads' time at the same wall time: +26 points.
+        assert!((m.observed_points - 26.0).abs() < 0.5, "{m:?}");
+        assert_eq!(m.explained_points, 0.0);
+        assert!(m.reason.as_deref().unwrap().contains("blocked on a lock"));
+        let off = w
+            .unexplained
+            .iter()
+            .find(|u| u.mechanism.is_none())
+            .expect("the part off the CPU");
+        let cpu = w.cpu.points.unwrap();
+        assert!(
+            (off.points - (0.0 - cpu - m.observed_points)).abs() < 0.5,
+            "{off:?}"
+        );
+        assert!(!w.wall.is_empty());
     }
 
     /// The JSON names other tools and tests read (issue 31's list).
