@@ -1158,7 +1158,7 @@ fn lock_wait_points(w: &WallDiff, ratio: f64) -> Option<(f64, f64)> {
         )
     })?;
     let (o, n) = (lock.old.share, lock.new.share);
-    (o > 0.0 || n > 0.0).then(|| (o, 100.0 * (n * ratio - o)))
+    (o > 0.0 || n > 0.0).then_some((o, 100.0 * (n * ratio - o)))
 }
 
 /// The all-threads group's states that moved.
