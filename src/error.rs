@@ -341,12 +341,23 @@ pub enum InputError {
          none: drop --fail-on"
     )]
     FailOnDiagnoses,
-    /// `diff --machines` was given two fingerprints.
+    /// `diff --machines` or `report --machines` was given fingerprints.
     #[error(
-        "--machines gives two diagnoses the figures of their machines; two fingerprints carry \
+        "--machines gives saved diagnoses the figures of their machines; fingerprints carry \
          their own: drop --machines"
     )]
     MachinesForFingerprints,
+    /// `report --machines` was given another number of checks than diagnoses.
+    #[error(
+        "--machines takes one saved check per diagnosis, in the same order: {checks} check(s) \
+         for {diagnoses} diagnos(es)"
+    )]
+    MachinesCount {
+        /// Checks given.
+        checks: usize,
+        /// Diagnoses given.
+        diagnoses: usize,
+    },
     /// `fleet` found no fingerprint it could read among the paths given.
     #[error(
         "no fingerprint could be read from {given} ({skipped} file(s) skipped, each named \

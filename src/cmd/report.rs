@@ -24,6 +24,11 @@ pub struct ReportArgs {
     /// The HTML file to write (written whole or not at all; `-` for stdout).
     #[arg(short = 'o', long = "output", value_name = "report.html")]
     pub output: PathBuf,
+    /// For diagnoses: a saved check (`check --save`) of the machine of each diagnosis, in the
+    /// order the diagnoses are given, whose figures the "why it is slower" section uses (they
+    /// replace or fill in those the diagnoses recorded).
+    #[arg(long, num_args = 1.., value_name = "CHECK.json")]
+    pub machines: Option<Vec<PathBuf>>,
 }
 
 /// Saved diagnoses: findings, the function diff beside the differential flame graph, a flame
@@ -35,6 +40,27 @@ fn report_diagnoses(args: &ReportArgs, paths: &[&Path], inputs: &[Input]) -> Res
             label,
             diagnosis: input.diagnosis()?,
         });
+    }
+    if let Some(checks) = &args.machines {
+        if checks.len() != runs.len() {
+            return Err(InputError::MachinesCount {
+                checks: checks.len(),
+                diagnoses: runs.len(),
+            }
+            .into());
+        }
+        let check_paths: Vec<&Path> = checks.iter().map(PathBuf::as_path).collect();
+        for ((input, path), run) in Input::read_all(&check_paths)?
+            .iter()
+            .zip(&check_paths)
+            .zip(runs.iter_mut())
+        {
+            let figures = cpudoctor::diagnose::figures::from_fingerprint(
+                &input.fingerprint()?,
+                &path.display().to_string(),
+            );
+            cpudoctor::compare::why::give_machine(&mut run.diagnosis, figures);
+        }
     }
     let compared = ComparedDiagnoses::new(runs).context("no diagnosis to report on")?;
     let report = diagnoses::render_diagnoses(&compared);
@@ -128,6 +154,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
         }
         (Some(_), None) => return report_diagnoses(&args, &paths, &inputs),
         _ => {}
+    }
+    if args.machines.is_some() {
+        return Err(InputError::MachinesForFingerprints.into());
     }
     let mut runs = Vec::new();
     for (input, label) in inputs.iter().zip(labels(&paths)) {

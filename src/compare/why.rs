@@ -179,8 +179,12 @@ pub struct FunctionWhy {
     pub module: String,
     /// The mechanism of its hot code.
     pub mechanism: Mechanism,
-    /// The figure that governs it; absent for a mechanism no figure governs.
+    /// The figure that governs it (the new side's); absent for a mechanism no figure governs.
     pub figure: Option<MachineFigure>,
+    /// The old side's figure when it is another: the DRAM latency of the page size that side
+    /// got (`dram_latency_huge_ns` against the new side's `dram_latency_4k_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_figure: Option<MachineFigure>,
     /// Samples on the old side.
     pub old_samples: u64,
     /// Samples on the new side.
@@ -212,6 +216,9 @@ pub struct MechanismWhy {
     pub mechanism: Mechanism,
     /// Its figure (absent where none governs it).
     pub figure: Option<MachineFigure>,
+    /// The old side's figure when it is another (the page size each side got).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_figure: Option<MachineFigure>,
     /// Its share of the old side's CPU time per unit, in points.
     pub old_points: f64,
     /// The points its figure predicts, summed over its functions with a prediction: what the
@@ -231,8 +238,9 @@ pub struct MechanismWhy {
 /// A part of the loss no figure explains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unexplained {
-    /// The mechanism whose observed change exceeds its prediction; absent for the part off the
-    /// CPU profile (a wall-time loss the CPU time does not hold: waits, a CPU's queue).
+    /// The mechanism whose observed change exceeds its prediction; absent for the part of the
+    /// loss the CPU profile does not hold (`loss.points - cpu.points`: for a wall time, waits and
+    /// a CPU's queue; for a metric, what it times that the run's CPU time does not show).
     pub mechanism: Option<Mechanism>,
     /// Points.
     pub points: f64,
@@ -513,13 +521,14 @@ enum Hotter {
 
 /// The huge-page share of a side's anonymous memory, all its processes together.
 fn huge_share(d: &Diagnosis) -> f64 {
-    let anon: u64 = d.processes.iter().map(|p| p.anonymous_kb).sum();
-    let huge: u64 = d.processes.iter().map(|p| p.anon_huge_pages_kb).sum();
-    if anon == 0 {
-        0.0
-    } else {
-        huge as f64 / anon as f64
-    }
+    // Summed as floats: a saved file's counts are outside input (u64::MAX would overflow).
+    let anon: f64 = d.processes.iter().map(|p| p.anonymous_kb as f64).sum();
+    let huge: f64 = d
+        .processes
+        .iter()
+        .map(|p| p.anon_huge_pages_kb as f64)
+        .sum();
+    if anon > 0.0 { huge / anon } else { 0.0 }
 }
 
 fn site_of<'a>(d: &'a Diagnosis, key: &(String, String)) -> Option<&'a HotSite> {
@@ -577,6 +586,8 @@ fn mechanism_of(
 struct Prediction {
     mechanism: Mechanism,
     figure: Option<MachineFigure>,
+    /// The old side's figure, when it is another (the page size each side got).
+    old_figure: Option<MachineFigure>,
     ratio: Option<f64>,
     reason: Option<String>,
 }
@@ -616,6 +627,7 @@ fn predict(
         Prediction {
             mechanism,
             figure: Some(f),
+            old_figure: None,
             ratio,
             reason,
         }
@@ -623,6 +635,7 @@ fn predict(
     let none = |reason: String| Prediction {
         mechanism,
         figure: None,
+        old_figure: None,
         ratio: None,
         reason: Some(reason),
     };
@@ -645,13 +658,14 @@ fn predict(
                 (Some(o), Some(n)) if o > 0.0 && n > 0.0 => Prediction {
                     mechanism,
                     figure: Some(fn_),
+                    old_figure: (fo != fn_).then_some(fo),
                     ratio: Some(n / o),
-                    reason: (fo != fn_)
-                        .then(|| words::page_sizes(figure_label(fo), figure_label(fn_))),
+                    reason: None,
                 },
                 _ => Prediction {
                     mechanism,
                     figure: Some(fn_),
+                    old_figure: (fo != fn_).then_some(fo),
                     ratio: None,
                     reason: Some(if o.is_none() {
                         words::figure_missing(figure_label(fo), true, false)
@@ -683,12 +697,14 @@ fn pause_spin(
         Ok(p) => Prediction {
             mechanism,
             figure: Some(MachineFigure::PauseNs),
+            old_figure: None,
             ratio: Some(count * p),
             reason,
         },
         Err(e) => Prediction {
             mechanism,
             figure: Some(MachineFigure::PauseNs),
+            old_figure: None,
             ratio: None,
             reason: Some(e.clone()),
         },
@@ -721,6 +737,7 @@ fn pause_spin(
             (Some(0), Some(_)) => Prediction {
                 mechanism,
                 figure: Some(MachineFigure::PauseNs),
+                old_figure: None,
                 ratio: None,
                 reason: Some(words::innodb_old_did_not_spin(o.server.name())),
             },
@@ -732,6 +749,7 @@ fn pause_spin(
                     Prediction {
                         mechanism,
                         figure: Some(MachineFigure::PauseNs),
+                        old_figure: None,
                         ratio: None,
                         reason: Some(words::innodb_old_did_not_spin(o.server.name())),
                     }
@@ -746,6 +764,7 @@ fn pause_spin(
             _ => Prediction {
                 mechanism,
                 figure: Some(MachineFigure::PauseNs),
+                old_figure: None,
                 ratio: Some(1.0),
                 reason: Some(words::innodb_calibrated(o.server.name())),
             },
@@ -757,6 +776,7 @@ fn pause_spin(
         return Prediction {
             mechanism: Mechanism::PauseSpin,
             figure: Some(MachineFigure::PauseNs),
+            old_figure: None,
             ratio: Some(1.0),
             reason: Some(words::dotnet_normalized()),
         };
@@ -867,6 +887,7 @@ pub fn explain(s: &Sides) -> Why {
             module: key.1.clone(),
             mechanism: p.mechanism,
             figure: p.figure,
+            old_figure: p.old_figure,
             old_samples: os,
             new_samples: ns,
             old_cost_s: oc,
@@ -887,6 +908,7 @@ pub fn explain(s: &Sides) -> Why {
         let e = by.entry(f.mechanism).or_insert(MechanismWhy {
             mechanism: f.mechanism,
             figure: f.figure,
+            old_figure: f.old_figure,
             old_points: 0.0,
             explained_points: 0.0,
             observed_points: 0.0,
@@ -908,6 +930,28 @@ pub fn explain(s: &Sides) -> Why {
             e.figure = f.figure;
         }
     }
+    // A wall-time loss with both wall-clock views: the threads' lock waits, in points of the
+    // old side's wall time per unit (their share of the threads' time x the wall time per
+    // unit, each side), are `blocked_on_lock`, taken out of the part off the CPU.
+    let lock_points = match (&loss, s.wall) {
+        (Some(l), Some(w)) if l.measure == WorkMeasure::WallTime => lock_wait_points(w, l.ratio),
+        _ => None,
+    };
+    if let Some((old_share, p)) = lock_points {
+        let e = by.entry(Mechanism::BlockedOnLock).or_insert(MechanismWhy {
+            mechanism: Mechanism::BlockedOnLock,
+            figure: None,
+            old_figure: None,
+            old_points: 0.0,
+            explained_points: 0.0,
+            observed_points: 0.0,
+            functions: 0,
+            unpredicted: 0,
+            reason: Some(words::BLOCKED_UNPREDICTED.into()),
+        });
+        e.old_points += 100.0 * old_share;
+        e.observed_points += p;
+    }
     let mut mechanisms: Vec<MechanismWhy> = by.into_values().collect();
     mechanisms.sort_by(|a, b| {
         let size = |m: &MechanismWhy| m.explained_points.abs().max(m.observed_points.abs());
@@ -925,6 +969,7 @@ pub fn explain(s: &Sides) -> Why {
         (Some(l), Some(c)) if l.measure == WorkMeasure::WallTime => Some(l.points - c),
         _ => None,
     };
+
     let mut unexplained: Vec<Unexplained> = mechanisms
         .iter()
         .map(|m| Unexplained {
@@ -933,11 +978,19 @@ pub fn explain(s: &Sides) -> Why {
             words: mechanism_rest(m, &machines),
         })
         .collect();
-    if let Some(p) = off_cpu_points {
+    // The loss the CPU profile does not hold: off the CPU for a wall time; for a metric or a
+    // rate, what it times that the run's CPU time does not show.
+    if let (Some(l), Some(c)) = (&loss, cpu.points) {
+        let rest = l.points - c - lock_points.map_or(0.0, |(_, p)| p);
+        let words = match &l.measure {
+            WorkMeasure::WallTime => words::off_cpu_rest(s.wall.is_some()),
+            WorkMeasure::CpuTime => words::cpu_time_rest(),
+            WorkMeasure::Metric { .. } | WorkMeasure::Rate { .. } => words::metric_rest(),
+        };
         unexplained.push(Unexplained {
             mechanism: None,
-            points: p,
-            words: words::off_cpu_rest(s.wall.is_some()),
+            points: rest,
+            words,
         });
     }
     unexplained.retain(|u| u.points.abs() >= 0.5);
@@ -995,18 +1048,13 @@ fn mechanism_rest(m: &MechanismWhy, machines: &Machines) -> String {
     let predicted = (m.unpredicted < m.functions)
         .then(|| ratio(m.explained_points))
         .flatten();
-    let figure = m.figure.and_then(|f| {
-        Some((
-            figure_label(f),
-            f.unit(),
-            machines.old.value(f)?,
-            machines.new.value(f)?,
-        ))
-    });
+    let figure = m
+        .figure
+        .and_then(|f| figure_words(f, m.old_figure, &figure_changes(machines)));
     words::mechanism_rest(
         ratio(m.observed_points),
         predicted,
-        figure,
+        figure.as_deref(),
         m.reason.as_deref(),
     )
 }
@@ -1018,6 +1066,47 @@ pub fn measure_words(m: &WorkMeasure) -> String {
         WorkMeasure::CpuTime => words::measure("cpu_time", ""),
         WorkMeasure::Metric { regex, .. } => words::measure("metric", regex),
         WorkMeasure::Rate { unit } => words::measure("rate", unit),
+    }
+}
+
+/// A figure on both sides in words, `PAUSE 24.1 -> 43.6 ns (1.81x)`, or with the old side's
+/// own figure (the page size it got), `DRAM load: huge pages 259.0 -> 4 KiB pages 429.3 ns
+/// (1.66x)`; `None` when a side's value is not known.
+pub fn figure_words(
+    figure: MachineFigure,
+    old_figure: Option<MachineFigure>,
+    figures: &[FigureChange],
+) -> Option<String> {
+    let value = |f: MachineFigure, old: bool| {
+        figures
+            .iter()
+            .find(|c| c.figure == f)
+            .and_then(|c| if old { c.old } else { c.new })
+    };
+    match old_figure {
+        Some(of) => Some(words::figure_pair_line(
+            words::DRAM_LOAD,
+            page_label(of),
+            page_label(figure),
+            figure.unit(),
+            value(of, true)?,
+            value(figure, false)?,
+        )),
+        None => Some(words::figure_line(
+            figure_label(figure),
+            figure.unit(),
+            Some(value(figure, true)?),
+            Some(value(figure, false)?),
+        )),
+    }
+}
+
+/// The page size of a DRAM figure, `4 KiB pages`; the figure's label for the others.
+fn page_label(f: MachineFigure) -> &'static str {
+    match f {
+        MachineFigure::DramLatency4kNs => "4 KiB pages",
+        MachineFigure::DramLatencyHugeNs => "huge pages",
+        _ => figure_label(f),
     }
 }
 
@@ -1049,6 +1138,28 @@ impl Mechanism {
             Mechanism::SpinSetting => "spin setting",
         }
     }
+}
+
+/// The threads' lock waits (all threads together) as points of the old side's wall time per
+/// unit of work: `100 (new share x loss ratio - old share)`, each side's share of its threads'
+/// time standing for its share of the wall time. With the old share; `None` when neither side
+/// waited on a lock.
+fn lock_wait_points(w: &WallDiff, ratio: f64) -> Option<(f64, f64)> {
+    let g = w
+        .groups
+        .iter()
+        .find(|g| g.command.is_none())
+        .or(w.groups.first())?;
+    let lock = g.states.iter().find(|c| {
+        matches!(
+            c.state,
+            WallState::Wait {
+                kind: runtimes::WaitKind::Lock
+            }
+        )
+    })?;
+    let (o, n) = (lock.old.share, lock.new.share);
+    (o > 0.0 || n > 0.0).then_some((o, 100.0 * (n * ratio - o)))
 }
 
 /// The all-threads group's states that moved.
@@ -1348,6 +1459,86 @@ mod tests {
         assert_eq!(w.explained_points, 0.0);
         assert!((w.unexplained_points - 100.0).abs() < 1.0);
         assert_eq!(w.unexplained[0].mechanism, Some(Mechanism::LockedRmw));
+    }
+
+    /// The mutex_wait case (2 threads against 4 on 2 CPUs, tests/programs): with a wall-time
+    /// loss and both wall-clock views, the grown lock waits are `blocked_on_lock`, observed and
+    /// not predicted, and taken out of the part off the CPU.
+    #[test]
+    fn lock_waits_of_a_wall_time_loss_are_blocked_on_a_lock() {
+        let mut old = fixture("mutex-wait-2-zen4-kvm.json");
+        let mut new = fixture("mutex-wait-4-zen4-kvm.json");
+        old.work = Some(work(&[2.0, 2.1, 2.05]));
+        new.work = Some(work(&[2.0, 2.1, 2.05]));
+        let wall = super::super::wall::compare(&old, &new).expect("both have the view");
+        let w = explain(&Sides {
+            old: &old,
+            new: &new,
+            old_samples: &samples_of(&old),
+            new_samples: &samples_of(&new),
+            wall: Some(&wall),
+        });
+        let m = w
+            .mechanisms
+            .iter()
+            .find(|m| m.mechanism == Mechanism::BlockedOnLock)
+            .expect("lock waits");
+        // 33.0% -> 59.0% of the threads' time at the same wall time: +26 points.
+        assert!((m.observed_points - 26.0).abs() < 0.5, "{m:?}");
+        assert_eq!(m.explained_points, 0.0);
+        assert!(m.reason.as_deref().unwrap().contains("blocked on a lock"));
+        let off = w
+            .unexplained
+            .iter()
+            .find(|u| u.mechanism.is_none())
+            .expect("the part off the CPU");
+        let cpu = w.cpu.points.unwrap();
+        assert!(
+            (off.points - (0.0 - cpu - m.observed_points)).abs() < 0.5,
+            "{off:?}"
+        );
+        assert!(!w.wall.is_empty());
+    }
+
+    /// The JSON names other tools and tests read (issue 31's list).
+    #[test]
+    fn mechanisms_keep_their_json_names() {
+        let names: Vec<String> = [
+            Mechanism::PauseSpin,
+            Mechanism::SpinWithoutPause,
+            Mechanism::LockedRmw,
+            Mechanism::SplitLock,
+            Mechanism::PageWalks4k,
+            Mechanism::DramLoads,
+            Mechanism::BlockedOnLock,
+            Mechanism::Computation,
+            Mechanism::Kernel,
+            Mechanism::SpinSetting,
+        ]
+        .iter()
+        .map(|m| {
+            serde_json::to_value(m)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "pause_spin",
+                "spin_without_pause",
+                "locked_rmw",
+                "split_lock",
+                "page_walks_4k",
+                "dram_loads",
+                "blocked_on_lock",
+                "computation",
+                "kernel",
+                "spin_setting"
+            ]
+        );
     }
 
     #[test]

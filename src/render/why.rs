@@ -3,7 +3,8 @@
 //! the unexplained rest, the top functions' predicted against observed change, and what to
 //! do. Fits `width` columns.
 
-use crate::compare::why::{Basis, MechanismWhy, Why, figure_label, measure_words};
+use crate::compare::why::{Basis, MechanismWhy, Why, figure_label, figure_words, measure_words};
+use crate::diagnose::kernel::KERNEL_MODULE;
 use crate::render::profile_diff::state_label;
 use crate::render::text::{table, wrap_labelled};
 use crate::words::why as words;
@@ -37,10 +38,8 @@ fn figure_cell(w: &Why, m: &MechanismWhy) -> String {
     let Some(f) = m.figure else {
         return "none".into();
     };
-    match w.figures.iter().find(|c| c.figure == f) {
-        Some(c) => words::figure_line(figure_label(f), f.unit(), c.old, c.new),
-        None => format!("{} (not known)", figure_label(f)),
-    }
+    figure_words(f, m.old_figure, &w.figures)
+        .unwrap_or_else(|| words::figure_not_known(figure_label(f)))
 }
 
 /// The section, newline-terminated.
@@ -66,7 +65,7 @@ pub fn render(w: &Why, width: u16) -> String {
                 "",
                 width,
             ));
-            if let (Some(_), Some(cpu)) = (w.off_cpu_points, w.cpu.points) {
+            if let Some(cpu) = w.cpu.points {
                 o.push_str(&wrap_labelled(
                     &words::cpu_share_of_loss(cpu, l.points, unit),
                     "",
@@ -85,9 +84,21 @@ pub fn render(w: &Why, width: u16) -> String {
             ));
         }
     }
-    if !w.figures.is_empty() {
-        let lines: Vec<String> = w
-            .figures
+    // The figures a listed mechanism reads, and any that moved by 2% or more; the JSON has
+    // them all.
+    let read: Vec<_> = w
+        .mechanisms
+        .iter()
+        .flat_map(|m| [m.figure, m.old_figure])
+        .flatten()
+        .collect();
+    let figures: Vec<_> = w
+        .figures
+        .iter()
+        .filter(|f| read.contains(&f.figure) || f.ratio.is_some_and(|r| (r - 1.0).abs() >= 0.02))
+        .collect();
+    if !figures.is_empty() {
+        let lines: Vec<String> = figures
             .iter()
             .map(|f| words::figure_line(figure_label(f.figure), f.figure.unit(), f.old, f.new))
             .collect();
@@ -171,7 +182,11 @@ pub fn render(w: &Why, width: u16) -> String {
         );
         for f in &fns {
             t.add_row(vec![
-                format!("{} ({})", f.name, f.module),
+                if f.module == KERNEL_MODULE {
+                    format!("{} (kernel)", f.name)
+                } else {
+                    format!("{} ({})", f.name, f.module)
+                },
                 f.mechanism.label().to_string(),
                 ratio_cell(f.predicted_ratio),
                 words::observed_cell(f.observed_ratio, f.observed_points),
@@ -179,9 +194,20 @@ pub fn render(w: &Why, width: u16) -> String {
             ]);
         }
         let _ = writeln!(o, "{t}");
-        for f in fns.iter().filter(|f| f.reason.is_some()) {
+        // Each reason once, with the functions it is about.
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+        for f in &fns {
+            let Some(r) = f.reason.as_deref() else {
+                continue;
+            };
+            match reasons.iter_mut().find(|(x, _)| *x == r) {
+                Some((_, names)) => names.push(&f.name),
+                None => reasons.push((r, vec![&f.name])),
+            }
+        }
+        for (r, names) in reasons {
             o.push_str(&wrap_labelled(
-                &format!("{}: {}", f.name, f.reason.as_deref().unwrap_or_default()),
+                &format!("{}: {r}", names.join(", ")),
                 "  ",
                 width,
             ));
@@ -222,6 +248,7 @@ mod tests {
             module: "app".into(),
             mechanism,
             figure,
+            old_figure: None,
             old_samples: 400,
             new_samples: 700,
             old_cost_s: 1.0,
@@ -295,6 +322,7 @@ mod tests {
                 MechanismWhy {
                     mechanism: Mechanism::PauseSpin,
                     figure: Some(MachineFigure::PauseNs),
+                    old_figure: None,
                     old_points: 38.0,
                     explained_points: 31.0,
                     observed_points: 33.0,
@@ -305,6 +333,7 @@ mod tests {
                 MechanismWhy {
                     mechanism: Mechanism::Computation,
                     figure: Some(MachineFigure::CoreClockGhz),
+                    old_figure: None,
                     old_points: 62.0,
                     explained_points: 0.0,
                     observed_points: 3.7,

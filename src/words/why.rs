@@ -138,8 +138,8 @@ pub fn unit_word(basis: &str) -> &'static str {
 /// With a loss: what the CPU profile holds of it.
 pub fn cpu_share_of_loss(cpu_points: f64, loss_points: f64, unit: &str) -> String {
     format!(
-        "CPU time per {unit} moved {cpu_points:+.1} points of the {loss_points:+.1}; the rest is \
-         time off the CPU (waits, a CPU's queue) or outside the profile"
+        "CPU time per {unit} moved {cpu_points:+.1} points of the {loss_points:+.1}; the \
+         points below are of the old side's CPU time per {unit}"
     )
 }
 
@@ -159,6 +159,32 @@ pub fn figure_line(label: &str, unit: &str, old: Option<f64>, new: Option<f64>) 
     format!("{label} {a} -> {b} {unit}{ratio}")
 }
 
+/// The name of the DRAM figures when the two sides got different page sizes.
+pub const DRAM_LOAD: &str = "DRAM load";
+
+/// A figure whose old side is another (the page size each side got): `DRAM load: huge pages
+/// 259.0 -> 4 KiB pages 429.3 ns (1.66x)`.
+pub fn figure_pair_line(
+    label: &str,
+    old_label: &str,
+    new_label: &str,
+    unit: &str,
+    old: f64,
+    new: f64,
+) -> String {
+    let ratio = if old > 0.0 {
+        format!(" ({:.2}x)", new / old)
+    } else {
+        String::new()
+    };
+    format!("{label}: {old_label} {old:.1} -> {new_label} {new:.1} {unit}{ratio}")
+}
+
+/// A figure not known on a side, in a table cell.
+pub fn figure_not_known(label: &str) -> String {
+    format!("{label} (not known)")
+}
+
 /// A figure missing on one side or both, and how to get it.
 pub fn figure_missing(label: &str, old_missing: bool, new_missing: bool) -> String {
     let side = match (old_missing, new_missing) {
@@ -167,11 +193,6 @@ pub fn figure_missing(label: &str, old_missing: bool, new_missing: bool) -> Stri
         _ => "the new side",
     };
     format!("no prediction: the {label} figure is not known on {side} ({HOW_TO_GET_FIGURES})")
-}
-
-/// The two sides got different page sizes: the latency of each side's own.
-pub fn page_sizes(old_label: &str, new_label: &str) -> String {
-    format!("each side's own page size: {old_label} on the old side, {new_label} on the new")
 }
 
 /// A spin without PAUSE has no figure.
@@ -241,7 +262,7 @@ pub fn dotnet_normalized() -> String {
 pub fn mechanism_rest(
     observed_ratio: Option<f64>,
     predicted_ratio: Option<f64>,
-    figure: Option<(&str, &str, f64, f64)>,
+    figure: Option<&str>,
     reason: Option<&str>,
 ) -> String {
     let observed = observed_ratio.map_or_else(
@@ -249,10 +270,7 @@ pub fn mechanism_rest(
         |r| format!("{r:.2}x"),
     );
     match (predicted_ratio, figure) {
-        (Some(p), Some((fl, unit, o, n))) => format!(
-            "{observed} where {} predicts {p:.2}x",
-            figure_line(fl, unit, Some(o), Some(n))
-        ),
+        (Some(p), Some(figure)) => format!("{observed} where {figure} predicts {p:.2}x"),
         (Some(p), None) => format!("{observed} where {p:.2}x was predicted"),
         (None, _) => match reason {
             Some(r) => format!("{observed}; {r}"),
@@ -261,16 +279,30 @@ pub fn mechanism_rest(
     }
 }
 
-/// The name of the part of a wall-time loss the CPU profile does not hold.
-pub const OFF_CPU: &str = "off the CPU";
+/// The name of the part of the loss the CPU profile does not hold.
+pub const OFF_CPU: &str = "outside the CPU profile";
 
-/// What that part is.
+/// That part, for a CPU-time loss.
+pub fn cpu_time_rest() -> String {
+    "CPU time the samples did not catch (sampling noise, time before or after the recording)".into()
+}
+
+/// That part, for a metric or a rate.
+pub fn metric_rest() -> String {
+    "the measure's own change that the run's CPU time does not show: it may time a part of \
+     the run (a phase, a loop), or time spent off the CPU"
+        .into()
+}
+
+/// That part, for a wall time.
 pub fn off_cpu_rest(has_wall_view: bool) -> String {
     if has_wall_view {
-        "waits or a CPU's queue: the states of the threads' time that moved follow".into()
+        "off the CPU (waits or a CPU's queue): the states of the threads' time that moved \
+         follow"
+            .into()
     } else {
-        "waits, a CPU's queue, or time outside the profile: a wall-clock view on both sides \
-         would say which"
+        "off the CPU (waits, a CPU's queue) or outside the recording: a wall-clock view on \
+         both sides would say which"
             .into()
     }
 }

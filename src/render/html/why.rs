@@ -4,14 +4,14 @@
 //! Drawn beside the differential flame graph.
 
 use super::escape;
-use crate::compare::why::{Why, figure_label, measure_words};
+use crate::compare::why::{Why, figure_label, figure_words, measure_words};
 use crate::words::why as words;
 use std::fmt::Write;
 
 /// Width of the waterfall's drawing, px.
 const WIDTH: f64 = 460.0;
 /// Width of the label column, px.
-const LABEL: f64 = 190.0;
+const LABEL: f64 = 200.0;
 /// Height of one bar's row, px.
 const ROW: f64 = 24.0;
 
@@ -31,10 +31,8 @@ fn steps(w: &Why) -> Vec<Step> {
         .iter()
         .filter(|m| m.unpredicted < m.functions && m.explained_points.abs() >= 0.05)
     {
-        let label = match m.figure {
-            Some(f) => format!("{} ({})", m.mechanism.label(), figure_label(f)),
-            None => m.mechanism.label().to_string(),
-        };
+        // The figure is in the table below: a label of ~26 characters fits the column.
+        let label = m.mechanism.label().to_string();
         v.push(Step {
             label,
             from: at,
@@ -171,11 +169,9 @@ pub fn section(h: &mut String, w: &Why, beside: impl FnOnce(&mut String)) {
          <th>Explains</th><th>Observed</th></tr>\n",
     );
     for m in &w.mechanisms {
-        let figure = match m
-            .figure
-            .and_then(|f| w.figures.iter().find(|c| c.figure == f))
-        {
-            Some(c) => words::figure_line(figure_label(c.figure), c.figure.unit(), c.old, c.new),
+        let figure = match m.figure {
+            Some(f) => figure_words(f, m.old_figure, &w.figures)
+                .unwrap_or_else(|| words::figure_not_known(figure_label(f))),
             None => "none".into(),
         };
         let explains = if m.unpredicted == m.functions {
