@@ -50,7 +50,7 @@ for d in "$old" "$new"; do
   load=$!
   sleep 1
   # shellcheck disable=SC2086
-  "$diag" diagnose --pid "$parent" --duration "$secs" ${rates[$d]} \
+  "$diag" diagnose --pid "$parent" --duration "$secs" --figures all ${rates[$d]} \
     --save "$out/mariadb-delay$d.json" >"$out/mariadb-delay$d.txt" 2>"$out/mariadb-delay$d.err"
   wait "$load"
 done

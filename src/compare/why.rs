@@ -46,7 +46,7 @@ use crate::diagnose::Diagnosis;
 use crate::diagnose::disasm::SiteKind;
 use crate::diagnose::figures::{FigureValue, MachineFigure, MachineFigures};
 use crate::diagnose::hotspots::{HotSite, short_module};
-use crate::diagnose::innodb::{InnodbSpin, Knob, SpinShape};
+use crate::diagnose::innodb::{InnodbSpin, Knob, KnobValue, SpinShape, ValueFrom};
 use crate::diagnose::kernel::KERNEL_MODULE;
 use crate::diagnose::rules::CostSource;
 use crate::diagnose::runtimes::{self, Role, Runtime};
@@ -545,6 +545,50 @@ fn innodb_of<'a>(d: &'a Diagnosis, key: &(String, String)) -> Option<&'a InnodbS
         .find_map(|s| s.innodb.as_ref())
 }
 
+/// The InnoDB spin of one function on each side. The knobs are the server's, one set per
+/// process, so a side where the function is not hot enough to be decoded (the MariaDB case
+/// with `innodb_spin_wait_delay` 4 -> 0: the spin is gone on the new side) takes the spin's
+/// shape from the other side and its knob values from any InnoDB site of the same module on
+/// its own side; with none there, the other side's values are assumed.
+fn innodb_pair(
+    old: &Diagnosis,
+    new: &Diagnosis,
+    key: &(String, String),
+) -> Option<(InnodbSpin, InnodbSpin)> {
+    let module_knobs = |d: &Diagnosis| {
+        d.hot_sites
+            .iter()
+            .filter(|s| short_module(&s.module) == key.1)
+            .find_map(|s| s.innodb.as_ref())
+            .map(|s| s.knobs.clone())
+    };
+    // Each knob of the decoded side's spin, valued as this side's server has it; a knob no
+    // site of this side read (the back-off reads the multiplier only) is not known there.
+    let with_knobs_of = |spin: &InnodbSpin, d: &Diagnosis| {
+        let mut other = spin.clone();
+        if let Some(known) = module_knobs(d) {
+            for k in &mut other.knobs {
+                *k = known
+                    .iter()
+                    .find(|x| x.knob == k.knob)
+                    .copied()
+                    .unwrap_or(KnobValue {
+                        knob: k.knob,
+                        value: None,
+                        from: ValueFrom::Unknown,
+                    });
+            }
+        }
+        other
+    };
+    match (innodb_of(old, key), innodb_of(new, key)) {
+        (Some(o), Some(n)) => Some((o.clone(), n.clone())),
+        (Some(o), None) => Some((o.clone(), with_knobs_of(o, new))),
+        (None, Some(n)) => Some((with_knobs_of(n, old), n.clone())),
+        (None, None) => None,
+    }
+}
+
 /// The mechanism of one function, from its hottest classified site on the side where it
 /// costs more (else the other side's), its module and its name.
 fn mechanism_of(
@@ -694,6 +738,14 @@ fn pause_spin(
 ) -> Prediction {
     let pause = m.ratio(MachineFigure::PauseNs);
     let fixed = |mechanism: Mechanism, count: f64, reason: Option<String>| match &pause {
+        // No PAUSEs left to spin: gone whatever PAUSE costs on either side.
+        _ if count == 0.0 => Prediction {
+            mechanism,
+            figure: Some(MachineFigure::PauseNs),
+            old_figure: None,
+            ratio: Some(0.0),
+            reason,
+        },
         Ok(p) => Prediction {
             mechanism,
             figure: Some(MachineFigure::PauseNs),
@@ -709,13 +761,8 @@ fn pause_spin(
             reason: Some(e.clone()),
         },
     };
-    // One side recognised it: the other's site may not be a hot one.
-    let innodb = match (innodb_of(old, key), innodb_of(new, key)) {
-        (Some(o), Some(n)) => Some((o, n)),
-        (Some(x), None) | (None, Some(x)) => Some((x, x)),
-        (None, None) => None,
-    };
-    if let Some((o, n)) = innodb {
+    if let Some((o, n)) = innodb_pair(old, new, key) {
+        let (o, n) = (&o, &n);
         let delay = |s: &InnodbSpin| s.value(Knob::SpinWaitDelay);
         let delay_changed = matches!((delay(o), delay(n)), (Some(a), Some(b)) if a != b)
             && o.shape == SpinShape::LockSpin;
@@ -743,6 +790,20 @@ fn pause_spin(
             },
             // The multiplier not read: a changed delay scales the rounds (the same calibrated
             // multiplier assumed); an unchanged one predicts no change from PAUSE.
+            // The delay read on one side only (its lock spin too cold to be decoded on the
+            // other, where only the back-off was): whether the setting changed is not known.
+            _ if o.shape == SpinShape::LockSpin && delay(o).is_some() != delay(n).is_some() => {
+                Prediction {
+                    mechanism,
+                    figure: Some(MachineFigure::PauseNs),
+                    old_figure: None,
+                    ratio: None,
+                    reason: Some(words::innodb_delay_read_on_one_side(
+                        o.server.name(),
+                        if delay(o).is_some() { "new" } else { "old" },
+                    )),
+                }
+            }
             _ if delay_changed => {
                 let (a, b) = (delay(o).unwrap_or(1), delay(n).unwrap_or(1));
                 if a == 0 {
@@ -959,8 +1020,11 @@ pub fn explain(s: &Sides) -> Why {
             .total_cmp(&size(a))
             .then(a.mechanism.cmp(&b.mechanism))
     });
+    // A mechanism some of whose functions have no prediction keeps the first one's reason:
+    // its rest is not what the figure predicts (the MariaDB case: the spins whose delay was
+    // not read beside a small one PAUSE predicted).
     for m in &mut mechanisms {
-        if m.unpredicted < m.functions {
+        if m.unpredicted == 0 && m.functions > 0 {
             m.reason = None;
         }
     }
@@ -1045,7 +1109,7 @@ pub fn explain(s: &Sides) -> Why {
 /// there is no prediction.
 fn mechanism_rest(m: &MechanismWhy, machines: &Machines) -> String {
     let ratio = |p: f64| (m.old_points > 0.0).then(|| (m.old_points + p) / m.old_points);
-    let predicted = (m.unpredicted < m.functions)
+    let predicted = (m.unpredicted == 0)
         .then(|| ratio(m.explained_points))
         .flatten();
     let figure = m
@@ -1203,11 +1267,18 @@ fn advice(mechanisms: &[MechanismWhy], functions: &[FunctionWhy], new: &Diagnosi
                     advice.push(f.advice.clone());
                 }
             }
-            if m.unpredicted > 0 && m.figure.is_some() {
-                advice.push(format!(
-                    "To get a missing figure: {}",
-                    words::HOW_TO_GET_FIGURES
-                ));
+            // Only where a figure was missing (an InnoDB delay not read is not one).
+            let figure_missing = functions.iter().any(|f| {
+                f.mechanism == m.mechanism
+                    && f.predicted_ratio.is_none()
+                    && f.reason
+                        .as_deref()
+                        .is_some_and(|r| r.contains(words::HOW_TO_GET_FIGURES))
+            });
+            if figure_missing {
+                let mut how = words::HOW_TO_GET_FIGURES.to_string();
+                how[..1].make_ascii_uppercase();
+                advice.push(how);
             }
             (!advice.is_empty()).then_some(Advice {
                 mechanism: m.mechanism,
@@ -1425,6 +1496,60 @@ mod tests {
         assert_eq!(spin.mechanism, Mechanism::SpinSetting);
         assert_eq!(spin.predicted_ratio, Some(0.0));
         assert!(w.total_points < -50.0, "{}", w.total_points);
+    }
+
+    /// The MariaDB case, `innodb_spin_wait_delay` 4 -> 0 under sysbench: on the new side the
+    /// spin's function is too cold to be decoded, so its own site carries no knobs; another
+    /// InnoDB site of the server (its back-off) carries the process's values, and the setting
+    /// predicts the spin gone instead of asking for a PAUSE figure.
+    #[test]
+    fn a_spin_gone_on_the_new_side_takes_the_servers_knobs_from_another_innodb_site() {
+        use crate::diagnose::innodb::{KnobValue, Recognised, Server, ValueFrom};
+        let mut old = fixture("spin-phases-4000-zen3-kvm.json");
+        let knobs = |v| {
+            vec![KnobValue {
+                knob: Knob::SpinWaitDelay,
+                value: Some(v),
+                from: ValueFrom::ProcessMemory,
+            }]
+        };
+        for s in old
+            .hot_sites
+            .iter_mut()
+            .filter(|s| s.symbol == "wait_for_item")
+        {
+            s.innodb = Some(InnodbSpin {
+                server: Server::MariaDb,
+                shape: SpinShape::LockSpin,
+                recognised: Recognised::Name,
+                knobs: knobs(4),
+            });
+        }
+        let mut new = old.clone();
+        let mut backoff = new
+            .hot_sites
+            .iter()
+            .find(|s| s.symbol == "wait_for_item")
+            .unwrap()
+            .clone();
+        new.hot_sites.retain(|s| s.symbol != "wait_for_item");
+        backoff.symbol = "lf_backoff".to_string();
+        let spin = backoff.innodb.as_mut().unwrap();
+        spin.shape = SpinShape::Backoff;
+        spin.knobs = knobs(0);
+        new.hot_sites.push(backoff);
+        scale_function(&mut new, "wait_for_item", 0.05);
+        // Only the old side knows PAUSE: the setting, not the figure, predicts.
+        set_figures(&mut old, &[(MachineFigure::PauseNs, 24.0)]);
+        set_figures(&mut new, &[]);
+        let w = why(&old, &new);
+        let f = w
+            .functions
+            .iter()
+            .find(|f| f.name == "wait_for_item")
+            .unwrap();
+        assert_eq!(f.mechanism, Mechanism::SpinSetting, "{f:?}");
+        assert_eq!(f.predicted_ratio, Some(0.0), "{f:?}");
     }
 
     #[test]

@@ -249,6 +249,15 @@ pub fn innodb_calibrated(server: &str) -> String {
     )
 }
 
+/// An InnoDB lock spin whose `innodb_spin_wait_delay` was read on one side only.
+pub fn innodb_delay_read_on_one_side(server: &str, unread: &str) -> String {
+    format!(
+        "no prediction: {server}'s innodb_spin_wait_delay was not read on the {unread} side \
+         (its lock spin was too cold there to be found in the code); `SELECT \
+         @@innodb_spin_wait_delay` on that server tells whether the setting changed"
+    )
+}
+
 /// .NET's normalized spin.
 pub fn dotnet_normalized() -> String {
     "no change predicted from PAUSE: .NET's normalized spin times PAUSE at start-up and spins \
