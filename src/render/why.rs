@@ -6,7 +6,7 @@
 use crate::compare::why::{Basis, MechanismWhy, Why, figure_label, figure_words, measure_words};
 use crate::diagnose::kernel::KERNEL_MODULE;
 use crate::render::profile_diff::state_label;
-use crate::render::text::{table, wrap_labelled};
+use crate::render::text::{table, wrap, wrap_labelled};
 use crate::words::why as words;
 use std::fmt::Write;
 
@@ -45,7 +45,11 @@ fn figure_cell(w: &Why, m: &MechanismWhy) -> String {
 /// The section, newline-terminated.
 pub fn render(w: &Why, width: u16) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{}", words::heading(w.total_points, w.beyond_noise));
+    o.push_str(&wrap(
+        &words::heading(w.total_points, w.beyond_noise),
+        width,
+        0,
+    ));
     let unit = basis_word(w.basis);
     match &w.loss {
         Some(l) => {
