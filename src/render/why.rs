@@ -46,7 +46,7 @@ fn figure_cell(w: &Why, m: &MechanismWhy) -> String {
 pub fn render(w: &Why, width: u16) -> String {
     let mut o = String::new();
     o.push_str(&wrap(
-        &words::heading(w.total_points, w.beyond_noise),
+        words::heading(w.total_points, w.beyond_noise),
         width,
         0,
     ));
