@@ -580,21 +580,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             second: unit(second),
         }
     })?;
-    let metric = match &args.metric {
-        None => None,
-        Some(r) => Some(regex::Regex::new(r).map_err(|e| {
-            cpudoctor::error::InputError::BadMetric {
-                regex: r.clone(),
-                reason: e
-                    .to_string()
-                    .lines()
-                    .last()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string(),
-            }
-        })?),
-    };
+    let metric = super::metric_regex(args.metric.as_deref())?;
     let measure = match (&args.metric, args.measure) {
         (Some(regex), _) => WorkMeasure::Metric {
             regex: regex.clone(),

@@ -122,21 +122,7 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
     if asked == Asked::default() {
         return Err(InputError::NoVariant.into());
     }
-    let metric = match &args.metric {
-        None => None,
-        Some(r) => Some(regex::Regex::new(r).map_err(|e| {
-            InputError::BadMetric {
-                regex: r.clone(),
-                reason: e
-                    .to_string()
-                    .lines()
-                    .last()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string(),
-            }
-        })?),
-    };
+    let metric = super::metric_regex(args.metric.as_deref())?;
     startable(program).map_err(|reason| InputError::CommandNotStarted {
         program: program.clone(),
         reason,

@@ -115,6 +115,27 @@ pub fn pause_ns_arg(text: &str) -> Result<f64, String> {
     cpudoctor::format::parse_positive_at_most(text, MAX_MODEL_PAUSE_NS)
 }
 
+/// `--metric REGEX` compiled (`diagnose`, `experiment`): a bad expression is one input-error
+/// line with the regex crate's own last line of explanation.
+pub fn metric_regex(
+    metric: Option<&str>,
+) -> Result<Option<regex::Regex>, cpudoctor::error::InputError> {
+    metric
+        .map(|r| {
+            regex::Regex::new(r).map_err(|e| cpudoctor::error::InputError::BadMetric {
+                regex: r.to_string(),
+                reason: e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            })
+        })
+        .transpose()
+}
+
 /// Columns to wrap at: the terminal's width, else `COLUMNS` (as a shell exports it for a
 /// pipe), else 100; never below [`MIN_WIDTH`].
 pub fn terminal_width() -> u16 {
