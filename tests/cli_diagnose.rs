@@ -16,13 +16,11 @@ use common::*;
 /// CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler.
 fn programs() -> Option<&'static Path> {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    if let Some(dir) = DIR.get() {
-        return Some(dir.path());
-    }
-    let cc = c_compiler()?;
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        for name in [
+    // Frame pointers in every function, leaves included, as distributions that build for
+    // profiling do: the kernel's stack walk needs them.
+    programs_built_once(
+        &DIR,
+        &[
             "pause_spin",
             "locked_counter",
             "split_lock",
@@ -32,21 +30,15 @@ fn programs() -> Option<&'static Path> {
             "fork_children",
             "turn_call",
             "cpu_bound",
-        ] {
-            // Frame pointers in every function, leaves included, as distributions that
-            // build for profiling do: the kernel's stack walk needs them.
-            let flags = [
-                "-O2",
-                "-g",
-                "-pthread",
-                "-fno-omit-frame-pointer",
-                "-mno-omit-leaf-frame-pointer",
-            ];
-            compile_program(&cc, name, &flags, dir.path());
-        }
-        dir
-    });
-    Some(dir.path())
+        ],
+        &[
+            "-O2",
+            "-g",
+            "-pthread",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+        ],
+    )
 }
 
 /// A built test program; `None` when there is no C compiler (see [`programs`]).

@@ -15,19 +15,11 @@ use common::*;
 /// CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler.
 fn programs() -> Option<&'static Path> {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    if let Some(dir) = DIR.get() {
-        return Some(dir.path());
-    }
-    let cc = c_compiler()?;
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["cpu_bound", "random_access"] {
-            let flags = ["-O2", "-g", "-fno-omit-frame-pointer"];
-            compile_program(&cc, name, &flags, dir.path());
-        }
-        dir
-    });
-    Some(dir.path())
+    programs_built_once(
+        &DIR,
+        &["cpu_bound", "random_access"],
+        &["-O2", "-g", "-fno-omit-frame-pointer"],
+    )
 }
 
 fn program(name: &str) -> Option<PathBuf> {

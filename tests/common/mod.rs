@@ -130,6 +130,28 @@ pub fn compile_program(cc: &str, name: &str, flags: &[&str], dir: &Path) -> Path
     out
 }
 
+/// The programs `names` of tests/programs compiled with `flags` into a directory held by
+/// `cell`, once per test binary (the first caller builds them); `None` (the test fails, or
+/// skips with CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler.
+pub fn programs_built_once(
+    cell: &'static std::sync::OnceLock<tempfile::TempDir>,
+    names: &[&str],
+    flags: &[&str],
+) -> Option<&'static Path> {
+    if let Some(dir) = cell.get() {
+        return Some(dir.path());
+    }
+    let cc = c_compiler()?;
+    let dir = cell.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        for name in names {
+            compile_program(&cc, name, flags, dir.path());
+        }
+        dir
+    });
+    Some(dir.path())
+}
+
 /// Finding `id` of a diagnosis; when there is none the test fails with the findings, the
 /// hottest sites and functions and the notes, which say why.
 pub fn finding<'a>(d: &'a Value, id: &str) -> &'a Value {
