@@ -385,7 +385,9 @@ pub fn rejudge(fp: &Fingerprint) -> Fingerprint {
 pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
     let mut out = fp.clone();
     for p in out.probes.iter_mut() {
-        let Some(mut fresh) = probes::by_name(&p.name).and_then(|probe| probe.reanalyze(p)) else {
+        let Some(mut fresh) =
+            probes::by_name(&p.name).and_then(|probe| probe.reanalyze(p, &fp.machine))
+        else {
             continue;
         };
         let runs = p.params.get("runs").and_then(|r| r.as_u64()).unwrap_or(1);

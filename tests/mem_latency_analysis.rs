@@ -115,7 +115,7 @@ fn the_zen3_guest_keeps_its_dram_figure() {
         assert!(value(&fp, "l3_latency_ns").is_none(), "{path}");
         let first_run = cpudoctor::probes::by_name("mem-latency")
             .unwrap()
-            .reanalyze(&saved)
+            .reanalyze(&saved, &fp.machine)
             .unwrap();
         for m in ["dram_latency_ns", "tlb_penalty_ratio"] {
             let old = saved.samples[&format!("{m}.runs")][0];

@@ -904,7 +904,11 @@ fn hazard_costs(ov: &[Verdict], nv: &[Verdict], metrics: &[MetricDiff]) -> Vec<H
         let moved: Vec<String> = metrics
             .iter()
             .filter(|m| matches!(m.change, Change::Worse | Change::Better | Change::Changed))
-            .filter(|m| reads.contains(&(m.probe.as_str(), m.metric.as_str())))
+            .filter(|m| {
+                reads
+                    .iter()
+                    .any(|id| id.probe == m.probe && id.metric == m.metric)
+            })
             .map(|m| m.metric.clone())
             .collect();
         if moved.is_empty() {
@@ -950,7 +954,11 @@ fn verdict_move(
     let reads = rule.reads();
     let read: Vec<&MetricDiff> = metrics
         .iter()
-        .filter(|m| reads.contains(&(m.probe.as_str(), m.metric.as_str())))
+        .filter(|m| {
+            reads
+                .iter()
+                .any(|id| id.probe == m.probe && id.metric == m.metric)
+        })
         .collect();
     if read.iter().any(|m| m.change == Change::Disturbed) {
         return VerdictMove::Disturbed;

@@ -6,6 +6,7 @@
 
 use super::{Hazard, Inputs};
 use crate::names::{metric, probe};
+use crate::schema::figures::FigureId;
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::cross_core::{self as words, Facts, Group, Move};
 
@@ -28,20 +29,41 @@ impl Hazard for CrossCoreLatency {
         words::TITLE
     }
 
-    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+    fn reads(&self) -> &'static [FigureId] {
         &[
-            (probe::C2C, metric::C2C_LATENCY_NS),
-            (probe::C2C, metric::C2C_LATENCY_CYCLES),
+            FigureId {
+                probe: probe::C2C,
+                metric: metric::C2C_LATENCY_NS,
+            },
+            FigureId {
+                probe: probe::C2C,
+                metric: metric::C2C_LATENCY_CYCLES,
+            },
         ]
     }
 
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+    fn quotes(&self) -> &'static [FigureId] {
         &[
-            (probe::C2C, metric::C2C_LOAD_STORE_LATENCY_NS),
-            (probe::C2C, "c2c_smt_sibling_ns"),
-            (probe::C2C, "c2c_shared_l3_ns"),
-            (probe::C2C, "c2c_other_l3_ns"),
-            (probe::C2C, "c2c_other_numa_node_ns"),
+            FigureId {
+                probe: probe::C2C,
+                metric: metric::C2C_LOAD_STORE_LATENCY_NS,
+            },
+            FigureId {
+                probe: probe::C2C,
+                metric: "c2c_smt_sibling_ns",
+            },
+            FigureId {
+                probe: probe::C2C,
+                metric: "c2c_shared_l3_ns",
+            },
+            FigureId {
+                probe: probe::C2C,
+                metric: "c2c_other_l3_ns",
+            },
+            FigureId {
+                probe: probe::C2C,
+                metric: "c2c_other_numa_node_ns",
+            },
         ]
     }
 

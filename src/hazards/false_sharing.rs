@@ -18,6 +18,7 @@
 
 use super::{Hazard, Inputs};
 use crate::names::{metric, probe};
+use crate::schema::figures::FigureId;
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::false_sharing::{
     self as words, Facts, Layout, Pattern as Kind, PatternFigures, TrueSharing,
@@ -168,29 +169,71 @@ impl Hazard for FalseSharing {
         words::TITLE
     }
 
-    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+    fn reads(&self) -> &'static [FigureId] {
         // The atomic pattern first: where present it is the pattern every x86 multi-core
         // shows, and the figure a reader of an interval expects first.
         &[
-            (probe::SHARING, metric::FALSE_SHARING_ATOMIC_RATIO),
-            (probe::SHARING, metric::FALSE_SHARING_RATIO),
-            (probe::SHARING, metric::FALSE_SHARING_READER_RATIO),
-            (probe::SHARING, metric::FALSE_SHARING_WRITER_RATIO),
-            (probe::SHARING, metric::TRUE_SHARING_RATIO),
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::FALSE_SHARING_ATOMIC_RATIO,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::FALSE_SHARING_RATIO,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::FALSE_SHARING_READER_RATIO,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::FALSE_SHARING_WRITER_RATIO,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::TRUE_SHARING_RATIO,
+            },
         ]
     }
 
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+    fn quotes(&self) -> &'static [FigureId] {
         &[
-            (probe::SHARING, metric::PACKED_INCREMENT_NS),
-            (probe::SHARING, metric::PADDED_INCREMENT_NS),
-            (probe::SHARING, metric::PACKED_ATOMIC_INCREMENT_NS),
-            (probe::SHARING, metric::PRIVATE_ATOMIC_INCREMENT_NS),
-            (probe::SHARING, metric::SHARED_ATOMIC_INCREMENT_NS),
-            (probe::SHARING, metric::PACKED_READER_LOAD_NS),
-            (probe::SHARING, metric::PADDED_READER_LOAD_NS),
-            (probe::SHARING, metric::PACKED_WRITER_STORE_NS),
-            (probe::SHARING, metric::PADDED_WRITER_STORE_NS),
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PACKED_INCREMENT_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PADDED_INCREMENT_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PACKED_ATOMIC_INCREMENT_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PRIVATE_ATOMIC_INCREMENT_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::SHARED_ATOMIC_INCREMENT_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PACKED_READER_LOAD_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PADDED_READER_LOAD_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PACKED_WRITER_STORE_NS,
+            },
+            FigureId {
+                probe: probe::SHARING,
+                metric: metric::PADDED_WRITER_STORE_NS,
+            },
         ]
     }
 

@@ -10,6 +10,7 @@ use super::{Hazard, Inputs};
 use crate::machine::ThpEnabled;
 use crate::measure::buffer::{HUGE_2M, PageKind, PageKindOutcome};
 use crate::names::{metric, probe};
+use crate::schema::figures::FigureId;
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::huge_pages::{self as words, Facts, Outcome, Request};
 
@@ -56,13 +57,16 @@ impl Hazard for HugePages {
         words::TITLE
     }
 
-    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+    fn reads(&self) -> &'static [FigureId] {
         // Judged from the THP mode and what the buffers got (effects), not from a figure.
         &[]
     }
 
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
-        &[(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)]
+    fn quotes(&self) -> &'static [FigureId] {
+        &[FigureId {
+            probe: probe::MEM_LATENCY,
+            metric: metric::TLB_PENALTY_RATIO,
+        }]
     }
 
     fn probes(&self) -> Vec<&'static str> {

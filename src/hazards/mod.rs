@@ -16,6 +16,7 @@ pub mod split_lock;
 pub mod tlb;
 
 use crate::machine::Machine;
+use crate::schema::figures::{FigureId, Figures, RawRecord};
 use crate::schema::{Fingerprint, Interval, Level, Metric, NotJudged, Status, Verdict};
 use crate::words::verdicts::{self as words, ProbeGap};
 use serde_json::Value;
@@ -126,8 +127,8 @@ pub struct Inputs<'a> {
     pub machine: &'a Machine,
     fp: &'a Fingerprint,
     hazard: &'static str,
-    reads: &'static [(&'static str, &'static str)],
-    quotes: &'static [(&'static str, &'static str)],
+    reads: &'static [FigureId],
+    quotes: &'static [FigureId],
 }
 
 impl<'a> Inputs<'a> {
@@ -148,11 +149,36 @@ impl<'a> Inputs<'a> {
             self.reads
                 .iter()
                 .chain(self.quotes)
-                .any(|&(p, m)| p == probe && m == name),
+                .any(|id| id.probe == probe && id.metric == name),
             "hazard `{}` reads {probe}/{name}, which neither its reads() nor its quotes() declare",
             self.hazard
         );
         self.fp.metric(probe, name)
+    }
+
+    /// The figures of `F`'s probe that ran ok, holding only those the hazard declares in
+    /// [`Hazard::reads`] and [`Hazard::quotes`]: an undeclared figure reads as absent, so a
+    /// verdict that depends on one never appears and its tests fail.
+    pub fn figures<F: Figures>(&self) -> Option<F> {
+        let p = self.fp.probe(F::PROBE).filter(|p| p.status == Status::Ok)?;
+        let declared: Vec<crate::schema::Metric> = p
+            .metrics
+            .iter()
+            .filter(|m| {
+                self.reads
+                    .iter()
+                    .chain(self.quotes)
+                    .any(|id| id.probe == F::PROBE && id.metric == m.name)
+            })
+            .cloned()
+            .collect();
+        Some(F::from_metrics(&declared))
+    }
+
+    /// The raw record of `probe` (how it ran, what took effect, its samples), when it ran
+    /// ok and its record reads as `R`.
+    pub fn raw<R: RawRecord>(&self, probe: &str) -> Option<R> {
+        self.fp.raw(probe)
     }
 
     /// What took effect in a probe that ran (its `effects` entry `key`): facts such as the
@@ -179,16 +205,16 @@ pub trait Hazard: Sync {
     /// The metrics the verdict's level depends on, as (probe, metric). `diff` counts a change
     /// of verdict between two runs as real only when one of them moved beyond both runs'
     /// spread; otherwise the figure merely crossed a threshold within noise.
-    fn reads(&self) -> &'static [(&'static str, &'static str)];
+    fn reads(&self) -> &'static [FigureId];
     /// Metrics the verdict only quotes (in its figure or explanation) and whose change never
     /// moves its level. With [`Hazard::reads`], the only metrics [`Inputs`] serves it.
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+    fn quotes(&self) -> &'static [FigureId] {
         &[]
     }
     /// The probes whose results the verdict needs (`cpudoctor explain` runs these): by
     /// default those of [`Hazard::reads`].
     fn probes(&self) -> Vec<&'static str> {
-        let mut names: Vec<&'static str> = self.reads().iter().map(|(p, _)| *p).collect();
+        let mut names: Vec<&'static str> = self.reads().iter().map(|id| id.probe).collect();
         names.dedup();
         names
     }
@@ -228,7 +254,7 @@ pub trait Hazard: Sync {
 /// The first reason, in the order a reader would look, that `probes` give no verdict: a
 /// probe that did not run or did not run ok, then a figure the probe says it could not
 /// measure (`not_measured`), then a figure simply absent; `None` when none of those holds.
-fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> Option<String> {
+fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[FigureId]) -> Option<String> {
     for name in probes {
         let gap = match fp.probe(name) {
             None => Some((ProbeGap::NotRun, None)),
@@ -242,15 +268,18 @@ fn why_not_judged(fp: &Fingerprint, probes: &[&str], reads: &[(&str, &str)]) -> 
             return Some(words::probe_gap(name, gap, reason));
         }
     }
-    for (probe, metric) in reads {
-        if let Some(why) = fp.probe(probe).and_then(|p| p.not_measured.get(*metric)) {
+    for id in reads {
+        if let Some(why) = fp
+            .probe(id.probe)
+            .and_then(|p| p.not_measured.get(id.metric))
+        {
             return Some(why.clone());
         }
     }
     let missing: Vec<&str> = reads
         .iter()
-        .filter(|(p, m)| fp.metric(p, m).is_none())
-        .map(|(_, m)| *m)
+        .filter(|id| fp.figure(**id).is_none())
+        .map(|id| id.metric)
         .collect();
     (!missing.is_empty()).then(|| words::figures_missing(&missing))
 }
@@ -314,8 +343,11 @@ mod tests {
         fn hurts(&self) -> &'static [&'static str] {
             &[]
         }
-        fn reads(&self) -> &'static [(&'static str, &'static str)] {
-            &[("pause", "pause_ns")]
+        fn reads(&self) -> &'static [FigureId] {
+            &[FigureId {
+                probe: "pause",
+                metric: "pause_ns",
+            }]
         }
         fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
             fp.metric("pause", "pause_ns")?;

@@ -6,6 +6,7 @@
 
 use super::{Hazard, Inputs};
 use crate::names::{metric, probe};
+use crate::schema::figures::FigureId;
 use crate::schema::{Level, Verdict};
 use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
 use crate::words::verdicts::pause::{self as words, Facts};
@@ -45,15 +46,24 @@ impl Hazard for SlowPause {
         words::TITLE
     }
 
-    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+    fn reads(&self) -> &'static [FigureId] {
         &[
-            (probe::PAUSE, metric::PAUSE_CYCLES),
-            (probe::PAUSE, metric::PAUSE_NS),
+            FigureId {
+                probe: probe::PAUSE,
+                metric: metric::PAUSE_CYCLES,
+            },
+            FigureId {
+                probe: probe::PAUSE,
+                metric: metric::PAUSE_NS,
+            },
         ]
     }
 
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
-        &[(probe::PAUSE, metric::PAUSE_SUSTAINED_NS)]
+    fn quotes(&self) -> &'static [FigureId] {
+        &[FigureId {
+            probe: probe::PAUSE,
+            metric: metric::PAUSE_SUSTAINED_NS,
+        }]
     }
 
     fn hurts(&self) -> &'static [&'static str] {

@@ -9,6 +9,7 @@
 
 use super::{Hazard, Inputs};
 use crate::names::{metric, probe};
+use crate::schema::figures::FigureId;
 use crate::schema::{Interval, Level, Verdict};
 use crate::words::verdicts::prefetch::{self as words, Decisive, Facts, PageSizeEffect};
 
@@ -29,18 +30,33 @@ impl Hazard for SoftwarePrefetch {
         words::TITLE
     }
 
-    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+    fn reads(&self) -> &'static [FigureId] {
         &[
-            (probe::BANDWIDTH, "prefetch_read_gain_ratio"),
-            (probe::BANDWIDTH, "prefetch_read_worst_ratio"),
+            FigureId {
+                probe: probe::BANDWIDTH,
+                metric: "prefetch_read_gain_ratio",
+            },
+            FigureId {
+                probe: probe::BANDWIDTH,
+                metric: "prefetch_read_worst_ratio",
+            },
         ]
     }
 
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+    fn quotes(&self) -> &'static [FigureId] {
         &[
-            (probe::BANDWIDTH, "prefetch_best_distance_bytes"),
-            (probe::BANDWIDTH, metric::READ_BW_1T_GBS),
-            (probe::BANDWIDTH, metric::HUGE_PAGE_READ_GAIN_RATIO),
+            FigureId {
+                probe: probe::BANDWIDTH,
+                metric: "prefetch_best_distance_bytes",
+            },
+            FigureId {
+                probe: probe::BANDWIDTH,
+                metric: metric::READ_BW_1T_GBS,
+            },
+            FigureId {
+                probe: probe::BANDWIDTH,
+                metric: metric::HUGE_PAGE_READ_GAIN_RATIO,
+            },
         ]
     }
 

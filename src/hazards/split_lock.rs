@@ -18,6 +18,7 @@
 
 use super::{Hazard, Inputs};
 use crate::names::{metric, probe};
+use crate::schema::figures::FigureId;
 use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, TrapShape, classify};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::split_lock::{self as words, CoreToCore, Facts, Neighbour};
@@ -73,30 +74,45 @@ impl Hazard for SplitLock {
         words::TITLE
     }
 
-    fn reads(&self) -> &'static [(&'static str, &'static str)] {
+    fn reads(&self) -> &'static [FigureId] {
         &[
-            (probe::SPLIT_LOCK, metric::SPLIT_LOCK_RATIO),
-            (probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS),
-            (probe::SPLIT_LOCK, "split_lock_trapped_ns"),
-            (probe::SPLIT_LOCK, metric::SPLIT_LOCK_OP_MEAN_NS),
-            (
-                probe::SPLIT_LOCK_NEIGHBOUR,
-                metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
-            ),
-            (
-                probe::SPLIT_LOCK_NEIGHBOUR,
-                metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
-            ),
+            FigureId {
+                probe: probe::SPLIT_LOCK,
+                metric: metric::SPLIT_LOCK_RATIO,
+            },
+            FigureId {
+                probe: probe::SPLIT_LOCK,
+                metric: metric::SPLIT_LOCK_LATENCY_NS,
+            },
+            FigureId {
+                probe: probe::SPLIT_LOCK,
+                metric: "split_lock_trapped_ns",
+            },
+            FigureId {
+                probe: probe::SPLIT_LOCK,
+                metric: metric::SPLIT_LOCK_OP_MEAN_NS,
+            },
+            FigureId {
+                probe: probe::SPLIT_LOCK_NEIGHBOUR,
+                metric: metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
+            },
+            FigureId {
+                probe: probe::SPLIT_LOCK_NEIGHBOUR,
+                metric: metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
+            },
         ]
     }
 
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+    fn quotes(&self) -> &'static [FigureId] {
         &[
-            (probe::SPLIT_LOCK, metric::ALIGNED_LOCK_LATENCY_NS),
-            (
-                probe::SPLIT_LOCK_NEIGHBOUR,
-                metric::AGGRESSOR_SPLIT_LOCKS_PER_S,
-            ),
+            FigureId {
+                probe: probe::SPLIT_LOCK,
+                metric: metric::ALIGNED_LOCK_LATENCY_NS,
+            },
+            FigureId {
+                probe: probe::SPLIT_LOCK_NEIGHBOUR,
+                metric: metric::AGGRESSOR_SPLIT_LOCKS_PER_S,
+            },
         ]
     }
 

@@ -13,6 +13,7 @@
 
 use super::{Hazard, Inputs};
 use crate::names::{metric, probe};
+use crate::schema::figures::FigureId;
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::tlb::{self as words, Facts};
 
@@ -36,16 +37,31 @@ impl Hazard for SmallPagePenalty {
         words::TITLE
     }
 
-    fn reads(&self) -> &'static [(&'static str, &'static str)] {
-        &[(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)]
+    fn reads(&self) -> &'static [FigureId] {
+        &[FigureId {
+            probe: probe::MEM_LATENCY,
+            metric: metric::TLB_PENALTY_RATIO,
+        }]
     }
 
-    fn quotes(&self) -> &'static [(&'static str, &'static str)] {
+    fn quotes(&self) -> &'static [FigureId] {
         &[
-            (probe::MEM_LATENCY, metric::DRAM_LATENCY_4K_NS),
-            (probe::MEM_LATENCY, metric::DRAM_LATENCY_HUGE_NS),
-            (probe::MEM_LATENCY, metric::DRAM_LATENCY_NS),
-            (probe::MEM_LATENCY, metric::TLB_REACH_BYTES),
+            FigureId {
+                probe: probe::MEM_LATENCY,
+                metric: metric::DRAM_LATENCY_4K_NS,
+            },
+            FigureId {
+                probe: probe::MEM_LATENCY,
+                metric: metric::DRAM_LATENCY_HUGE_NS,
+            },
+            FigureId {
+                probe: probe::MEM_LATENCY,
+                metric: metric::DRAM_LATENCY_NS,
+            },
+            FigureId {
+                probe: probe::MEM_LATENCY,
+                metric: metric::TLB_REACH_BYTES,
+            },
         ]
     }
 

@@ -17,6 +17,7 @@ pub mod split_lock_neighbour;
 
 use crate::machine::Machine;
 use crate::measure::{Clock, PageKind, Progress};
+use crate::schema::figures::{Analysis, Figures, RawRecord};
 use crate::schema::{ProbeResult, Status};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -171,8 +172,57 @@ pub trait Probe: Sync {
     /// and effects by this build's analysis; `None` when the probe's analysis cannot be
     /// separated from its measurement, or the saved result lacks what it needs (then the
     /// saved figures stand).
-    fn reanalyze(&self, _saved: &ProbeResult) -> Option<ProbeResult> {
+    fn reanalyze(&self, _saved: &ProbeResult, _machine: &Machine) -> Option<ProbeResult> {
         None
+    }
+}
+
+/// A probe in two steps, each with its own type: [`Measurement::measure`] runs on the machine
+/// and returns only what it measured (the raw record a file saves); [`Measurement::analyse`]
+/// is a pure function of that record and the machine's facts, so a saved file is analysed
+/// again by this build (`diff`, `report`, `explain` and the corpus test all do) and a change
+/// to an analysis reaches every file already saved. Every `Measurement` is a [`Probe`].
+pub trait Measurement: Sync {
+    /// What is saved: params, effects, samples, series (a type in `schema::probes`).
+    type Raw: RawRecord;
+    /// The headline figures (a type in `schema::probes`).
+    type Figures: Figures;
+    /// Name used on the command line and in the fingerprint.
+    const NAME: &'static str;
+    /// One line saying what it measures.
+    const ABOUT: &'static str;
+    /// Measures, and nothing else: no metric is computed here.
+    fn measure(&self, ctx: &ProbeContext) -> Result<Self::Raw, ProbeFailure>;
+    /// The figures of a raw record, by this build's analysis: pure, no clock, no machine
+    /// access beyond the facts in `machine`.
+    fn analyse(raw: &Self::Raw, machine: &Machine) -> Analysis<Self::Figures>;
+}
+
+impl<M: Measurement> Probe for M {
+    fn name(&self) -> &'static str {
+        M::NAME
+    }
+
+    fn about(&self) -> &'static str {
+        M::ABOUT
+    }
+
+    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+        let raw = self.measure(ctx)?;
+        let mut result = ProbeResult::new(M::NAME, Status::Ok);
+        raw.write_into(&mut result);
+        M::analyse(&raw, ctx.machine).write_into(&mut result);
+        Ok(result)
+    }
+
+    fn reanalyze(&self, saved: &ProbeResult, machine: &Machine) -> Option<ProbeResult> {
+        if saved.status != Status::Ok {
+            return None;
+        }
+        let raw: M::Raw = saved.raw().ok()?;
+        let mut fresh = saved.clone();
+        M::analyse(&raw, machine).write_into(&mut fresh);
+        Some(fresh)
     }
 }
 

@@ -233,7 +233,7 @@ fn verdict_disturbed(fp: &Fingerprint, v: &Verdict) -> bool {
     };
     rule.reads()
         .iter()
-        .any(|(probe, _)| fp.probe(probe).and_then(|p| p.disturbed()).is_some())
+        .any(|id| fp.probe(id.probe).and_then(|p| p.disturbed()).is_some())
 }
 
 /// Narrowest level column of the summary (`HAZARD` and a space or two).

@@ -6,6 +6,7 @@
 //! changing the meaning of a field bumps it.
 
 pub mod disturbance;
+pub mod figures;
 pub mod handoff;
 pub mod json;
 pub mod split_lock;

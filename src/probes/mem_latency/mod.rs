@@ -92,7 +92,11 @@ impl Probe for MemLatencyProbe {
 
     /// Every figure comes from the saved curve ([`analysis`]): a result that ran ok and saved
     /// its `latency_ns.*` samples is judged by this build's reading of the curve.
-    fn reanalyze(&self, saved: &ProbeResult) -> Option<ProbeResult> {
+    fn reanalyze(
+        &self,
+        saved: &ProbeResult,
+        _machine: &crate::machine::Machine,
+    ) -> Option<ProbeResult> {
         (saved.status == Status::Ok && saved.samples.keys().any(|k| k.starts_with("latency_ns.")))
             .then(|| reanalyze(saved))
     }

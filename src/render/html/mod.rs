@@ -289,7 +289,7 @@ fn hazard_order(verdicts: &[Vec<Verdict>]) -> Vec<String> {
 fn chart_owner(order: &[String], probe: &str) -> Option<String> {
     let rules = || order.iter().filter_map(|id| crate::hazards::by_id(id));
     rules()
-        .find(|r| r.reads().iter().any(|(p, _)| *p == probe))
+        .find(|r| r.reads().iter().any(|id| id.probe == probe))
         .or_else(|| rules().find(|r| r.probes().contains(&probe)))
         .map(|r| r.id().to_string())
 }
