@@ -4,13 +4,15 @@
 
 use super::disasm::{self, SiteKind};
 use super::innodb;
-use super::kernel::{KERNEL_FUNCTIONS, KernelFunction, Unnamed};
-use super::record::Recording;
+use super::kernel::{KERNEL_FUNCTIONS, KernelFunction};
 use super::runtimes::{self, Role, Runtime};
-use super::symbols::{Location, Symbol, Symbolizer};
-use super::threads::ThreadFigures;
-use super::wall::{NamedWait, WallRecording};
-use super::{StackCount, StackFrame};
+use super::wall::NamedWait;
+use crate::diagnose::record::recording::Recording;
+use crate::diagnose::record::threads::ThreadFigures;
+use crate::diagnose::record::wall::WallRecording;
+use crate::diagnose::symbolize::kallsyms::Unnamed;
+use crate::diagnose::symbolize::stack::{StackCount, StackFrame};
+use crate::diagnose::symbolize::symbols::{Location, Symbol, Symbolizer};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -241,7 +243,7 @@ pub struct HotSpots {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<coverage::Coverage>,
     /// Samples whose named stack reaches a thread's entry function
-    /// ([`super::unwind::is_thread_entry`]).
+    /// ([`crate::diagnose::symbolize::unwind::is_thread_entry`]).
     #[serde(default)]
     pub full_stacks: u64,
 }
@@ -480,7 +482,7 @@ pub fn full_stacks(stacks: &[StackCount]) -> u64 {
             s.frames.iter().skip(1).rev().any(|f| {
                 f.function
                     .as_deref()
-                    .is_some_and(super::unwind::is_thread_entry)
+                    .is_some_and(crate::diagnose::symbolize::unwind::is_thread_entry)
             })
         })
         .map(|s| s.samples)
@@ -698,8 +700,11 @@ impl SiteDecoder<'_> {
             if !live || !(1..=8).contains(&v.size) {
                 return None;
             }
-            let bytes =
-                super::symbols::read_process_memory(pid, v.address.wrapping_add(bias), v.size)?;
+            let bytes = crate::diagnose::symbolize::symbols::read_process_memory(
+                pid,
+                v.address.wrapping_add(bias),
+                v.size,
+            )?;
             let mut word = [0u8; 8];
             word[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
             (bytes.len() as u64 == v.size).then(|| u64::from_le_bytes(word))
@@ -925,15 +930,15 @@ pub fn short_module(module: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::sampler::SamplingMode;
+    use crate::diagnose::record::sampler::SamplingMode;
 
     fn recording(samples: HashMap<Location, BTreeMap<u32, u64>>) -> Recording {
         let total = samples.values().flat_map(|t| t.values()).sum();
         Recording {
             mode: SamplingMode::CpuClock,
-            scope: crate::diagnose::sampler::SamplingScope::PerTask,
+            scope: crate::diagnose::record::sampler::SamplingScope::PerTask,
             per_task_because: None,
-            kernel: crate::diagnose::kernel::KernelSampling::Off,
+            kernel: crate::diagnose::record::sampler::KernelSampling::Off,
             root_name: None,
             kernel_samples: BTreeMap::new(),
             other_samples: 0,
@@ -1246,7 +1251,7 @@ mod tests {
             ),
         ]);
         let mut rec = recording(samples);
-        rec.followed = vec![crate::diagnose::tree::FollowedProcess {
+        rec.followed = vec![crate::diagnose::record::tree::FollowedProcess {
             pid,
             command: "node".into(),
             at_attach: false,

@@ -1,145 +1,18 @@
-//! Kernel time: whether kernel code was sampled (and why not), its functions named from
-//! `/proc/kallsyms`, and each process's and thread's split of samples between user space and
-//! the kernel. A server that lives in system calls (Redis under `redis-benchmark`: most of its
-//! CPU time in the network stack) is misread when only its user space is sampled; where kernel
-//! sampling is refused, the CPU time the samples do not cover is stated from /proc.
-//!
-//! The kernel's own rules (`kernel/events/core.c`, `perf_allow_kernel`): kernel code may be
-//! sampled with `perf_event_paranoid` <= 1, or with `CAP_PERFMON` (`CAP_SYS_ADMIN` before
-//! Linux 5.8); at 2 and above an unprivileged `perf_event_open` with `exclude_kernel` clear
-//! fails with EACCES. The sampler tries kernel code first and falls back to user space only.
+//! Kernel time in a diagnosis: the share of samples in kernel code per process, the hottest
+//! kernel functions, where user space entered the kernel (a system call's wrapper, a page
+//! fault), and the followed threads' CPU time by the kernel's own accounting against what the
+//! samples stand for. A server that lives in system calls (Redis under `redis-benchmark`: most
+//! of its CPU time in the network stack) is misread when only its user space is sampled;
+//! where kernel sampling is refused ([`KernelSampling`]), the CPU time the samples do not
+//! cover is stated from /proc. Kernel code is named by [`crate::diagnose::symbolize::kallsyms`].
 
+use crate::diagnose::analyse::hotspots::{self, HotSpots};
+use crate::diagnose::record::recording::Recording;
+use crate::diagnose::record::sampler::KernelSampling;
+use crate::diagnose::record::threads;
+use crate::diagnose::symbolize::kallsyms::{KERNEL_MODULE, Unnamed};
+use crate::diagnose::symbolize::stack::StackCount;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
-
-/// The module name kernel frames carry, as `perf` names the kernel's image (and as pprof's
-/// tools take it).
-pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
-
-/// The name of kernel code when `/proc/kallsyms` hides its addresses.
-pub const UNNAMED_KERNEL: &str = "[kernel code, unnamed]";
-
-/// The lowest kernel address on 64-bit Linux (x86-64 and arm64 keep the kernel in the upper
-/// half of the address space): an address at or above it in a call chain is kernel code.
-pub const KERNEL_SPACE_START: u64 = 0xffff_8000_0000_0000;
-
-/// Whether kernel code was sampled.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "state")]
-pub enum KernelSampling {
-    /// Kernel code was sampled with user space (`exclude_kernel` clear).
-    Sampled,
-    /// `--user-only` asked for user space only.
-    Off,
-    /// The kernel refused kernel sampling; user space only was sampled.
-    Refused {
-        /// `kernel.perf_event_paranoid` then, when it could be read.
-        paranoid: Option<i32>,
-        /// The error of the refused open.
-        error: String,
-    },
-}
-
-impl KernelSampling {
-    /// True when kernel code was sampled.
-    pub fn sampled(&self) -> bool {
-        matches!(self, KernelSampling::Sampled)
-    }
-}
-
-/// `kernel.perf_event_paranoid` now, when it can be read.
-pub fn paranoid() -> Option<i32> {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-}
-
-/// One kernel function: its start and name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KernelSymbol {
-    addr: u64,
-    name: Arc<str>,
-}
-
-/// The kernel's function symbols from `/proc/kallsyms`, sorted by address, read once per
-/// diagnosis.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Kallsyms {
-    symbols: Vec<KernelSymbol>,
-    /// True when the file listed symbols but every address read zero (`kptr_restrict`).
-    hidden: bool,
-}
-
-/// Why kernel code could not be named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unnamed {
-    /// `/proc/kallsyms` could not be read.
-    Unreadable,
-    /// Its addresses read zero: `kernel.kptr_restrict` hides them from this user (1: without
-    /// `CAP_SYSLOG`; 2: from everyone).
-    Hidden,
-}
-
-impl Kallsyms {
-    /// Parses the text of `/proc/kallsyms`: `ADDRESS TYPE NAME [MODULE]` per line. Only code
-    /// symbols (types `t`/`T`, and `w`/`W` weak ones) are kept; a module's symbol keeps its
-    /// module's name (`nf_hook_slow [nf_tables]` reads `nf_hook_slow`).
-    pub fn parse(text: &str) -> Kallsyms {
-        let mut listed = false;
-        let mut symbols: Vec<KernelSymbol> = text
-            .lines()
-            .filter_map(|line| {
-                let mut f = line.split_whitespace();
-                let addr = u64::from_str_radix(f.next()?, 16).ok()?;
-                let kind = f.next()?;
-                let name = f.next()?;
-                if !matches!(kind, "t" | "T" | "w" | "W") {
-                    return None;
-                }
-                listed = true;
-                (addr != 0).then(|| KernelSymbol {
-                    addr,
-                    name: Arc::from(name),
-                })
-            })
-            .collect();
-        symbols.sort_by_key(|s| s.addr);
-        let hidden = listed && symbols.is_empty();
-        Kallsyms { symbols, hidden }
-    }
-
-    /// Reads `/proc/kallsyms`.
-    pub fn read() -> Kallsyms {
-        std::fs::read_to_string("/proc/kallsyms")
-            .map(|t| Kallsyms::parse(&t))
-            .unwrap_or_default()
-    }
-
-    /// Why kernel code goes unnamed, or `None` when it is named.
-    pub fn unnamed(&self) -> Option<Unnamed> {
-        match (self.symbols.is_empty(), self.hidden) {
-            (false, _) => None,
-            (true, true) => Some(Unnamed::Hidden),
-            (true, false) => Some(Unnamed::Unreadable),
-        }
-    }
-
-    /// The function containing `addr` and its start: the last symbol at or below it (kallsyms
-    /// gives no sizes).
-    pub fn lookup(&self, addr: u64) -> Option<(u64, &str)> {
-        let i = self.symbols.partition_point(|s| s.addr <= addr);
-        let s = self.symbols.get(i.checked_sub(1)?)?;
-        Some((s.addr, &s.name))
-    }
-
-    /// The size of the function at `start`: up to the next symbol (0 for the last).
-    pub fn size_at(&self, start: u64) -> u64 {
-        let i = self.symbols.partition_point(|s| s.addr <= start);
-        self.symbols
-            .get(i)
-            .map_or(0, |next| next.addr.saturating_sub(start))
-    }
-}
 
 /// One process's split of samples between user space and the kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,52 +166,181 @@ pub struct KernelReport {
 /// Kernel functions listed in the report.
 pub const KERNEL_FUNCTIONS: usize = 10;
 
+/// Kernel entries listed in the report.
+const KERNEL_ENTRIES: usize = 10;
+
+/// The kernel samples of `stacks` by the user function their thread entered the kernel from
+/// (the first user frame under the kernel's), most samples first. A stack whose kernel chain
+/// shows no entry (cut short) counts with the entry of the same user function that others
+/// show (a system call's wrapper, mostly), else as another entry.
+fn kernel_entries(stacks: &[StackCount], total: u64) -> Vec<KernelEntry> {
+    use std::collections::HashMap;
+    let mut by: HashMap<(String, KernelEntryKind), u64> = HashMap::new();
+    let mut unknown: HashMap<String, u64> = HashMap::new();
+    for s in stacks {
+        let user = s
+            .frames
+            .iter()
+            .position(|f| f.module != KERNEL_MODULE)
+            .unwrap_or(s.frames.len());
+        if user == 0 {
+            continue;
+        }
+        let kind = KernelEntryKind::of(
+            s.frames[..user]
+                .iter()
+                .filter_map(|f| f.function.as_deref()),
+        );
+        let from = s
+            .frames
+            .get(user)
+            .map_or_else(|| "-".to_string(), hotspots::frame_name);
+        match kind {
+            Some(kind) => *by.entry((from, kind)).or_default() += s.samples,
+            None => *unknown.entry(from).or_default() += s.samples,
+        }
+    }
+    for (from, samples) in unknown {
+        let known = [KernelEntryKind::SystemCall, KernelEntryKind::PageFault]
+            .into_iter()
+            .find(|k| by.contains_key(&(from.clone(), *k)))
+            .unwrap_or(KernelEntryKind::Other);
+        *by.entry((from, known)).or_default() += samples;
+    }
+    let mut v: Vec<KernelEntry> = by
+        .into_iter()
+        .map(|((from, kind), samples)| KernelEntry {
+            from,
+            kind,
+            samples,
+            share: samples as f64 / total.max(1) as f64,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.from.cmp(&b.from))
+            .then(a.kind.cmp(&b.kind))
+    });
+    v.truncate(KERNEL_ENTRIES);
+    v
+}
+
+/// Kernel time: the share of samples in kernel code per process (from each thread's kernel
+/// samples), the hottest kernel functions, and the followed threads' CPU time by the kernel's
+/// accounting against what the samples stand for.
+pub fn report(rec: &Recording, hot: &mut HotSpots) -> KernelReport {
+    use std::collections::BTreeMap;
+    let mut by_pid: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for t in &hot.threads {
+        let e = by_pid.entry(t.figures.pid).or_default();
+        e.0 += t.samples;
+        e.1 += t.kernel_samples;
+    }
+    let command = |pid: u32| {
+        rec.followed
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.command.clone())
+            .or_else(|| rec.thread_names.get(&pid).cloned())
+            .unwrap_or_else(|| "?".into())
+    };
+    let mut processes: Vec<ProcessSplit> = by_pid
+        .into_iter()
+        .filter(|(_, (samples, _))| *samples > 0)
+        .map(|(pid, (samples, kernel_samples))| ProcessSplit {
+            pid,
+            command: command(pid),
+            samples,
+            kernel_samples,
+            kernel_share: kernel_samples as f64 / samples as f64,
+        })
+        .collect();
+    processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
+    let samples: u64 = rec.kernel_samples.values().sum();
+    let with_split: Vec<&threads::ThreadFigures> = rec
+        .threads
+        .iter()
+        .filter(|t| t.system_s.is_some())
+        .collect();
+    let cpu = (!with_split.is_empty()).then(|| CpuCoverage {
+        cpu_s: with_split.iter().map(|t| t.cpu_s).sum(),
+        system_s: with_split.iter().filter_map(|t| t.system_s).sum(),
+        sampled_s: rec.total_samples as f64 / rec.frequency_hz.max(1) as f64,
+    });
+    let unnamed_because = hot.kernel_unnamed.map(|u| {
+        crate::words::diagnose::kernel_unnamed(
+            u == Unnamed::Hidden,
+            std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+        )
+    });
+    KernelReport {
+        entries: if rec.callchains {
+            kernel_entries(&hot.stacks, rec.total_samples)
+        } else {
+            Vec::new()
+        },
+        sampling: rec.kernel.clone(),
+        samples,
+        share: samples as f64 / rec.total_samples.max(1) as f64,
+        functions: std::mem::take(&mut hot.kernel_functions),
+        unnamed_because,
+        processes,
+        cpu,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::symbolize::stack::StackFrame;
 
-    const TEXT: &str = "\
-ffffffff81000000 T _stext
-ffffffff81000080 T entry_SYSCALL_64
-ffffffff81a00000 D some_data
-ffffffff81b00000 t tcp_sendmsg_locked
-ffffffff81b00400 T tcp_sendmsg
-ffffffffc0300000 t nf_hook_slow\t[nf_tables]
-";
-
+    /// The dd case: `read`'s kernel chains cut at a retpoline thunk count with its system
+    /// call, not as another way in.
     #[test]
-    fn kernel_addresses_name_the_function_they_lie_in() {
-        let k = Kallsyms::parse(TEXT);
-        assert_eq!(k.unnamed(), None);
+    fn kernel_samples_group_by_the_user_function_that_entered_the_kernel() {
+        let frame = |function: &str, module: &str| StackFrame {
+            address: 1,
+            function: Some(function.into()),
+            module: module.into(),
+            offset: 0,
+            file_offset: None,
+        };
+        let k = |f: &str| frame(f, KERNEL_MODULE);
+        let libc = |f: &str| frame(f, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let stacks = vec![
+            StackCount {
+                frames: vec![k("read_zero"), k("do_syscall_64"), libc("read")],
+                samples: 6,
+            },
+            StackCount {
+                frames: vec![k("__x86_indirect_thunk_rax"), libc("read")],
+                samples: 2,
+            },
+            StackCount {
+                frames: vec![k("clear_page_erms"), k("exc_page_fault"), libc("memset")],
+                samples: 1,
+            },
+            StackCount {
+                frames: vec![libc("memset")],
+                samples: 1,
+            },
+        ];
+        let e = kernel_entries(&stacks, 10);
+        let got: Vec<(&str, KernelEntryKind, u64)> = e
+            .iter()
+            .map(|e| (e.from.as_str(), e.kind, e.samples))
+            .collect();
         assert_eq!(
-            k.lookup(0xffffffff81b00410),
-            Some((0xffffffff81b00400, "tcp_sendmsg"))
+            got,
+            vec![
+                ("read", KernelEntryKind::SystemCall, 8),
+                ("memset", KernelEntryKind::PageFault, 1),
+            ]
         );
-        assert_eq!(
-            k.lookup(0xffffffff81b00000),
-            Some((0xffffffff81b00000, "tcp_sendmsg_locked"))
-        );
-        // Data symbols are not functions: an address past one belongs to the code before.
-        assert_eq!(
-            k.lookup(0xffffffff81a00010),
-            Some((0xffffffff81000080, "entry_SYSCALL_64"))
-        );
-        assert_eq!(k.lookup(0xffffffffc0300004).unwrap().1, "nf_hook_slow");
-        assert_eq!(k.lookup(0x1000), None, "below the kernel's first symbol");
-        assert_eq!(k.size_at(0xffffffff81b00000), 0x400);
-    }
-
-    #[test]
-    fn addresses_hidden_by_kptr_restrict_leave_kernel_code_unnamed_and_say_why() {
-        let hidden = TEXT
-            .lines()
-            .map(|l| format!("0000000000000000{}", &l[16..]))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let k = Kallsyms::parse(&hidden);
-        assert_eq!(k.unnamed(), Some(Unnamed::Hidden));
-        assert_eq!(k.lookup(0xffffffff81b00410), None);
-        assert_eq!(Kallsyms::parse("").unnamed(), Some(Unnamed::Unreadable));
+        assert_eq!(e[0].share, 0.8);
     }
 
     #[test]
@@ -363,15 +365,5 @@ ffffffffc0300000 t nf_hook_slow\t[nf_tables]
         assert_eq!(KernelEntryKind::of(timer), Some(Other));
         // A chain cut at a retpoline thunk says nothing.
         assert_eq!(KernelEntryKind::of(["__x86_indirect_thunk_rax"]), None);
-    }
-
-    #[test]
-    fn this_machines_kallsyms_parses() {
-        // Whatever this user may see: named functions, or a reason why not.
-        let k = Kallsyms::read();
-        match k.unnamed() {
-            None => assert!(k.lookup(u64::MAX).is_some()),
-            Some(why) => assert!(k.lookup(u64::MAX).is_none(), "{why:?}"),
-        }
     }
 }

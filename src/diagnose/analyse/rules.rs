@@ -10,14 +10,14 @@
 //! transfer costs several times more on some parts than on others, so a figure typed in here
 //! would be wrong on most machines that read it.
 
-use super::counters::{self, CounterValue};
 use super::disasm::{Listing, SiteKind};
-use super::events::Signal;
 use super::hotspots::{self, CallerPath, HotFunction, HotSite, HotSpots, short_module};
-use super::jit;
-use super::memory::ProcessMemory;
-use super::record::Jvm;
 use super::runtimes::{self, Role, Runtime};
+use crate::diagnose::record::counters::{self, CounterValue};
+use crate::diagnose::record::events::Signal;
+use crate::diagnose::record::memory::ProcessMemory;
+use crate::diagnose::record::recording::Jvm;
+use crate::diagnose::symbolize::jit;
 use crate::machine::Machine;
 use crate::schema::Level;
 use crate::spin::LegacySpin;
@@ -939,7 +939,7 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::hotspots::{KindShare, ReadsThrough, SiteThread};
+    use crate::diagnose::analyse::hotspots::{KindShare, ReadsThrough, SiteThread};
 
     fn machine() -> Machine {
         let mut m = Machine::detect();
@@ -1038,8 +1038,8 @@ mod tests {
     /// finding, without the knob's advice.
     #[test]
     fn the_mariadb_innodb_spin_case_is_one_finding_with_its_knob_and_the_backoff_another() {
-        use crate::diagnose::innodb::{InnodbSpin, Knob, KnobValue, Recognised, Server};
-        use crate::diagnose::innodb::{SpinShape, ValueFrom};
+        use crate::diagnose::analyse::innodb::{InnodbSpin, Knob, KnobValue, Recognised, Server};
+        use crate::diagnose::analyse::innodb::{SpinShape, ValueFrom};
         let kv = |knob, value| KnobValue {
             knob,
             value: Some(value),
@@ -1357,7 +1357,7 @@ mod tests {
     /// plain spin, a contended Go lock word, a hot atomic, a split lock, hot loads, HotSpot's
     /// monitor code and a JIT method scanning secondary supers.
     fn every_rule_profile() -> HotSpots {
-        use crate::diagnose::{StackCount, StackFrame};
+        use crate::diagnose::symbolize::stack::{StackCount, StackFrame};
         let frame = |f: &str| StackFrame {
             address: 1,
             function: Some(f.into()),
