@@ -605,7 +605,7 @@ fn mechanism_of(
         Hotter::New => (new, old),
     };
     let site = site_of(hot, key).or_else(|| site_of(cold, key));
-    match site.map(|s| (s.kind, s.split_note.is_some())) {
+    match site.map(|s| (s.kind, s.line_split.as_ref().is_some_and(|l| l.certain()))) {
         Some((SiteKind::PauseSpin, _)) => Mechanism::PauseSpin,
         Some((SiteKind::SpinWithoutPause, _)) => Mechanism::SpinWithoutPause,
         Some((SiteKind::LockedRmw, true)) => Mechanism::SplitLock,

@@ -393,7 +393,10 @@ pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> 
         .sites
         .iter()
         .any(|s| s.kind == disasm::SiteKind::LockedRmw && s.share >= rules::NOTICE_SHARE);
-    let split = hot.sites.iter().any(|s| s.split_note.is_some());
+    let split = hot
+        .sites
+        .iter()
+        .any(|s| s.line_split.as_ref().is_some_and(|l| l.certain()));
     let hitm = counters::signal_total(counters, events::Signal::CrossCoreHitm).is_some();
     (locked || hitm, split)
 }
@@ -595,8 +598,7 @@ mod tests {
             threads: Vec::new(),
             disassembly: disasm::Listing::default(),
             source_line: None,
-            split_note: None,
-            possible_split_note: None,
+            line_split: None,
             reads_through: None,
             innodb: None,
         };
