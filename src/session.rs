@@ -1,7 +1,7 @@
 //! Wiring one run: detect the machine, calibrate the clock, run the chosen probes, judge the
 //! hazards, and hand back the fingerprint. The binary calls this; so do integration tests.
 
-use crate::diagnose::rules::{CostSource, MachineCosts, PauseCost};
+use crate::diagnose::analyse::rules::{CostSource, MachineCosts, PauseCost};
 use crate::error::InputError;
 use crate::hazards;
 use crate::machine::Machine;

@@ -261,10 +261,18 @@ fn a_split_lock_loop_is_a_locked_hotspot_with_the_split_noted() {
     let site = &d["hot_sites"][0];
     assert_eq!(site["kind"], "locked_rmw");
     assert_eq!(site["symbol"], "split_locked_increment");
-    let note = site["split_note"].as_str().expect("split noted");
-    assert!(note.contains("byte 60"), "{note}");
+    let split = &site["line_split"];
+    assert_eq!(split["split"], "crosses", "{site:#}");
+    assert_eq!(split["operand_bytes"], 8, "{split}");
+    assert_eq!(split["line_offset_bytes"], 60, "{split}");
     let f = finding(&d, "split_lock");
     assert_eq!(f["level"], "hazard");
+    // The facts are said where they are shown: in the finding's evidence.
+    let evidence = f["evidence"].to_string();
+    assert!(
+        evidence.contains("starts at byte 60 of its 64-byte line"),
+        "{f:#}"
+    );
     assert!(f["sample_share"].as_f64().unwrap() > 0.5);
 }
 

@@ -6,7 +6,8 @@
 //! `cargo test` runs each briefly (PROPTEST_CASES, default 64 per property); `bench/fuzz.sh`
 //! runs them long and prints how many inputs were tried. A failure prints the input.
 
-use cpudoctor::diagnose::{self, symbols};
+use cpudoctor::diagnose;
+use cpudoctor::diagnose::symbolize::symbols;
 use cpudoctor::format;
 use cpudoctor::machine::{cpuinfo, meminfo, smaps, topology};
 use cpudoctor::schema::json;
@@ -438,7 +439,7 @@ proptest! {
         for a in [0, 0x7f00_0000_0000, u64::MAX] {
             let _ = smaps::mapping_containing(&maps, a);
         }
-        let _ = cpudoctor::diagnose::memory::ProcessMemory::from_rollup(1, "x", &changed);
+        let _ = cpudoctor::diagnose::record::memory::ProcessMemory::from_rollup(1, "x", &changed);
         let rollup = smaps::parse_rollup(&format!("AnonHugePages: {kb} kB\n"));
         prop_assert_eq!(rollup.get("AnonHugePages"), Some(&kb));
     }
@@ -464,7 +465,7 @@ proptest! {
         edits in prop::collection::vec(byte_edit(), 0..6),
     ) {
         tried();
-        use cpudoctor::diagnose::threads;
+        use cpudoctor::diagnose::record::threads;
         let _ = threads::parse_switches(&text);
         let _ = threads::parse_stat(&text);
         let _ = threads::parse_schedstat(&text);

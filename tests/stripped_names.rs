@@ -5,7 +5,7 @@
 //! still disassembled. Debian's stripped libc: a contended `pthread_mutex_lock` gets function
 //! groups, and names where libc6-dbg is installed.
 
-use cpudoctor::diagnose::symbols::{DebugDirs, ElfModule, NameSource};
+use cpudoctor::diagnose::symbolize::symbols::{DebugDirs, ElfModule, NameSource};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

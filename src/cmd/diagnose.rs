@@ -6,10 +6,12 @@ use super::{
 };
 use anyhow::Result;
 use clap::Args;
-use cpudoctor::diagnose::figures::{self, FiguresAsked, FiguresNeeded, MachineFigure};
-use cpudoctor::diagnose::record::{RecordOptions, Target};
-use cpudoctor::diagnose::work::{self, WorkMeasure, WorkRecord};
-use cpudoctor::diagnose::{self, Diagnosis, counters, export, hotspots};
+use cpudoctor::diagnose::analyse::figures::{self, FiguresAsked, FiguresNeeded, MachineFigure};
+use cpudoctor::diagnose::analyse::{hotspots, rules};
+use cpudoctor::diagnose::record::recording::{RecordOptions, Target};
+use cpudoctor::diagnose::record::work::{self, WorkMeasure, WorkRecord};
+use cpudoctor::diagnose::record::{counters, recording, sampler};
+use cpudoctor::diagnose::{self, Diagnosis, export};
 use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::render::diagnosis as render;
 use cpudoctor::session::{self, Host};
@@ -38,7 +40,7 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "S", value_parser = seconds_arg)]
     pub duration: Option<f64>,
     /// Samples per second per running thread (at most kernel.perf_event_max_sample_rate).
-    #[arg(long, value_name = "HZ", default_value_t = diagnose::DEFAULT_FREQUENCY_HZ,
+    #[arg(long, value_name = "HZ", default_value_t = sampler::DEFAULT_FREQUENCY_HZ,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub frequency: u64,
     /// Sample the sampled function only, without its callers (call stacks are walked by frame
@@ -269,17 +271,17 @@ fn line_costs(
     args: &DiagnoseArgs,
     saved_check: Option<&(&PathBuf, cpudoctor::schema::Fingerprint)>,
     hot: &hotspots::HotSpots,
-    rec: &diagnose::record::Recording,
+    rec: &recording::Recording,
     host: &Host,
     measured: &mut Vec<cpudoctor::schema::Fingerprint>,
-) -> Option<diagnose::rules::MachineCosts> {
+) -> Option<rules::MachineCosts> {
     let (transfer, split) = diagnose::needs_line_costs(hot, &rec.counter_values);
     if !(transfer || split) || STOP.load(Ordering::SeqCst) {
         return None;
     }
     if let Some((path, fp)) = saved_check {
         if fp.machine.cpu_line() == host.machine.cpu_line() {
-            let source = diagnose::rules::CostSource::SavedCheck {
+            let source = rules::CostSource::SavedCheck {
                 file: path.display().to_string(),
             };
             if let Some(costs) = session::line_costs_of(fp, source)
@@ -311,7 +313,7 @@ fn line_costs(
         &ProbeOptions::new(Profile::Quick),
         &BarProgress::new(),
     )?;
-    let costs = session::line_costs_of(&fp, diagnose::rules::CostSource::MeasuredNow);
+    let costs = session::line_costs_of(&fp, rules::CostSource::MeasuredNow);
     measured.push(fp);
     costs
 }
@@ -324,7 +326,7 @@ fn pause_cost(
     saved_check: Option<&(&PathBuf, cpudoctor::schema::Fingerprint)>,
     host: &Host,
     measured: &mut Vec<cpudoctor::schema::Fingerprint>,
-) -> Option<(diagnose::rules::PauseCost, diagnose::PauseSource)> {
+) -> Option<(rules::PauseCost, diagnose::PauseSource)> {
     if let Some((path, fp)) = saved_check
         && fp.machine.cpu_line() == host.machine.cpu_line()
         && let Ok(pause) = session::pause_of(fp)
@@ -333,7 +335,7 @@ fn pause_cost(
             .probe(cpudoctor::names::probe::PAUSE)
             .and_then(|p| p.disturbance.as_ref());
         let source = diagnose::PauseSource {
-            from: diagnose::rules::CostSource::SavedCheck {
+            from: rules::CostSource::SavedCheck {
                 file: path.display().to_string(),
             },
             ..diagnose::PauseSource::measured_now(disturbance)
@@ -365,7 +367,7 @@ fn machine_figures(
     needed: FiguresNeeded,
     measured: &[cpudoctor::schema::Fingerprint],
 ) -> figures::MachineFigures {
-    use diagnose::rules::CostSource;
+    use rules::CostSource;
     let mut out = figures::of_machine(&host.machine);
     let asked = args.figures.asked();
     if asked == FiguresAsked::None {
@@ -460,7 +462,7 @@ fn machine_figures(
 /// none was recorded.
 fn diagnosed_work(
     measure: &WorkMeasure,
-    totals: Option<&diagnose::record::ProcessTotals>,
+    totals: Option<&recording::ProcessTotals>,
     stdout: Option<&(String, u64)>,
     metric: Option<&regex::Regex>,
 ) -> Result<Option<WorkRecord>, String> {
@@ -590,7 +592,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         (None, MeasureArg::Wall) => WorkMeasure::WallTime,
     };
     if let Some(pid) = args.pid {
-        cpudoctor::diagnose::record::check_pid(pid)?;
+        cpudoctor::diagnose::record::recording::check_pid(pid)?;
     }
     let to_stdout = stdout_is_an_output(&outputs(&args).map(|(_, p)| p));
     // --metric on the diagnosed run: its stdout goes through a pipe, passed on to where it
@@ -617,7 +619,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     };
     let host = Host::detect();
     let machine = &host.machine;
-    let (mode, reason) = diagnose::choose_mode(machine);
+    let (mode, reason) = sampler::choose_mode(machine);
     let (specs, counter_note) = if machine.pmu.usable {
         counters::specs_for(&machine.cpu.vendor, machine.cpu.family, machine.cpu.model)
     } else {
@@ -646,7 +648,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     // command and everything it started, and what was recorded is written before cpudoctor
     // ends by that signal (main.rs). A second signal ends it at once.
     DEFER_SIGNALS.store(true, Ordering::SeqCst);
-    let rec = diagnose::record::record(
+    let rec = recording::record(
         &RecordOptions {
             target,
             duration,

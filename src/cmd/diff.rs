@@ -73,8 +73,10 @@ fn diff_diagnoses(args: &DiffArgs, inputs: &[Input]) -> Result<()> {
             .zip([(&mut old, "old"), (&mut new, "new")])
         {
             let fp = input.fingerprint()?;
-            let figures =
-                cpudoctor::diagnose::figures::from_fingerprint(&fp, &path.display().to_string());
+            let figures = cpudoctor::diagnose::analyse::figures::from_fingerprint(
+                &fp,
+                &path.display().to_string(),
+            );
             notes.extend(why::check_of_another_machine(d, &figures, side));
             why::give_machine(d, figures);
         }

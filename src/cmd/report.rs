@@ -55,7 +55,7 @@ fn report_diagnoses(args: &ReportArgs, paths: &[&Path], inputs: &[Input]) -> Res
             .zip(&check_paths)
             .zip(runs.iter_mut())
         {
-            let figures = cpudoctor::diagnose::figures::from_fingerprint(
+            let figures = cpudoctor::diagnose::analyse::figures::from_fingerprint(
                 &input.fingerprint()?,
                 &path.display().to_string(),
             );

@@ -13,12 +13,13 @@
 //! to the machine figures, is [`super::why`]'s. The result is a typed, serde-serialisable
 //! [`DiagnosisDiff`]; `render::profile_diff` prints it.
 
-use crate::diagnose::disasm::{Listing, SiteKind};
+use crate::diagnose::Diagnosis;
+use crate::diagnose::analyse::disasm::{Listing, SiteKind};
+use crate::diagnose::analyse::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
+use crate::diagnose::analyse::rules::{Finding, PauseCost};
 use crate::diagnose::export::stacks_of;
-use crate::diagnose::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
-use crate::diagnose::rules::{Finding, PauseCost};
-use crate::diagnose::sampler::SamplingMode;
-use crate::diagnose::{Diagnosis, StackCount};
+use crate::diagnose::record::sampler::SamplingMode;
+use crate::diagnose::symbolize::stack::StackCount;
 use crate::schema::Level;
 use crate::words::compare::{self as words, NoSite};
 use serde::{Deserialize, Serialize};
@@ -186,7 +187,7 @@ pub struct OtherRun {
     /// Share of that run's samples in the function's hottest classified site, or in the
     /// function when no site of it was classified.
     pub share: f64,
-    /// The share from which a site becomes a finding ([`crate::diagnose::rules::NOTICE_SHARE`]).
+    /// The share from which a site becomes a finding ([`crate::diagnose::analyse::rules::NOTICE_SHARE`]).
     pub bar: f64,
 }
 
@@ -437,7 +438,7 @@ fn below_bar(f: &Finding, other: &Diagnosis, tally: &Tally, samples: u64) -> Opt
     let share = site.filter(|&s| s > 0.0).or_else(function)?;
     Some(OtherRun {
         share,
-        bar: crate::diagnose::rules::NOTICE_SHARE,
+        bar: crate::diagnose::analyse::rules::NOTICE_SHARE,
     })
 }
 

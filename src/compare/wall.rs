@@ -16,9 +16,10 @@
 
 use super::profile::Direction;
 use crate::diagnose::Diagnosis;
-use crate::diagnose::hotspots::short_module;
-use crate::diagnose::runtimes::WaitKind;
-use crate::diagnose::wall::{BlockReason, OffCpu, StateTimes, WallReport};
+use crate::diagnose::analyse::hotspots::short_module;
+use crate::diagnose::analyse::runtimes::WaitKind;
+use crate::diagnose::analyse::wall::{StateTimes, WallReport};
+use crate::diagnose::record::wall::{BlockReason, OffCpu};
 use crate::words::compare as words;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -249,11 +250,11 @@ fn all_threads(w: &WallReport) -> (StateTimes, GroupSide) {
     }
     t.blocked = blocked
         .into_iter()
-        .map(|(reason, s)| crate::diagnose::wall::ReasonTime { reason, s })
+        .map(|(reason, s)| crate::diagnose::analyse::wall::ReasonTime { reason, s })
         .collect();
     t.waits = waits
         .into_iter()
-        .map(|(kind, s)| crate::diagnose::wall::KindTime { kind, s })
+        .map(|(kind, s)| crate::diagnose::analyse::wall::KindTime { kind, s })
         .collect();
     let g = GroupSide {
         threads,

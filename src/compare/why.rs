@@ -43,14 +43,14 @@
 
 use super::wall::{WallDiff, WallState};
 use crate::diagnose::Diagnosis;
-use crate::diagnose::disasm::SiteKind;
-use crate::diagnose::figures::{FigureValue, MachineFigure, MachineFigures};
-use crate::diagnose::hotspots::{HotSite, short_module};
-use crate::diagnose::innodb::{InnodbSpin, Knob, KnobValue, SpinShape, ValueFrom};
-use crate::diagnose::kernel::KERNEL_MODULE;
-use crate::diagnose::rules::CostSource;
-use crate::diagnose::runtimes::{self, Role, Runtime};
-use crate::diagnose::work::{WorkMeasure, WorkRecord};
+use crate::diagnose::analyse::disasm::SiteKind;
+use crate::diagnose::analyse::figures::{FigureValue, MachineFigure, MachineFigures};
+use crate::diagnose::analyse::hotspots::{HotSite, short_module};
+use crate::diagnose::analyse::innodb::{InnodbSpin, Knob, KnobValue, SpinShape, ValueFrom};
+use crate::diagnose::analyse::rules::CostSource;
+use crate::diagnose::analyse::runtimes::{self, Role, Runtime};
+use crate::diagnose::record::work::{WorkMeasure, WorkRecord};
+use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
 use crate::words::why as words;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -605,7 +605,7 @@ fn mechanism_of(
         Hotter::New => (new, old),
     };
     let site = site_of(hot, key).or_else(|| site_of(cold, key));
-    match site.map(|s| (s.kind, s.split_note.is_some())) {
+    match site.map(|s| (s.kind, s.line_split.as_ref().is_some_and(|l| l.certain()))) {
         Some((SiteKind::PauseSpin, _)) => Mechanism::PauseSpin,
         Some((SiteKind::SpinWithoutPause, _)) => Mechanism::SpinWithoutPause,
         Some((SiteKind::LockedRmw, true)) => Mechanism::SplitLock,
@@ -1443,7 +1443,7 @@ mod tests {
 
     #[test]
     fn an_innodb_spin_predicts_no_change_from_pause_and_says_why() {
-        use crate::diagnose::innodb::{KnobValue, Recognised, Server, ValueFrom};
+        use crate::diagnose::analyse::innodb::{KnobValue, Recognised, Server, ValueFrom};
         let mut old = fixture("spin-phases-4000-zen3-kvm.json");
         for s in old
             .hot_sites
@@ -1504,7 +1504,7 @@ mod tests {
     /// predicts the spin gone instead of asking for a PAUSE figure.
     #[test]
     fn a_spin_gone_on_the_new_side_takes_the_servers_knobs_from_another_innodb_site() {
-        use crate::diagnose::innodb::{KnobValue, Recognised, Server, ValueFrom};
+        use crate::diagnose::analyse::innodb::{KnobValue, Recognised, Server, ValueFrom};
         let mut old = fixture("spin-phases-4000-zen3-kvm.json");
         let knobs = |v| {
             vec![KnobValue {

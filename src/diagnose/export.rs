@@ -15,11 +15,12 @@
 //! `wall/nanoseconds` sample type and `state`/`reason` labels. Without a wall view both are
 //! what they were.
 
-use super::hotspots::frame_name;
-use super::kernel::KERNEL_MODULE;
+use super::Diagnosis;
+use super::analyse::hotspots::frame_name;
 use super::profile_proto as pb;
-use super::wall::OffCpu;
-use super::{Diagnosis, StackCount, StackFrame};
+use super::record::wall::OffCpu;
+use super::symbolize::kallsyms::KERNEL_MODULE;
+use super::symbolize::stack::{StackCount, StackFrame};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;

@@ -4,85 +4,48 @@
 //!
 //! The method that needs no PMU comes first, because most cloud VMs expose none: timer
 //! samples (`cpu-clock`) give hot addresses; disassembling them shows the instruction before
-//! the sample, as the Skylake seed found its `pause` ([`disasm`]). Hardware counters
-//! ([`counters`], encodings in [`events`]) add CPI, TLB walks, bus locks, machine clears and
-//! HITM where a PMU exists.
+//! the sample, as the Skylake seed found its `pause` ([`analyse::disasm`]). Hardware counters
+//! ([`record::counters`], encodings in [`record::events`]) add CPI, TLB walks, bus locks,
+//! machine clears and HITM where a PMU exists.
 //!
-//! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
-//! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by `render::diagnosis`. A
-//! saved diagnosis ([`from_json_bytes`]) is exported by [`export`] (pprof, folded stacks) and
+//! Three rooms, one job each, each importing only the ones below it:
+//! - [`analyse`]: hot sites, disassembly, runtimes' and InnoDB's spins, the wall-clock report,
+//!   kernel time, and the rules that turn them into findings;
+//! - [`record`]: the workload (started or attached), its samples, switch records, /proc
+//!   signals, counters and memory, into one [`record::recording::Recording`];
+//! - [`symbolize`]: addresses to names (ELF, DWARF, kallsyms, JIT perf maps, through a
+//!   container's namespaces) and call stacks unwound with CFI.
+//!
+//! This module is the pipeline that ties them: [`record::recording::record`] ->
+//! [`analyse::hotspots`] -> the machine costs the findings quote ([`needs_pause_cost`],
+//! [`needs_line_costs`], [`needs_dram_latency`]) -> [`build`] (rules, wall and kernel
+//! reports) -> [`Diagnosis`], the saved JSON ([`from_json_bytes`]), rendered by
+//! `render::diagnosis`. A saved diagnosis is exported by [`export`] (pprof, folded stacks) and
 //! flame graphs (`render::flame`), and two are compared by `compare::profile`, printed by
 //! `render::profile_diff`.
 
-pub mod contention;
-pub mod counters;
-pub mod disasm;
-pub mod events;
+pub mod analyse;
 pub mod export;
-pub mod figures;
-pub mod hotspots;
-pub mod innodb;
-pub mod jit;
-pub mod kernel;
-pub mod memory;
-pub mod namespace;
-pub mod perf_map;
-pub mod perf_records;
 pub mod profile_proto;
 pub mod record;
-pub mod rules;
-pub mod runtimes;
-pub mod sampler;
-pub mod symbols;
-pub mod target;
-pub mod threads;
-pub mod tree;
-pub mod unwind;
-pub mod waits;
-pub mod wall;
-pub mod work;
+pub mod symbolize;
 
 use crate::machine::Machine;
 use crate::schema::Tool;
-use counters::CounterValue;
-use hotspots::{HotFunction, HotSite, HotSpots, KindShare, ThreadReport};
-use memory::ProcessMemory;
-use record::{ProcessTotals, Recording};
-use rules::{Finding, MachineCosts, PauseCost};
-use sampler::{SamplingMode, SamplingScope};
+use analyse::hotspots::{HotFunction, HotSite, HotSpots, KindShare, ThreadReport};
+use analyse::rules::{Finding, MachineCosts, PauseCost};
+use analyse::{disasm, kernel, rules, runtimes, wall};
+use record::counters::{self, CounterValue};
+use record::memory::ProcessMemory;
+use record::recording::{ProcessTotals, Recording};
+use record::sampler::{SamplingMode, SamplingScope};
+use record::{events, tree, work};
 use serde::{Deserialize, Serialize};
+use symbolize::namespace;
+use symbolize::stack::StackCount;
 
 /// Version of the diagnosis JSON layout (`docs/diagnose.md`).
 pub const DIAGNOSIS_VERSION: u32 = 1;
-
-/// Default samples per second. A cpu-clock sample costs the sampled thread ~20 us in a KVM
-/// guest (timer interrupt and reprogramming exit to the hypervisor; `perf record` pays the
-/// same, see `bench/diagnose_overhead.sh`): ~1% at 499 Hz against a 3% budget, where perf's
-/// 4000 Hz would cost ~9%. An odd rate avoids beating with periodic timers.
-pub const DEFAULT_FREQUENCY_HZ: u64 = 499;
-
-/// The sampling event for this machine, and why.
-pub fn choose_mode(machine: &Machine) -> (SamplingMode, String) {
-    if machine.pmu.usable {
-        (
-            SamplingMode::Cycles,
-            "hardware PMU available: sampling core cycles".into(),
-        )
-    } else {
-        (
-            SamplingMode::CpuClock,
-            format!(
-                "{}: sampling the cpu-clock software timer; hardware counters (CPI, TLB \
-                 misses, bus locks, machine clears, HITM) are not available",
-                machine
-                    .pmu
-                    .reason
-                    .as_deref()
-                    .unwrap_or("perf_event_open of cycles failed")
-            ),
-        )
-    }
-}
 
 /// The workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,7 +72,7 @@ pub struct TargetReport {
     /// when that is named otherwise (`/usr/bin/redis-check-rdb`); absent when it could not be
     /// read, and in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<target::ProcessName>,
+    pub name: Option<record::target::ProcessName>,
 }
 
 /// How samples were taken.
@@ -138,7 +101,7 @@ pub struct SamplingReport {
     /// How call stacks were unwound (CFI, frame pointers, the kernel's chain) and the share
     /// of samples with a full stack; absent when no call chains were sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stacks: Option<unwind::UnwindReport>,
+    pub stacks: Option<symbolize::unwind::UnwindReport>,
 }
 
 /// Machine facts the findings use.
@@ -172,7 +135,7 @@ pub struct MachineReport {
     /// program is slower on one side. Absent in files written before it was recorded
     /// (`diff --machines` supplies them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub figures: Option<figures::MachineFigures>,
+    pub figures: Option<analyse::figures::MachineFigures>,
 }
 
 /// Where a diagnosis's PAUSE figure came from. An attached process (`--pid`) keeps running
@@ -274,7 +237,7 @@ pub struct Diagnosis {
     /// How much of the samples was analysed, and what kept the rest out, with the fix for its
     /// runtime or binary (absent in files written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coverage: Option<hotspots::coverage::Coverage>,
+    pub coverage: Option<analyse::hotspots::coverage::Coverage>,
     /// Distinct sampled call stacks with their sample counts, the input of the pprof and
     /// folded-stack exports and of flame graphs. Leaf-only stacks when call chains were not
     /// sampled; empty in files from builds without stacks.
@@ -294,35 +257,6 @@ pub struct Diagnosis {
     /// the loss `diff` measures. Absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<work::WorkRecord>,
-}
-
-/// One distinct call stack and the samples that ended in it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StackCount {
-    /// Frames, leaf (the sampled instruction) first, outermost caller last.
-    pub frames: Vec<StackFrame>,
-    /// Samples with exactly this stack.
-    pub samples: u64,
-}
-
-/// One frame of a sampled call stack.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct StackFrame {
-    /// Instruction address in the process (the sampled address for the leaf, a return
-    /// address for callers).
-    pub address: u64,
-    /// Function name, when a symbol, DWARF or a perf map named it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
-    /// File or mapping the address lies in (`/usr/lib/.../libc.so.6`, `[anon:jit]`, ...).
-    pub module: String,
-    /// Offset of `address` from the function's start (or the module's, when unnamed).
-    pub offset: u64,
-    /// Offset of `address` in the module's file, for file-backed code (what pprof's mappings
-    /// need to find the instruction in the binary); absent for anonymous memory and in files
-    /// written before it was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_offset: Option<u64>,
 }
 
 /// What a saved JSON file is, told from its content: the version field each kind has.
@@ -459,41 +393,12 @@ pub fn needs_line_costs(hot: &HotSpots, counters: &[counters::CounterValue]) -> 
         .sites
         .iter()
         .any(|s| s.kind == disasm::SiteKind::LockedRmw && s.share >= rules::NOTICE_SHARE);
-    let split = hot.sites.iter().any(|s| s.split_note.is_some());
+    let split = hot
+        .sites
+        .iter()
+        .any(|s| s.line_split.as_ref().is_some_and(|l| l.certain()));
     let hitm = counters::signal_total(counters, events::Signal::CrossCoreHitm).is_some();
     (locked || hitm, split)
-}
-
-/// Context switches a second of the followed threads above which per-task sampling costs the
-/// workload more than the 3% diagnose aims at: PostgreSQL lost ~20% at ~41,000 a second
-/// (`reference::PGBENCH_PER_TASK_SAMPLING_LOSS`), about 0.5% per 1,000, so ~6,000 a second
-/// would cost it 3%; 5,000 says so a little early rather than late.
-const PER_TASK_COSTLY_SWITCHES_PER_S: f64 = 5_000.0;
-
-/// What the recording's sampling scope calls for saying: CPU-wide events refused for other
-/// reasons than permission; per task for want of permission while the workload switched
-/// often enough to pay for it; CPU-wide with most samples other processes'.
-fn scope_note(rec: &Recording) -> Option<String> {
-    use record::PerTaskBecause;
-    match &rec.per_task_because {
-        Some(PerTaskBecause::Refused(error)) => {
-            Some(crate::words::diagnose::cpu_wide_refused(error))
-        }
-        Some(PerTaskBecause::NotPermitted { paranoid }) => {
-            let switches: u64 = rec
-                .threads
-                .iter()
-                .map(|t| t.voluntary_switches + t.involuntary_switches)
-                .sum();
-            let rate = switches as f64 / rec.wall_s.max(1e-9);
-            (rate >= PER_TASK_COSTLY_SWITCHES_PER_S)
-                .then(|| crate::words::diagnose::per_task_at_switch_rate(rate, *paranoid))
-        }
-        Some(PerTaskBecause::Asked) => None,
-        None => (rec.other_samples > rec.total_samples).then(|| {
-            crate::words::diagnose::cpu_wide_mostly_others(rec.other_samples, rec.total_samples)
-        }),
-    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -551,12 +456,12 @@ pub fn build(
             rec.total_samples,
         ));
     }
-    notes.extend(scope_note(&rec));
+    notes.extend(record::recording::scope_note(&rec));
     let mut samples_by_pid = std::collections::BTreeMap::new();
     for t in &hot.threads {
         *samples_by_pid.entry(t.figures.pid).or_insert(0) += t.samples;
     }
-    let kernel = kernel_report(&rec, &mut hot);
+    let kernel = kernel::report(&rec, &mut hot);
     Diagnosis {
         diagnosis_version: DIAGNOSIS_VERSION,
         tool: Tool::this(),
@@ -623,133 +528,6 @@ pub fn build(
     }
 }
 
-/// Kernel entries listed in the report.
-const KERNEL_ENTRIES: usize = 10;
-
-/// The kernel samples of `stacks` by the user function their thread entered the kernel from
-/// (the first user frame under the kernel's), most samples first. A stack whose kernel chain
-/// shows no entry (cut short) counts with the entry of the same user function that others
-/// show (a system call's wrapper, mostly), else as another entry.
-fn kernel_entries(stacks: &[StackCount], total: u64) -> Vec<kernel::KernelEntry> {
-    use kernel::KernelEntryKind;
-    use std::collections::HashMap;
-    let mut by: HashMap<(String, KernelEntryKind), u64> = HashMap::new();
-    let mut unknown: HashMap<String, u64> = HashMap::new();
-    for s in stacks {
-        let user = s
-            .frames
-            .iter()
-            .position(|f| f.module != kernel::KERNEL_MODULE)
-            .unwrap_or(s.frames.len());
-        if user == 0 {
-            continue;
-        }
-        let kind = KernelEntryKind::of(
-            s.frames[..user]
-                .iter()
-                .filter_map(|f| f.function.as_deref()),
-        );
-        let from = s
-            .frames
-            .get(user)
-            .map_or_else(|| "-".to_string(), hotspots::frame_name);
-        match kind {
-            Some(kind) => *by.entry((from, kind)).or_default() += s.samples,
-            None => *unknown.entry(from).or_default() += s.samples,
-        }
-    }
-    for (from, samples) in unknown {
-        let known = [KernelEntryKind::SystemCall, KernelEntryKind::PageFault]
-            .into_iter()
-            .find(|k| by.contains_key(&(from.clone(), *k)))
-            .unwrap_or(KernelEntryKind::Other);
-        *by.entry((from, known)).or_default() += samples;
-    }
-    let mut v: Vec<kernel::KernelEntry> = by
-        .into_iter()
-        .map(|((from, kind), samples)| kernel::KernelEntry {
-            from,
-            kind,
-            samples,
-            share: samples as f64 / total.max(1) as f64,
-        })
-        .collect();
-    v.sort_by(|a, b| {
-        b.samples
-            .cmp(&a.samples)
-            .then_with(|| a.from.cmp(&b.from))
-            .then(a.kind.cmp(&b.kind))
-    });
-    v.truncate(KERNEL_ENTRIES);
-    v
-}
-
-/// Kernel time: the share of samples in kernel code per process (from each thread's kernel
-/// samples), the hottest kernel functions, and the followed threads' CPU time by the kernel's
-/// accounting against what the samples stand for.
-fn kernel_report(rec: &Recording, hot: &mut HotSpots) -> kernel::KernelReport {
-    use std::collections::BTreeMap;
-    let mut by_pid: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for t in &hot.threads {
-        let e = by_pid.entry(t.figures.pid).or_default();
-        e.0 += t.samples;
-        e.1 += t.kernel_samples;
-    }
-    let command = |pid: u32| {
-        rec.followed
-            .iter()
-            .find(|p| p.pid == pid)
-            .map(|p| p.command.clone())
-            .or_else(|| rec.thread_names.get(&pid).cloned())
-            .unwrap_or_else(|| "?".into())
-    };
-    let mut processes: Vec<kernel::ProcessSplit> = by_pid
-        .into_iter()
-        .filter(|(_, (samples, _))| *samples > 0)
-        .map(|(pid, (samples, kernel_samples))| kernel::ProcessSplit {
-            pid,
-            command: command(pid),
-            samples,
-            kernel_samples,
-            kernel_share: kernel_samples as f64 / samples as f64,
-        })
-        .collect();
-    processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
-    let samples: u64 = rec.kernel_samples.values().sum();
-    let with_split: Vec<&threads::ThreadFigures> = rec
-        .threads
-        .iter()
-        .filter(|t| t.system_s.is_some())
-        .collect();
-    let cpu = (!with_split.is_empty()).then(|| kernel::CpuCoverage {
-        cpu_s: with_split.iter().map(|t| t.cpu_s).sum(),
-        system_s: with_split.iter().filter_map(|t| t.system_s).sum(),
-        sampled_s: rec.total_samples as f64 / rec.frequency_hz.max(1) as f64,
-    });
-    let unnamed_because = hot.kernel_unnamed.map(|u| {
-        crate::words::diagnose::kernel_unnamed(
-            u == kernel::Unnamed::Hidden,
-            std::fs::read_to_string("/proc/sys/kernel/kptr_restrict")
-                .ok()
-                .and_then(|s| s.trim().parse().ok()),
-        )
-    });
-    kernel::KernelReport {
-        entries: if rec.callchains {
-            kernel_entries(&hot.stacks, rec.total_samples)
-        } else {
-            Vec::new()
-        },
-        sampling: rec.kernel.clone(),
-        samples,
-        share: samples as f64 / rec.total_samples.max(1) as f64,
-        functions: std::mem::take(&mut hot.kernel_functions),
-        unnamed_because,
-        processes,
-        cpu,
-    }
-}
-
 /// Keeps this thread busy until it has used `cpu` of CPU time: tests that need a thread to
 /// run for a while measure its own CPU time, which a shared machine cannot steal, not wall
 /// time, which it can.
@@ -778,64 +556,6 @@ pub(crate) fn test_fixture(name: &str) -> Diagnosis {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The dd case: `read`'s kernel chains cut at a retpoline thunk count with its system
-    /// call, not as another way in.
-    #[test]
-    fn kernel_samples_group_by_the_user_function_that_entered_the_kernel() {
-        let frame = |function: &str, module: &str| StackFrame {
-            address: 1,
-            function: Some(function.into()),
-            module: module.into(),
-            offset: 0,
-            file_offset: None,
-        };
-        let k = |f: &str| frame(f, kernel::KERNEL_MODULE);
-        let libc = |f: &str| frame(f, "/usr/lib/x86_64-linux-gnu/libc.so.6");
-        let stacks = vec![
-            StackCount {
-                frames: vec![k("read_zero"), k("do_syscall_64"), libc("read")],
-                samples: 6,
-            },
-            StackCount {
-                frames: vec![k("__x86_indirect_thunk_rax"), libc("read")],
-                samples: 2,
-            },
-            StackCount {
-                frames: vec![k("clear_page_erms"), k("exc_page_fault"), libc("memset")],
-                samples: 1,
-            },
-            StackCount {
-                frames: vec![libc("memset")],
-                samples: 1,
-            },
-        ];
-        let e = kernel_entries(&stacks, 10);
-        let got: Vec<(&str, kernel::KernelEntryKind, u64)> = e
-            .iter()
-            .map(|e| (e.from.as_str(), e.kind, e.samples))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("read", kernel::KernelEntryKind::SystemCall, 8),
-                ("memset", kernel::KernelEntryKind::PageFault, 1),
-            ]
-        );
-        assert_eq!(e[0].share, 0.8);
-    }
-
-    #[test]
-    fn the_sampling_event_follows_the_pmu_and_says_why() {
-        let mut m = Machine::detect();
-        m.pmu.usable = false;
-        m.pmu.reason = Some("no hardware PMU is exposed".into());
-        let (mode, why) = choose_mode(&m);
-        assert_eq!(mode, SamplingMode::CpuClock);
-        assert!(why.starts_with("no hardware PMU is exposed: sampling the cpu-clock"));
-        m.pmu.usable = true;
-        assert_eq!(choose_mode(&m).0, SamplingMode::Cycles);
-    }
 
     #[test]
     fn a_pause_measured_beside_a_busy_attached_server_is_marked_from_its_disturbance_record() {
@@ -878,8 +598,7 @@ mod tests {
             threads: Vec::new(),
             disassembly: disasm::Listing::default(),
             source_line: None,
-            split_note: None,
-            possible_split_note: None,
+            line_split: None,
             reads_through: None,
             innodb: None,
         };

@@ -12,7 +12,7 @@ use super::{
     ArmResult, ExperimentMachine, ExperimentResult, KIND, Measure, PagesSetting, Plan,
     SCHEMA_VERSION, Variant, ratios,
 };
-use crate::diagnose::work::extract_metric;
+use crate::diagnose::record::work::extract_metric;
 use crate::machine::{Machine, ThpEnabled};
 use crate::measure::{Clock, Progress};
 use std::io::Read;
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 /// memory-map lock, so not often; a run shorter than this is read once, at its start.
 const SMAPS_EVERY: Duration = Duration::from_millis(50);
 /// Most bytes of the command's stdout kept for `--metric` (the rest is read and dropped).
-const STDOUT_KEEP_BYTES: usize = crate::diagnose::work::STDOUT_KEEP_BYTES;
+const STDOUT_KEEP_BYTES: usize = crate::diagnose::record::work::STDOUT_KEEP_BYTES;
 /// Bytes of its stderr kept to name a failure.
 const STDERR_KEEP_BYTES: usize = 4096;
 

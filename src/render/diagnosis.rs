@@ -2,14 +2,15 @@
 //! then the tables behind them (hot sites, functions, threads, memory). Returns a `String`.
 
 use crate::diagnose::Diagnosis;
-use crate::diagnose::figures::{MachineFigure, MachineFigures};
-use crate::diagnose::hotspots::ThreadReport;
-use crate::diagnose::hotspots::coverage::Coverage;
-use crate::diagnose::hotspots::short_module;
-use crate::diagnose::kernel::{CpuCoverage, KernelReport, KernelSampling};
-use crate::diagnose::memory::ProcessMemory;
-use crate::diagnose::wall::{StateTimes, WallReport};
-use crate::diagnose::work::{WorkMeasure, WorkRecord};
+use crate::diagnose::analyse::figures::{MachineFigure, MachineFigures};
+use crate::diagnose::analyse::hotspots::ThreadReport;
+use crate::diagnose::analyse::hotspots::coverage::Coverage;
+use crate::diagnose::analyse::hotspots::short_module;
+use crate::diagnose::analyse::kernel::{CpuCoverage, KernelReport};
+use crate::diagnose::analyse::wall::{StateTimes, WallReport};
+use crate::diagnose::record::memory::ProcessMemory;
+use crate::diagnose::record::sampler::KernelSampling;
+use crate::diagnose::record::work::{WorkMeasure, WorkRecord};
 use crate::format::count_of;
 use crate::format::group_thousands;
 use crate::format::human_kib;
@@ -151,7 +152,7 @@ fn header(d: &Diagnosis, w: u16) -> String {
 /// 118 ns (4 KiB) / 96 ns (huge), measured now`, where they came from, and which were
 /// measured while the CPUs were busy.
 fn figures_line(f: &MachineFigures) -> String {
-    use crate::diagnose::rules::CostSource;
+    use crate::diagnose::analyse::rules::CostSource;
     if f.figures.is_empty() {
         return "none recorded (the CPU facts only)".to_string();
     }
@@ -871,8 +872,8 @@ pub(crate) mod tests {
     /// figures with their source, and its work measure; each within 80 columns.
     #[test]
     fn the_figures_and_the_work_are_one_line_each_at_80_columns() {
-        use crate::diagnose::figures::FigureValue;
-        use crate::diagnose::rules::CostSource;
+        use crate::diagnose::analyse::figures::FigureValue;
+        use crate::diagnose::analyse::rules::CostSource;
         let mut d = fixture("pause-spin-zen4-kvm.json");
         // Wrapped lines joined: what a line says, whatever the width.
         let header_of = |d: &Diagnosis| {
@@ -883,7 +884,7 @@ pub(crate) mod tests {
             h.replace("\n            ", " ")
         };
         assert!(!header_of(&d).contains("Figures"), "an older file has none");
-        let mut figures = crate::diagnose::figures::MachineFigures {
+        let mut figures = crate::diagnose::analyse::figures::MachineFigures {
             cpu: None,
             logical_cpus: 2,
             hypervisor: Some("KVM".into()),
@@ -972,7 +973,7 @@ pub(crate) mod tests {
 
     #[test]
     fn an_attached_tree_says_its_processes_and_groups_threads_by_command() {
-        use crate::diagnose::tree::FollowedCommand;
+        use crate::diagnose::record::tree::FollowedCommand;
         let mut d = fixture("locked-counter-zen4-kvm.json");
         // As if attached to locked_counter (19544), which had started two helpers.
         d.target.command = None;
@@ -1061,8 +1062,8 @@ pub(crate) mod tests {
     /// of its samples in the kernel; then the same without kernel samples.
     #[test]
     fn case_redis_names_the_process_as_run_and_says_its_kernel_share_at_80_columns() {
-        use crate::diagnose::kernel::*;
-        use crate::diagnose::target::ProcessName;
+        use crate::diagnose::analyse::kernel::*;
+        use crate::diagnose::record::target::ProcessName;
         let mut d = fixture("pause-spin-zen4-kvm.json");
         d.target.command = None;
         d.target.name = Some(ProcessName {
@@ -1158,8 +1159,9 @@ pub(crate) mod tests {
     }
 
     /// The coverage of the `node hot.js` case: nearly every sample in V8's code, no perf map.
-    pub(crate) fn node_without_perf_map() -> crate::diagnose::hotspots::coverage::Coverage {
-        use crate::diagnose::hotspots::coverage::{
+    pub(crate) fn node_without_perf_map() -> crate::diagnose::analyse::hotspots::coverage::Coverage
+    {
+        use crate::diagnose::analyse::hotspots::coverage::{
             Coverage, CoverageGap, Fix, GapCause, JitRuntime,
         };
         Coverage {

@@ -8,7 +8,7 @@ use crate::compare::profile::{
     CodeSide, DiagnosisDiff, Direction, FindingBrief, FunctionChange, ProfileRun,
 };
 use crate::compare::wall::{OffCpuPlace, PlaceChange, StateChange, WallDiff, WallGroup, WallState};
-use crate::diagnose::wall::OffCpu;
+use crate::diagnose::record::wall::OffCpu;
 
 use crate::format::pct;
 use crate::format::{group_thousands, human_ns};

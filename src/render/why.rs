@@ -4,7 +4,7 @@
 //! do. Fits `width` columns.
 
 use crate::compare::why::{Basis, MechanismWhy, Why, figure_label, figure_words, measure_words};
-use crate::diagnose::kernel::KERNEL_MODULE;
+use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
 use crate::render::profile_diff::state_label;
 use crate::render::text::{table, wrap, wrap_labelled};
 use crate::words::why as words;
@@ -241,8 +241,8 @@ mod tests {
     use crate::compare::why::{
         Advice, CpuChange, FigureChange, FunctionWhy, Loss, Mechanism, Unexplained,
     };
-    use crate::diagnose::figures::MachineFigure;
-    use crate::diagnose::work::WorkMeasure;
+    use crate::diagnose::analyse::figures::MachineFigure;
+    use crate::diagnose::record::work::WorkMeasure;
 
     /// The Skylake case as a constructed diff: PAUSE 24.1 -> 43.6 ns, a spin of a fixed count
     /// grown with it, a little computation, five runs each.

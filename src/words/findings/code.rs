@@ -347,6 +347,36 @@ pub fn locked_rmw_contention(threads: usize) -> String {
     )
 }
 
+/// A locked operand whose fixed address crosses a 64-byte line: `operand_bytes` at `address`,
+/// starting `line_offset_bytes` into its line.
+pub fn operand_crosses_line(operand_bytes: u64, address: u64, line_offset_bytes: u64) -> String {
+    format!(
+        "the {operand_bytes}-byte operand at {address:#x} starts at byte {line_offset_bytes} of \
+         its 64-byte line and ends in the next: a split lock"
+    )
+}
+
+/// A register-relative locked operand whose displacement reaches past a line's end.
+pub fn displacement_crosses_line(
+    operand_bytes: u64,
+    displacement: i64,
+    line_offset_bytes: u64,
+) -> String {
+    format!(
+        "the {operand_bytes}-byte operand sits at displacement {displacement:#x} (byte \
+         {line_offset_bytes} of a line): it crosses a 64-byte line if its base register is \
+         line-aligned"
+    )
+}
+
+/// A register-relative locked operand misaligned for its size.
+pub fn operand_misaligned(operand_bytes: u64, displacement: i64) -> String {
+    format!(
+        "the {operand_bytes}-byte operand is misaligned (displacement {displacement:#x}); it \
+         crosses a line whenever it lands at the end of one"
+    )
+}
+
 /// An operand that may straddle a line (the code alone cannot tell).
 pub fn possible_split_lock(note: &str) -> String {
     format!(

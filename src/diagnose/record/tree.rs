@@ -249,7 +249,7 @@ mod tests {
         // Read from PostgreSQL 15's postmaster (PID 12668) with eight pgbench clients
         // connected: its five auxiliary processes and the backends, with the kernel's trailing
         // space.
-        let text = include_str!("../../tests/fixtures/proc/task/children-postmaster.txt");
+        let text = include_str!("../../../tests/fixtures/proc/task/children-postmaster.txt");
         let pids = parse_children(text);
         assert!(text.ends_with(' '), "the fixture is the file as read");
         assert_eq!(pids.len(), 13, "{pids:?}");
@@ -260,9 +260,9 @@ mod tests {
     #[test]
     fn the_parent_pid_is_read_after_the_name_whatever_the_name_holds() {
         // A backend of that postmaster (PID 12668), busy under pgbench -S.
-        let backend = include_str!("../../tests/fixtures/proc/task/stat-backend.txt");
+        let backend = include_str!("../../../tests/fixtures/proc/task/stat-backend.txt");
         assert_eq!(parse_ppid(backend), Some(12668));
-        let postmaster = include_str!("../../tests/fixtures/proc/task/children-postmaster.txt");
+        let postmaster = include_str!("../../../tests/fixtures/proc/task/children-postmaster.txt");
         assert!(parse_children(postmaster).contains(&12726));
         // A name with spaces and parentheses does not shift the fields.
         assert_eq!(

@@ -15,8 +15,7 @@
 //! Binaries are read once per file; each process gets its own module list, rebuilt when its
 //! mappings change (an exec, a library loaded).
 
-use super::perf_records::{UserRegs, UserStack};
-use super::symbols::{MapEntry, parse_proc_maps, read_process_memory};
+use crate::diagnose::symbolize::symbols::{MapEntry, parse_proc_maps, read_process_memory};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
@@ -25,6 +24,28 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// The user registers an unwinder needs on x86-64 (`PERF_SAMPLE_REGS_USER`, parsed by
+/// [`crate::diagnose::record::perf_records`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserRegs {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer.
+    pub sp: u64,
+    /// Frame pointer (`rbp`).
+    pub bp: u64,
+}
+
+/// Registers at the sample and the stack bytes copied from `regs.sp` upwards
+/// (`PERF_SAMPLE_STACK_USER`, only the part the kernel could copy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserStack {
+    /// Registers.
+    pub regs: UserRegs,
+    /// Stack bytes from `regs.sp`.
+    pub bytes: Vec<u8>,
+}
 
 /// How one sample's stack was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -623,7 +644,6 @@ impl StackUnwinder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::perf_records::UserRegs;
 
     fn segments_only(segments: Vec<(u64, u64, u64)>) -> FileCfi {
         FileCfi {

@@ -60,7 +60,7 @@ mod tests {
         let m = ProcessMemory::from_rollup(
             1,
             "probe",
-            include_str!("../../tests/fixtures/proc/smaps_rollup.txt"),
+            include_str!("../../../tests/fixtures/proc/smaps_rollup.txt"),
         )
         .unwrap();
         assert_eq!(m.rss_kb, 13860);

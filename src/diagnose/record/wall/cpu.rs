@@ -3,7 +3,7 @@
 //! and the hypervisor's steal from /proc/stat), and the workload's cgroup CPU quota with its
 //! throttling (`cpu.stat`). Read once when recording starts and once when it stops.
 
-use crate::diagnose::contention::{self, OtherProcess, ProcessCpuSnapshot};
+use crate::diagnose::record::contention::{self, OtherProcess, ProcessCpuSnapshot};
 use crate::machine::cgroup::{self, ControllerDir, CpuQuota, CpuStat, CpuStatDelta, ProcessCgroup};
 use crate::machine::cpu_time::{self, CpuTimeDelta, CpuTimeSnapshot, CpuTimeWindow};
 use serde::{Deserialize, Serialize};

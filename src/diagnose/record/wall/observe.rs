@@ -10,8 +10,8 @@
 //! wait is seen in proportion to its length; the switch records time each wait exactly.
 
 use super::super::perf_records::MAX_STACK_FRAMES;
-use super::super::symbols::{AddressSpaces, Location};
-use super::super::unwind::StackUnwinder;
+use crate::diagnose::symbolize::symbols::{AddressSpaces, Location};
+use crate::diagnose::symbolize::unwind::StackUnwinder;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 

@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn zen4_fixture_gets_pmcx025_bus_locks() {
         let s = set_of_fixture(include_str!(
-            "../../tests/fixtures/cpuinfo/amd-zen4-epyc-kvm.txt"
+            "../../../tests/fixtures/cpuinfo/amd-zen4-epyc-kvm.txt"
         ))
         .unwrap();
         assert_eq!(s.label, "Zen 4");
@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn haswell_fixture_gets_the_split_lock_and_clears_events() {
         let s = set_of_fixture(include_str!(
-            "../../tests/fixtures/cpuinfo/intel-haswell-i7-4790k.txt"
+            "../../../tests/fixtures/cpuinfo/intel-haswell-i7-4790k.txt"
         ))
         .unwrap();
         let get = |sig| s.events.iter().find(|e| e.signal == sig).unwrap().config();

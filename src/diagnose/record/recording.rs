@@ -3,19 +3,20 @@
 //! every ~100 ms), until it exits, the duration ends, or the user interrupts.
 
 use super::counters::{CounterSpec, CounterValue};
-use super::kernel::{KERNEL_SPACE_START, KernelSampling};
 use super::memory::ProcessMemory;
-use super::namespace::NamespacedProcess;
 use super::sampler::{
-    self, Follow, Inherit, OpenError, Record, SampleLayout, Sampler, SamplingMode, SamplingScope,
+    self, Follow, Inherit, KernelSampling, OpenError, Record, SampleLayout, Sampler, SamplingMode,
+    SamplingScope,
 };
-use super::symbols::{AddressSpaces, Location, MapEntry, Symbol};
 use super::target::{ProcessName, TargetError};
 use super::threads::ThreadFigures;
 use super::tree::FollowedProcess;
-use super::unwind::{StackUnwinder, UnwindReport};
 use super::wall::timeline::{Phase, SwitchEvent};
 use super::wall::{WallRecorder, WallRecording};
+use crate::diagnose::symbolize::kallsyms::KERNEL_SPACE_START;
+use crate::diagnose::symbolize::namespace::NamespacedProcess;
+use crate::diagnose::symbolize::symbols::{AddressSpaces, Location, MapEntry, Symbol};
+use crate::diagnose::symbolize::unwind::{StackUnwinder, UnwindReport};
 use crate::error::InputError;
 use crate::machine::pmu::PerfErrno;
 use anyhow::Result;
@@ -769,6 +770,37 @@ fn totals_of(u: &libc::rusage) -> ProcessTotals {
         involuntary_switches: u.ru_nivcsw as u64,
         max_rss_kb: u.ru_maxrss as u64,
         wall_s: None,
+    }
+}
+
+/// Context switches a second of the followed threads above which per-task sampling costs the
+/// workload more than the 3% diagnose aims at: PostgreSQL lost ~20% at ~41,000 a second
+/// (`reference::PGBENCH_PER_TASK_SAMPLING_LOSS`), about 0.5% per 1,000, so ~6,000 a second
+/// would cost it 3%; 5,000 says so a little early rather than late.
+const PER_TASK_COSTLY_SWITCHES_PER_S: f64 = 5_000.0;
+
+/// What the recording's sampling scope calls for saying: CPU-wide events refused for other
+/// reasons than permission; per task for want of permission while the workload switched
+/// often enough to pay for it; CPU-wide with most samples other processes'.
+pub fn scope_note(rec: &Recording) -> Option<String> {
+    match &rec.per_task_because {
+        Some(PerTaskBecause::Refused(error)) => {
+            Some(crate::words::diagnose::cpu_wide_refused(error))
+        }
+        Some(PerTaskBecause::NotPermitted { paranoid }) => {
+            let switches: u64 = rec
+                .threads
+                .iter()
+                .map(|t| t.voluntary_switches + t.involuntary_switches)
+                .sum();
+            let rate = switches as f64 / rec.wall_s.max(1e-9);
+            (rate >= PER_TASK_COSTLY_SWITCHES_PER_S)
+                .then(|| crate::words::diagnose::per_task_at_switch_rate(rate, *paranoid))
+        }
+        Some(PerTaskBecause::Asked) => None,
+        None => (rec.other_samples > rec.total_samples).then(|| {
+            crate::words::diagnose::cpu_wide_mostly_others(rec.other_samples, rec.total_samples)
+        }),
     }
 }
 

@@ -1,37 +1,22 @@
-//! Wall-clock accounting: every followed thread's whole wall time, in one of three states:
+//! The wall-clock report: every followed thread's whole wall time, in one of three states:
 //! running (on a CPU: the on-CPU samples say where, and how much of it spins), runnable but
-//! waiting for a CPU, or blocked, with the reason and the user stack where it blocked.
-//!
-//! Sources, each the kernel's own view:
-//! - context-switch records (`PERF_RECORD_SWITCH` on the sampling events, unprivileged) time
-//!   every interval on and off the CPU and say whether a thread left it preempted (still
-//!   runnable) or to sleep ([`timeline`]);
-//! - `/proc/PID/task/TID/syscall` and the sleeping thread's stack, looked at every round of the
-//!   recorder, say why a thread sleeps and where ([`observe`]); the records say how long
-//!   ([`recorder`] joins the two);
-//! - `/proc/PID/task/TID/schedstat`'s run-queue delay gives the wait for a CPU after each
-//!   wake-up, which switch records cannot tell from the sleep before it ([`report`]).
+//! waiting for a CPU, or blocked, with the reason and the user stack where it blocked. Made
+//! ([`report`]) from what [`crate::diagnose::record::wall`] recorded: the switch records'
+//! intervals, the /proc looks at sleeping threads, and `/proc/PID/task/TID/schedstat`'s
+//! run-queue delay, which gives the wait for a CPU after each wake-up (switch records cannot
+//! tell it from the sleep before it).
 //!
 //! The report ([`WallReport`]) is typed for the JSON, the screen and the exports: per thread
 //! and per command the time in each state, and the off-CPU stacks weighted in ns.
 
-pub mod cpu;
-pub mod observe;
-pub mod recorder;
-pub mod timeline;
-
-pub use observe::BlockReason;
-pub use recorder::{OffCpu, ThreadTimes, WallRecorder, WallRecording};
-
-use super::StackFrame;
-use super::disasm::SiteKind;
-use super::hotspots::ThreadReport;
-use super::runtimes::{self, WaitInStack};
+use crate::diagnose::analyse::disasm::SiteKind;
+use crate::diagnose::analyse::hotspots::ThreadReport;
+use crate::diagnose::analyse::runtimes::{self, WaitInStack};
+use crate::diagnose::record::wall::cpu;
+use crate::diagnose::record::wall::{BlockReason, LOOK_EVERY_MS, OffCpu, WallRecording};
+use crate::diagnose::symbolize::stack::StackFrame;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-
-/// How often the recorder looks at sleeping threads: its poll round.
-pub const LOOK_EVERY_MS: u64 = 50;
 
 /// Off-CPU stacks kept in a report, most time first; the rest is summed into the threads'
 /// and commands' figures only.

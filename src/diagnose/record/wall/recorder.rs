@@ -16,7 +16,7 @@
 // recording, so no resistance to chosen collisions is needed.
 use super::observe::BlockReason;
 use super::timeline::{Interval, Phase, SwitchEvent, Timeline};
-use crate::diagnose::symbols::Location;
+use crate::diagnose::symbolize::symbols::Location;
 use foldhash::HashMap as StackMap;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

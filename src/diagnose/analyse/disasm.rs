@@ -833,17 +833,82 @@ impl<'a> IntoIterator for &'a Listing {
     }
 }
 
-/// What the code shows about a locked operand and 64-byte lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the code shows about a locked operand and 64-byte cache lines: which operand, where it
+/// lies in its line, and whether the split is certain. Facts only; the sentence is
+/// [`LineSplit::words`] (from `words::findings::code`), made where it is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "split")]
 pub enum LineSplit {
     /// The code fixes the address (RIP-relative or absolute; module load addresses are
     /// page-aligned, so the offset in the line is the same at run time) and it crosses a
     /// line: a split lock on every execution.
-    Crosses(String),
-    /// Register-relative: the displacement crosses a line if the base is line-aligned, or the
-    /// operand is misaligned and crosses whenever it lands at a line's end. The code alone
-    /// cannot tell; a hint, not a finding.
-    Possible(String),
+    Crosses {
+        /// Size of the locked operand, bytes.
+        operand_bytes: u64,
+        /// Its address in the module's numbering.
+        address: u64,
+        /// Where it starts in its 64-byte line, bytes from the line's start.
+        line_offset_bytes: u64,
+    },
+    /// Register-relative, and the displacement alone reaches past a line's end: it crosses if
+    /// the base register is line-aligned. The code alone cannot tell; a hint, not a finding.
+    DisplacementCrosses {
+        /// Size of the locked operand, bytes.
+        operand_bytes: u64,
+        /// The displacement from the base register.
+        displacement: i64,
+        /// Where the displacement falls in a 64-byte line, bytes from the line's start.
+        line_offset_bytes: u64,
+    },
+    /// Register-relative and misaligned for its size: it crosses a line whenever it lands at
+    /// the end of one. A hint, not a finding.
+    Misaligned {
+        /// Size of the locked operand, bytes.
+        operand_bytes: u64,
+        /// The displacement from the base register.
+        displacement: i64,
+    },
+    /// A file written before these facts were saved: the sentence it carried (`split_note`
+    /// for a split lock, `possible_split_note` for a possible one).
+    Said {
+        /// The saved sentence.
+        sentence: String,
+        /// True when it said a split lock (`split_note`), false for a possible one.
+        certain: bool,
+    },
+}
+
+impl LineSplit {
+    /// True when the operand crosses a line on every execution: a split lock, not a hint.
+    pub fn certain(&self) -> bool {
+        match self {
+            LineSplit::Crosses { .. } => true,
+            LineSplit::DisplacementCrosses { .. } | LineSplit::Misaligned { .. } => false,
+            LineSplit::Said { certain, .. } => *certain,
+        }
+    }
+
+    /// The sentence that says it (a saved file's own sentence for [`LineSplit::Said`]).
+    pub fn words(&self) -> String {
+        use crate::words::findings::code as w;
+        match self {
+            LineSplit::Crosses {
+                operand_bytes,
+                address,
+                line_offset_bytes,
+            } => w::operand_crosses_line(*operand_bytes, *address, *line_offset_bytes),
+            LineSplit::DisplacementCrosses {
+                operand_bytes,
+                displacement,
+                line_offset_bytes,
+            } => w::displacement_crosses_line(*operand_bytes, *displacement, *line_offset_bytes),
+            LineSplit::Misaligned {
+                operand_bytes,
+                displacement,
+            } => w::operand_misaligned(*operand_bytes, *displacement),
+            LineSplit::Said { sentence, .. } => sentence.clone(),
+        }
+    }
 }
 
 /// Whether a locked operand straddles a 64-byte cache line, as far as the code shows.
@@ -856,27 +921,25 @@ pub fn split_line(mem: &MemOperand) -> Option<LineSplit> {
     match mem.absolute {
         Some(addr) => {
             let off = addr % LINE;
-            (off + size > LINE).then(|| {
-                LineSplit::Crosses(format!(
-                    "the {size}-byte operand at {addr:#x} starts at byte {off} of its 64-byte \
-                     line and ends in the next: a split lock"
-                ))
+            (off + size > LINE).then_some(LineSplit::Crosses {
+                operand_bytes: size,
+                address: addr,
+                line_offset_bytes: off,
             })
         }
         None => {
             let off = mem.displacement.rem_euclid(LINE as i64) as u64;
             if off + size > LINE {
-                Some(LineSplit::Possible(format!(
-                    "the {size}-byte operand sits at displacement {:#x} (byte {off} of a line): \
-                     it crosses a 64-byte line if its base register is line-aligned",
-                    mem.displacement
-                )))
+                Some(LineSplit::DisplacementCrosses {
+                    operand_bytes: size,
+                    displacement: mem.displacement,
+                    line_offset_bytes: off,
+                })
             } else if !off.is_multiple_of(size) {
-                Some(LineSplit::Possible(format!(
-                    "the {size}-byte operand is misaligned (displacement {:#x}); it crosses a \
-                     line whenever it lands at the end of one",
-                    mem.displacement
-                )))
+                Some(LineSplit::Misaligned {
+                    operand_bytes: size,
+                    displacement: mem.displacement,
+                })
             } else {
                 None
             }
@@ -1188,19 +1251,35 @@ mod tests {
             absolute,
             registers: vec![],
         };
-        assert!(matches!(
-            split_line(&at(Some(0x403c), 0, 8)),
-            Some(LineSplit::Crosses(n)) if n.contains("split lock")
-        ));
+        let crosses = split_line(&at(Some(0x403c), 0, 8)).unwrap();
+        assert_eq!(
+            crosses,
+            LineSplit::Crosses {
+                operand_bytes: 8,
+                address: 0x403c,
+                line_offset_bytes: 60
+            }
+        );
+        assert!(crosses.certain());
+        assert_eq!(
+            crosses.words(),
+            "the 8-byte operand at 0x403c starts at byte 60 of its 64-byte line and ends in the \
+             next: a split lock"
+        );
         assert_eq!(split_line(&at(Some(0x4038), 0, 8)), None);
-        assert!(matches!(
-            split_line(&at(None, 0x3e, 8)),
-            Some(LineSplit::Possible(n)) if n.contains("line-aligned")
-        ));
-        assert!(matches!(
-            split_line(&at(None, 0x3, 4)),
-            Some(LineSplit::Possible(n)) if n.contains("misaligned")
-        ));
+        let displaced = split_line(&at(None, 0x3e, 8)).unwrap();
+        assert!(!displaced.certain());
+        assert!(displaced.words().contains("line-aligned"), "{displaced:?}");
+        let misaligned = split_line(&at(None, 0x3, 4)).unwrap();
+        assert_eq!(
+            misaligned,
+            LineSplit::Misaligned {
+                operand_bytes: 4,
+                displacement: 3
+            }
+        );
+        assert!(!misaligned.certain());
+        assert!(misaligned.words().contains("misaligned"), "{misaligned:?}");
         assert_eq!(split_line(&at(None, 0x10, 8)), None);
     }
     #[test]

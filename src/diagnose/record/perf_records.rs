@@ -13,6 +13,8 @@ use perf_event_open_sys::bindings::{
     PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, PERF_RECORD_SWITCH_CPU_WIDE,
 };
 
+use crate::diagnose::symbolize::unwind::{UserRegs, UserStack};
+
 /// One record from the ring, reduced to what diagnose uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -37,7 +39,7 @@ pub enum Record {
         /// kernel from (where it resumes).
         callers: Vec<u64>,
         /// The user registers and a copy of the top of the user stack, when sampled: what
-        /// [`super::unwind`] walks with the binaries' CFI.
+        /// [`crate::diagnose::symbolize::unwind`] walks with the binaries' CFI.
         user: Option<UserStack>,
     },
     /// An executable mapping appeared.
@@ -133,27 +135,6 @@ pub enum Switch {
     /// It left the CPU to sleep: blocked on a lock, I/O, a timer (or preempted, on a kernel
     /// before 4.17 that does not say).
     OutBlocked,
-}
-
-/// The user registers an unwinder needs on x86-64 (`PERF_SAMPLE_REGS_USER`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UserRegs {
-    /// Instruction pointer.
-    pub ip: u64,
-    /// Stack pointer.
-    pub sp: u64,
-    /// Frame pointer (`rbp`).
-    pub bp: u64,
-}
-
-/// Registers at the sample and the stack bytes copied from `regs.sp` upwards
-/// (`PERF_SAMPLE_STACK_USER`, only the part the kernel could copy).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserStack {
-    /// Registers.
-    pub regs: UserRegs,
-    /// Stack bytes from `regs.sp`.
-    pub bytes: Vec<u8>,
 }
 
 /// `perf_event_x86_regs` bit numbers of the registers in [`UserRegs`]; the kernel writes the

@@ -677,6 +677,66 @@ fn enable_fd(fd: &OwnedFd) {
     unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
 }
 
+/// Default samples per second. A cpu-clock sample costs the sampled thread ~20 us in a KVM
+/// guest (timer interrupt and reprogramming exit to the hypervisor; `perf record` pays the
+/// same, see `bench/diagnose_overhead.sh`): ~1% at 499 Hz against a 3% budget, where perf's
+/// 4000 Hz would cost ~9%. An odd rate avoids beating with periodic timers.
+pub const DEFAULT_FREQUENCY_HZ: u64 = 499;
+
+/// The sampling event for this machine, and why.
+pub fn choose_mode(machine: &crate::machine::Machine) -> (SamplingMode, String) {
+    if machine.pmu.usable {
+        (
+            SamplingMode::Cycles,
+            "hardware PMU available: sampling core cycles".into(),
+        )
+    } else {
+        (
+            SamplingMode::CpuClock,
+            format!(
+                "{}: sampling the cpu-clock software timer; hardware counters (CPI, TLB \
+                 misses, bus locks, machine clears, HITM) are not available",
+                machine
+                    .pmu
+                    .reason
+                    .as_deref()
+                    .unwrap_or("perf_event_open of cycles failed")
+            ),
+        )
+    }
+}
+
+/// Whether kernel code was sampled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum KernelSampling {
+    /// Kernel code was sampled with user space (`exclude_kernel` clear).
+    Sampled,
+    /// `--user-only` asked for user space only.
+    Off,
+    /// The kernel refused kernel sampling; user space only was sampled.
+    Refused {
+        /// `kernel.perf_event_paranoid` then, when it could be read.
+        paranoid: Option<i32>,
+        /// The error of the refused open.
+        error: String,
+    },
+}
+
+impl KernelSampling {
+    /// True when kernel code was sampled.
+    pub fn sampled(&self) -> bool {
+        matches!(self, KernelSampling::Sampled)
+    }
+}
+
+/// `kernel.perf_event_paranoid` now, when it can be read.
+pub fn paranoid() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -842,5 +902,17 @@ mod tests {
             with_stack * 10 >= mine * 9,
             "{with_stack} of {mine} with a stack copy"
         );
+    }
+
+    #[test]
+    fn the_sampling_event_follows_the_pmu_and_says_why() {
+        let mut m = crate::machine::Machine::detect();
+        m.pmu.usable = false;
+        m.pmu.reason = Some("no hardware PMU is exposed".into());
+        let (mode, why) = choose_mode(&m);
+        assert_eq!(mode, SamplingMode::CpuClock);
+        assert!(why.starts_with("no hardware PMU is exposed: sampling the cpu-clock"));
+        m.pmu.usable = true;
+        assert_eq!(choose_mode(&m).0, SamplingMode::Cycles);
     }
 }

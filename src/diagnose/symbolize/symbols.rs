@@ -4,7 +4,7 @@
 //! in `/tmp/perf-PID.map` for code in anonymous memory (HotSpot with perf-map-agent or
 //! `-XX:+DumpPerfMapAtExit`, .NET with `DOTNET_PerfMapEnabled=1`, V8 with `--perf-basic-prof`).
 
-use super::kernel::{KERNEL_MODULE, Kallsyms, UNNAMED_KERNEL, Unnamed};
+use super::kallsyms::{KERNEL_MODULE, Kallsyms, UNNAMED_KERNEL, Unnamed};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -898,7 +898,7 @@ mod tests {
     #[test]
     fn perf_maps_parse_with_and_without_0x() {
         // Guards the two spellings JITs use: perf-map-agent/.NET (bare hex) and 0x-prefixed.
-        let text = include_str!("../../tests/fixtures/perf-map/perf-1234.map");
+        let text = include_str!("../../../tests/fixtures/perf-map/perf-1234.map");
         let s = parse_perf_map(text);
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].name, "LazyCompile:*spinWait /app/lock.js:12");

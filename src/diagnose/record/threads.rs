@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn stat_of_a_real_thread_parses() {
-        let s = parse_stat(include_str!("../../tests/fixtures/proc/task/stat.txt")).unwrap();
+        let s = parse_stat(include_str!("../../../tests/fixtures/proc/task/stat.txt")).unwrap();
         assert_eq!(s.comm, "bash");
         assert_eq!(s.minflt, 102);
         assert_eq!(s.majflt, 0);
@@ -309,11 +309,11 @@ mod tests {
 
     #[test]
     fn switches_and_schedstat_parse() {
-        let status = include_str!("../../tests/fixtures/proc/task/status.txt");
+        let status = include_str!("../../../tests/fixtures/proc/task/status.txt");
         let (v, i) = parse_switches(status);
         assert!(status.contains(&format!("voluntary_ctxt_switches:\t{v}")));
         assert!(status.contains(&format!("nonvoluntary_ctxt_switches:\t{i}")));
-        let sched = include_str!("../../tests/fixtures/proc/task/schedstat.txt");
+        let sched = include_str!("../../../tests/fixtures/proc/task/schedstat.txt");
         assert_eq!(parse_schedstat(sched), Some(620865));
         assert_eq!(parse_run_delay(sched), Some(1966056));
     }

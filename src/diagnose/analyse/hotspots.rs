@@ -4,13 +4,15 @@
 
 use super::disasm::{self, SiteKind};
 use super::innodb;
-use super::kernel::{KERNEL_FUNCTIONS, KernelFunction, Unnamed};
-use super::record::Recording;
+use super::kernel::{KERNEL_FUNCTIONS, KernelFunction};
 use super::runtimes::{self, Role, Runtime};
-use super::symbols::{Location, Symbol, Symbolizer};
-use super::threads::ThreadFigures;
-use super::wall::{NamedWait, WallRecording};
-use super::{StackCount, StackFrame};
+use super::wall::NamedWait;
+use crate::diagnose::record::recording::Recording;
+use crate::diagnose::record::threads::ThreadFigures;
+use crate::diagnose::record::wall::WallRecording;
+use crate::diagnose::symbolize::kallsyms::Unnamed;
+use crate::diagnose::symbolize::stack::{StackCount, StackFrame};
+use crate::diagnose::symbolize::symbols::{Location, Symbol, Symbolizer};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -150,12 +152,13 @@ pub struct HotSite {
     pub disassembly: disasm::Listing,
     /// `file:line` of the hot instruction, from DWARF.
     pub source_line: Option<String>,
-    /// How the locked operand straddles a cache line, when the code fixes its address: a
-    /// split lock.
-    pub split_note: Option<String>,
-    /// How a register-relative locked operand may straddle a line (the base is unknown).
-    #[serde(default)]
-    pub possible_split_note: Option<String>,
+    /// How the hot locked operand meets 64-byte cache lines, as far as the code shows: it
+    /// crosses one (a split lock) or may (register-relative); absent for other sites. Saved
+    /// as `line_split`; files written before it was typed carry the sentences `split_note`
+    /// (a split lock) and `possible_split_note` (a possible one), read as
+    /// [`disasm::LineSplit::Said`].
+    #[serde(flatten, with = "saved_line_split")]
+    pub line_split: Option<disasm::LineSplit>,
     /// A spin that re-reads through calls: what it calls to load. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads_through: Option<ReadsThrough>,
@@ -163,6 +166,46 @@ pub struct HotSite {
     /// name): whose, which spin, and the knobs this process runs with. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub innodb: Option<super::innodb::InnodbSpin>,
+}
+
+/// [`HotSite::line_split`] as saved: the facts under `line_split`; from files written before
+/// they were, the sentence of `split_note` (a split lock) or `possible_split_note` (a possible
+/// one).
+mod saved_line_split {
+    use super::disasm::LineSplit;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct Out<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        line_split: Option<&'a LineSplit>,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        #[serde(default)]
+        line_split: Option<LineSplit>,
+        #[serde(default)]
+        split_note: Option<String>,
+        #[serde(default)]
+        possible_split_note: Option<String>,
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<LineSplit>, s: S) -> Result<S::Ok, S::Error> {
+        Out {
+            line_split: v.as_ref(),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LineSplit>, D::Error> {
+        let saved = In::deserialize(d)?;
+        let said = |sentence: String, certain| LineSplit::Said { sentence, certain };
+        Ok(saved
+            .line_split
+            .or_else(|| saved.split_note.map(|n| said(n, true)))
+            .or_else(|| saved.possible_split_note.map(|n| said(n, false))))
+    }
 }
 
 /// What a spin loop calls to re-read its flag: `while (load_turn() != me) ;`.
@@ -241,7 +284,7 @@ pub struct HotSpots {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<coverage::Coverage>,
     /// Samples whose named stack reaches a thread's entry function
-    /// ([`super::unwind::is_thread_entry`]).
+    /// ([`crate::diagnose::symbolize::unwind::is_thread_entry`]).
     #[serde(default)]
     pub full_stacks: u64,
 }
@@ -480,7 +523,7 @@ pub fn full_stacks(stacks: &[StackCount]) -> u64 {
             s.frames.iter().skip(1).rev().any(|f| {
                 f.function
                     .as_deref()
-                    .is_some_and(super::unwind::is_thread_entry)
+                    .is_some_and(crate::diagnose::symbolize::unwind::is_thread_entry)
             })
         })
         .map(|s| s.samples)
@@ -619,14 +662,9 @@ impl SiteDecoder<'_> {
                     samples: claims.stacks.then_some(taken_samples),
                 }
             });
-            let split = (site.kind == SiteKind::LockedRmw)
+            let line_split = (site.kind == SiteKind::LockedRmw)
                 .then(|| site.hot_mem.as_ref().and_then(disasm::split_line))
                 .flatten();
-            let (split_note, possible_split_note) = match split {
-                Some(disasm::LineSplit::Crosses(n)) => (Some(n), None),
-                Some(disasm::LineSplit::Possible(n)) => (None, Some(n)),
-                None => (None, None),
-            };
             out.sites.push(HotSite {
                 kind: site.kind,
                 symbol: sym.name.clone(),
@@ -639,8 +677,7 @@ impl SiteDecoder<'_> {
                 threads,
                 disassembly: site.lines.clone(),
                 source_line: self.symz.source_line(&f.loc, site.hot_addr),
-                split_note,
-                possible_split_note,
+                line_split,
                 reads_through,
                 innodb: (site.kind == SiteKind::PauseSpin)
                     .then(|| self.innodb(f, &sym, &insns, site.start))
@@ -698,8 +735,11 @@ impl SiteDecoder<'_> {
             if !live || !(1..=8).contains(&v.size) {
                 return None;
             }
-            let bytes =
-                super::symbols::read_process_memory(pid, v.address.wrapping_add(bias), v.size)?;
+            let bytes = crate::diagnose::symbolize::symbols::read_process_memory(
+                pid,
+                v.address.wrapping_add(bias),
+                v.size,
+            )?;
             let mut word = [0u8; 8];
             word[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
             (bytes.len() as u64 == v.size).then(|| u64::from_le_bytes(word))
@@ -925,15 +965,101 @@ pub fn short_module(module: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::sampler::SamplingMode;
+    use crate::diagnose::record::sampler::SamplingMode;
+
+    /// The split_lock regression diagnosis (zen4-kvm), saved before the split was typed: its
+    /// `split_note` sentence loads as a certain split (what `needs_line_costs` and `diff`'s
+    /// mechanism read), says the same sentence, and is saved again as `line_split`.
+    #[test]
+    fn a_split_note_saved_as_a_sentence_loads_as_a_certain_split() {
+        let path = format!(
+            "{}/tests/fixtures/machines/zen4-kvm/regression/split_lock.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let bytes = std::fs::read(path).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).contains("\"split_note\":\"the 8-byte"));
+        let d = crate::diagnose::from_json_bytes(&bytes).unwrap();
+        let site = d
+            .hot_sites
+            .iter()
+            .find(|s| s.line_split.is_some())
+            .expect("the split site");
+        let split = site.line_split.as_ref().unwrap();
+        assert!(split.certain());
+        assert_eq!(
+            split.words(),
+            "the 8-byte operand at 0x40bc starts at byte 60 of its 64-byte line and ends in the \
+             next: a split lock"
+        );
+        assert!(d.findings.iter().any(|f| f.id == "split_lock"));
+        let hot = HotSpots {
+            sites: d.hot_sites.clone(),
+            ..HotSpots::default()
+        };
+        assert!(crate::diagnose::needs_line_costs(&hot, &[]).1);
+        let again = serde_json::to_value(site).unwrap();
+        assert!(again.get("split_note").is_none(), "{again}");
+        assert_eq!(again["line_split"]["split"], "said");
+        assert_eq!(serde_json::from_value::<HotSite>(again).unwrap(), *site);
+    }
+
+    /// A register-relative operand's `possible_split_note` of an older file is a possible
+    /// split, and a site with neither field has none; the facts saved now read back as they were.
+    #[test]
+    fn a_possible_split_note_loads_as_a_hint_and_facts_round_trip() {
+        let mut site = serde_json::to_value(HotSite {
+            kind: SiteKind::LockedRmw,
+            symbol: "lockSlow".into(),
+            module: "/bin/go".into(),
+            address: 0x1000,
+            offset: 0x10,
+            instruction: "lock cmpxchg [rdi+3Ch],ecx".into(),
+            samples: 10,
+            share: 0.5,
+            threads: Vec::new(),
+            disassembly: disasm::Listing::default(),
+            source_line: None,
+            line_split: None,
+            reads_through: None,
+            innodb: None,
+        })
+        .unwrap();
+        assert!(site.get("line_split").is_none(), "absent, not null: {site}");
+        assert_eq!(
+            serde_json::from_value::<HotSite>(site.clone())
+                .unwrap()
+                .line_split,
+            None
+        );
+        site["split_note"] = serde_json::Value::Null;
+        site["possible_split_note"] = "the 8-byte operand sits at displacement 0x3c".into();
+        let old: HotSite = serde_json::from_value(site.clone()).unwrap();
+        let split = old.line_split.unwrap();
+        assert!(!split.certain());
+        assert_eq!(
+            split.words(),
+            "the 8-byte operand sits at displacement 0x3c"
+        );
+        let facts = disasm::LineSplit::DisplacementCrosses {
+            operand_bytes: 8,
+            displacement: 0x3c,
+            line_offset_bytes: 60,
+        };
+        let mut now: HotSite = serde_json::from_value(site).unwrap();
+        now.line_split = Some(facts.clone());
+        let saved = serde_json::to_value(&now).unwrap();
+        assert_eq!(saved["line_split"]["split"], "displacement_crosses");
+        let back: HotSite = serde_json::from_value(saved).unwrap();
+        assert_eq!(back.line_split, Some(facts));
+    }
 
     fn recording(samples: HashMap<Location, BTreeMap<u32, u64>>) -> Recording {
         let total = samples.values().flat_map(|t| t.values()).sum();
         Recording {
             mode: SamplingMode::CpuClock,
-            scope: crate::diagnose::sampler::SamplingScope::PerTask,
+            scope: crate::diagnose::record::sampler::SamplingScope::PerTask,
             per_task_because: None,
-            kernel: crate::diagnose::kernel::KernelSampling::Off,
+            kernel: crate::diagnose::record::sampler::KernelSampling::Off,
             root_name: None,
             kernel_samples: BTreeMap::new(),
             other_samples: 0,
@@ -1246,7 +1372,7 @@ mod tests {
             ),
         ]);
         let mut rec = recording(samples);
-        rec.followed = vec![crate::diagnose::tree::FollowedProcess {
+        rec.followed = vec![crate::diagnose::record::tree::FollowedProcess {
             pid,
             command: "node".into(),
             at_attach: false,

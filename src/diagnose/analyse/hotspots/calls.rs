@@ -9,10 +9,10 @@
 //! and which of a callee's samples its loop took is unknown, so none are claimed.
 
 use super::{FuncAcc, SiteDecoder};
-use crate::diagnose::disasm::{self, Callee, Insn, LeafLoad};
-use crate::diagnose::record::Recording;
-use crate::diagnose::runtimes;
-use crate::diagnose::symbols::{Location, Symbol, Symbolizer};
+use crate::diagnose::analyse::disasm::{self, Callee, Insn, LeafLoad};
+use crate::diagnose::analyse::runtimes;
+use crate::diagnose::record::recording::Recording;
+use crate::diagnose::symbolize::symbols::{Location, Symbol, Symbolizer};
 use iced_x86::Register;
 use std::collections::{BTreeMap, HashMap, HashSet};
 

@@ -5,13 +5,9 @@
 //! JIT code, and assemble the [`Recording`].
 
 use super::super::counters::{CounterValue, Counters};
-use super::super::jit::{self, HotCode, PerfMapRequest};
-use super::super::kernel::{self, KernelSampling};
 use super::super::memory::{self, ProcessMemory};
-use super::super::namespace::NamespacedProcess;
-use super::super::perf_map::PerfMapFollower;
+use super::super::sampler::{self, KernelSampling};
 use super::super::sampler::{Inherit, Sampler};
-use super::super::symbols;
 use super::super::target::{self, Launched, ProcessName, TargetError};
 use super::super::threads::ThreadTracker;
 use super::super::tree::{self, Followed};
@@ -25,6 +21,10 @@ use super::{
     State, StopStep, Target, Uncovered, describe_status, input_error, open_cpu_wide, open_error,
     open_sampler, process_running, stop_step, totals_of,
 };
+use crate::diagnose::symbolize::jit::{self, HotCode, PerfMapRequest};
+use crate::diagnose::symbolize::namespace::NamespacedProcess;
+use crate::diagnose::symbolize::perf_map::PerfMapFollower;
+use crate::diagnose::symbolize::symbols;
 use crate::measure::clock::monotonic_ns;
 use crate::words::diagnose as words;
 use anyhow::Result;
@@ -874,7 +874,7 @@ impl<'a> Run<'a> {
             } else {
                 match self.kernel_refused {
                     Some(error) => KernelSampling::Refused {
-                        paranoid: kernel::paranoid(),
+                        paranoid: sampler::paranoid(),
                         error,
                     },
                     None => KernelSampling::Off,

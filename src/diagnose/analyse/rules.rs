@@ -10,14 +10,14 @@
 //! transfer costs several times more on some parts than on others, so a figure typed in here
 //! would be wrong on most machines that read it.
 
-use super::counters::{self, CounterValue};
-use super::disasm::{Listing, SiteKind};
-use super::events::Signal;
+use super::disasm::{LineSplit, Listing, SiteKind};
 use super::hotspots::{self, CallerPath, HotFunction, HotSite, HotSpots, short_module};
-use super::jit;
-use super::memory::ProcessMemory;
-use super::record::Jvm;
 use super::runtimes::{self, Role, Runtime};
+use crate::diagnose::record::counters::{self, CounterValue};
+use crate::diagnose::record::events::Signal;
+use crate::diagnose::record::memory::ProcessMemory;
+use crate::diagnose::record::recording::Jvm;
+use crate::diagnose::symbolize::jit;
 use crate::machine::Machine;
 use crate::schema::Level;
 use crate::spin::LegacySpin;
@@ -671,8 +671,8 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
     if contended {
         f.evidence.push(words::locked_rmw_contention(contending));
     }
-    if let Some(note) = &site.possible_split_note {
-        f.evidence.push(words::possible_split_lock(note));
+    if let Some(split) = site.line_split.as_ref().filter(|s| !s.certain()) {
+        f.evidence.push(words::possible_split_lock(&split.words()));
     }
     f.explanation = words::locked_rmw_explanation(&line_transfer_text(ctx), contended);
     f.advice = words::locked_rmw_advice().into();
@@ -689,10 +689,10 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
     f
 }
 
-fn split_lock(site: &HotSite, note: &str, ctx: &Context) -> Finding {
+fn split_lock(site: &HotSite, split: &LineSplit, ctx: &Context) -> Finding {
     let title = words::split_lock_title(&site.symbol);
     let mut f = code_finding("split_lock", Level::Hazard, title, site, ctx);
-    f.evidence.push(note.to_string());
+    f.evidence.push(split.words());
     if let Some(bus) = counters::signal_total(ctx.counters, Signal::BusLocks) {
         f.evidence.push(words::bus_lock_count(bus));
     }
@@ -898,10 +898,11 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
                     .filter(|t| t.samples as f64 >= CONTENDING_THREAD_SHARE * site.samples as f64)
                     .count()
                     >= 2;
-                if let Some(note) = &site.split_note {
-                    out.push(split_lock(site, note, ctx));
+                let split = site.line_split.as_ref().filter(|s| s.certain());
+                if let Some(split) = split {
+                    out.push(split_lock(site, split, ctx));
                 }
-                if site.split_note.is_none() || contended {
+                if split.is_none() || contended {
                     out.push(locked_rmw(site, level, ctx));
                 }
             }
@@ -939,7 +940,7 @@ pub fn findings(ctx: &Context) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::hotspots::{KindShare, ReadsThrough, SiteThread};
+    use crate::diagnose::analyse::hotspots::{KindShare, ReadsThrough, SiteThread};
 
     fn machine() -> Machine {
         let mut m = Machine::detect();
@@ -969,8 +970,7 @@ mod tests {
                 .collect(),
             disassembly: Listing(vec!["=> 0x1189: f3 90 pause".parse().unwrap()]),
             source_line: None,
-            split_note: None,
-            possible_split_note: None,
+            line_split: None,
             reads_through: None,
             innodb: None,
         }
@@ -1038,8 +1038,8 @@ mod tests {
     /// finding, without the knob's advice.
     #[test]
     fn the_mariadb_innodb_spin_case_is_one_finding_with_its_knob_and_the_backoff_another() {
-        use crate::diagnose::innodb::{InnodbSpin, Knob, KnobValue, Recognised, Server};
-        use crate::diagnose::innodb::{SpinShape, ValueFrom};
+        use crate::diagnose::analyse::innodb::{InnodbSpin, Knob, KnobValue, Recognised, Server};
+        use crate::diagnose::analyse::innodb::{SpinShape, ValueFrom};
         let kv = |knob, value| KnobValue {
             knob,
             value: Some(value),
@@ -1249,7 +1249,11 @@ mod tests {
     /// A locked RMW two threads share, its operand crossing a line.
     fn split_locked_site() -> HotSpots {
         let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 400), (11, 380)]);
-        s.split_note = Some("the 8-byte operand at 0x403c ... a split lock".into());
+        s.line_split = Some(LineSplit::Crosses {
+            operand_bytes: 8,
+            address: 0x403c,
+            line_offset_bytes: 60,
+        });
         HotSpots {
             sites: vec![s],
             ..HotSpots::default()
@@ -1308,7 +1312,11 @@ mod tests {
         // Guards the overclaim: an operand that crosses a line only if its base register is
         // line-aligned is noted on the locked finding, not reported as a split lock.
         let mut s = site(SiteKind::LockedRmw, 0.8, &[(10, 800)]);
-        s.possible_split_note = Some("the 8-byte operand sits at displacement 0x3c".into());
+        s.line_split = Some(LineSplit::DisplacementCrosses {
+            operand_bytes: 8,
+            displacement: 0x3c,
+            line_offset_bytes: 60,
+        });
         let hot = HotSpots {
             sites: vec![s],
             ..HotSpots::default()
@@ -1357,7 +1365,7 @@ mod tests {
     /// plain spin, a contended Go lock word, a hot atomic, a split lock, hot loads, HotSpot's
     /// monitor code and a JIT method scanning secondary supers.
     fn every_rule_profile() -> HotSpots {
-        use crate::diagnose::{StackCount, StackFrame};
+        use crate::diagnose::symbolize::stack::{StackCount, StackFrame};
         let frame = |f: &str| StackFrame {
             address: 1,
             function: Some(f.into()),
@@ -1388,9 +1396,17 @@ mod tests {
             &[(10, 250), (11, 250)],
             "sync.(*Mutex).lockSlow",
         );
-        go.possible_split_note = Some("maybe 0x3c".into());
+        go.line_split = Some(LineSplit::DisplacementCrosses {
+            operand_bytes: 8,
+            displacement: 0x3c,
+            line_offset_bytes: 60,
+        });
         let mut split = named(SiteKind::LockedRmw, 0.08, &[(10, 80)], "splitter");
-        split.split_note = Some("the 8-byte operand at 0x403c".into());
+        split.line_split = Some(LineSplit::Crosses {
+            operand_bytes: 8,
+            address: 0x403c,
+            line_offset_bytes: 60,
+        });
         let method = "void SecondarySupers.lambda$main$0(int, long[])";
         let mut scan = named(SiteKind::Compute, 0.3, &[(1, 150), (2, 150)], method);
         scan.module = "//anon".into();

@@ -9,7 +9,8 @@
 use super::hotspots::HotSpots;
 use super::rules::{Finding, HAZARD_SHARE, NOTICE_SHARE};
 use super::runtimes::{self, Role, Runtime, WaitKind};
-use super::wall::{OffCpu, ThreadWall, WallReport};
+use super::wall::{ThreadWall, WallReport};
+use crate::diagnose::record::wall::OffCpu;
 use crate::schema::Level;
 use crate::words::findings::waits::{self as words, CpuHolder, LockWaitFacts, StarvedFacts};
 use std::collections::{BTreeMap, BTreeSet};
@@ -449,7 +450,7 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::wall::cpu::CpuHolders;
+    use crate::diagnose::record::wall::cpu::CpuHolders;
     use crate::diagnose::wall::{StateTimes, WallMethod};
     use crate::machine::cpu_time::CpuTimeDelta;
 
@@ -523,7 +524,7 @@ mod tests {
     /// function and libc's wrapper of it listed apart.
     #[test]
     fn a_function_in_two_modules_is_named_once() {
-        use crate::diagnose::hotspots::{HotFunction, SiteThread};
+        use crate::diagnose::analyse::hotspots::{HotFunction, SiteThread};
         let function = |symbol: &str, module: &str, samples| HotFunction {
             symbol: symbol.into(),
             module: module.into(),

@@ -8,8 +8,8 @@
 //! otherwise the report says what was not, and how to fix that.
 
 use super::{FuncAcc, MIN_DECODE_SHARE};
-use crate::diagnose::record::Recording;
-use crate::diagnose::symbols::{Location, unnamed_function};
+use crate::diagnose::record::recording::Recording;
+use crate::diagnose::symbolize::symbols::{Location, unnamed_function};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -333,7 +333,7 @@ pub fn knob_values(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::disasm::decode;
+    use crate::diagnose::analyse::disasm::decode;
 
     /// MariaDB 10.11.19's (Debian 12) `srw_mutex_impl<true>::wait_and_lock`, from its start to
     /// the PAUSE loop, at 0xde2ac0 of /usr/sbin/mariadbd: the multiplier at 0x1838638 (its
