@@ -18,22 +18,8 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
-}
-
 const FINGERPRINT: &str = "fingerprints/zen2-kvm-check.json";
 const DIAGNOSIS: &str = "diagnose/pause-spin-zen4-kvm.json";
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("cpudoctor")
-}
-
-fn stderr_of(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// Runs to the end, with no stdin.
 fn run(args: &[&std::ffi::OsStr]) -> Output {
@@ -848,19 +834,7 @@ fn case_8_check_with_every_probe_skipped_does_not_exit_0() {
             cmd.args(["--skip", name]);
         }
     }
-    let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-        .ok()
-        .and_then(|set| (0..nix::sched::CpuSet::count()).find(|&c| set.is_set(c).unwrap_or(false)))
-        .unwrap_or(0);
-    // SAFETY: sched_setaffinity is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            let mut set = nix::sched::CpuSet::new();
-            set.set(cpu).map_err(std::io::Error::from)?;
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-                .map_err(std::io::Error::from)
-        });
-    }
+    on_one_cpu(&mut cmd);
     let o = cmd.output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr_of(&o));
     assert!(

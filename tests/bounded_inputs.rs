@@ -4,15 +4,12 @@
 //! the JSON as it arrives and stops at a size cap: each case is one line and exit 2, fast.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
-}
+mod common;
+use common::fixture;
 
 const FINGERPRINT: &str = "fingerprints/zen2-kvm-check.json";
 

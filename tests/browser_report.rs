@@ -149,17 +149,16 @@ window.addEventListener("load", function () {{
     )
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/fingerprints")
-        .join(name)
+/// A saved fingerprint of tests/fixtures/fingerprints.
+fn fingerprint(name: &str) -> PathBuf {
+    common::fixture("fingerprints").join(name)
 }
 
 fn write_report(dir: &Path, inputs: &[&str]) -> PathBuf {
     let out = dir.join("report.html");
     let status = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
         .arg("report")
-        .args(inputs.iter().map(|n| fixture(n)))
+        .args(inputs.iter().map(|n| fingerprint(n)))
         .arg("-o")
         .arg(&out)
         .stdout(Stdio::null())
@@ -200,12 +199,7 @@ fn render_in_browser(chromium: &Path, dir: &Path, report: &Path) -> Value {
 }
 
 fn figure<'a>(result: &'a Value, id: &str) -> &'a Value {
-    result["figures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| panic!("no chart {id} in {result}"))
+    common::entry(&result["figures"], "id", id)
 }
 
 /// Every SVG of the chart is laid out at a real size, with axis labels and at least

@@ -87,12 +87,7 @@ fn check_measures_pause_in_a_sane_range_and_judges_it() {
     // exit per PAUSE would not fit 1000 ns either. Wide margins: the machine is shared.
     assert!((0.2..1000.0).contains(&ns), "pause_ns {ns}");
     assert!((1.0..2000.0).contains(&cycles), "pause_cycles {cycles}");
-    let verdict = fp["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["hazard"] == "slow_pause")
-        .expect("slow_pause verdict");
+    let verdict = entry(&fp["verdicts"], "hazard", "slow_pause");
     assert!(verdict["explanation"].as_str().unwrap().contains("glibc"));
     let pause = &fp["probes"][0];
     let ple = pause["effects"]["pause_loop_exits"].as_str().unwrap();
@@ -278,12 +273,7 @@ fn spin_reproduces_the_seed_at_24_cores_and_4_ns() {
     let ms = legacy["total_ns"].as_f64().unwrap() / 1e6;
     assert_eq!(format!("{ms:.2}"), "19.68");
     assert_eq!(doc["pause_source"], "given");
-    let runtimes: Vec<&str> = doc["runtimes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["runtime"].as_str().unwrap())
-        .collect();
+    let runtimes = strings(&doc["runtimes"], "runtime");
     assert!(runtimes.contains(&"Go") && runtimes.contains(&".NET normalized"));
 }
 
@@ -312,12 +302,7 @@ fn spin_shows_one_normalized_model_of_30_short_iterations() {
     assert_eq!(n["schedule"]["total_pauses"], 169);
     assert_eq!(n["total_ns"].as_f64().unwrap(), 169.0 * 43.0);
     assert_eq!(n["longest_iteration_ns"].as_f64().unwrap(), 258.0);
-    let row = doc["runtimes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["runtime"] == ".NET normalized")
-        .unwrap();
+    let row = entry(&doc["runtimes"], "runtime", ".NET normalized");
     assert_eq!(row["spin_ns"], n["total_ns"]);
     assert_eq!(row["worst_extra_delay_ns"], n["longest_iteration_ns"]);
     cpudoctor()
@@ -443,16 +428,11 @@ fn check_under_taskset_on_one_cpu_measures_that_cpu_only() {
         return missing_tool("taskset", "apt-get install util-linux");
     }
     let bin = assert_cmd::cargo::cargo_bin("cpudoctor");
-    let out = std::process::Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(bin)
-        .args(["check", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = output_ok(
+        std::process::Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(bin)
+            .args(["check", "--json"]),
     );
     let fp: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(fp["machine"]["allowed_cpus"], serde_json::json!([0]));
@@ -473,12 +453,7 @@ fn runs_keep_every_run_and_give_each_figure_an_interval_across_them() {
     let p = probe(&fp, "pause");
     assert_eq!(p["params"]["runs"], 2);
     assert_eq!(p["samples"]["pause_ns.runs"].as_array().unwrap().len(), 2);
-    let m = p["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "pause_ns")
-        .unwrap();
+    let m = entry(&p["metrics"], "name", "pause_ns");
     let (lo, hi, v) = (
         m["interval"]["low"].as_f64().unwrap(),
         m["interval"]["high"].as_f64().unwrap(),

@@ -11,24 +11,9 @@
 
 use predicates::prelude::*;
 use serde_json::Value;
-use std::os::unix::process::CommandExt;
-use std::sync::Mutex;
 
 mod common;
 use common::*;
-
-static MEASURING: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    MEASURING.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn allowed_cpus() -> Vec<usize> {
-    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-    (0..nix::sched::CpuSet::count())
-        .filter(|&c| set.is_set(c).unwrap_or(false))
-        .collect()
-}
 
 /// Runs `attempt` up to three times and passes when one run shows the ordering: a shared
 /// machine can stall either thread of a pair for a whole sample (the other then runs alone and
@@ -193,12 +178,7 @@ fn c2c_fills_a_symmetric_matrix_and_prints_a_heatmap() {
     // From SMT siblings (~5 ns) to a far socket of a big server (~500 ns), with room.
     assert!((1.0..10_000.0).contains(&ns), "c2c_latency_ns {ns}");
     let p = probe(&fp, "c2c");
-    let m = p["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "c2c_latency_ns")
-        .unwrap();
+    let m = entry(&p["series"], "name", "c2c_latency_ns");
     assert_eq!(m["kind"], "matrix");
     assert_eq!(m["values"][0][0], Value::Null);
     assert_eq!(m["values"][0][1], m["values"][1][0]);
@@ -219,11 +199,8 @@ fn c2c_fills_a_symmetric_matrix_and_prints_a_heatmap() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn neighbour_bus_locking_stays_under_a_second_by_default() {
-    if allowed_cpus().len() < 2 {
-        return missing_hardware(
-            "a second allowed CPU",
-            "run on a machine (or under an affinity mask) with two CPUs",
-        );
+    if !two_cpus() {
+        return;
     }
     let _serial = serial();
     // The full profile: what `probe split-lock-neighbour` does without --duration.
@@ -289,11 +266,8 @@ fn alive(pid: i32) -> bool {
 fn interrupting_the_neighbour_probe_leaves_no_bus_locker_running() {
     // Regression: Ctrl-C on `probe split-lock-neighbour` left the locking child running,
     // reparented to init, bus-locking the host forever.
-    if allowed_cpus().len() < 2 {
-        return missing_hardware(
-            "a second allowed CPU",
-            "run on a machine (or under an affinity mask) with two CPUs",
-        );
+    if !two_cpus() {
+        return;
     }
     let _serial = serial();
     let mut parent = std::process::Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
@@ -369,12 +343,7 @@ fn cpus_0_0_skips_and_0_1_1_measures_one_pair() {
     let p = probe(&fp, "c2c");
     assert_eq!(p["status"], "ok", "{p}");
     assert_eq!(p["effects"]["pairs_measured"], 1);
-    let m = p["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "c2c_latency_ns")
-        .unwrap();
+    let m = entry(&p["series"], "name", "c2c_latency_ns");
     assert_eq!(
         m["rows"],
         serde_json::json!([format!("cpu{a}"), format!("cpu{b}")])
@@ -384,25 +353,9 @@ fn cpus_0_0_skips_and_0_1_1_measures_one_pair() {
 #[cfg(target_os = "linux")]
 #[test]
 fn check_on_one_cpu_skips_the_multi_cpu_probes_with_a_reason() {
-    let cpu = allowed_cpus()[0];
-    let bin = assert_cmd::cargo::cargo_bin("cpudoctor");
-    let mut cmd = std::process::Command::new(bin);
-    cmd.args(["check", "--json"]);
-    // SAFETY: sched_setaffinity is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let mut set = nix::sched::CpuSet::new();
-            set.set(cpu).map_err(std::io::Error::from)?;
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-                .map_err(std::io::Error::from)
-        });
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"));
+    let cpu = on_one_cpu(cmd.args(["check", "--json"]));
+    let out = output_ok(&mut cmd);
     let fp: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(schema_errors(&fp).is_empty(), "{:?}", schema_errors(&fp));
     for name in ["c2c", "split-lock", "split-lock-neighbour", "sharing"] {
@@ -416,12 +369,7 @@ fn check_on_one_cpu_skips_the_multi_cpu_probes_with_a_reason() {
         );
     }
     // No verdict is invented from a skipped probe.
-    let verdicts: Vec<&str> = fp["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["hazard"].as_str().unwrap())
-        .collect();
+    let verdicts = strings(&fp["verdicts"], "hazard");
     for id in ["cross_core_latency", "false_sharing"] {
         assert!(!verdicts.contains(&id), "{verdicts:?}");
     }

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{c_compiler, compile_program, missing_hardware, missing_tool};
+use common::{Build, missing_hardware, missing_tool, probe, program};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -188,15 +188,6 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-fn probe<'a>(fp: &'a Value, name: &str) -> &'a Value {
-    fp["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no probe {name} in {fp}"))
 }
 
 /// A memory probe under a limit: measured, saying what the limit left it (`memory_limit`)
@@ -405,14 +396,13 @@ fn check_in_a_cgroup_namespace_reads_the_same_limits() {
 
 #[test]
 fn diagnose_in_a_cgroup_with_half_a_cpu_finishes_names_the_quota_and_saves() {
-    let Some(cc) = c_compiler() else {
+    let Some(program) = program("cpu_bound", Build::Distribution) else {
         return;
     };
     let Some(cg) = cgroup("cpudoctor-test-diagnose") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let program = compile_program(&cc, "cpu_bound", &["-O2"], dir.path());
     let save = dir.path().join("diagnosis.json");
     // About 2 s of CPU: throttled to half a CPU, a few seconds of wall time.
     let o = cg

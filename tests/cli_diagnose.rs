@@ -6,48 +6,12 @@
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 mod common;
 use common::*;
 
-/// Builds every test program once per test binary; `None` (the test fails, or skips with
-/// CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler.
-fn programs() -> Option<&'static Path> {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    // Frame pointers in every function, leaves included, as distributions that build for
-    // profiling do: the kernel's stack walk needs them.
-    programs_built_once(
-        &DIR,
-        &[
-            "pause_spin",
-            "locked_counter",
-            "split_lock",
-            "random_access",
-            "jit",
-            "late_thread",
-            "fork_children",
-            "turn_call",
-            "cpu_bound",
-        ],
-        &[
-            "-O2",
-            "-g",
-            "-pthread",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-        ],
-    )
-}
-
-/// A built test program; `None` when there is no C compiler (see [`programs`]).
-fn program(name: &str) -> Option<PathBuf> {
-    Some(programs()?.join(name))
-}
-
 fn run_program(name: &str, args: &[&str]) -> Option<Value> {
-    let p = program(name)?;
+    let p = program(name, Build::FramePointers)?;
     let mut all = vec!["--", p.to_str().unwrap()];
     all.extend_from_slice(args);
     Some(diagnose_json(&all))
@@ -66,7 +30,7 @@ impl Drop for KillOnDrop {
 
 fn spawn(name: &str, args: &[&str]) -> Option<KillOnDrop> {
     Some(KillOnDrop(
-        std::process::Command::new(program(name)?)
+        std::process::Command::new(program(name, Build::FramePointers)?)
             .args(args)
             .spawn()
             .unwrap(),
@@ -140,7 +104,7 @@ fn sampled_stacks_hold_every_sample_with_the_callers_of_the_spin() {
 
 #[test]
 fn without_stacks_each_sample_is_a_one_frame_stack() {
-    let Some(p) = program("pause_spin") else {
+    let Some(p) = program("pause_spin", Build::FramePointers) else {
         return;
     };
     let d = diagnose_json(&["--no-stacks", "--", p.to_str().unwrap(), "0.5"]);
@@ -173,12 +137,7 @@ fn a_spin_that_re_reads_through_a_call_is_a_spin_without_pause_naming_both_funct
     assert!(title.contains("re-reading through load_turn()"), "{title}");
     // Both threads spin nearly the whole run: far above the 5% notice bar.
     assert!(f["sample_share"].as_f64().unwrap() > 0.5, "{f:#}");
-    let site = d["hot_sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["kind"] == "spin_without_pause")
-        .expect("the spin's site");
+    let site = entry(&d["hot_sites"], "kind", "spin_without_pause");
     assert_eq!(site["symbol"], "wait_turn");
     assert!(site["instruction"].as_str().unwrap().starts_with("call"));
     let through = &site["reads_through"];
@@ -211,7 +170,7 @@ fn a_spin_that_re_reads_through_a_call_is_a_spin_without_pause_naming_both_funct
 
 #[test]
 fn without_stacks_a_spin_through_a_call_says_its_callees_samples_are_not_counted() {
-    let Some(p) = program("turn_call") else {
+    let Some(p) = program("turn_call", Build::FramePointers) else {
         return;
     };
     let d = diagnose_json(&["--no-stacks", "--", p.to_str().unwrap(), "0.5"]);
@@ -220,12 +179,7 @@ fn without_stacks_a_spin_through_a_call_says_its_callees_samples_are_not_counted
         f["title"].as_str().unwrap().contains("load_turn()"),
         "{f:#}"
     );
-    let site = d["hot_sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["kind"] == "spin_without_pause")
-        .expect("the spin's site");
+    let site = entry(&d["hot_sites"], "kind", "spin_without_pause");
     assert!(site["reads_through"]["samples"].is_null(), "{site:#}");
     assert!(
         f["evidence"]
@@ -422,7 +376,7 @@ fn perf_events_of(pid: u32) -> usize {
 /// `tasks` perf events, one per task and CPU, or one per CPU when it samples CPU-wide, and has
 /// opened no more for 300 ms), and returns what it printed when it ends.
 fn diagnose_attached(args: &[&str], tasks: usize, attached: impl FnOnce()) -> std::process::Output {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = allowed_cpus().len();
     let tasks = tasks.min(cpus);
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
         .arg("diagnose")
@@ -545,7 +499,7 @@ fn sampling_cpu_wide_follows_a_forked_child_and_leaves_out_a_busy_process_beside
         return;
     };
     let other = u64::from(busy.0.id());
-    let p = program("fork_children").unwrap();
+    let p = program("fork_children", Build::FramePointers).unwrap();
     let d = json_of(
         cpudoctor()
             .env_remove("CPUDOCTOR_PER_TASK")
@@ -638,18 +592,13 @@ fn with_no_children_a_parent_is_followed_alone_even_past_a_fork_while_recording(
 fn stopping_at_the_duration_ends_the_processes_the_command_started() {
     // Guards the leak: only the direct child (sh) used to get SIGTERM, and the spinner it
     // started kept spinning after diagnose returned.
-    let Some(spin) = program("pause_spin") else {
+    let Some(spin) = program("pause_spin", Build::FramePointers) else {
         return;
     };
     let script = format!("{} 60; echo done", spin.display());
     let d = diagnose_json(&["--duration", "1", "--", "sh", "-c", &script]);
     assert_eq!(d["target"]["ended"], "killed by SIGTERM");
-    let spinner = d["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "pause_spin")
-        .unwrap_or_else(|| panic!("pause_spin not followed: {:#}", d["threads"]));
+    let spinner = entry(&d["threads"], "name", "pause_spin");
     let pid = spinner["pid"].as_u64().unwrap();
     assert!(
         !running(pid),
@@ -688,7 +637,7 @@ fn a_refused_sampling_event_ends_the_held_command_with_one_line_instead_of_hangi
 
 #[test]
 fn the_terminal_report_says_once_what_the_pmu_situation_is_and_still_reports() {
-    let Some(p) = program("locked_counter") else {
+    let Some(p) = program("locked_counter", Build::FramePointers) else {
         return;
     };
     let out = cpudoctor()
@@ -808,9 +757,7 @@ fn no_workload_or_a_bad_duration_is_refused() {
 
 /// A diagnosis saved by a real run (`diagnose --save`) on the Zen 4 guest without a PMU.
 fn saved_diagnosis(name: &str) -> cpudoctor::diagnose::Diagnosis {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/diagnose")
-        .join(name);
+    let path = fixture("diagnose").join(name);
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 

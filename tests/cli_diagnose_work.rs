@@ -5,31 +5,14 @@
 
 use predicates::prelude::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 mod common;
 use common::*;
 
-/// Builds the programs once per test binary; `None` (the test fails, or skips with
-/// CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler.
-fn programs() -> Option<&'static Path> {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    programs_built_once(
-        &DIR,
-        &["cpu_bound", "random_access"],
-        &["-O2", "-g", "-fno-omit-frame-pointer"],
-    )
-}
-
-fn program(name: &str) -> Option<PathBuf> {
-    Some(programs()?.join(name))
-}
-
 /// `diagnose --save FILE ARGS -- PROGRAM PROGRAM_ARGS`, which must succeed: the saved
 /// diagnosis and what was printed on stdout (the program's output, then the screen).
 fn diagnose_saved(args: &[&str], name: &str, program_args: &[&str]) -> Option<(Value, String)> {
-    let p = program(name)?;
+    let p = program(name, Build::FramePointers)?;
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("d.json");
     let out = cpudoctor()
@@ -159,7 +142,7 @@ fn the_metric_is_the_number_the_program_printed() {
 /// (without a work measure).
 #[test]
 fn output_without_the_metric_is_one_error_line() {
-    let Some(p) = program("cpu_bound") else {
+    let Some(p) = program("cpu_bound", Build::FramePointers) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -241,7 +224,7 @@ fn figures_all_measures_the_baseline_but_not_the_split_lock() {
     };
     let f = &d["machine"]["figures"]["figures"];
     let mut wanted = vec!["core_clock_ghz", "pause_ns", "dram_latency_4k_ns"];
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let cpus = allowed_cpus().len();
     if cpus >= 2 {
         wanted.push("line_transfer_ns");
     }

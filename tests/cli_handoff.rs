@@ -48,12 +48,7 @@ fn handoff_json_validates_and_reports_each_runtime_and_delay() {
     let file: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     assert_eq!(file, fp, "--save writes what --json prints");
 
-    let p = fp["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "handoff")
-        .expect("handoff probe");
+    let p = entry(&fp["probes"], "name", "handoff");
     assert_eq!(p["status"], "ok");
     assert_eq!(p["params"]["items"], 3);
     assert_eq!(p["params"]["model_pause_ns"], 43.0);
@@ -78,12 +73,7 @@ fn handoff_json_validates_and_reports_each_runtime_and_delay() {
     let legacy = &p["effects"]["runtimes"]["model_dotnet_legacy"];
     assert_eq!(legacy["modelled_pauses_before_check"][8], 328_050);
     assert_eq!(legacy["modelled_longest_run_ns"], 328_050.0 * 43.0);
-    let series: Vec<&str> = p["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let series = strings(&p["series"], "name");
     assert!(series.contains(&"ideal_ms"));
     assert!(series.contains(&"wall_ms.model_dotnet_legacy"));
     assert!(series.contains(&"wait_cpu_ms.rust_std"));
@@ -117,18 +107,8 @@ fn model_legacy_is_slower_than_normalized_in_the_seed_case() {
         "--runtimes",
         "model",
     ]));
-    let p = fp["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "handoff")
-        .unwrap();
-    let ratio = p["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "model_legacy_over_normalized_ratio")
-        .expect("the ratio over three run pairs");
+    let p = entry(&fp["probes"], "name", "handoff");
+    let ratio = entry(&p["metrics"], "name", "model_legacy_over_normalized_ratio");
     assert_eq!(ratio["spread"]["n"], 3);
     let median = ratio["value"].as_f64().unwrap();
     assert!(median > 1.0, "legacy/normalized {median} (predicted 2.4)");
@@ -160,19 +140,10 @@ fn handoff_models_the_pause_probes_figure_when_none_is_given() {
             ])
             .args(["--runtimes", "model_dotnet_normalized"]),
     );
-    let probe = |name: &str| {
-        fp["probes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} probe"))
-            .clone()
-    };
-    let (pause, handoff) = (probe("pause"), probe("handoff"));
+    let (pause, handoff) = (probe(&fp, "pause"), probe(&fp, "handoff"));
     assert_eq!(
         handoff["params"]["model_pause_ns"].as_f64().unwrap(),
-        probe_metric(&pause, "pause_ns")
+        probe_metric(pause, "pause_ns")
     );
     assert!(
         handoff["params"]["model_pause_source"]

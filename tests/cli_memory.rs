@@ -37,14 +37,6 @@ fn latency_at(points: &[Value], size: u64) -> f64 {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn first_allowed_cpu() -> usize {
-    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-    (0..nix::sched::CpuSet::count())
-        .find(|&c| set.is_set(c).unwrap_or(false))
-        .expect("some CPU is allowed")
-}
-
-#[cfg(target_arch = "x86_64")]
 fn thp_mode() -> String {
     std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default()
 }
@@ -53,7 +45,7 @@ fn thp_mode() -> String {
 #[test]
 fn latency_rises_across_the_cache_levels_and_page_kinds_report_what_took() {
     // The first CPU this process may use: CPU 0 may be outside a taskset or cpuset.
-    let cpu = first_allowed_cpu();
+    let cpu = allowed_cpus()[0];
     let run = || {
         probe_json(&[
             "mem-latency",

@@ -2,18 +2,16 @@
 //! machine compare clean, a slow-PAUSE copy is flagged, and each kind of bad input gets one
 //! clear line, exit 2, and nothing written to `-o`.
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 mod common;
 use common::*;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/fingerprints")
-        .join(name)
+/// A saved fingerprint of tests/fixtures/fingerprints.
+fn fingerprint(name: &str) -> PathBuf {
+    common::fixture("fingerprints").join(name)
 }
 
 const REAL_CHECK: &str = "zen4-kvm-check.json";
@@ -24,16 +22,6 @@ const REAL_ALL: &str = "zen4-kvm-probe-all.json";
 const REAL_CHECK_ALL: &str = "zen4-kvm-check-all.json";
 const NEAR_HAZARD_BELOW: &str = "pause-near-hazard-below.json";
 const NEAR_HAZARD_ABOVE: &str = "pause-near-hazard-above.json";
-
-/// Runs a command expected to fail on input and returns its stderr, checking the exit code,
-/// that stdout is empty and that the message is one line.
-fn input_error(cmd: &mut Command) -> String {
-    let out = cmd.assert().code(2).stdout(predicate::str::is_empty());
-    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "one line expected: {stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    stderr
-}
 
 #[test]
 fn every_fixture_fingerprint_matches_the_documented_schema() {
@@ -50,7 +38,7 @@ fn every_fixture_fingerprint_matches_the_documented_schema() {
         NEAR_HAZARD_BELOW,
         NEAR_HAZARD_ABOVE,
     ] {
-        let fp: Value = serde_json::from_slice(&std::fs::read(fixture(name)).unwrap()).unwrap();
+        let fp: Value = serde_json::from_slice(&std::fs::read(fingerprint(name)).unwrap()).unwrap();
         let errors: Vec<String> = validator.iter_errors(&fp).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{name}: {errors:#?}");
     }
@@ -60,8 +48,8 @@ fn every_fixture_fingerprint_matches_the_documented_schema() {
 fn diff_of_two_runs_of_this_machine_reports_no_regression() {
     cpudoctor()
         .arg("diff")
-        .arg(fixture(REAL_CHECK))
-        .arg(fixture(REAL_FULL))
+        .arg(fingerprint(REAL_CHECK))
+        .arg(fingerprint(REAL_FULL))
         .assert()
         .success()
         .stdout(predicate::str::contains("Machine facts: identical."))
@@ -75,8 +63,8 @@ fn diff_against_a_slow_pause_cpu_flags_the_hazard_and_names_spin_waits() {
     let d = json_of(
         cpudoctor()
             .args(["diff", "--json"])
-            .arg(fixture(REAL_FULL))
-            .arg(fixture(SLOW_PAUSE)),
+            .arg(fingerprint(REAL_FULL))
+            .arg(fingerprint(SLOW_PAUSE)),
     );
     let h = &d["hazards"][0];
     assert_eq!(h["hazard"], "slow_pause");
@@ -86,12 +74,7 @@ fn diff_against_a_slow_pause_cpu_flags_the_hazard_and_names_spin_waits() {
     assert!(h["hurts"][0].as_str().unwrap().starts_with("spin-waits"));
     assert_eq!(d["machine"][1]["fact"], "Microarchitecture");
     assert_eq!(d["machine"][1]["new"], "Skylake-SP");
-    let pause = d["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["metric"] == "pause_ns")
-        .unwrap();
+    let pause = entry(&d["metrics"], "metric", "pause_ns");
     assert_eq!(pause["change"], "worse");
 }
 
@@ -99,8 +82,8 @@ fn diff_against_a_slow_pause_cpu_flags_the_hazard_and_names_spin_waits() {
 fn diff_shows_probes_of_one_file_as_not_measured() {
     cpudoctor()
         .args(["diff", "--all"])
-        .arg(fixture(SYNTHETIC))
-        .arg(fixture(REAL_CHECK))
+        .arg(fingerprint(SYNTHETIC))
+        .arg(fingerprint(REAL_CHECK))
         .env("COLUMNS", "400")
         .assert()
         .success()
@@ -117,8 +100,8 @@ fn diff_of_a_missing_file_says_so() {
     let err = input_error(
         cpudoctor()
             .arg("diff")
-            .arg(fixture("no-such.json"))
-            .arg(fixture(REAL_FULL)),
+            .arg(fingerprint("no-such.json"))
+            .arg(fingerprint(REAL_FULL)),
     );
     assert!(err.contains("no-such.json: no such file"), "{err}");
 }
@@ -128,14 +111,24 @@ fn diff_of_a_file_that_is_not_json_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "PAUSE 43 ns\n").unwrap();
-    let err = input_error(cpudoctor().arg("diff").arg(fixture(REAL_FULL)).arg(&junk));
+    let err = input_error(
+        cpudoctor()
+            .arg("diff")
+            .arg(fingerprint(REAL_FULL))
+            .arg(&junk),
+    );
     assert!(
         err.contains("junk.json is not a cpudoctor fingerprint (not JSON"),
         "{err}"
     );
     // JSON of another shape is named as such.
     std::fs::write(&junk, "{\"hello\": 1}").unwrap();
-    let err = input_error(cpudoctor().arg("diff").arg(fixture(REAL_FULL)).arg(&junk));
+    let err = input_error(
+        cpudoctor()
+            .arg("diff")
+            .arg(fingerprint(REAL_FULL))
+            .arg(&junk),
+    );
     assert!(err.contains("(wrong shape: missing field"), "{err}");
 }
 
@@ -144,10 +137,15 @@ fn diff_of_a_newer_schema_asks_for_an_upgrade() {
     let dir = tempfile::tempdir().unwrap();
     let newer = dir.path().join("newer.json");
     let mut fp: Value =
-        serde_json::from_slice(&std::fs::read(fixture(REAL_FULL)).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fingerprint(REAL_FULL)).unwrap()).unwrap();
     fp["schema_version"] = 99.into();
     std::fs::write(&newer, fp.to_string()).unwrap();
-    let err = input_error(cpudoctor().arg("diff").arg(&newer).arg(fixture(REAL_FULL)));
+    let err = input_error(
+        cpudoctor()
+            .arg("diff")
+            .arg(&newer)
+            .arg(fingerprint(REAL_FULL)),
+    );
     assert!(err.contains("schema_version 99"), "{err}");
     assert!(err.contains("upgrade cpudoctor"), "{err}");
 }
@@ -158,9 +156,9 @@ fn report_writes_one_self_contained_page() {
     let out = dir.path().join("report.html");
     cpudoctor()
         .arg("report")
-        .arg(fixture(REAL_FULL))
-        .arg(fixture(SLOW_PAUSE))
-        .arg(fixture(SYNTHETIC))
+        .arg(fingerprint(REAL_FULL))
+        .arg(fingerprint(SLOW_PAUSE))
+        .arg(fingerprint(SYNTHETIC))
         .arg("-o")
         .arg(&out)
         .assert()
@@ -190,7 +188,7 @@ fn report_with_a_bad_input_writes_nothing() {
     let err = input_error(
         cpudoctor()
             .arg("report")
-            .arg(fixture(REAL_FULL))
+            .arg(fingerprint(REAL_FULL))
             .arg(dir.path().join("missing.json"))
             .arg("-o")
             .arg(&out),
@@ -207,7 +205,7 @@ fn report_into_a_missing_directory_fails_before_reading() {
     let err = input_error(
         cpudoctor()
             .arg("report")
-            .arg(fixture(REAL_FULL))
+            .arg(fingerprint(REAL_FULL))
             .arg("-o")
             .arg(&out),
     );
@@ -219,7 +217,7 @@ fn report_into_a_missing_directory_fails_before_reading() {
 fn report_needs_an_output_path() {
     cpudoctor()
         .arg("report")
-        .arg(fixture(REAL_FULL))
+        .arg(fingerprint(REAL_FULL))
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--output"));
@@ -232,8 +230,8 @@ fn diff_of_a_verdict_crossing_its_threshold_within_noise_reports_no_regression()
     let d = json_of(
         cpudoctor()
             .args(["diff", "--json"])
-            .arg(fixture(NEAR_HAZARD_BELOW))
-            .arg(fixture(NEAR_HAZARD_ABOVE)),
+            .arg(fingerprint(NEAR_HAZARD_BELOW))
+            .arg(fingerprint(NEAR_HAZARD_ABOVE)),
     );
     assert_eq!(d["counts"]["worse"], 0);
     // Both figures lie within the guard band of the line: both runs read notice/HAZARD, so
@@ -247,8 +245,8 @@ fn diff_of_a_verdict_crossing_its_threshold_within_noise_reports_no_regression()
     );
     cpudoctor()
         .arg("diff")
-        .arg(fixture(NEAR_HAZARD_BELOW))
-        .arg(fixture(NEAR_HAZARD_ABOVE))
+        .arg(fingerprint(NEAR_HAZARD_BELOW))
+        .arg(fingerprint(NEAR_HAZARD_ABOVE))
         .assert()
         .success()
         .stdout(predicate::str::contains("now hurts more").not())
@@ -260,14 +258,14 @@ fn diff_of_a_file_listing_a_probe_twice_compares_the_first_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let twice = dir.path().join("twice.json");
     let mut fp: Value =
-        serde_json::from_slice(&std::fs::read(fixture(REAL_CHECK)).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fingerprint(REAL_CHECK)).unwrap()).unwrap();
     let pause = fp["probes"][0].clone();
     fp["probes"].as_array_mut().unwrap().push(pause);
     std::fs::write(&twice, fp.to_string()).unwrap();
     let d = json_of(
         cpudoctor()
             .args(["diff", "--json"])
-            .arg(fixture(REAL_CHECK))
+            .arg(fingerprint(REAL_CHECK))
             .arg(&twice),
     );
     let pause_ns = d["metrics"]
@@ -291,7 +289,7 @@ fn report_of_a_file_that_is_not_json_writes_nothing() {
     let err = input_error(
         cpudoctor()
             .arg("report")
-            .arg(fixture(REAL_FULL))
+            .arg(fingerprint(REAL_FULL))
             .arg(&junk)
             .arg("-o")
             .arg(&out),
@@ -311,7 +309,7 @@ fn report_of_a_newer_schema_asks_for_an_upgrade_and_writes_nothing() {
     let out = dir.path().join("report.html");
     let newer = dir.path().join("newer.json");
     let mut fp: Value =
-        serde_json::from_slice(&std::fs::read(fixture(REAL_FULL)).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fingerprint(REAL_FULL)).unwrap()).unwrap();
     fp["schema_version"] = 99.into();
     std::fs::write(&newer, fp.to_string()).unwrap();
     let err = input_error(cpudoctor().arg("report").arg(&newer).arg("-o").arg(&out));
@@ -329,7 +327,7 @@ fn report_with_an_unplottable_series_draws_the_rest_and_says_what_it_left_out() 
     let out = dir.path().join("report.html");
     let input = dir.path().join("zero-size.json");
     let mut fp: Value =
-        serde_json::from_slice(&std::fs::read(fixture(SYNTHETIC)).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fingerprint(SYNTHETIC)).unwrap()).unwrap();
     let mem = fp["probes"]
         .as_array_mut()
         .unwrap()
@@ -364,7 +362,7 @@ fn report_of_a_real_full_fingerprint_has_every_chart_kind() {
     let out = dir.path().join("report.html");
     cpudoctor()
         .arg("report")
-        .arg(fixture(REAL_ALL))
+        .arg(fingerprint(REAL_ALL))
         .arg("-o")
         .arg(&out)
         .assert()

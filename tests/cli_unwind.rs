@@ -5,16 +5,10 @@
 //! margin, never on times.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod common;
 use common::*;
-
-fn source(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/programs")
-        .join(name)
-}
 
 /// Runs `diagnose --json --folded --no-wall` on `program args`: the diagnosis and the folded
 /// lines as (frames root first, samples). On-CPU only: with the wall-clock view the counts
@@ -74,17 +68,10 @@ fn cfi_samples(d: &Value) -> u64 {
         .unwrap_or(0)
 }
 
-fn leaf_spin_shows_main_down_to_the_spin(frame_pointer_flag: &str) {
-    let Some(cc) = c_compiler() else {
+fn leaf_spin_shows_main_down_to_the_spin(build: Build) {
+    let Some(exe) = program("leaf_spin", build) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile_program(
-        &cc,
-        "leaf_spin",
-        &["-O2", "-g", frame_pointer_flag],
-        dir.path(),
-    );
     let (d, lines) = diagnose_folded(&exe, &["1.5"]);
     let (all, chained) = with_chain(
         &lines,
@@ -103,12 +90,12 @@ fn leaf_spin_shows_main_down_to_the_spin(frame_pointer_flag: &str) {
 fn leaf_spin_with_frame_pointers_keeps_its_caller() {
     // GCC gives the leaf no frame even with -fno-omit-frame-pointer: the kernel's frame-pointer
     // walk skips run_round; the CFI walk does not.
-    leaf_spin_shows_main_down_to_the_spin("-fno-omit-frame-pointer");
+    leaf_spin_shows_main_down_to_the_spin(Build::FramePointersButNotLeaves);
 }
 
 #[test]
 fn leaf_spin_without_frame_pointers_keeps_every_caller() {
-    leaf_spin_shows_main_down_to_the_spin("-fomit-frame-pointer");
+    leaf_spin_shows_main_down_to_the_spin(Build::Distribution);
 }
 
 #[test]

@@ -1,30 +1,16 @@
 //! `cpudoctor diagnose`'s wall-clock view on programs whose time off the CPU is known by
 //! construction: threads asleep on one mutex, and a thread pinned to a CPU beside a busy
 //! process. Assertions are shares by a wide margin, never times: the machine is shared.
+//!
+//! The programs have frame pointers ([`Build::FramePointers`]), as the other diagnose tests'
+//! do: a sleeping thread's stack then runs through frames that keep their CFA in rbp, which
+//! /proc does not give (the case the stack scan in `unwind_sleeping` guards).
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
 mod common;
-use common::{c_compiler, compile_program, diagnose_json, finding};
-
-/// Builds the programs once per test binary, with frame pointers as the other diagnose tests
-/// do: a sleeping thread's stack then runs through frames that keep their CFA in rbp, which
-/// /proc does not give (the case the stack scan in `unwind_sleeping` guards).
-fn program(name: &str) -> Option<PathBuf> {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let cc = c_compiler()?;
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        for p in ["mutex_wait", "cpu_bound"] {
-            let flags = ["-O2", "-g", "-pthread", "-fno-omit-frame-pointer"];
-            compile_program(&cc, p, &flags, dir.path());
-        }
-        dir
-    });
-    Some(dir.path().join(name))
-}
+use common::{Build, allowed_cpus, diagnose_json, finding, program};
 
 fn frames(stack: &Value) -> Vec<String> {
     stack["frames"]
@@ -37,7 +23,7 @@ fn frames(stack: &Value) -> Vec<String> {
 
 #[test]
 fn four_threads_on_one_mutex_sleep_on_it_with_the_caller_that_takes_it() {
-    let Some(p) = program("mutex_wait") else {
+    let Some(p) = program("mutex_wait", Build::FramePointers) else {
         return;
     };
     // Four threads, each holding the lock ~2 ms at a time: while one holds it, the others
@@ -86,14 +72,6 @@ fn four_threads_on_one_mutex_sleep_on_it_with_the_caller_that_takes_it() {
     }
 }
 
-/// A CPU this process may run on, for two programs to share.
-fn one_allowed_cpu() -> usize {
-    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-    (0..nix::sched::CpuSet::count())
-        .find(|&c| set.is_set(c).unwrap_or(false))
-        .unwrap()
-}
-
 /// `taskset`'s arguments to run a program on one CPU only (`-c CPU PROGRAM ARGS...`).
 fn on_cpu(cpu: usize, program: &Path, args: &[&str]) -> Vec<String> {
     let mut v = vec![
@@ -107,11 +85,12 @@ fn on_cpu(cpu: usize, program: &Path, args: &[&str]) -> Vec<String> {
 
 #[test]
 fn a_thread_pinned_beside_a_busy_process_waits_for_a_cpu_about_half_its_time() {
-    let Some(p) = program("mutex_wait") else {
+    let Some(p) = program("mutex_wait", Build::FramePointers) else {
         return;
     };
-    let busy = program("cpu_bound").unwrap();
-    let cpu = one_allowed_cpu();
+    let busy = program("cpu_bound", Build::FramePointers).unwrap();
+    // A CPU this process may run on, for two programs to share.
+    let cpu = allowed_cpus()[0];
     // The neighbour: CPU-bound for longer than the workload, on the same CPU.
     let mut neighbour = std::process::Command::new("taskset")
         .args(on_cpu(cpu, &busy, &["40000000000"]))
@@ -159,7 +138,7 @@ fn a_thread_pinned_beside_a_busy_process_waits_for_a_cpu_about_half_its_time() {
 
 #[test]
 fn without_the_wall_clock_view_a_diagnosis_has_none() {
-    let Some(p) = program("mutex_wait") else {
+    let Some(p) = program("mutex_wait", Build::FramePointers) else {
         return;
     };
     let d = diagnose_json(&["--no-wall", "--", p.to_str().unwrap(), "0.5", "2"]);

@@ -8,19 +8,8 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::*;
 
-fn locked_counter(dir: &Path) -> Option<PathBuf> {
-    let cc = c_compiler()?;
-    let flags = ["-O2", "-g", "-pthread", "-fno-omit-frame-pointer"];
-    Some(compile_program(&cc, "locked_counter", &flags, dir))
-}
-
 fn locked_rmw(d: &Value) -> &Value {
-    d["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "locked_rmw")
-        .unwrap_or_else(|| panic!("no locked_rmw finding: {:#}", d["findings"]))
+    entry(&d["findings"], "id", "locked_rmw")
 }
 
 /// A c2c fingerprint of this machine, saved as `check --save` would, with its headline
@@ -52,25 +41,13 @@ fn saved_c2c(dir: &Path, ns: f64, cpu_name: Option<&str>) -> PathBuf {
     path
 }
 
-fn two_cpus() -> bool {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if n < 2 {
-        missing_hardware(
-            "a second CPU",
-            "two CPUs for a contended line and the c2c probe",
-        );
-        return false;
-    }
-    true
-}
-
 #[test]
 fn a_contended_atomic_quotes_the_line_transfer_of_the_saved_check_given() {
     if !two_cpus() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = locked_counter(dir.path()) else {
+    let Some(prog) = program("locked_counter", Build::FramePointers) else {
         return;
     };
     let check = saved_c2c(dir.path(), 777.7, None);
@@ -96,7 +73,7 @@ fn without_a_saved_check_the_cost_is_measured_here_and_another_cpus_check_is_not
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = locked_counter(dir.path()) else {
+    let Some(prog) = program("locked_counter", Build::FramePointers) else {
         return;
     };
     // A check from another CPU: its figure must not be quoted.

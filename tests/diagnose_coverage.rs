@@ -10,25 +10,9 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 
 mod common;
 use common::*;
-
-fn program(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/programs")
-        .join(rel)
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// One workload at a time: each keeps a CPU busy, and shares of samples mean little when
-/// three compete.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// `node`, when it runs.
 fn node() -> Option<&'static str> {
@@ -132,11 +116,12 @@ fn analysed_share(d: &Value) -> f64 {
 fn node_without_a_perf_map_says_its_jit_code_was_not_analysed_and_names_perf_basic_prof() {
     // The `diagnose -- node hot.js` case: 98.4% of samples in one anonymous JIT mapping, zero
     // hot sites, and the screen said "No findings".
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let Some(node) = node() else {
         return missing_tool("node", "apt-get install nodejs");
     };
-    let (screen, d) = diagnose_screen_and_json(&["--", node, &program("node/crunch.js")]);
+    let (screen, d) =
+        diagnose_screen_and_json(&["--", node, source("node/crunch.js").to_str().unwrap()]);
     let jit = unnamed_jit_share(&d);
     assert!(
         jit >= 0.5,
@@ -165,7 +150,7 @@ fn node_without_a_perf_map_says_its_jit_code_was_not_analysed_and_names_perf_bas
 fn node_with_perf_basic_prof_is_analysed_one_row_per_function_and_workers_stacks_are_full() {
     // The two Node workers case: "full stacks 3%" while most stacks reached start_thread (the
     // chain lacks clone3), and one V8 function in three rows (compiled three times).
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let Some(node) = node() else {
         return missing_tool("node", "apt-get install nodejs");
     };
@@ -173,7 +158,7 @@ fn node_with_perf_basic_prof_is_analysed_one_row_per_function_and_workers_stacks
         "--",
         node,
         "--perf-basic-prof",
-        &program("node/crunch.js"),
+        source("node/crunch.js").to_str().unwrap(),
         "2",
     ]);
     let jit = unnamed_jit_share(&d);
@@ -209,7 +194,7 @@ fn cpython_312_perf_trampolines_get_no_callers_from_thread_stacks() {
     // The `python3.12 -X perf` case: the samples whose stack came from the kernel's
     // frame-pointer chain (libpython keeps no frame pointers) got `[unknown]` callers at
     // thread-stack addresses; `perf --call-graph dwarf` names py::crunch_numbers for them.
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let Some(python) = python312() else {
         return missing_tool(
             "CPython 3.12 (python3.12)",
@@ -221,7 +206,7 @@ fn cpython_312_perf_trampolines_get_no_callers_from_thread_stacks() {
         python.to_str().unwrap(),
         "-X",
         "perf",
-        &program("python/crunch.py"),
+        source("python/crunch.py").to_str().unwrap(),
     ]);
     let stacks = d["stacks"].as_array().unwrap();
     let all: u64 = stacks.iter().map(|s| s["samples"].as_u64().unwrap()).sum();
@@ -263,7 +248,11 @@ fn cpython_312_perf_trampolines_get_no_callers_from_thread_stacks() {
         d["coverage"]
     );
     // Without -X perf the Python functions have no names: the diagnosis says how to get them.
-    let d = diagnose_json(&["--", python.to_str().unwrap(), &program("python/crunch.py")]);
+    let d = diagnose_json(&[
+        "--",
+        python.to_str().unwrap(),
+        source("python/crunch.py").to_str().unwrap(),
+    ]);
     let g = gaps(&d)
         .into_iter()
         .find(|g| g["cause"] == "interpreter-without-names")

@@ -10,12 +10,6 @@ use std::sync::OnceLock;
 mod common;
 use common::*;
 
-fn src(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/programs")
-        .join(rel)
-}
-
 /// Fails (or, with CPUDOCTOR_ALLOW_SKIP=1, says the test skipped); returns false so the
 /// caller returns.
 fn missing(what: &str) -> bool {
@@ -91,8 +85,8 @@ fn java_classes() -> Option<&'static Path> {
         let ok = std::process::Command::new(home.join("bin/javac"))
             .arg("-d")
             .arg(&dir)
-            .arg(src("java/SecondarySupers.java"))
-            .arg(src("java/ContendedMonitor.java"))
+            .arg(source("java/SecondarySupers.java"))
+            .arg(source("java/ContendedMonitor.java"))
             .status()
             .ok()?
             .success();
@@ -100,13 +94,6 @@ fn java_classes() -> Option<&'static Path> {
         Some(dir)
     })
     .as_deref()
-}
-
-/// One workload at a time: each is made to keep the machine's CPUs busy, and shares of
-/// samples (what findings are judged on) mean little when five of them compete.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Runs diagnose up to three times until finding `id` appears: a contended lock's spin share
@@ -159,7 +146,7 @@ fn no_map_left(d: &Value) {
 
 #[test]
 fn jdk17_secondary_supers_contention_is_the_netflix_finding_with_the_jit_method_named() {
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
         missing("JDK 17 (javac)");
         return;
@@ -202,7 +189,7 @@ fn jdk17_secondary_supers_contention_is_the_netflix_finding_with_the_jit_method_
 
 #[test]
 fn a_jvm_with_the_secondary_supers_fix_is_named_and_has_no_such_finding() {
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let (Some(classes), Some(java)) = (java_classes(), fixed_java()) else {
         missing("a JDK 17 javac and a JVM of release 23 or later (Temurin 25)");
         return;
@@ -232,7 +219,7 @@ fn a_jvm_with_the_secondary_supers_fix_is_named_and_has_no_such_finding() {
 
 #[test]
 fn a_contended_java_monitor_names_hotspots_monitor_spin_and_the_waiting_method() {
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
         missing("JDK 17 (javac)");
         return;
@@ -267,7 +254,7 @@ fn a_contended_java_monitor_names_hotspots_monitor_spin_and_the_waiting_method()
 
 #[test]
 fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advice() {
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let go = which("go").or_else(|| {
         let p = PathBuf::from("/usr/local/go/bin/go");
         p.is_file().then_some(p)
@@ -280,7 +267,7 @@ fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advi
     let ok = std::process::Command::new(go)
         .args(["build", "-o"])
         .arg(&bin)
-        .arg(src("go/mutex.go"))
+        .arg(source("go/mutex.go"))
         .env("GOCACHE", out_dir().join("gocache"))
         .env("GOFLAGS", "-mod=mod")
         .env("GO111MODULE", "off")
@@ -313,12 +300,10 @@ fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advi
 
 #[test]
 fn a_contended_glibc_adaptive_mutex_spin_gets_glibcs_tunable() {
-    let _serial = one_at_a_time();
-    let Some(cc) = c_compiler() else {
+    let _serial = serial();
+    let Some(bin) = program("adaptive_mutex", Build::FramePointers) else {
         return;
     };
-    let flags = ["-O2", "-pthread", "-fno-omit-frame-pointer"];
-    let bin = compile_program(&cc, "adaptive_mutex", &flags, out_dir());
     let d = diagnose_until("pause_spin", &["--", bin.to_str().unwrap(), "3"]);
     let f = finding(&d, "pause_spin");
     assert!(
@@ -389,7 +374,7 @@ fn namespaced_jvm(d: &Value) -> &Value {
 
 #[test]
 fn a_jvm_in_its_own_pid_and_mount_namespaces_started_by_diagnose_gets_jit_names_and_the_finding() {
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
         missing("JDK 17 (javac)");
         return;
@@ -421,7 +406,7 @@ fn a_jvm_in_its_own_pid_and_mount_namespaces_started_by_diagnose_gets_jit_names_
 
 #[test]
 fn a_jvm_in_its_own_pid_and_mount_namespaces_attached_to_gets_jit_names_through_jcmd_inside() {
-    let _serial = one_at_a_time();
+    let _serial = serial();
     let (Some(classes), Some(home)) = (java_classes(), jdk17()) else {
         missing("JDK 17 (javac)");
         return;

@@ -8,43 +8,9 @@
 
 mod common;
 
-use common::{c_compiler, compile_program, cpudoctor, missing_hardware};
+use common::{Build, allowed_cpus, cpudoctor, missing_hardware, program, serial, two_cpus};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
-
-/// The measuring tests take turns: run side by side they would be each other's neighbours.
-fn alone() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Builds the test programs once per test binary; `None` without a C compiler (the test
-/// fails, or skips with CPUDOCTOR_ALLOW_SKIP=1).
-fn program(name: &str) -> Option<PathBuf> {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let cc = c_compiler()?;
-    let dir = DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["chase_malloc", "stream_sum", "thread_counters"] {
-            compile_program(&cc, name, &["-O2", "-pthread"], dir.path());
-        }
-        dir
-    });
-    Some(dir.path().join(name))
-}
-
-fn two_cpus() -> bool {
-    let n = cpudoctor::machine::allowed_cpus().len();
-    if n < 2 {
-        missing_hardware(
-            "two CPUs",
-            "the neighbour and scaling tests need a second CPU",
-        );
-        return false;
-    }
-    true
-}
+use std::path::Path;
 
 /// Whether `--pages` can run here: where transparent huge pages are 'never' for the whole
 /// system, `experiment` refuses it (nothing to compare), so the tests that run its arms go
@@ -83,18 +49,13 @@ fn experiment(args: &[&str], cmd: &[&str]) -> (Value, i32) {
 }
 
 fn comparison<'a>(v: &'a Value, family: &str) -> &'a Value {
-    v["comparisons"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["family"] == family)
-        .unwrap_or_else(|| panic!("no {family} comparison in {v:#}"))
+    common::entry(&v["comparisons"], "family", family)
 }
 
 #[test]
 fn pages_show_the_4k_penalty_of_a_1_gib_pointer_chase() {
-    let _turn = alone();
-    let Some(chase) = program("chase_malloc") else {
+    let _turn = serial();
+    let Some(chase) = program("chase_malloc", Build::Distribution) else {
         return;
     };
     if !huge_pages_allowed() {
@@ -154,8 +115,8 @@ fn pages_show_the_4k_penalty_of_a_1_gib_pointer_chase() {
 
 #[test]
 fn a_split_lock_neighbour_slows_a_memory_stream_or_is_said_to_be_trapped() {
-    let _turn = alone();
-    let Some(stream) = program("stream_sum") else {
+    let _turn = serial();
+    let Some(stream) = program("stream_sum", Build::Distribution) else {
         return;
     };
     if !two_cpus() || !cpudoctor::arch::SUPPORTED {
@@ -200,8 +161,8 @@ fn a_split_lock_neighbour_slows_a_memory_stream_or_is_said_to_be_trapped() {
 
 #[test]
 fn counters_on_one_line_do_not_scale_and_their_padded_twin_does() {
-    let _turn = alone();
-    let Some(counters) = program("thread_counters") else {
+    let _turn = serial();
+    let Some(counters) = program("thread_counters", Build::Distribution) else {
         return;
     };
     if !two_cpus() {
@@ -327,7 +288,7 @@ fn a_variant_the_machine_cannot_do_is_one_line_and_the_rest_runs() {
         return;
     }
     // More CPUs than this process may use: one line for that count, the curve of the rest.
-    let n = cpudoctor::machine::allowed_cpus().len();
+    let n = allowed_cpus().len();
     let too_many = (n + 1).to_string();
     let counts = format!("1,{too_many}");
     let out = cpudoctor()
@@ -359,19 +320,14 @@ fn report_draws_saved_experiments_and_refuses_to_mix_them() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("experiment.html");
-    let out = cpudoctor()
+    cpudoctor()
         .arg("report")
         .arg(fixtures.join("experiment/pages_neighbour.json"))
         .arg(fixtures.join("experiment/scaling_packed.json"))
         .arg("-o")
         .arg(&page)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .assert()
+        .success();
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Effect on the command"));
     assert!(html.contains("Throughput against CPUs"));
@@ -402,7 +358,7 @@ fn prepare_runs_before_every_run_and_a_missing_metric_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("prepared");
     let prepare = format!("echo x >> {}", log.display());
-    let out = cpudoctor()
+    cpudoctor()
         .args([
             "experiment",
             "--pages",
@@ -418,13 +374,8 @@ fn prepare_runs_before_every_run_and_a_missing_metric_is_named() {
             "echo",
             "score: 42",
         ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .assert()
+        .success();
     // Two arms, three rounds (one warmup).
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     assert_eq!(lines, 6);

@@ -14,8 +14,10 @@ use cpudoctor::schema::json;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::Value;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod common;
+use common::fixture;
 
 /// Inputs tried by every property of this run, printed by each property as it ends.
 static TRIED: AtomicU64 = AtomicU64::new(0);
@@ -52,9 +54,7 @@ fn fixtures(dir: &'static str) -> &'static [Vec<u8>] {
 }
 
 fn read_fixtures(dir: &str) -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(dir);
+    let dir = fixture(dir);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -65,12 +65,7 @@ fn read_fixtures(dir: &str) -> Vec<Vec<u8>> {
 }
 
 fn fixture_text(rel: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(rel),
-    )
-    .unwrap()
+    std::fs::read_to_string(fixture(rel)).unwrap()
 }
 
 /// A byte-level change to a file: flip, insert, delete or truncate at a fraction of its length.

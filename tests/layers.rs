@@ -219,11 +219,7 @@ const ANALYSES: &[&str] = &[
 #[test]
 fn renderers_never_run_an_analysis() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let render = ["report", "render"]
-        .iter()
-        .map(|d| src.join(d))
-        .find(|d| d.is_dir())
-        .expect("the render layer's folder");
+    let render = src.join("render");
     let mut files = Vec::new();
     rust_files(&render, &mut files);
     let mut found = Vec::new();
@@ -297,12 +293,12 @@ fn no_two_cmd_handlers_import_each_other() {
 #[test]
 fn the_import_scanner_sees_grouped_uses_and_root_climbs_and_skips_comments() {
     let code = code_of(
-        "use crate::{report::terminal, schema::{Level, Verdict}};\n\
+        "use crate::{render::terminal, schema::{Level, Verdict}};\n\
          let x = crate::machine::Machine::detect(); // crate::session\n\
          use super::super::probes::c2c;\n\
          let s = \"//anon\"; let y = crate::spin::SpinCost::default();\n",
     );
     let names = |depth| named_modules(&code, depth).into_iter().collect::<Vec<_>>();
-    assert_eq!(names(3), ["machine", "report", "schema", "spin"]);
-    assert_eq!(names(2), ["machine", "probes", "report", "schema", "spin"]);
+    assert_eq!(names(3), ["machine", "render", "schema", "spin"]);
+    assert_eq!(names(2), ["machine", "probes", "render", "schema", "spin"]);
 }

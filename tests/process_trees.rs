@@ -163,24 +163,19 @@ fn case_experiment_left_behind_processes_end_with_each_run() {
     let m = marker(4);
     let script = format!("sleep {m} & echo ok");
     let started = Instant::now();
-    let out = Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
-        .args([
-            "experiment",
-            "--pages",
-            "--runs",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-        ])
-        .args(["--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::output_ok(
+        Command::new(assert_cmd::cargo::cargo_bin("cpudoctor"))
+            .args([
+                "experiment",
+                "--pages",
+                "--runs",
+                "2",
+                "--warmup",
+                "0",
+                "--json",
+            ])
+            .args(["--", "sh", "-c", &script])
+            .stdin(Stdio::null()),
     );
     assert!(
         started.elapsed() < Duration::from_secs(30),

@@ -10,19 +10,12 @@
 //! the shares are about 15% and 80% whatever the CPU. Assertions are on ranks and
 //! directions, never on times.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 mod common;
 use common::*;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
 
 /// The two recordings, made once per test binary.
 struct Runs {
@@ -45,16 +38,9 @@ fn runs() -> Option<&'static Runs> {
     if let Some(r) = RUNS.get() {
         return Some(r);
     }
-    let cc = c_compiler()?;
+    let exe = program("spin_phases", Build::FramePointers)?;
     Some(RUNS.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let flags = [
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-        ];
-        let exe = compile_program(&cc, "spin_phases", &flags, dir.path());
         let out = std::process::Command::new(&exe)
             .arg("--calibrate")
             .output()
@@ -111,12 +97,7 @@ fn diff_ranks_the_spin_wait_first_with_pause_on_both_sides_and_the_work_shrunk()
     let first = &d["functions"][0];
     assert_eq!(first["name"], "wait_for_item", "{ctx}");
     assert_eq!(first["direction"], "grown", "{ctx}");
-    let work = d["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "do_work")
-        .expect("do_work sampled");
+    let work = entry(&d["functions"], "name", "do_work");
     assert_eq!(work["direction"], "shrunk", "{ctx}");
     assert!(work["share_change"].as_f64().unwrap() < 0.0);
     let g = &d["grown"][0];
@@ -277,22 +258,13 @@ fn the_folded_file_has_the_spin_wait_under_its_caller_with_its_offset() {
     assert_eq!(std::fs::read_to_string(&again).unwrap(), text);
 }
 
-/// Runs `cmd`, which must fail with exit 2 and one line on stderr; returns the line.
-fn one_line_error(cmd: &mut Command) -> String {
-    let out = cmd.assert().code(2).get_output().clone();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(out.stdout.is_empty(), "nothing on stdout");
-    err
-}
-
 const OLD: &str = "diagnose/spin-phases-140-zen3-kvm.json";
 const FINGERPRINT: &str = "fingerprints/pause-near-hazard-above.json";
 
 #[test]
 fn a_diagnosis_and_a_fingerprint_are_refused_in_either_order() {
     for (a, b) in [(OLD, FINGERPRINT), (FINGERPRINT, OLD)] {
-        let err = one_line_error(cpudoctor().arg("diff").arg(fixture(a)).arg(fixture(b)));
+        let err = input_error(cpudoctor().arg("diff").arg(fixture(a)).arg(fixture(b)));
         assert!(
             err.contains("spin-phases-140-zen3-kvm.json is a saved diagnosis and")
                 && err.contains("pause-near-hazard-above.json a saved fingerprint"),
@@ -307,14 +279,14 @@ fn a_truncated_or_foreign_diagnosis_is_one_line() {
     let whole = std::fs::read(fixture(OLD)).unwrap();
     let cut = dir.path().join("cut.json");
     std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
-    let err = one_line_error(cpudoctor().arg("diff").arg(fixture(OLD)).arg(&cut));
+    let err = input_error(cpudoctor().arg("diff").arg(fixture(OLD)).arg(&cut));
     assert!(
         err.contains("cut.json is not a cpudoctor diagnosis (not JSON"),
         "{err}"
     );
     let foreign = dir.path().join("foreign.json");
     std::fs::write(&foreign, r#"{"traceEvents": []}"#).unwrap();
-    let err = one_line_error(cpudoctor().arg("diff").arg(&foreign).arg(fixture(OLD)));
+    let err = input_error(cpudoctor().arg("diff").arg(&foreign).arg(fixture(OLD)));
     assert!(
         err.contains("foreign.json is not a cpudoctor diagnosis"),
         "{err}"
@@ -322,12 +294,12 @@ fn a_truncated_or_foreign_diagnosis_is_one_line() {
     // A pprof file is no saved diagnosis either.
     let pb = dir.path().join("x.pb.gz");
     std::fs::write(&pb, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0]).unwrap();
-    let err = one_line_error(cpudoctor().args(["diagnose", "--from"]).arg(&pb));
+    let err = input_error(cpudoctor().args(["diagnose", "--from"]).arg(&pb));
     assert!(
         err.contains("x.pb.gz is not a cpudoctor diagnosis (not JSON"),
         "{err}"
     );
-    let err = one_line_error(
+    let err = input_error(
         cpudoctor()
             .args(["diagnose", "--from"])
             .arg(fixture(FINGERPRINT)),
@@ -338,13 +310,13 @@ fn a_truncated_or_foreign_diagnosis_is_one_line() {
     v["diagnosis_version"] = 99.into();
     let newer = dir.path().join("newer.json");
     std::fs::write(&newer, v.to_string()).unwrap();
-    let err = one_line_error(cpudoctor().arg("diff").arg(fixture(OLD)).arg(&newer));
+    let err = input_error(cpudoctor().arg("diff").arg(fixture(OLD)).arg(&newer));
     assert!(err.contains("diagnosis_version 99"), "{err}");
 }
 
 #[test]
 fn fail_on_is_refused_for_diagnoses() {
-    let err = one_line_error(
+    let err = input_error(
         cpudoctor()
             .args(["diff", "--fail-on", "worse"])
             .arg(fixture(OLD))
@@ -359,7 +331,7 @@ fn an_unwritable_export_path_is_one_line_and_nothing_is_written() {
     // A directory where the file should go, and a directory that does not exist.
     let taken = dir.path().join("taken.pb.gz");
     std::fs::create_dir(&taken).unwrap();
-    let err = one_line_error(
+    let err = input_error(
         cpudoctor()
             .args(["diagnose", "--from"])
             .arg(fixture(OLD))
@@ -369,7 +341,7 @@ fn an_unwritable_export_path_is_one_line_and_nothing_is_written() {
     assert!(err.contains("taken.pb.gz: it is a directory"), "{err}");
     let missing = dir.path().join("no/such/dir/x.folded");
     let good = dir.path().join("good.pb.gz");
-    let err = one_line_error(
+    let err = input_error(
         cpudoctor()
             .args(["diagnose", "--from"])
             .arg(fixture(OLD))
@@ -387,7 +359,7 @@ fn an_unwritable_export_path_is_one_line_and_nothing_is_written() {
     assert_eq!(left, vec![std::ffi::OsString::from("taken.pb.gz")]);
     // A run checks before it starts the command.
     let marker = dir.path().join("ran");
-    one_line_error(
+    input_error(
         cpudoctor()
             .arg("diagnose")
             .arg("--folded")
@@ -422,7 +394,7 @@ fn report_refuses_mixed_kinds_and_a_cut_diagnosis_leaving_the_old_page() {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("report.html");
     std::fs::write(&page, "previous report").unwrap();
-    let err = one_line_error(
+    let err = input_error(
         cpudoctor()
             .arg("report")
             .arg(fixture(OLD))
@@ -434,7 +406,7 @@ fn report_refuses_mixed_kinds_and_a_cut_diagnosis_leaving_the_old_page() {
     let cut = dir.path().join("cut.json");
     let whole = std::fs::read(fixture(OLD)).unwrap();
     std::fs::write(&cut, &whole[..100]).unwrap();
-    let err = one_line_error(
+    let err = input_error(
         cpudoctor()
             .arg("report")
             .arg(fixture(OLD))

@@ -14,12 +14,6 @@ fn missing(what: &str) {
     common::missing_tool(what, "apt-get install postgresql stress-ng");
 }
 
-/// One workload at a time: each is made to keep the machine's CPUs busy.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The newest PostgreSQL server's bin directory (`/usr/lib/postgresql/N/bin`).
 fn postgresql_bin() -> Option<PathBuf> {
     let mut bins: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
@@ -237,7 +231,7 @@ fn asleep_in_row_locks(d: &Value, seconds: f64) -> f64 {
 
 #[test]
 fn postgresql_under_pgbench_with_a_hot_row_is_followed_into_its_backends_and_named() {
-    let _serial = one_at_a_time();
+    let _serial = common::serial();
     let Some(bin) = postgresql_bin() else {
         missing("PostgreSQL's server (/usr/lib/postgresql/N/bin/postgres)");
         return;
@@ -401,7 +395,7 @@ fn postgresql_attached_by_the_postmasters_pid_is_followed_into_backends_that_ran
     // Issue 28: `diagnose --pid` of the postmaster while pgbench loaded it said "0 samples ...
     // No findings": the backends, forked for each client before diagnose attached, got no
     // events. The clients connect first; then diagnose attaches to the postmaster alone.
-    let _serial = one_at_a_time();
+    let _serial = common::serial();
     let Some(bin) = postgresql_bin() else {
         missing("PostgreSQL's server (/usr/lib/postgresql/N/bin/postgres)");
         return;
@@ -484,12 +478,7 @@ fn postgresql_attached_by_the_postmasters_pid_is_followed_into_backends_that_ran
         String::from_utf8_lossy(&out.stderr)
     );
     let d: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    let postgres = d["target"]["followed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["command"] == "postgres")
-        .unwrap_or_else(|| panic!("postgres not followed: {:#}", d["target"]));
+    let postgres = common::entry(&d["target"]["followed"], "command", "postgres");
     eprintln!(
         "{} samples; followed: {}",
         d["sampling"]["samples"], d["target"]["followed"]
@@ -518,7 +507,7 @@ fn postgresql_attached_by_the_postmasters_pid_is_followed_into_backends_that_ran
 
 #[test]
 fn stress_ng_lockbus_is_a_locked_hotspot_found_at_its_lock_instruction() {
-    let _serial = one_at_a_time();
+    let _serial = common::serial();
     if !on_path("stress-ng") {
         missing("stress-ng");
         return;
@@ -728,18 +717,13 @@ fn diagnose_mariadb_under_load(m: &Maria, save: &Path, seconds: u32) -> f64 {
             .unwrap(),
     );
     std::thread::sleep(Duration::from_secs(2));
-    let out = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
-        .args(["diagnose", "--pid", &m.pid().to_string(), "--duration"])
-        .arg((seconds - 4).to_string())
-        .arg("--save")
-        .arg(save)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "diagnose failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    common::output_ok(
+        Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+            .args(["diagnose", "--pid", &m.pid().to_string(), "--duration"])
+            .arg((seconds - 4).to_string())
+            .arg("--save")
+            .arg(save)
+            .stdout(Stdio::null()),
     );
     let mut bench = bench;
     let mut text = String::new();
@@ -788,7 +772,7 @@ fn the_mariadb_innodb_spin_case_is_named_with_its_knob_and_the_diff_shows_it_gon
     // of its samples in PAUSE loops of three unnamed functions: InnoDB's lock waits, sized by
     // innodb_spin_wait_delay. diagnose names them InnoDB's from their code, names the knob
     // with the value the server runs with, and with the knob at 0 the diff shows the spin gone.
-    let _serial = one_at_a_time();
+    let _serial = common::serial();
     for tool in ["mariadbd", "mariadb-install-db", "mariadb", "sysbench"] {
         if !program(tool).is_file() {
             common::missing_tool(tool, "apt-get install mariadb-server sysbench");

@@ -107,7 +107,7 @@ fn redis_under_benchmark(dir: &std::path::Path, started: &mut Started) -> u32 {
 }
 
 fn diagnose(pid: u32, extra: &[&str]) -> std::process::Output {
-    let out = common::cpudoctor()
+    common::cpudoctor()
         .args([
             "diagnose",
             "--pid",
@@ -118,14 +118,10 @@ fn diagnose(pid: u32, extra: &[&str]) -> std::process::Output {
         ])
         .args(extra)
         .env("COLUMNS", "80")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "diagnose failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+        .assert()
+        .success()
+        .get_output()
+        .clone()
 }
 
 /// The Redis case: its kernel share shown and named, the process named `redis-server`, and
@@ -157,12 +153,7 @@ fn redis_under_benchmark_shows_its_kernel_share_and_is_named_as_run() {
     assert!(system_share > 0.3, "{cpu}");
     if common::kernel_sampling_permitted() {
         assert_eq!(k["sampling"]["state"], "sampled", "{k}");
-        let redis = k["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["pid"] == pid)
-            .unwrap_or_else(|| panic!("no split for redis-server: {k}"));
+        let redis = common::entry(&k["processes"], "pid", pid);
         let share = redis["kernel_share"].as_f64().unwrap();
         assert!(share > 0.2, "kernel share {share}: {k}");
         // The samples and the kernel's accounting agree within a wide margin.

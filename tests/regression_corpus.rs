@@ -326,12 +326,9 @@ fn the_chase_gets_huge_pages_from_the_glibc_tunable_and_none_without() {
         common::missing_hardware("THP in `madvise` mode", &format!("THP is {}", thp.trim()));
         return;
     }
-    let Some(cc) = common::c_compiler() else {
+    let Some(chase) = common::program("regression/chase", common::Build::Distribution) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("regression")).unwrap();
-    let chase = common::compile_program(&cc, "regression/chase", &["-O2"], dir.path());
     let kib = |tunable: bool| -> i64 {
         let mut cmd = std::process::Command::new(&chase);
         cmd.args(["64", "100000"]).env_remove("GLIBC_TUNABLES");

@@ -2,54 +2,19 @@
 //! new user would under limits (one CPU, a closed stdout, a strict umask, odd terminals).
 
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 mod common;
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
-}
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("cpudoctor")
-}
-
-fn stderr_of(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout_of(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// `cmd` on the first CPU this process may use, as under `taskset -c N`.
-fn on_one_cpu(cmd: &mut Command) -> &mut Command {
-    let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-        .ok()
-        .and_then(|set| (0..nix::sched::CpuSet::count()).find(|&c| set.is_set(c).unwrap_or(false)))
-        .unwrap_or(0);
-    // SAFETY: sched_setaffinity is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let mut set = nix::sched::CpuSet::new();
-            set.set(cpu).map_err(std::io::Error::from)?;
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-                .map_err(std::io::Error::from)
-        })
-    }
-}
+use common::{bin, fixture, stderr_of, stdout_of};
 
 /// `taskset -c 0 cpudoctor probe c2c sharing` measured nothing and exited 0. It still says
 /// why each was skipped, and exits 1 as `check` does (README: "1 ... measuring nothing").
 #[test]
 fn case_probe_c2c_sharing_on_one_cpu_says_skipped_and_exits_1() {
-    let o = on_one_cpu(Command::new(bin()).args(["probe", "c2c", "sharing"]))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(bin());
+    common::on_one_cpu(cmd.args(["probe", "c2c", "sharing"]));
+    let o = cmd.stdin(Stdio::null()).output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr_of(&o));
     assert!(
         stderr_of(&o).contains("nothing was measured"),

@@ -7,7 +7,7 @@
 
 use cpudoctor::diagnose::symbolize::symbols::{DebugDirs, ElfModule, NameSource};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 mod common;
@@ -36,14 +36,6 @@ fn binutils(dir: &Path, args: &[&str]) -> Option<()> {
     )
 }
 
-/// `name` built from tests/programs with `-O2 -g` into `dir`, without frame pointers (as a
-/// distribution builds); returns its path.
-fn build(dir: &Path, name: &str) -> Option<PathBuf> {
-    let cc = c_compiler()?;
-    let flags = ["-O2", "-g", "-pthread", "-Wl,--build-id"];
-    Some(compile_program(&cc, name, &flags, dir))
-}
-
 /// The address of function `name` in an unstripped module.
 fn address_of(m: &ElfModule, name: &str) -> u64 {
     m.symbols
@@ -60,7 +52,7 @@ fn no_roots() -> DebugDirs {
 #[test]
 fn a_stripped_program_gets_its_names_from_a_debug_file_by_build_id() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = build(dir.path(), "locked_counter") else {
+    let Some(prog) = program_in(dir.path(), "locked_counter", Build::Distribution) else {
         return;
     };
     let full = ElfModule::load_with(prog.to_str().unwrap(), &no_roots()).unwrap();
@@ -130,7 +122,7 @@ fn build_id(path: &Path) -> String {
 #[test]
 fn a_stripped_program_gets_its_names_from_its_debuglink_and_the_crc_is_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = build(dir.path(), "locked_counter") else {
+    let Some(prog) = program_in(dir.path(), "locked_counter", Build::Distribution) else {
         return;
     };
     let Some(()) = binutils(
@@ -187,7 +179,7 @@ fn minidebuginfo_built_the_fedora_way_gives_the_names_of_a_stripped_program() {
     // builds one as Fedora's find-debuginfo does: the function symbols that are not dynamic,
     // kept in a symbol-table-only ELF, xz-compressed, added as .gnu_debugdata.
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = build(dir.path(), "locked_counter") else {
+    let Some(prog) = program_in(dir.path(), "locked_counter", Build::Distribution) else {
         return;
     };
     let d = dir.path();
@@ -220,7 +212,7 @@ fn minidebuginfo_built_the_fedora_way_gives_the_names_of_a_stripped_program() {
 #[test]
 fn without_debug_info_cfi_bounds_each_function() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = build(dir.path(), "locked_counter") else {
+    let Some(prog) = program_in(dir.path(), "locked_counter", Build::Distribution) else {
         return;
     };
     let p = prog.to_str().unwrap();
@@ -276,7 +268,7 @@ fn debian_libc_internal_functions_are_bounded_by_cfi_and_named_by_libc6_dbg() {
 #[test]
 fn a_stripped_programs_hot_code_is_grouped_by_cfi_function_and_disassembled() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = build(dir.path(), "locked_counter") else {
+    let Some(prog) = program_in(dir.path(), "locked_counter", Build::Distribution) else {
         return;
     };
     let p = prog.to_str().unwrap();
@@ -309,7 +301,7 @@ fn a_stripped_programs_hot_code_is_grouped_by_cfi_function_and_disassembled() {
 #[test]
 fn a_contended_glibc_mutex_is_grouped_by_libc_function() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(prog) = build(dir.path(), "adaptive_mutex") else {
+    let Some(prog) = program_in(dir.path(), "adaptive_mutex", Build::Distribution) else {
         return;
     };
     let d = diagnose_json(&["--", prog.to_str().unwrap(), "1.5"]);

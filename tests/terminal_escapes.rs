@@ -8,11 +8,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
-}
+mod common;
+use common::fixture;
 
 const TITLE: &str = "\u{1b}]0;pwned\u{7}";
 

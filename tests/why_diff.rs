@@ -11,12 +11,6 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::*;
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
-}
-
 const ZEN4_CHECK: &str = "machines/zen4-kvm/check-runs3-a.json";
 const EMR_CHECK: &str = "machines/emerald-rapids-kvm/check-runs3-a.json";
 
@@ -30,12 +24,7 @@ fn diff_json(old: &Path, new: &Path, machines: Option<(&Path, &Path)>) -> Value 
 }
 
 fn pause_of(v: &Value) -> (f64, f64) {
-    let f = v["why"]["figures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["figure"] == "pause_ns")
-        .unwrap_or_else(|| panic!("no pause_ns figure: {:#}", v["why"]["figures"]));
+    let f = entry(&v["why"]["figures"], "figure", "pause_ns");
     (f["old"].as_f64().unwrap(), f["new"].as_f64().unwrap())
 }
 
@@ -63,12 +52,7 @@ fn old_files_diff_with_a_why_section_that_says_the_loss_was_not_measured() {
     );
     // The spin grew with the program's own spin count, not with PAUSE: observed, not
     // explained, and the rest stated.
-    let spin = why["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "wait_for_item")
-        .unwrap();
+    let spin = entry(&why["functions"], "name", "wait_for_item");
     assert_eq!(spin["mechanism"], "pause_spin");
     assert!(spin["observed_points"].as_f64().unwrap() > 50.0, "{spin:#}");
     assert!(
@@ -118,22 +102,12 @@ fn machines_give_saved_diagnoses_the_figures_of_their_checks() {
         (15.0..40.0).contains(&o) && (5.0..20.0).contains(&n),
         "{o} {n}"
     );
-    let figures: Vec<&str> = v["why"]["figures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["figure"].as_str().unwrap())
-        .collect();
+    let figures = strings(&v["why"]["figures"], "figure");
     for f in ["core_clock_ghz", "pause_ns", "line_transfer_ns"] {
         assert!(figures.contains(&f), "{figures:?}");
     }
     // The locked counter on the new side is a locked RMW governed by the line transfer.
-    let locked = v["why"]["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "contended_increment")
-        .unwrap();
+    let locked = entry(&v["why"]["functions"], "name", "contended_increment");
     assert_eq!(locked["mechanism"], "locked_rmw");
     assert_eq!(locked["figure"], "line_transfer_ns");
     let notes = v["notes"].as_array().unwrap();
@@ -283,12 +257,7 @@ fn the_thp_case_names_page_walks_and_predicts_them_from_the_4k_penalty() {
     let ratio = loss["ratio"].as_f64().unwrap();
     assert!(ratio > 1.3, "{loss:#}");
     assert!(loss["low"].as_f64().unwrap() > 1.0, "{loss:#}");
-    let main = why["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "main")
-        .unwrap();
+    let main = entry(&why["functions"], "name", "main");
     assert_eq!(main["mechanism"], "page_walks_4k");
     assert_eq!(main["old_figure"], "dram_latency_huge_ns");
     let (p, o) = (
@@ -301,12 +270,7 @@ fn the_thp_case_names_page_walks_and_predicts_them_from_the_4k_penalty() {
         "predicted {p}, observed {o}"
     );
     assert_eq!(main["holds"], true);
-    let m = why["mechanisms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["mechanism"] == "page_walks_4k")
-        .unwrap();
+    let m = entry(&why["mechanisms"], "mechanism", "page_walks_4k");
     assert!(m["explained_points"].as_f64().unwrap() > 20.0, "{m:#}");
     // The rest is stated, never hidden: the parts sum to the unexplained points.
     let parts: f64 = why["unexplained"]

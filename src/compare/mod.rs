@@ -1,10 +1,12 @@
-//! Comparisons, each returning typed results and no prose: two fingerprints
-//! ([`fingerprint`], with the machine facts in [`facts`]), a fleet of hosts in bands
-//! ([`fleet`]), two diagnoses' stacks for a differential flame graph ([`flame`]), their
-//! wall-clock views ([`wall`], part of [`profile`]'s diff), and why one side is slower
-//! ([`why`]: the loss attributed to mechanisms and the machine figures that govern them, also
-//! part of [`profile`]'s diff). The renderers in `render` print what these return;
-//! nothing here prints, and nothing in `render` compares.
+//! Comparisons, each returning typed results: two fingerprints ([`fingerprint`], with the
+//! machine facts in [`facts`]), a fleet of hosts in bands ([`fleet`]), two diagnoses by
+//! function ([`profile`]), their stacks for a differential flame graph ([`flame`]), their
+//! wall-clock views ([`wall`], part of [`profile`]'s diff), why one side is slower ([`why`]:
+//! the loss attributed to mechanisms and the machine figures that govern them, also part of
+//! [`profile`]'s diff), and several saved diagnoses against the first for one report
+//! ([`diagnoses`]). The few sentences a result carries (a change rule, why a figure was not
+//! compared) come from `words`. The renderers in `render` print what these return; nothing
+//! here prints, and nothing in `render` compares.
 //!
 //! One vocabulary: the two runs of a comparison are the [`Side`]s `old` (the baseline, the
 //! first file) and `new`.

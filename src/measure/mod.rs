@@ -1,8 +1,10 @@
 //! The measurement core every probe builds on: the clock ([`clock`]), the core-clock estimate
 //! that turns nanoseconds into core cycles ([`freq`]), pinning that proves it took ([`pin`]),
-//! robust statistics ([`stats`]), buffers with a checked page size ([`buffer`]), the random
-//! pointer-chase cycle every latency probe follows ([`chase`]), and the progress hook probes
-//! report through ([`Progress`]). Nothing here prints.
+//! threads that the kernel may refuse, refused with a reason instead of a panic ([`threads`]),
+//! buffers with a checked page size ([`buffer`]), the random pointer-chase cycle every latency
+//! probe follows ([`chase`]), where a split lock sits in a line ([`SPLIT_OFFSET`]), and the
+//! progress hook probes report through ([`Progress`]). The statistics over what is measured
+//! are [`crate::stats`]'s. Nothing here prints.
 
 /// Offset, from a 64-byte line boundary, of an 8-byte value that straddles that line and the
 /// next (bytes 60..68): the split lock the split-lock probe, its locker child and the c2c

@@ -1,6 +1,7 @@
-//! Flame graphs of diagnoses, drawn by inferno from the folded stacks ([`super::export`]) and
-//! made fit to sit inline in the report page: no script (the page's Content Security Policy
-//! forbids it; each frame keeps its `<title>` tooltip, which needs none), no stylesheet of its
+//! Flame graphs of diagnoses, drawn by inferno from their folded stacks (the `--folded`
+//! export's folding, in `diagnose`) and made fit to sit inline in the report page: no script
+//! (the page's Content Security Policy forbids it; each frame keeps its `<title>` tooltip,
+//! which needs none), no stylesheet of its
 //! own (an inline SVG's `<style>` would restyle the whole page; the page styles `.flame`), ids
 //! prefixed so that several graphs share a page. A differential flame graph draws the
 //! differential folding [`crate::compare::flame`] made: frames are the new profile's, red where

@@ -565,5 +565,14 @@ mod tests {
     }
 
     #[test]
-    fn no_verdicts_says_so() {}
+    fn no_verdicts_says_so() {
+        let mut fp = sample_fingerprint();
+        assert!(!render_summary(&fp, Style::plain(80)).contains("No verdicts"));
+        fp.verdicts.clear();
+        let out = render_summary(&fp, Style::plain(80));
+        assert!(
+            out.contains("No verdicts: no probe that a hazard rule reads ran"),
+            "{out}"
+        );
+    }
 }

@@ -1,11 +1,14 @@
 //! Helpers shared by the command-line test binaries: running the binary, reading its JSON,
-//! validating fingerprints against the documented schema, finding probes and metrics.
+//! validating fingerprints against the documented schema, finding probes and metrics, building
+//! the test programs ([`program`] by [`Build`]), taking turns ([`serial`]), and what a test
+//! needs of the machine ([`two_cpus`], [`missing_tool`], [`missing_hardware`]).
 //! Each test binary uses some of them, hence the allowance.
 #![allow(dead_code)]
 
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 /// The cpudoctor binary under test.
 pub fn cpudoctor() -> Command {
@@ -42,12 +45,7 @@ pub fn schema_errors(instance: &Value) -> Vec<String> {
 
 /// The result of probe `name` in a fingerprint.
 pub fn probe<'a>(fp: &'a Value, name: &str) -> &'a Value {
-    fp["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no probe {name}"))
+    entry(&fp["probes"], "name", name)
 }
 
 /// Metric `name` of one probe result.
@@ -112,44 +110,151 @@ pub fn missing_hardware(what: &str, need: &str) {
     );
 }
 
-/// Compiles `tests/programs/NAME.c` with `cc` (from [`c_compiler`]) and `flags` into
-/// `DIR/NAME` and returns that path; the compiler failing on it fails the test.
-pub fn compile_program(cc: &str, name: &str, flags: &[&str], dir: &Path) -> PathBuf {
-    let out = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/programs")
-        .join(format!("{name}.c"));
-    let status = std::process::Command::new(cc)
-        .args(flags)
+/// How a test program of tests/programs is built: each kind's flags are written here once, so
+/// two tests that build a program alike build it the same way.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Build {
+    /// As distributions that build for profiling do (Fedora 38+, Ubuntu 24.04): `-O2 -g` with
+    /// frame pointers in every function, leaves included, so the kernel's frame-pointer walk
+    /// sees every caller.
+    FramePointers,
+    /// `-O2 -g -fno-omit-frame-pointer` alone: GCC still gives a leaf function no frame, so the
+    /// kernel's frame-pointer walk skips the leaf's caller (the CFI walk must find it).
+    FramePointersButNotLeaves,
+    /// As a distribution builds a package: `-O2 -g`, no frame pointers, a GNU build-id. The
+    /// build for programs whose stacks a test does not read.
+    Distribution,
+}
+
+impl Build {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Build::FramePointers => &[
+                "-O2",
+                "-g",
+                "-pthread",
+                "-fno-omit-frame-pointer",
+                "-mno-omit-leaf-frame-pointer",
+            ],
+            Build::FramePointersButNotLeaves => {
+                &["-O2", "-g", "-pthread", "-fno-omit-frame-pointer"]
+            }
+            Build::Distribution => &[
+                "-O2",
+                "-g",
+                "-pthread",
+                "-fomit-frame-pointer",
+                "-Wl,--build-id",
+            ],
+        }
+    }
+
+    fn folder(self) -> &'static str {
+        match self {
+            Build::FramePointers => "frame-pointers",
+            Build::FramePointersButNotLeaves => "frame-pointers-but-not-leaves",
+            Build::Distribution => "distribution",
+        }
+    }
+}
+
+/// Test program `name` (`tests/programs/NAME.c`; `regression/chase` for one in a folder) built
+/// the `build` way, once per test binary: the first caller compiles it with [`c_compiler`] into
+/// a temporary folder the binary keeps. `None` (the test fails, or skips with
+/// CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler; the compiler failing on the program
+/// fails the test.
+pub fn program(name: &str, build: Build) -> Option<PathBuf> {
+    static BUILT: Mutex<Option<tempfile::TempDir>> = Mutex::new(None);
+    // Held while compiling: two tests asking for one program build it once.
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = built.get_or_insert_with(|| tempfile::tempdir().unwrap());
+    let out = dir.path().join(build.folder()).join(name);
+    if out.is_file() {
+        return Some(out);
+    }
+    let cc = c_compiler()?;
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let status = std::process::Command::new(&cc)
+        .args(build.flags())
         .arg("-o")
         .arg(&out)
-        .arg(src)
+        .arg(source(&format!("{name}.c")))
         .status()
         .expect("the C compiler started a moment ago");
     assert!(status.success(), "{cc} failed on {name}.c");
-    out
+    Some(out)
 }
 
-/// The programs `names` of tests/programs compiled with `flags` into a directory held by
-/// `cell`, once per test binary (the first caller builds them); `None` (the test fails, or
-/// skips with CPUDOCTOR_ALLOW_SKIP=1) when there is no C compiler.
-pub fn programs_built_once(
-    cell: &'static std::sync::OnceLock<tempfile::TempDir>,
-    names: &[&str],
-    flags: &[&str],
-) -> Option<&'static Path> {
-    if let Some(dir) = cell.get() {
-        return Some(dir.path());
+/// A copy of [`program`] in `dir` under its own name, for a test that changes the file (strips
+/// it, say); `None` as for [`program`].
+pub fn program_in(dir: &Path, name: &str, build: Build) -> Option<PathBuf> {
+    let built = program(name, build)?;
+    let copy = dir.join(built.file_name().unwrap());
+    std::fs::copy(&built, &copy).unwrap();
+    Some(copy)
+}
+
+/// The measuring tests of one test binary take turns: run side by side they would be each
+/// other's neighbours (two ping-pongs on the same CPUs time each other's scheduling; shares of
+/// samples mean little when several workloads compete). Hold the guard for the whole test; a
+/// test that failed while holding it does not stop the others.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The CPUs this process may run on (its affinity mask), as cpudoctor itself reads them.
+pub fn allowed_cpus() -> Vec<usize> {
+    cpudoctor::machine::allowed_cpus()
+}
+
+/// Whether this process may use two CPUs. When it may not, this goes through
+/// [`missing_hardware`] (the test fails, or says SKIPPED with CPUDOCTOR_ALLOW_SKIP=1) and
+/// returns false for the caller to return.
+pub fn two_cpus() -> bool {
+    let n = allowed_cpus().len();
+    if n < 2 {
+        missing_hardware(
+            "a second allowed CPU",
+            &format!(
+                "this process may use {n}; run on a machine (or under an affinity mask) with two"
+            ),
+        );
+        return false;
     }
-    let cc = c_compiler()?;
-    let dir = cell.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        for name in names {
-            compile_program(&cc, name, flags, dir.path());
-        }
-        dir
-    });
-    Some(dir.path())
+    true
+}
+
+/// `cmd` made to run on the first CPU this process may use, as under `taskset -c N`; returns
+/// that CPU.
+pub fn on_one_cpu(cmd: &mut std::process::Command) -> usize {
+    use std::os::unix::process::CommandExt;
+    let cpu = allowed_cpus().first().copied().unwrap_or(0);
+    // SAFETY: sched_setaffinity is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set = nix::sched::CpuSet::new();
+            set.set(cpu).map_err(std::io::Error::from)?;
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cpu
+}
+
+/// Runs `cmd`, which must succeed (else the test fails with what it printed), and returns its
+/// output.
+pub fn output_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{:?} failed ({}): {}{}",
+        cmd.get_program(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Finding `id` of a diagnosis; when there is none the test fails with the findings, the
@@ -215,4 +320,70 @@ pub fn server_dir(user: Option<&str>) -> tempfile::TempDir {
         );
     }
     dir
+}
+
+/// The element of the JSON list `list` whose `key` is `value` (a probe by name, a finding by
+/// id, a function by name); when there is none the test fails showing the list.
+pub fn entry<'a, V>(list: &'a Value, key: &str, value: V) -> &'a Value
+where
+    Value: PartialEq<V>,
+    V: std::fmt::Display + Copy,
+{
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .find(|e| e[key] == value)
+        .unwrap_or_else(|| panic!("no entry whose {key} is {value} in {list:#}"))
+}
+
+/// `tests/fixtures/REL`: a saved file the tests read.
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+/// `tests/programs/REL`: the source of a test program.
+pub fn source(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(rel)
+}
+
+/// The path of the cpudoctor binary under test, for a `std::process::Command`.
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("cpudoctor")
+}
+
+/// What a finished command printed on stderr.
+pub fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// What a finished command printed on stdout.
+pub fn stdout_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs `cmd`, which must end as an input error does: exit status 2, nothing on stdout, one
+/// line on stderr that starts `error: `; returns that line.
+pub fn input_error(cmd: &mut Command) -> String {
+    let out = cmd.assert().code(2).stdout(predicates::str::is_empty());
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "one line expected: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    stderr
+}
+
+/// The `key` of every element of the JSON list `list`, each a string (probe names, hazard ids).
+pub fn strings<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|e| {
+            e[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("no string {key} in {e}"))
+        })
+        .collect()
 }

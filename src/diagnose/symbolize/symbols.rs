@@ -963,7 +963,10 @@ mod tests {
         let me = std::process::id();
         let maps = parse_proc_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
         let Some(vdso) = maps.iter().find(|m| &*m.path == "[vdso]") else {
-            return; // vdso=0 on the kernel command line
+            // vdso=0 on the kernel command line: fails, or skips with CPUDOCTOR_ALLOW_SKIP=1.
+            let skip = std::env::var("CPUDOCTOR_ALLOW_SKIP").as_deref() == Ok("1");
+            assert!(skip, "no [vdso] mapping here; CPUDOCTOR_ALLOW_SKIP=1 skips");
+            return eprintln!("SKIPPED: no [vdso] mapping in this process (vdso=0?)");
         };
         let image = ElfModule::parse(vdso_image(me).unwrap(), None).unwrap();
         let sym = image
