@@ -16,15 +16,17 @@ use crate::format::human_kib;
 use crate::format::human_ns;
 use crate::format::human_value;
 use crate::format::pct;
-use crate::render::text::{table, wrap, wrap_labelled};
+use crate::render::text::Style;
+use crate::render::text::{align_right, table, wrap, wrap_labelled};
 use crate::words::diagnose::{
     CommandFollowed, KernelNotSampled, KernelShare, kernel_not_sampled, kernel_sampled,
     processes_followed,
 };
 use std::fmt::Write;
 
-/// Renders the whole report for a terminal `width` columns wide.
-pub fn render(d: &Diagnosis, width: u16) -> String {
+/// Renders the whole report for a terminal of `style` (its width).
+pub fn render(d: &Diagnosis, style: impl Into<Style>) -> String {
+    let width = style.into().width;
     let mut o = header(d, width);
     o.push('\n');
     if let Some(w) = &d.wall {
@@ -776,20 +778,23 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
         o.push_str(&wrap_labelled(&line, "", w));
     }
     if d.counters.available && !d.counters.values.is_empty() {
-        let _ = writeln!(o, "\nCounters");
+        // The share of the time each event was on a counter; below 99% its count is scaled
+        // up from what was counted (multiplexed).
+        let mut t = table(w, &["Counter", "Count", "Counted"]);
+        align_right(&mut t, &[1, 2]);
         for v in &d.counters.values {
-            let _ = writeln!(
-                o,
-                "  {:<40} {:>16.0}{}",
-                v.name,
-                v.value,
+            let counted = pct(v.running_fraction, 1);
+            t.add_row(vec![
+                v.name.clone(),
+                format!("{:.0}", v.value),
                 if v.running_fraction < 0.99 {
-                    format!("  (scaled, counted {})", pct(v.running_fraction, 1))
+                    format!("{counted}, scaled")
                 } else {
-                    String::new()
-                }
-            );
+                    counted
+                },
+            ]);
         }
+        let _ = writeln!(o, "\nCounters\n{t}");
     }
     for n in &d.notes {
         o.push_str(&wrap_labelled(&format!("Note: {n}"), "", w));
