@@ -872,6 +872,46 @@ pub(crate) mod tests {
     use super::*;
     use crate::diagnose::test_fixture as fixture;
 
+    /// The counters were a hand-aligned list (`{:<40} {:>16.0}`): a longer event name pushed
+    /// its count out of line. They are a table now, counts lined up at the right, each with
+    /// the share of the time it was on a counter.
+    #[test]
+    fn counters_are_a_table_with_counts_lined_up() {
+        use crate::diagnose::counters::CounterValue;
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        let value = |name: &str, value, running_fraction| CounterValue {
+            name: name.into(),
+            signal: None,
+            value,
+            running_fraction,
+        };
+        d.counters.available = true;
+        d.counters.values = vec![
+            value("cycles", 4_000_000_000.0, 1.0),
+            value(
+                "ls_dispatch.ld_st_dispatch_with_a_name_longer_than_forty_columns",
+                12.0,
+                0.5,
+            ),
+        ];
+        let text = render(&d, 120);
+        let rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Counters")
+            .filter(|l| l.contains("cycles") || l.contains("ls_dispatch"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        // The counts end in the same column.
+        let end = |l: &str, n: &str| l.find(n).map(|i| i + n.len());
+        assert_eq!(
+            end(rows[0], "4000000000 "),
+            end(rows[1], "12 "),
+            "{rows:#?}"
+        );
+        assert!(rows[0].contains("100.0%"), "{rows:#?}");
+        assert!(rows[1].contains("50.0%, scaled"), "{rows:#?}");
+    }
+
     /// The two lines a diagnosis saved for `diff` adds under the machine (issue 31): its
     /// figures with their source, and its work measure; each within 80 columns.
     #[test]

@@ -225,6 +225,67 @@ fn fill(text: &str, first: &str, rest: &str, width: u16) -> String {
 mod tests {
     use super::*;
 
+    /// A [`columns`] table of `rows` at `width` and `indent`.
+    fn columns_of(rows: &[[&str; 3]], width: u16, indent: u16) -> String {
+        let mut t = columns(width, &[]);
+        for r in rows {
+            t.add_row(r.to_vec());
+        }
+        align_right(&mut t, &[1]);
+        lines(&mut t, indent)
+    }
+
+    #[test]
+    fn columns_line_up_two_spaces_apart_without_trailing_spaces() {
+        let text = columns_of(
+            &[
+                ["pause_ns", "24.4 ns", ""],
+                ["pause_cycles", "90.0 cycles", "±3.3%"],
+            ],
+            80,
+            2,
+        );
+        assert_eq!(
+            text,
+            "  pause_ns          24.4 ns\n  pause_cycles  90.0 cycles  ±3.3%\n"
+        );
+        assert_eq!(columns_of(&[], 80, 2), "");
+    }
+
+    #[test]
+    fn a_narrow_column_wraps_between_words_never_inside_one() {
+        let sentence = "hurts spin-waits that count PAUSEs (spin locks, adaptive mutexes)";
+        let text = columns_of(&[["slow_pause", "", sentence]], 40, 2);
+        assert!(text.lines().count() > 1, "{text}");
+        for l in text.lines() {
+            assert!(l.chars().count() <= 40, "{text}");
+        }
+        // Every word of the sentence is on some line, whole.
+        let words: Vec<&str> = text.split_whitespace().collect();
+        for w in sentence.split_whitespace() {
+            assert!(words.contains(&w), "{w} in {text}");
+        }
+        // Continuation lines hang under the sentence's column.
+        let col = text.find("hurts").unwrap();
+        assert!(
+            text.lines()
+                .skip(1)
+                .all(|l| l.len() > col && l[..col].trim().is_empty())
+        );
+    }
+
+    #[test]
+    fn at_least_lines_up_the_columns_of_two_tables() {
+        let table_of = |name: &str| {
+            let mut t = columns(80, &[]);
+            t.add_row(vec![name, "1.0 ns"]);
+            at_least(&mut t, 0, 20);
+            lines(&mut t, 2)
+        };
+        let (a, b) = (table_of("short"), table_of("a_much_longer_name"));
+        assert_eq!(a.find("1.0 ns"), b.find("1.0 ns"), "{a}{b}");
+    }
+
     #[test]
     fn wrapping_never_breaks_a_word() {
         let long = "a".repeat(30);
