@@ -430,7 +430,7 @@ pub fn render_html(results: &[(String, ExperimentResult)]) -> String {
             .join(", ")
     );
     h.push_str(&super::html::page_head(&title, ""));
-    for (label, r) in results {
+    for (i, (label, r)) in results.iter().enumerate() {
         let esc = super::html::escape;
         let _ = writeln!(
             h,
@@ -457,10 +457,16 @@ pub fn render_html(results: &[(String, ExperimentResult)]) -> String {
         }
         h.push_str("</table>\n");
         if let Some(svg) = effects_svg(r) {
-            let _ = writeln!(h, "<figure>{svg}</figure>");
+            let _ = writeln!(
+                h,
+                "<figure class=\"chart\" id=\"effects-{i}\" data-kind=\"effects\">{svg}</figure>"
+            );
         }
         if let Some(svg) = r.scaling.as_ref().and_then(scaling_svg) {
-            let _ = writeln!(h, "<figure>{svg}</figure>");
+            let _ = writeln!(
+                h,
+                "<figure class=\"chart\" id=\"scaling-{i}\" data-kind=\"scaling\">{svg}</figure>"
+            );
         }
         for l in r
             .not_run
