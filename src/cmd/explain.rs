@@ -39,7 +39,7 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             ]);
         }
         text::keep_whole(&mut t, &[0]);
-        write!(out, "{}", text::lines(&mut t, 2))?;
+        write!(out, "{}", text::lines(t, 2))?;
         return Ok(());
     };
     let rule = hazards::by_id(&id).ok_or_else(|| InputError::UnknownHazard {

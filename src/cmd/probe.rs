@@ -177,7 +177,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
             t.add_row(vec![p.name(), p.about()]);
         }
         let mut out = std::io::stdout().lock();
-        write!(out, "{}", text::lines(&mut t, 0))?;
+        write!(out, "{}", text::lines(t, 0))?;
         return Ok(());
     }
     let selected = session::select_probes(&args.names)?;

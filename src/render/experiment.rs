@@ -113,7 +113,7 @@ pub fn render_text(r: &ExperimentResult, style: impl Into<Style>) -> String {
         }
         align_right(&mut t, &[2]);
         keep_whole(&mut t, &[2]);
-        out.push_str(&lines(&mut t, 0));
+        out.push_str(&lines(t, 0));
         for c in &r.comparisons {
             out.push_str(&wrap_labelled(&meaning_text(r, c), "- ", width));
         }
@@ -238,7 +238,7 @@ fn scaling_text(out: &mut String, s: &Scaling, width: u16) {
         ]);
     }
     align_right(&mut t, &[0, 1, 3]);
-    out.push_str(&lines(&mut t, 2));
+    out.push_str(&lines(t, 2));
     let line = match s.falls_away_at {
         Some(n) => format!(
             "It falls away from ideal at {n} CPUs: the whole interval is below {} of \

@@ -403,7 +403,7 @@ pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
             keep_whole(&mut t, &[2]);
             align_right(&mut t, &[1]);
         }
-        s.push_str(&lines(&mut t, 2));
+        s.push_str(&lines(t, 2));
     }
     s
 }

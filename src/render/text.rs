@@ -145,7 +145,7 @@ pub fn at_least(t: &mut Table, col: usize, chars: usize) {
 
 /// A [`columns`] table as text, each line after `indent` spaces and without the spaces at its
 /// end, newline-terminated; nothing for a table without rows.
-pub fn lines(t: &mut Table, indent: u16) -> String {
+pub fn lines(mut t: Table, indent: u16) -> String {
     if t.row_count() == 0 {
         return String::new();
     }
@@ -232,7 +232,7 @@ mod tests {
             t.add_row(r.to_vec());
         }
         align_right(&mut t, &[1]);
-        lines(&mut t, indent)
+        lines(t, indent)
     }
 
     #[test]
@@ -280,7 +280,7 @@ mod tests {
             let mut t = columns(80, &[]);
             t.add_row(vec![name, "1.0 ns"]);
             at_least(&mut t, 0, 20);
-            lines(&mut t, 2)
+            lines(t, 2)
         };
         let (a, b) = (table_of("short"), table_of("a_much_longer_name"));
         assert_eq!(a.find("1.0 ns"), b.find("1.0 ns"), "{a}{b}");
