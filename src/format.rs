@@ -106,11 +106,11 @@ pub fn interval_words(
 ) -> String {
     // The achieved coverage is stored rounded through JSON: allow a hair below nominal.
     let label = if coverage >= nominal - 1e-9 {
-        format!("{:.0}% CI", nominal * 100.0)
+        format!("{} CI", pct(nominal, 0))
     } else {
         match n {
-            Some(n) => format!("n={n}: {:.0}% CI", coverage * 100.0),
-            None => format!("{:.0}% CI", coverage * 100.0),
+            Some(n) => format!("n={n}: {} CI", pct(coverage, 0)),
+            None => format!("{} CI", pct(coverage, 0)),
         }
     };
     // Durations in the unit `human_ns` gives the figure they follow (`1.2 us (95% CI

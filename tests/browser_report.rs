@@ -326,6 +326,36 @@ fn assert_flames(result: &Value, kind: &str, count: usize, min_marks: u64) {
     }
 }
 
+/// The experiment page: each experiment's effects (a dot and a whisker per variant, drawn by
+/// plotters like every other chart since issue 32, where it was hand-written SVG) and the
+/// scaling curve against ideal, each laid out at a real size in the report's chart frame.
+#[test]
+fn report_of_two_experiments_draws_their_effects_and_the_scaling_curve() {
+    let Some(chromium) = browser_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.html");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/experiment");
+    let status = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
+        .arg("report")
+        .arg(fixtures.join("pages_neighbour.json"))
+        .arg(fixtures.join("scaling_packed.json"))
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let result = render_in_browser(&chromium, dir.path(), &out);
+    assert_eq!(result["figures"].as_array().unwrap().len(), 3, "{result}");
+    // Four variants against their baselines: four dots and four whiskers; one for the
+    // scaling run; its curve a line and a dot per CPU count.
+    assert_drawn(&result, "effects-0", 8);
+    assert_drawn(&result, "effects-1", 2);
+    assert_drawn(&result, "scaling-1", 3);
+}
+
 #[test]
 fn report_of_two_diagnoses_draws_both_flame_graphs_and_the_differential_one() {
     let Some(chromium) = browser_or_skip() else {

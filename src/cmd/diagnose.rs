@@ -2,7 +2,7 @@
 
 use super::{
     BarProgress, DEFER_SIGNALS, Input, STOP, check_outputs, note, screen, seconds_arg,
-    stdout_is_an_output, terminal_width, write_output,
+    stdout_is_an_output, stdout_style, write_output,
 };
 use anyhow::Result;
 use clap::Args;
@@ -256,7 +256,7 @@ fn from_saved(path: &Path, args: &DiagnoseArgs) -> Result<()> {
             note(line);
         }
     } else if done.is_empty() {
-        write!(out, "{}", render::render(&d, terminal_width()))?;
+        write!(out, "{}", render::render(&d, stdout_style()))?;
     } else {
         for line in &done {
             writeln!(out, "{line}")?;
@@ -639,7 +639,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
                 mode.event_name(),
                 args.frequency
             ),
-            terminal_width(),
+            stdout_style().width,
             0
         )
     );
@@ -774,7 +774,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     let shown = if args.json {
         out.write_all(&json).and_then(|()| writeln!(out))
     } else {
-        write!(out, "{}", render::render(&d, terminal_width()))
+        write!(out, "{}", render::render(&d, stdout_style()))
     };
     if let Some(e) = failed {
         return Err(e.context(if args.json {

@@ -2,7 +2,7 @@
 //! diagnoses, which functions grew and what their hot code does on each side. The kind is told
 //! from the files' content.
 
-use super::{Input, labels, terminal_width};
+use super::{Input, labels, stdout_style};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use cpudoctor::compare::fingerprint::{self, Change, VerdictMove};
@@ -91,7 +91,7 @@ fn diff_diagnoses(args: &DiffArgs, inputs: &[Input]) -> Result<()> {
         write!(
             out,
             "{}",
-            compare_render::render(&d, terminal_width(), args.all)
+            compare_render::render(&d, stdout_style(), args.all)
         )?;
     }
     out.flush()?;
@@ -138,7 +138,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
     let text = if args.json {
         diff::diff_to_json(&d)
     } else {
-        diff::render_diff_with(&d, terminal_width(), args.all)
+        diff::render_diff_with(&d, stdout_style(), args.all)
     };
     let mut out = super::stdout_text();
     out.write_all(text.as_bytes())?;

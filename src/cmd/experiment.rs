@@ -3,7 +3,7 @@
 
 use super::{
     BarProgress, DEFER_SIGNALS, STOP, check_outputs, note, screen, stdout_is_an_output,
-    write_output,
+    stdout_style, write_output,
 };
 use anyhow::Result;
 use clap::Args;
@@ -181,7 +181,7 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         out.flush()?;
     } else {
         let mut out = screen(to_stderr);
-        out.write_all(render_text(&result).as_bytes())?;
+        out.write_all(render_text(&result, stdout_style()).as_bytes())?;
         out.flush()?;
     }
     if result.comparisons.iter().all(|c| c.ratio.is_none()) {

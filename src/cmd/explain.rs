@@ -9,7 +9,7 @@ use clap::Args;
 use cpudoctor::error::InputError;
 use cpudoctor::hazards;
 use cpudoctor::probes::{self, ProbeOptions, Profile};
-use cpudoctor::render::terminal;
+use cpudoctor::render::{terminal, text};
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,17 +31,15 @@ pub fn run(args: ExplainArgs) -> Result<()> {
     let mut out = super::stdout_text();
     let Some(id) = args.hazard else {
         writeln!(out, "Hazards (cpudoctor explain HAZARD):")?;
+        let mut t = text::columns(style.width, &[]);
         for h in hazards::all() {
-            write!(
-                out,
-                "{}",
-                cpudoctor::render::text::wrap(
-                    &format!("{:<18} hurts {}", h.id(), h.hurts().join("; ")),
-                    style.width,
-                    2
-                )
-            )?;
+            t.add_row(vec![
+                h.id().to_string(),
+                format!("hurts {}", h.hurts().join("; ")),
+            ]);
         }
+        text::keep_whole(&mut t, &[0]);
+        write!(out, "{}", text::lines(t, 2))?;
         return Ok(());
     };
     let rule = hazards::by_id(&id).ok_or_else(|| InputError::UnknownHazard {

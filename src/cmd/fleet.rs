@@ -154,11 +154,11 @@ pub fn run(args: FleetArgs) -> Result<()> {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        let width = super::terminal_width();
+        let style = super::stdout_style();
         write!(
             out,
             "{}",
-            cpudoctor::render::fleet_text::render_fleet(&report, bad.len(), width)
+            cpudoctor::render::fleet_text::render_fleet(&report, bad.len(), style)
         )?;
     }
     out.flush()?;

@@ -3,7 +3,7 @@
 
 use super::{
     BarProgress, OutputArgs, check_output_args, millis_arg, screen, stdout_is_an_output,
-    terminal_width, write_output,
+    stdout_style, write_output,
 };
 use anyhow::Result;
 use clap::Args;
@@ -159,7 +159,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
                 config.repetitions,
                 cpudoctor::format::human_ns(ideal_s * 1e9)
             ),
-            terminal_width(),
+            stdout_style().width,
             0
         )
     );
@@ -211,17 +211,16 @@ fn print_result(fp: &cpudoctor::schema::Fingerprint, output: &OutputArgs) -> Res
         out.write_all(&bytes)?;
         return Ok(());
     }
-    let width = terminal_width();
+    let style = stdout_style();
     writeln!(
         out,
         "{}",
-        terminal::render_machine_wrapped(&fp.machine, &fp.clock, width)
+        terminal::render_machine_wrapped(&fp.machine, &fp.clock, style)
     )?;
     if let Some(p) = fp.probe(probe::HANDOFF) {
-        write!(out, "{}", render_handoff(p, width))?;
+        write!(out, "{}", render_handoff(p, style))?;
     }
     // The verdicts as `check -v` gives them: paragraphs that wrap at word boundaries.
-    let style = super::stdout_style();
     for v in &fp.verdicts {
         writeln!(out)?;
         write!(out, "{}", terminal::render_verdict_detail(v, style))?;

@@ -137,8 +137,8 @@ pub fn metric_regex(
 }
 
 /// Columns to wrap at: the terminal's width, else `COLUMNS` (as a shell exports it for a
-/// pipe), else 100; never below [`MIN_WIDTH`].
-pub fn terminal_width() -> u16 {
+/// pipe), else 100; never below [`MIN_WIDTH`]. Read by [`stdout_style`] only.
+fn terminal_width() -> u16 {
     width_from(
         comfy_table::Table::new()
             .width()
@@ -157,7 +157,8 @@ fn width_from(terminal: Option<u16>) -> u16 {
     terminal.unwrap_or(100).max(MIN_WIDTH)
 }
 
-/// How text goes to stdout: the width, and colour only on a terminal without `NO_COLOR`
+/// How text goes to stdout, built once per command and handed to every screen it renders
+/// (`render(&T, Style)`): the width, and colour only on a terminal without `NO_COLOR`
 /// (<https://no-color.org>: any non-empty value turns colour off) that is not `TERM=dumb`
 /// (a terminal that says it understands no escapes: Emacs' shell, some CI logs).
 pub fn stdout_style() -> terminal::Style {

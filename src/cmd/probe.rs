@@ -1,13 +1,13 @@
 //! `cpudoctor probe`: the full microbenchmarks, with their knobs.
 
-use super::{BarProgress, OutputArgs, check_output_args, emit_with, seconds_arg, terminal_width};
+use super::{BarProgress, OutputArgs, check_output_args, emit_with, seconds_arg, stdout_style};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
 use cpudoctor::machine::meminfo;
 use cpudoctor::measure::buffer::{self, PageKind};
 use cpudoctor::probes::{self, ProbeOptions, Profile};
-use cpudoctor::render::heatmap;
+use cpudoctor::render::{heatmap, text};
 use cpudoctor::schema::Status;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
@@ -171,10 +171,13 @@ fn more_than_available(bytes: u64, kinds: &[PageKind], available: u64) -> Option
 
 pub fn run(args: ProbeArgs) -> Result<()> {
     if args.list {
-        let mut out = std::io::stdout().lock();
+        // One line a probe, its name first, so a script can read the names.
+        let mut t = text::columns(u16::MAX, &[]);
         for p in probes::all() {
-            writeln!(out, "{:<22} {}", p.name(), p.about())?;
+            t.add_row(vec![p.name(), p.about()]);
         }
+        let mut out = std::io::stdout().lock();
+        write!(out, "{}", text::lines(t, 0))?;
         return Ok(());
     }
     let selected = session::select_probes(&args.names)?;
@@ -229,8 +232,9 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         super::stdout_is_an_output(&[args.output.save.as_deref(), args.output.prom.as_deref()]);
     if !args.output.json {
         let mut out = super::screen(to_stderr);
+        let style = stdout_style();
         for p in &fp.probes {
-            if let Some(map) = heatmap::render_c2c(p, terminal_width()) {
+            if let Some(map) = heatmap::render_c2c(p, style) {
                 write!(out, "\n{map}")?;
             }
         }

@@ -1,6 +1,6 @@
 //! `cpudoctor spin`: the spin-before-block model at this machine's PAUSE or a given one.
 
-use super::{BarProgress, MAX_CORES, pause_ns_arg, terminal_width};
+use super::{BarProgress, MAX_CORES, pause_ns_arg, stdout_style};
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::names::metric;
@@ -88,7 +88,7 @@ pub fn run(args: SpinArgs) -> Result<()> {
     write!(
         out,
         "{}",
-        terminal::render_spin_table(&costs, pause_ns, cores, terminal_width())
+        terminal::render_spin_table(&costs, pause_ns, cores, stdout_style())
     )?;
     writeln!(
         out,

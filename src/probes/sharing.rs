@@ -337,9 +337,9 @@ impl CoreCheck {
         }
         if self.span_overlap < MIN_SPAN_OVERLAP {
             return Some(format!(
-                "the threads ran at the same time for only {:.0}% of each run: one was \
+                "the threads ran at the same time for only {} of each run: one was \
                  descheduled",
-                self.span_overlap * 100.0
+                crate::format::pct(self.span_overlap, 0)
             ));
         }
         None

@@ -304,6 +304,92 @@ pub fn strip_chart(title: &str, x_label: &str, bands: &[Vec<f64>]) -> Result<Str
     Ok(buf)
 }
 
+/// One row of an [`interval_chart`]: a ratio and its interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalRow {
+    /// The row's label, left of the axis.
+    pub label: String,
+    /// Where the dot sits.
+    pub value: f64,
+    /// The interval's low end.
+    pub low: f64,
+    /// The interval's high end.
+    pub high: f64,
+}
+
+/// Dots with whiskers: per row (the first at the top) a dot at its ratio and its interval as a
+/// whisker, on a log axis centred on 1 (no effect), so 2x below and 2x above sit equally far
+/// from the line at 1; the axis spans at least 0.5x to 2x. Rows that are not positive
+/// finite ratios are left out.
+pub fn interval_chart(
+    title: &str,
+    x_desc: &str,
+    rows: &[IntervalRow],
+) -> Result<String, ChartError> {
+    let ratio = |v: f64| v.is_finite() && v > 0.0;
+    let rows: Vec<&IntervalRow> = rows
+        .iter()
+        .filter(|r| ratio(r.value) && ratio(r.low) && ratio(r.high))
+        .collect();
+    if rows.is_empty() {
+        return Err(ChartError(format!("{title}: no ratio to place")));
+    }
+    let span = rows
+        .iter()
+        .flat_map(|r| [r.value, r.low, r.high])
+        .map(|v| v.ln().abs())
+        .fold(2f64.ln(), f64::max)
+        * 1.15;
+    let n = rows.len();
+    let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+    let height = (120 + 44 * n as u32).clamp(200, 900);
+    let mut buf = String::new();
+    {
+        let root = svg_root(&mut buf, WIDTH, height);
+        root.fill(&WHITE)?;
+        let x = ((-span).exp()..span.exp()).log_scale().base(2.0);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(46)
+            .y_label_area_size(
+                (labels.iter().map(|c| c.len()).max().unwrap_or(4) as u32 * 9 + 40).min(300),
+            )
+            .build_cartesian_2d(x, -0.5..(n as f64 - 0.5))?;
+        chart
+            .configure_mesh()
+            .label_style(LABEL_FONT)
+            .axis_desc_style(DESC_FONT)
+            .disable_y_mesh()
+            .y_labels(n + 1)
+            .y_label_formatter(&|v| index_label(*v, &labels, true))
+            .x_label_formatter(&|v| format!("{}x", short_number(*v)))
+            .x_desc(x_desc)
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        // The line of no effect.
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(1.0, -0.5), (1.0, n as f64 - 0.5)],
+            RGBColor(68, 68, 68).stroke_width(1),
+        )))?;
+        let colour = run_color(0);
+        for (i, r) in rows.iter().enumerate() {
+            let y = (n - 1 - i) as f64;
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(r.low, y), (r.high, y)],
+                colour.stroke_width(2),
+            )))?;
+            chart.draw_series(std::iter::once(Circle::new(
+                (r.value, y),
+                5,
+                colour.filled(),
+            )))?;
+        }
+        root.present()?;
+    }
+    Ok(buf)
+}
+
 /// A chart of curves. A size x axis (label starting with `size`) is logarithmic (base 2,
 /// ticks in KiB/MiB); y starts at 0 so ratios between curves read true.
 pub fn xy_chart(
@@ -842,5 +928,31 @@ mod tests {
     fn empty_series_is_an_error_not_a_blank_chart() {
         assert!(xy_chart("x", "size_bytes", "latency_ns", &[]).is_err());
         assert!(bar_chart("x", "v", "ns", &[], &[]).is_err());
+        assert!(interval_chart("x", "v", &[]).is_err());
+    }
+
+    #[test]
+    fn an_interval_chart_draws_a_dot_and_a_whisker_per_ratio_around_one() {
+        let row = |label: &str, value, low, high| IntervalRow {
+            label: label.into(),
+            value,
+            low,
+            high,
+        };
+        let rows = [
+            row("THP off vs huge pages asked", 0.88, 0.78, 1.19),
+            row("split-locks neighbour vs alone", 0.67, 0.47, 0.76),
+            // Not a ratio a log axis can place: left out.
+            row("broken", f64::NAN, 0.5, 1.0),
+        ];
+        let svg = interval_chart("Effect", "speed against the baseline", &rows).unwrap();
+        assert_eq!(count(&svg, "<circle"), 2);
+        assert!(svg.contains("THP off vs huge pages asked"));
+        // The line at 1 and ticks either side of it, at least 0.5x to 2x.
+        let labels: Vec<&str> = svg.lines().map(str::trim).collect();
+        for tick in ["0.5x", "1x", "2x"] {
+            assert!(labels.contains(&tick), "{tick}");
+        }
+        assert!(!svg.contains("NaN"));
     }
 }

@@ -17,15 +17,17 @@ use crate::format::human_kib;
 use crate::format::human_ns;
 use crate::format::human_value;
 use crate::format::pct;
-use crate::render::text::{table, wrap, wrap_labelled};
+use crate::render::text::Style;
+use crate::render::text::{align_right, table, wrap, wrap_labelled};
 use crate::words::diagnose::{
     CommandFollowed, KernelNotSampled, KernelShare, kernel_not_sampled, kernel_sampled,
     processes_followed,
 };
 use std::fmt::Write;
 
-/// Renders the whole report for a terminal `width` columns wide.
-pub fn render(d: &Diagnosis, width: u16) -> String {
+/// Renders the whole report for a terminal of `style` (its width).
+pub fn render(d: &Diagnosis, style: impl Into<Style>) -> String {
+    let width = style.into().width;
     let mut o = header(d, width);
     o.push('\n');
     if let Some(w) = &d.wall {
@@ -777,20 +779,23 @@ fn process_figures(d: &Diagnosis, w: u16) -> String {
         o.push_str(&wrap_labelled(&line, "", w));
     }
     if d.counters.available && !d.counters.values.is_empty() {
-        let _ = writeln!(o, "\nCounters");
+        // The share of the time each event was on a counter; below 99% its count is scaled
+        // up from what was counted (multiplexed).
+        let mut t = table(w, &["Counter", "Count", "Counted"]);
+        align_right(&mut t, &[1, 2]);
         for v in &d.counters.values {
-            let _ = writeln!(
-                o,
-                "  {:<40} {:>16.0}{}",
-                v.name,
-                v.value,
+            let counted = pct(v.running_fraction, 1);
+            t.add_row(vec![
+                v.name.clone(),
+                format!("{:.0}", v.value),
                 if v.running_fraction < 0.99 {
-                    format!("  (scaled, counted {})", pct(v.running_fraction, 1))
+                    format!("{counted}, scaled")
                 } else {
-                    String::new()
-                }
-            );
+                    counted
+                },
+            ]);
         }
+        let _ = writeln!(o, "\nCounters\n{t}");
     }
     for n in &d.notes {
         o.push_str(&wrap_labelled(&format!("Note: {n}"), "", w));
@@ -867,6 +872,46 @@ fn memory_lines(d: &Diagnosis) -> Vec<String> {
 pub(crate) mod tests {
     use super::*;
     use crate::diagnose::test_fixture as fixture;
+
+    /// The counters were a hand-aligned list (`{:<40} {:>16.0}`): a longer event name pushed
+    /// its count out of line. They are a table now, counts lined up at the right, each with
+    /// the share of the time it was on a counter.
+    #[test]
+    fn counters_are_a_table_with_counts_lined_up() {
+        use crate::diagnose::counters::CounterValue;
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        let value = |name: &str, value, running_fraction| CounterValue {
+            name: name.into(),
+            signal: None,
+            value,
+            running_fraction,
+        };
+        d.counters.available = true;
+        d.counters.values = vec![
+            value("cycles", 4_000_000_000.0, 1.0),
+            value(
+                "ls_dispatch.ld_st_dispatch_with_a_name_longer_than_forty_columns",
+                12.0,
+                0.5,
+            ),
+        ];
+        let text = render(&d, 120);
+        let rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Counters")
+            .filter(|l| l.contains("cycles") || l.contains("ls_dispatch"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        // The counts end in the same column.
+        let end = |l: &str, n: &str| l.find(n).map(|i| i + n.len());
+        assert_eq!(
+            end(rows[0], "4000000000 "),
+            end(rows[1], "12 "),
+            "{rows:#?}"
+        );
+        assert!(rows[0].contains("100.0%"), "{rows:#?}");
+        assert!(rows[1].contains("50.0%, scaled"), "{rows:#?}");
+    }
 
     /// The two lines a diagnosis saved for `diff` adds under the machine (issue 31): its
     /// figures with their source, and its work measure; each within 80 columns.

@@ -6,6 +6,7 @@ use crate::compare::fingerprint::{
     MetricSide, RunInfo, Side, VerdictMove,
 };
 use crate::format::{human_value, pct};
+use crate::render::text::Style;
 use crate::render::text::{self, wrap};
 use crate::schema::Better;
 use crate::words::disturbance::{RunsDisturbed, not_compared};
@@ -183,10 +184,10 @@ pub fn summary_line(d: &Diff) -> String {
     )
 }
 
-/// The diff for a terminal of `width` columns: what changed first, the rest counted in one
-/// line. Same as [`render_diff_with`] without `--all`.
-pub fn render_diff(d: &Diff, width: u16) -> String {
-    render_diff_with(d, width, false)
+/// The diff for a terminal of `style` (its width): what changed first, the rest counted in
+/// one line. Same as [`render_diff_with`] without `--all`.
+pub fn render_diff(d: &Diff, style: impl Into<Style>) -> String {
+    render_diff_with(d, style, false)
 }
 
 /// One figure on one line (`  pause_ns   24.4 ns ±0.6% -> 43.0 ns   1.76x`), or on two when
@@ -219,11 +220,12 @@ fn run_line(which: &str, r: &RunInfo) -> String {
     )
 }
 
-/// The diff for a terminal of `width` columns, in the order a reader needs it: the machine
+/// The diff for a terminal of `style` (its width), in the order a reader needs it: the machine
 /// facts that differ, the figures that got worse (each with the hazard that reads it and what
 /// it costs software on both machines), those that got better or changed, the verdicts that
 /// changed, then one line counting what did not change (`all` lists those figures too).
-pub fn render_diff_with(d: &Diff, width: u16, all: bool) -> String {
+pub fn render_diff_with(d: &Diff, style: impl Into<Style>, all: bool) -> String {
+    let width = style.into().width;
     let mut s = wrap(&run_line("old", &d.old), width, 0);
     s.push_str(&wrap(&run_line("new", &d.new), width, 0));
     s.push('\n');

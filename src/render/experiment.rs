@@ -6,12 +6,10 @@
 
 use crate::experiment::{Comparison, ExperimentResult, Measure, Scaling, ratios};
 use crate::format::{human_bytes, pct};
-use crate::render::charts::{Line, xy_chart};
-use crate::render::text::wrap;
+use crate::render::charts::{IntervalRow, Line, interval_chart, xy_chart};
+use crate::render::text::Style;
+use crate::render::text::{align_right, columns, keep_whole, lines, wrap, wrap_labelled};
 use std::fmt::Write;
-
-/// The width the terminal screen is wrapped to.
-pub const SCREEN_COLUMNS: u16 = 80;
 
 /// `1.42x slower [1.38, 1.47]`: the effect and its interval in the same direction.
 pub fn effect_text(c: &Comparison) -> String {
@@ -81,8 +79,11 @@ fn machine_line(r: &ExperimentResult) -> String {
     )
 }
 
-/// The one screen: 80 columns.
-pub fn render_text(r: &ExperimentResult) -> String {
+/// The one screen, fitted to `style`'s width like every other view: the effects as a table
+/// (variant, what it is against, its median, its effect and interval), then what each means,
+/// the scaling curve, what failed and what was not run.
+pub fn render_text(r: &ExperimentResult, style: impl Into<Style>) -> String {
+    let width = style.into().width;
     let mut out = String::new();
     out.push_str(&wrap(
         &format!(
@@ -92,51 +93,34 @@ pub fn render_text(r: &ExperimentResult) -> String {
             r.warmup,
             measure_words(&r.measure)
         ),
-        SCREEN_COLUMNS,
+        width,
         0,
     ));
-    out.push_str(&wrap(&machine_line(r), SCREEN_COLUMNS, 0));
-    out.push('\n');
+    out.push_str(&wrap(&machine_line(r), width, 0));
     if !r.comparisons.is_empty() {
-        let _ = writeln!(
-            out,
-            "{:<22} {:<18} {:>8}  effect [95% interval]",
-            "variant", "against", "median"
+        out.push('\n');
+        let mut t = columns(
+            width,
+            &["variant", "against", "median", "effect [95% interval]"],
         );
-    }
-    for c in &r.comparisons {
-        let arm = &r.arms[c.arm];
-        let base = &r.arms[c.baseline];
-        let _ = writeln!(
-            out,
-            "{:<22} {:<18} {:>8}  {}",
-            arm.variant.name(),
-            base.variant.name(),
-            median_text(&r.measure, arm.median),
-            effect_text(c)
-        );
-        out.push_str(&wrap(&c.meaning, SCREEN_COLUMNS, 2));
-        if let Some(n) = &arm.neighbour {
-            out.push_str(&wrap(&neighbour_line(n), SCREEN_COLUMNS, 2));
+        for c in &r.comparisons {
+            t.add_row(vec![
+                r.arms[c.arm].variant.name(),
+                r.arms[c.baseline].variant.name(),
+                median_text(&r.measure, r.arms[c.arm].median),
+                effect_text(c),
+            ]);
         }
-        if let Some(cov) = c.coverage
-            && cov < crate::stats::CONFIDENCE
-        {
-            out.push_str(&wrap(
-                &format!(
-                    "({} rounds: the interval is their range, {} sure; --runs 6 or more \
-                     for 95%)",
-                    c.pairs,
-                    pct(cov, 0)
-                ),
-                SCREEN_COLUMNS,
-                2,
-            ));
+        align_right(&mut t, &[2]);
+        keep_whole(&mut t, &[2]);
+        out.push_str(&lines(t, 0));
+        for c in &r.comparisons {
+            out.push_str(&wrap_labelled(&meaning_text(r, c), "- ", width));
         }
     }
     if let Some(s) = &r.scaling {
         out.push('\n');
-        scaling_text(&mut out, s);
+        scaling_text(&mut out, s, width);
     }
     let failed: Vec<_> = r.arms.iter().filter(|a| a.failure.is_some()).collect();
     if !failed.is_empty() {
@@ -149,7 +133,7 @@ pub fn render_text(r: &ExperimentResult) -> String {
                     a.variant.name(),
                     a.failure.as_deref().unwrap_or_default()
                 ),
-                SCREEN_COLUMNS,
+                width,
                 2,
             ));
         }
@@ -157,17 +141,37 @@ pub fn render_text(r: &ExperimentResult) -> String {
     if !r.notes.is_empty() {
         out.push('\n');
         for l in &r.notes {
-            out.push_str(&wrap(l, SCREEN_COLUMNS, 0));
+            out.push_str(&wrap(l, width, 0));
         }
     }
     if !r.not_run.is_empty() {
         out.push('\n');
         let _ = writeln!(out, "Not run on this machine:");
         for l in &r.not_run {
-            out.push_str(&wrap(l, SCREEN_COLUMNS, 2));
+            out.push_str(&wrap(l, width, 2));
         }
     }
     out
+}
+
+/// What a comparison means, with what its neighbour did and, when its interval is a range
+/// of few rounds, how sure it is.
+fn meaning_text(r: &ExperimentResult, c: &Comparison) -> String {
+    let mut s = c.meaning.clone();
+    if let Some(n) = &r.arms[c.arm].neighbour {
+        let _ = write!(s, "; {}", neighbour_line(n));
+    }
+    if let Some(cov) = c.coverage
+        && cov < crate::stats::CONFIDENCE
+    {
+        let _ = write!(
+            s,
+            " ({} rounds: the interval is their range, {} sure; --runs 6 or more for 95%)",
+            c.pairs,
+            pct(cov, 0)
+        );
+    }
+    s
 }
 
 /// What a neighbour did, in one line.
@@ -200,38 +204,41 @@ pub fn neighbour_line(n: &crate::experiment::neighbour::NeighbourReport) -> Stri
     s
 }
 
-fn scaling_text(out: &mut String, s: &Scaling) {
+fn scaling_text(out: &mut String, s: &Scaling, width: u16) {
     let _ = writeln!(
         out,
         "Scaling (throughput against {} CPU{}):",
         s.points[0].cpus,
         if s.points[0].cpus == 1 { "" } else { "s" }
     );
-    let _ = writeln!(
-        out,
-        "  {:>5}  {:>8}  {:<16}  {:>6}  {:>10}",
-        "CPUs", "speedup", "[95% interval]", "ideal", "efficiency"
+    // Headers of short words, so the table fits 40 columns without breaking one.
+    let mut t = columns(
+        width,
+        &["CPUs", "speedup", "95% interval", "ideal", "% of ideal"],
     );
     for p in &s.points {
         let interval = match (p.speedup_low, p.speedup_high) {
             (Some(l), Some(h)) if l != h => format!("[{l:.2}, {h:.2}]"),
             _ => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "  {:>5}  {:>8}  {:<16}  {:>6.2}  {:>10}{}",
-            p.cpus,
+        t.add_row(vec![
+            p.cpus.to_string(),
             p.speedup.map_or("-".into(), |v| format!("{v:.2}")),
             interval,
-            p.ideal,
-            p.efficiency.map_or("-".into(), |e| pct(e, 0)),
-            if s.falls_away_at == Some(p.cpus) {
-                "  <- falls away"
-            } else {
-                ""
-            }
-        );
+            format!("{:.2}", p.ideal),
+            format!(
+                "{}{}",
+                p.efficiency.map_or("-".into(), |e| pct(e, 0)),
+                if s.falls_away_at == Some(p.cpus) {
+                    " <- falls away"
+                } else {
+                    ""
+                }
+            ),
+        ]);
     }
+    align_right(&mut t, &[0, 1, 3]);
+    out.push_str(&lines(t, 2));
     let line = match s.falls_away_at {
         Some(n) => format!(
             "It falls away from ideal at {n} CPUs: the whole interval is below {} of \
@@ -245,7 +252,7 @@ fn scaling_text(out: &mut String, s: &Scaling) {
             pct(ratios::SCALING_FALLS_AWAY_EFFICIENCY, 0)
         ),
     };
-    out.push_str(&wrap(&line, SCREEN_COLUMNS, 2));
+    out.push_str(&wrap(&line, width, 0));
 }
 
 fn md_escape(s: &str) -> String {
@@ -333,84 +340,32 @@ pub fn render_markdown(r: &ExperimentResult) -> String {
     out
 }
 
-/// Chart of the effects: per comparison a dot at its speed factor with its interval as a
-/// whisker, on a log axis centred on 1 (no effect). Hand-drawn SVG: a dot-and-whisker plot is
-/// a few lines, and the chart module's bar charts have no whiskers.
+/// Chart of the effects ([`interval_chart`]): per comparison a dot at its speed factor with
+/// its interval as a whisker, on a log axis centred on 1 (no effect).
 pub fn effects_svg(r: &ExperimentResult) -> Option<String> {
-    let rows: Vec<(String, f64, f64, f64)> = r
+    let rows: Vec<IntervalRow> = r
         .comparisons
         .iter()
         .filter_map(|c| {
-            let (s, lo, hi) = speed_interval(c)?;
-            Some((
-                format!(
+            let (value, low, high) = speed_interval(c)?;
+            Some(IntervalRow {
+                label: format!(
                     "{} vs {}",
                     r.arms[c.arm].variant.name(),
                     r.arms[c.baseline].variant.name()
                 ),
-                s,
-                lo,
-                hi,
-            ))
+                value,
+                low,
+                high,
+            })
         })
         .collect();
-    if rows.is_empty() {
-        return None;
-    }
-    // Symmetric log range around 1, at least 0.5x..2x.
-    let span = rows
-        .iter()
-        .flat_map(|(_, s, lo, hi)| [*s, *lo, *hi])
-        .filter(|v| *v > 0.0 && v.is_finite())
-        .map(|v| v.ln().abs())
-        .fold(2f64.ln(), f64::max)
-        * 1.15;
-    let (left, right, row_h, top) = (260.0, 860.0, 30.0, 40.0);
-    let x = |v: f64| left + (v.ln() + span) / (2.0 * span) * (right - left);
-    let height = top + row_h * rows.len() as f64 + 40.0;
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"{height}\" \
-         font-family=\"sans-serif\" font-size=\"12\">\
-         <text x=\"450\" y=\"18\" text-anchor=\"middle\" font-size=\"14\">Effect on the \
-         command (speed against its baseline; right is faster, log scale)</text>"
-    );
-    let axis_y = top + row_h * rows.len() as f64 + 5.0;
-    for t in [0.1f64, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 10.0] {
-        if t.ln().abs() <= span {
-            let _ = write!(
-                svg,
-                "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{top}\" y2=\"{axis_y}\" stroke=\"{1}\"/>\
-                 <text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}x</text>",
-                x(t),
-                if t == 1.0 { "#444" } else { "#ddd" },
-                axis_y + 16.0,
-                t
-            );
-        }
-    }
-    for (i, (label, s, lo, hi)) in rows.iter().enumerate() {
-        let y = top + row_h * (i as f64 + 0.5);
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#1f77b4\" \
-             stroke-width=\"2\"/><circle cx=\"{:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"#1f77b4\">\
-             <title>{:.3} [{:.3}, {:.3}]</title></circle>",
-            left - 10.0,
-            y + 4.0,
-            super::html::escape(label),
-            x(*lo),
-            x(*hi),
-            x(*s),
-            s,
-            lo,
-            hi
-        );
-    }
-    svg.push_str("</svg>");
-    Some(svg)
+    interval_chart(
+        "Effect on the command (right is faster)",
+        "speed against its baseline, log scale",
+        &rows,
+    )
+    .ok()
 }
 
 /// Chart of the scaling curve against the ideal line.
@@ -475,7 +430,7 @@ pub fn render_html(results: &[(String, ExperimentResult)]) -> String {
             .join(", ")
     );
     h.push_str(&super::html::page_head(&title, ""));
-    for (label, r) in results {
+    for (i, (label, r)) in results.iter().enumerate() {
         let esc = super::html::escape;
         let _ = writeln!(
             h,
@@ -502,10 +457,16 @@ pub fn render_html(results: &[(String, ExperimentResult)]) -> String {
         }
         h.push_str("</table>\n");
         if let Some(svg) = effects_svg(r) {
-            let _ = writeln!(h, "<figure>{svg}</figure>");
+            let _ = writeln!(
+                h,
+                "<figure class=\"chart\" id=\"effects-{i}\" data-kind=\"effects\">{svg}</figure>"
+            );
         }
         if let Some(svg) = r.scaling.as_ref().and_then(scaling_svg) {
-            let _ = writeln!(h, "<figure>{svg}</figure>");
+            let _ = writeln!(
+                h,
+                "<figure class=\"chart\" id=\"scaling-{i}\" data-kind=\"scaling\">{svg}</figure>"
+            );
         }
         for l in r
             .not_run

@@ -3,6 +3,7 @@
 
 use crate::compare::fleet::{BandedFigure, FleetReport, Group};
 use crate::format::human_value;
+use crate::render::text::Style;
 use crate::render::text::wrap;
 use std::fmt::Write;
 
@@ -92,8 +93,9 @@ fn figure(f: &BandedFigure, width: u16) -> String {
     s
 }
 
-/// The fleet for a terminal of `width` columns; `skipped` files were named on stderr.
-pub fn render_fleet(r: &FleetReport, skipped: usize, width: u16) -> String {
+/// The fleet for a terminal of `style` (its width); `skipped` files were named on stderr.
+pub fn render_fleet(r: &FleetReport, skipped: usize, style: impl Into<Style>) -> String {
+    let width = style.into().width;
     let mut s = String::new();
     let _ = writeln!(
         s,

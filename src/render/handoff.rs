@@ -4,6 +4,7 @@
 //! order of `params.delays_ms` and are read by position; a sentence whose figures are missing
 //! is left out rather than printed with a NaN.
 
+use crate::render::text::Style;
 use crate::render::text::{table, wrap};
 use crate::schema::handoff::{IDEAL_SERIES, MODEL_RATIO_METRIC, Quantity, RuntimeStatus};
 use crate::schema::{ProbeResult, Series, Status};
@@ -87,7 +88,8 @@ fn grid(
 
 /// The handoff report: parameters, the wall-time table with the ideal, the waiting-CPU
 /// table, what was skipped and why, and the model lock's comparison.
-pub fn render_handoff(p: &ProbeResult, width: u16) -> String {
+pub fn render_handoff(p: &ProbeResult, style: impl Into<Style>) -> String {
+    let width = style.into().width;
     let mut s = String::new();
     if p.status != Status::Ok {
         s.push_str(&wrap(

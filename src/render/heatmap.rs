@@ -3,6 +3,7 @@
 //! is wide enough and shades alone when it is not. Returns text; the binary prints it.
 
 use crate::names::{metric, probe};
+use crate::render::text::Style;
 use crate::schema::{ProbeResult, Series, Status};
 use std::fmt::Write;
 
@@ -128,7 +129,8 @@ pub fn render_matrix(series: &Series, width: u16) -> Option<String> {
 
 /// The heatmap and topology summary for a `c2c` result; `None` for any other probe or a
 /// result that is not ok.
-pub fn render_c2c(p: &ProbeResult, width: u16) -> Option<String> {
+pub fn render_c2c(p: &ProbeResult, style: impl Into<Style>) -> Option<String> {
+    let width = style.into().width;
     if p.name != probe::C2C || p.status != Status::Ok {
         return None;
     }

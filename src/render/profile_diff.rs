@@ -12,6 +12,7 @@ use crate::diagnose::record::wall::OffCpu;
 
 use crate::format::pct;
 use crate::format::{group_thousands, human_ns};
+use crate::render::text::Style;
 use crate::render::text::{table, wrap_labelled};
 use crate::words::compare::{self as words, OneSide};
 use std::fmt::Write;
@@ -164,7 +165,8 @@ pub fn one_sided_line(f: &FindingBrief, side: OneSide) -> String {
 
 /// Renders the comparison for a terminal `width` columns wide; `all` lists the functions that
 /// did not move too.
-pub fn render(d: &DiagnosisDiff, width: u16, all: bool) -> String {
+pub fn render(d: &DiagnosisDiff, style: impl Into<Style>, all: bool) -> String {
+    let width = style.into().width;
     let w = width;
     let mut o = String::new();
     o.push_str(&wrap_labelled(

@@ -2,8 +2,9 @@
 //! table. Each function returns a `String` for a given width, so output is snapshot-testable
 //! and the binary decides where it goes.
 
+pub use super::text::Style;
 use super::text::wrap_hanging;
-use super::text::{table, wrap};
+use super::text::{align_right, at_least, columns, keep_whole, lines, table, wrap};
 use crate::format::{group_thousands, human_value};
 use crate::machine::{Machine, SplitLockMode};
 use crate::measure::ClockInfo;
@@ -14,9 +15,10 @@ use crate::words::disturbance::{VERDICT_MARK, probe_note, screen_banner};
 use crate::words::machine::{caches_line, split_lock_words, topology_line};
 use std::fmt::Write;
 
-/// [`render_machine`] at `width` columns, continuation lines hanging under the value column
-/// (`Split locks ` is 12 wide).
-pub fn render_machine_wrapped(m: &Machine, clock: &ClockInfo, width: u16) -> String {
+/// [`render_machine`] in `style` (its width), continuation lines hanging under the value
+/// column (`Split locks ` is 12 wide).
+pub fn render_machine_wrapped(m: &Machine, clock: &ClockInfo, style: impl Into<Style>) -> String {
+    let width = style.into().width;
     render_machine(m, clock)
         .lines()
         .map(|line| wrap_hanging(line, width, 0, 12))
@@ -82,38 +84,6 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
         let _ = writeln!(s, "Cgroup      {}", crate::words::machine::cgroup_facts(c));
     }
     s
-}
-
-/// How the text views are drawn: the terminal's width and whether levels may be coloured.
-#[derive(Debug, Clone, Copy)]
-pub struct Style {
-    /// Columns to wrap at.
-    pub width: u16,
-    /// Colour the level words (ANSI); off for pipes, files and `NO_COLOR`.
-    pub color: bool,
-}
-
-impl Style {
-    /// Plain text at `width` columns, as snapshot tests and files want it.
-    pub fn plain(width: u16) -> Style {
-        Style {
-            width,
-            color: false,
-        }
-    }
-
-    /// `text` in the colour of level `l` when colour is on.
-    pub fn paint_level(&self, l: Level, text: &str) -> String {
-        if !self.color {
-            return text.to_string();
-        }
-        let code = match l {
-            Level::Hazard => "1;31",
-            Level::Notice => "33",
-            Level::Ok => "32",
-        };
-        format!("\x1b[{code}m{text}\x1b[0m")
-    }
 }
 
 /// A verdict's level with its borderline neighbour: `notice`, or `notice/HAZARD` when the
@@ -389,8 +359,9 @@ pub fn render_verdict_detail(v: &Verdict, style: Style) -> String {
     s
 }
 
-/// The probes as an aligned list (no table borders, so nothing breaks mid-word at 80
-/// columns): status and time per probe, then each figure with its spread and interval.
+/// The probes as an aligned list (a table without borders, names and values kept whole): status
+/// and time per probe, then each figure with its spread and interval, the columns lined up
+/// across probes.
 pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
     let name_w = probes
         .iter()
@@ -411,27 +382,34 @@ pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
         if let Some(d) = p.disturbed().filter(|_| p.status == Status::Ok) {
             s.push_str(&wrap(&probe_note(d), style.width, 2));
         }
+        let mut t = columns(style.width, &[]);
         for m in &p.metrics {
-            let mut line = format!(
-                "  {:<name_w$}  {:>11}",
-                m.name,
-                human_value(m.value, &m.unit)
-            );
-            if let Some(sp) = &m.spread {
-                line.push_str(&format!(
-                    "  ±{}{}",
-                    crate::format::pct(sp.relative_spread, 1),
-                    if sp.wide { " WIDE" } else { "" }
-                ));
-            }
-            if let Some(i) = interval_words(m) {
-                line.push_str(&format!("  {i}"));
-            }
-            let _ = writeln!(s, "{line}");
+            t.add_row(vec![
+                m.name.clone(),
+                human_value(m.value, &m.unit),
+                m.spread.as_ref().map_or(String::new(), |sp| {
+                    format!(
+                        "±{}{}",
+                        crate::format::pct(sp.relative_spread, 1),
+                        if sp.wide { " WIDE" } else { "" }
+                    )
+                }),
+                interval_words(m).unwrap_or_default(),
+            ]);
         }
+        if !p.metrics.is_empty() {
+            at_least(&mut t, 0, name_w);
+            at_least(&mut t, 1, VALUE_COLUMNS);
+            keep_whole(&mut t, &[2]);
+            align_right(&mut t, &[1]);
+        }
+        s.push_str(&lines(t, 2));
     }
     s
 }
+
+/// The width of the value column of [`render_probe_list`]: `1.53 MiB`, `71.4 cycles`.
+const VALUE_COLUMNS: usize = 11;
 
 /// The `check` report: the summary; with `verbose` also every verdict in full, the machine
 /// facts one per line and every probe's figures.
@@ -444,7 +422,7 @@ pub fn render_check(fp: &Fingerprint, style: Style, verbose: bool) -> String {
             s.push('\n');
         }
         s.push_str("Machine\n\n");
-        s.push_str(&render_machine_wrapped(&fp.machine, &fp.clock, style.width));
+        s.push_str(&render_machine_wrapped(&fp.machine, &fp.clock, style));
         s.push_str("\nProbes (median, ±relative spread of repetitions, WIDE when noisy)\n\n");
         s.push_str(&render_probe_list(&fp.probes, style));
     }
@@ -452,7 +430,13 @@ pub fn render_check(fp: &Fingerprint, style: Style, verbose: bool) -> String {
 }
 
 /// The spin-before-block table.
-pub fn render_spin_table(costs: &[SpinCost], pause_ns: f64, cores: u64, width: u16) -> String {
+pub fn render_spin_table(
+    costs: &[SpinCost],
+    pause_ns: f64,
+    cores: u64,
+    style: impl Into<Style>,
+) -> String {
+    let width = style.into().width;
     let mut t = table(
         width,
         &[

@@ -6,6 +6,7 @@
 use crate::compare::why::{Basis, MechanismWhy, Why, figure_label, figure_words, measure_words};
 use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
 use crate::render::profile_diff::state_label;
+use crate::render::text::Style;
 use crate::render::text::{table, wrap, wrap_labelled};
 use crate::words::why as words;
 use std::fmt::Write;
@@ -43,7 +44,8 @@ fn figure_cell(w: &Why, m: &MechanismWhy) -> String {
 }
 
 /// The section, newline-terminated.
-pub fn render(w: &Why, width: u16) -> String {
+pub fn render(w: &Why, style: impl Into<Style>) -> String {
+    let width = style.into().width;
     let mut o = String::new();
     o.push_str(&wrap(
         words::heading(w.total_points, w.beyond_noise),

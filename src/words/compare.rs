@@ -2,6 +2,7 @@
 //! comparison quotes from each run's verdict, why a probe or a function's code is missing on
 //! one side, and the notes of a profile diff and a fleet.
 
+use crate::format::pct;
 use crate::schema::Verdict;
 
 /// The verdict's one line of meaning; for files written before verdicts carried one, the
@@ -38,13 +39,13 @@ pub fn change_rule(f: &ChangeRuleFigures) -> String {
     let mut rule = format!(
         "a figure counts as changed when the confidence intervals of its median in the two \
          runs (95%, or the level their values reach: 3 runs of --runs reach 75%) do not \
-         overlap and it moved by at least {:.0}%; a figure without an interval (older \
-         files) must move by more than {} x the larger scaled MAD and {:.0}%, or \
-         {:.0}% and its probe's noise when it has no samples",
-        f.interval_practical_change * 100.0,
+         overlap and it moved by at least {}; a figure without an interval (older \
+         files) must move by more than {} x the larger scaled MAD and {}, or \
+         {} and its probe's noise when it has no samples",
+        pct(f.interval_practical_change, 0),
         f.spread_factor,
-        f.min_relative_change * 100.0,
-        f.derived_relative_change * 100.0,
+        pct(f.min_relative_change, 0),
+        pct(f.derived_relative_change, 0),
     );
     if let Some((host, placement)) = f.guest_drift {
         rule.push_str(&format!(
@@ -62,9 +63,9 @@ pub fn change_rule_short(f: &ChangeRuleFigures) -> String {
         format!(", and beyond {host}x ({placement}x between vCPUs) on two VM guests")
     });
     format!(
-        "a figure counts when its two intervals do not overlap and it moved {:.0}% or \
+        "a figure counts when its two intervals do not overlap and it moved {} or \
          more{drift}",
-        f.interval_practical_change * 100.0
+        pct(f.interval_practical_change, 0)
     )
 }
 
@@ -135,7 +136,6 @@ pub fn one_sided_label(side: OneSide, in_other_run: bool) -> &'static str {
 /// samples: "from 3.7% (below the 5% bar) to 12.0%" (new side) or "from 12.0% to 3.7%
 /// (below the 5% bar)" (old side); `this` is the finding's own share.
 pub fn across_the_bar(side: OneSide, this: Option<f64>, other: f64, bar: f64) -> String {
-    use crate::format::pct;
     let other_text = if other < bar {
         format!("{} (below the {} bar)", pct(other, 1), pct(bar, 0))
     } else {

@@ -3,7 +3,7 @@
 //! became of each kind a probe asked for ([`PageKindOutcome`], the records of
 //! `effects.page_kinds`).
 
-use crate::format::human_bytes;
+use crate::format::{human_bytes, pct};
 use crate::machine::smaps::Mapping;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -216,7 +216,7 @@ pub fn judge_backing(requested: PageKind, m: &Mapping) -> PageBacking {
             let f = share(anon_huge_bytes);
             let took = f >= THP_TOOK_FRACTION;
             let note = if took {
-                format!("{:.0}% on 2 MiB transparent huge pages", f * 100.0)
+                format!("{} on 2 MiB transparent huge pages", pct(f, 0))
             } else if m.thp_eligible == Some(false) {
                 "madvise(MADV_HUGEPAGE) did not take: the kernel says this mapping is not \
                  eligible for transparent huge pages (THP mode never, or disabled for the \
@@ -224,9 +224,9 @@ pub fn judge_backing(requested: PageKind, m: &Mapping) -> PageBacking {
                     .to_string()
             } else {
                 format!(
-                    "madvise(MADV_HUGEPAGE) did not take: only {:.0}% on huge pages \
+                    "madvise(MADV_HUGEPAGE) did not take: only {} on huge pages \
                      (memory fragmented, or THP defrag off)",
-                    f * 100.0
+                    pct(f, 0)
                 )
             };
             (took, if took { HUGE_2M } else { 4096 }, f, note)

@@ -280,11 +280,13 @@ fn netflix_case(l: &Layout) -> String {
         " This is the Netflix JVM case: a field written from every thread beside one read \
          by all shared a line {NETFLIX_SHARED_LINE_EIGHTHS} times in 8, those nodes ran at \
          {NETFLIX_SLOW_NODE_CPI_RATIO}x the CPI, and a {NETFLIX_BIG_INSTANCE_VCPUS}-vCPU \
-         instance gave {NETFLIX_BIG_INSTANCE_GAIN_PCT}% more throughput instead of \
+         instance gave {} more throughput instead of \
          {NETFLIX_BIG_INSTANCE_EXPECTED_SPEEDUP}x. Pad fields that different threads write to \
          {} bytes (the adjacent-line prefetcher pairs lines): @Contended, alignas({}), \
          crossbeam's CachePadded.",
-        l.padded_spacing_bytes, l.padded_spacing_bytes
+        crate::format::pct(NETFLIX_BIG_INSTANCE_GAIN_PCT / 100.0, 0),
+        l.padded_spacing_bytes,
+        l.padded_spacing_bytes
     )
 }
 

@@ -2,6 +2,7 @@
 //! here, and what page size does, against the P4 large-pages case.
 
 use super::with_interval;
+use crate::format::pct;
 use crate::reference::{P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT, P4_PRESCOTT_HUGE_PAGE_READ_GAIN_PCT};
 use crate::schema::Metric;
 
@@ -53,9 +54,9 @@ pub struct Facts<'a> {
     pub effect_ratio: f64,
 }
 
-/// A ratio's distance from 1, in percent.
-fn pct(r: f64) -> f64 {
-    (r - 1.0).abs() * 100.0
+/// A ratio's distance from 1 as a percentage: 0.8x and 1.2x are both `20%`.
+fn off_one(r: f64) -> String {
+    pct((r - 1.0).abs(), 0)
 }
 
 /// The figure: both ratios, the interval beside the one that set the level.
@@ -77,12 +78,12 @@ pub fn figure(f: &Facts<'_>) -> String {
 pub fn summary(f: &Facts<'_>) -> String {
     match (f.hurts, f.helps) {
         (true, _) => format!(
-            "a prefetch tuned elsewhere can cost {:.0}% of streaming bandwidth",
-            pct(f.worst_ratio)
+            "a prefetch tuned elsewhere can cost {} of streaming bandwidth",
+            off_one(f.worst_ratio)
         ),
         (false, true) => format!(
-            "software prefetch adds {:.0}% to streaming reads",
-            pct(f.best_ratio)
+            "software prefetch adds {} to streaming reads",
+            off_one(f.best_ratio)
         ),
         (false, false) => {
             "the hardware prefetchers do the job; software prefetch adds little".into()
@@ -93,10 +94,11 @@ pub fn summary(f: &Facts<'_>) -> String {
 /// The effect bar and the P4 large-pages case.
 pub fn reference(f: &Facts<'_>) -> String {
     format!(
-        "effect beyond +-{:.0}% (the P4 large-pages case: huge pages \
-         +{P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT:.0}% on Northwood, \
-         {P4_PRESCOTT_HUGE_PAGE_READ_GAIN_PCT:.0}% on Prescott)",
-        f.effect_ratio * 100.0
+        "effect beyond +-{} (the P4 large-pages case: huge pages +{} on Northwood, {} on \
+         Prescott)",
+        pct(f.effect_ratio, 0),
+        pct(P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT / 100.0, 0),
+        pct(P4_PRESCOTT_HUGE_PAGE_READ_GAIN_PCT / 100.0, 0)
     )
 }
 
@@ -106,41 +108,41 @@ pub fn explanation(f: &Facts<'_>) -> String {
     let mut text = String::new();
     if f.hurts {
         text.push_str(&format!(
-            "A software prefetch {} bytes ahead makes one-thread streaming reads {:.0}% \
+            "A software prefetch {} bytes ahead makes one-thread streaming reads {} \
              slower ({:.1} instead of {base:.1} GB/s): prefetch distances tuned on another \
              CPU can cost bandwidth here. ",
             f.worst_distance_bytes.as_deref().unwrap_or("some"),
-            pct(f.worst_ratio),
+            off_one(f.worst_ratio),
             base * f.worst_ratio
         ));
     }
     if f.helps {
         text.push_str(&format!(
             "A software prefetch {:.0} bytes ahead makes one-thread streaming reads \
-             {:.0}% faster ({:.1} instead of {base:.1} GB/s): the hardware prefetchers \
+             {} faster ({:.1} instead of {base:.1} GB/s): the hardware prefetchers \
              leave bandwidth unused, and loops without prefetch leave it on the table. ",
             f.best_distance_bytes,
-            pct(f.best_ratio),
+            off_one(f.best_ratio),
             base * f.best_ratio
         ));
     }
     if !f.hurts && !f.helps {
         text.push_str(&format!(
-            "Software prefetch changes one-thread streaming reads by less than {:.0}% at \
+            "Software prefetch changes one-thread streaming reads by less than {} at \
              every distance tried: the hardware prefetchers do the job. ",
-            f.effect_ratio * 100.0
+            pct(f.effect_ratio, 0)
         ));
     }
     match f.page_size {
         Some(PageSizeEffect::Faster(g)) => text.push_str(&format!(
-            "Huge pages read {:.0}% faster than 4 KiB pages: streaming stalls at page \
-             boundaries, as Northwood's did in the P4 large-pages case \
-             (+{P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT:.0}%).",
-            pct(g)
+            "Huge pages read {} faster than 4 KiB pages: streaming stalls at page \
+             boundaries, as Northwood's did in the P4 large-pages case (+{}).",
+            off_one(g),
+            pct(P4_NORTHWOOD_HUGE_PAGE_READ_GAIN_PCT / 100.0, 0)
         )),
         Some(PageSizeEffect::Slower(g)) => text.push_str(&format!(
-            "Huge pages read {:.0}% slower than 4 KiB pages.",
-            pct(g)
+            "Huge pages read {} slower than 4 KiB pages.",
+            off_one(g)
         )),
         Some(PageSizeEffect::Neutral) => text.push_str(
             "Page size hardly changes streaming reads, as on Prescott in the P4 large-pages case.",
