@@ -878,7 +878,7 @@ pub(crate) mod tests {
     /// the share of the time it was on a counter.
     #[test]
     fn counters_are_a_table_with_counts_lined_up() {
-        use crate::diagnose::counters::CounterValue;
+        use crate::diagnose::record::counters::CounterValue;
         let mut d = fixture("pause-spin-zen4-kvm.json");
         let value = |name: &str, value, running_fraction| CounterValue {
             name: name.into(),
