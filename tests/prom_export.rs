@@ -5,7 +5,7 @@
 mod common;
 
 use common::{cpudoctor, missing_tool};
-use cpudoctor::render::prom::prometheus_text;
+use cpudoctor::render::export::prometheus::prometheus_text;
 use cpudoctor::schema::json::from_json_bytes;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

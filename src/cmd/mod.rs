@@ -604,7 +604,7 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
         std::io::stdout().flush()?;
         output::write_shared(
             path,
-            cpudoctor::render::prom::prometheus_text(fp).as_bytes(),
+            cpudoctor::render::export::prometheus::prometheus_text(fp).as_bytes(),
         )
         .context("the Prometheus export was not written; fix the path and run again")?;
         if !output.json {

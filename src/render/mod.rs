@@ -1,6 +1,6 @@
 //! Everything that turns a fingerprint (typed in [`crate::schema`]) into something to read:
 //! terminal tables ([`terminal`], the c2c heatmap [`heatmap`], and [`handoff`] for
-//! `spin --handoff`), the Prometheus text exporter ([`prom`]), the comparison of two
+//! `spin --handoff`), the Prometheus text exporter ([`export::prometheus`]), the comparison of two
 //! fingerprints ([`diff`]), fleets ([`fleet`]) and the HTML report ([`html`]) with its SVG
 //! charts ([`charts`]).
 //! Exporters take results and return text or bytes; only the binary writes them anywhere.
@@ -9,13 +9,13 @@ pub mod charts;
 pub mod diagnosis;
 pub mod diff;
 pub mod experiment;
+pub mod export;
 pub mod flame;
 pub mod fleet_text;
 pub mod handoff;
 pub mod heatmap;
 pub mod html;
 pub mod profile_diff;
-pub mod prom;
 pub mod terminal;
 pub mod text;
 pub mod why;

@@ -1,0 +1,3 @@
+//! Files written for other programs to read.
+
+pub mod prometheus;
