@@ -6,9 +6,11 @@
 //! `cargo test` runs each briefly (PROPTEST_CASES, default 64 per property); `bench/fuzz.sh`
 //! runs them long and prints how many inputs were tried. A failure prints the input.
 
+use cpudoctor::diagnose::stacks::LeafOffsets;
 use cpudoctor::diagnose::{self, symbols};
 use cpudoctor::format;
 use cpudoctor::machine::{cpuinfo, meminfo, smaps, topology};
+use cpudoctor::render::export::{Export, Folded, Pprof};
 use cpudoctor::schema::json;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -220,8 +222,8 @@ fn load_diagnosis(bytes: &[u8]) {
     tried();
     if let Ok(d) = diagnose::from_json_bytes(bytes) {
         let _ = cpudoctor::render::diagnosis::render(&d, 100);
-        let _ = diagnose::export::folded(&d, diagnose::export::LeafOffsets::Keep);
-        let _ = diagnose::export::pprof(&d);
+        let _ = Folded(LeafOffsets::Keep).export(&d);
+        let _ = Pprof.export(&d);
         // What `diff` and `report` do with it, wall-clock view included.
         let diff = cpudoctor::compare::profile::compare(&d, &d, "a", "b");
         let _ = cpudoctor::render::profile_diff::render(&diff, 100, true);

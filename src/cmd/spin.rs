@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use cpudoctor::names::metric;
 use cpudoctor::probes::{ProbeOptions, Profile};
+use cpudoctor::render::export::{Export, Json};
 use cpudoctor::render::terminal;
 use cpudoctor::session::{self, Host};
 use cpudoctor::spin::{self, LegacySpin, NormalizedSpin};
@@ -79,8 +80,7 @@ pub fn run(args: SpinArgs) -> Result<()> {
                 "longest_iteration_ns": normalized.longest_iteration_ns(),
             },
         });
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        out.write_all(&Json.export(&doc))?;
         return Ok(());
     }
     let h = cpudoctor::format::human_ns;

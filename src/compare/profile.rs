@@ -14,10 +14,10 @@
 //! [`DiagnosisDiff`]; `render::profile_diff` prints it.
 
 use crate::diagnose::disasm::{Listing, SiteKind};
-use crate::diagnose::export::stacks_of;
 use crate::diagnose::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
 use crate::diagnose::rules::{Finding, PauseCost};
 use crate::diagnose::sampler::SamplingMode;
+use crate::diagnose::stacks::stacks_of;
 use crate::diagnose::{Diagnosis, StackCount};
 use crate::schema::Level;
 use crate::words::compare::{self as words, NoSite};

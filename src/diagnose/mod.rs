@@ -10,7 +10,7 @@
 //!
 //! Flow: [`record`] (with [`sampler`], [`target`], [`threads`], [`memory`]) -> [`hotspots`]
 //! (with [`symbols`], [`disasm`]) -> [`rules`] -> [`Diagnosis`], rendered by `render::diagnosis`. A
-//! saved diagnosis ([`from_json_bytes`]) is exported by [`export`] (pprof, folded stacks) and
+//! saved diagnosis ([`from_json_bytes`]) is exported by `render::export` (pprof, folded stacks) and
 //! flame graphs (`render::flame`), and two are compared by `compare::profile`, printed by
 //! `render::profile_diff`.
 
@@ -18,7 +18,6 @@ pub mod contention;
 pub mod counters;
 pub mod disasm;
 pub mod events;
-pub mod export;
 pub mod figures;
 pub mod hotspots;
 pub mod innodb;
@@ -28,11 +27,11 @@ pub mod memory;
 pub mod namespace;
 pub mod perf_map;
 pub mod perf_records;
-pub mod profile_proto;
 pub mod record;
 pub mod rules;
 pub mod runtimes;
 pub mod sampler;
+pub mod stacks;
 pub mod symbols;
 pub mod target;
 pub mod threads;

@@ -1,9 +1,9 @@
 //! Everything that turns a fingerprint (typed in [`crate::schema`]) into something to read:
 //! terminal tables ([`terminal`], the c2c heatmap [`heatmap`], and [`handoff`] for
-//! `spin --handoff`), the Prometheus text exporter ([`export::prometheus`]), the comparison of two
-//! fingerprints ([`diff`]), fleets ([`fleet`]) and the HTML report ([`html`]) with its SVG
-//! charts ([`charts`]).
-//! Exporters take results and return text or bytes; only the binary writes them anywhere.
+//! `spin --handoff`), the comparison of two fingerprints ([`diff`]), fleets ([`fleet`]) and
+//! the HTML report ([`html`]) with its SVG charts ([`charts`]).
+//! Every file written for another program (JSON, Prometheus, pprof, folded stacks) comes from
+//! [`export`], one contract: a typed result in, bytes out; only the binary writes them anywhere.
 
 pub mod charts;
 pub mod diagnosis;
