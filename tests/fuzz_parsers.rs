@@ -8,8 +8,10 @@
 
 use cpudoctor::diagnose;
 use cpudoctor::diagnose::symbolize::symbols;
+use cpudoctor::diagnose::analyse::stacks::LeafOffsets;
 use cpudoctor::format;
 use cpudoctor::machine::{cpuinfo, meminfo, smaps, topology};
+use cpudoctor::render::export::{Export, Folded, Pprof};
 use cpudoctor::schema::json;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -216,8 +218,8 @@ fn load_diagnosis(bytes: &[u8]) {
     tried();
     if let Ok(d) = diagnose::from_json_bytes(bytes) {
         let _ = cpudoctor::render::diagnosis::render(&d, 100);
-        let _ = diagnose::export::folded(&d, diagnose::export::LeafOffsets::Keep);
-        let _ = diagnose::export::pprof(&d);
+        let _ = Folded(LeafOffsets::Keep).export(&d);
+        let _ = Pprof.export(&d);
         // What `diff` and `report` do with it, wall-clock view included.
         let diff = cpudoctor::compare::profile::compare(&d, &d, "a", "b");
         let _ = cpudoctor::render::profile_diff::render(&diff, 100, true);

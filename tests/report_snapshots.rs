@@ -5,7 +5,8 @@
 //! changes with `cargo insta review` (or compare the `.snap.new` files).
 
 use cpudoctor::compare::fingerprint::{Change, VerdictMove, diff};
-use cpudoctor::render::diff::{diff_to_json, render_diff};
+use cpudoctor::render::diff::render_diff;
+use cpudoctor::render::export::{Export, Json};
 use cpudoctor::schema::Fingerprint;
 use cpudoctor::schema::json::from_json_bytes;
 
@@ -103,7 +104,10 @@ fn slow_pause_cpu_flags_the_pause_hazard_and_names_spin_waits() {
     );
     assert!(at("what they cost software") < at("Verdicts that changed"));
     insta::assert_snapshot!("diff_slow_pause", table);
-    insta::assert_snapshot!("diff_slow_pause_json", diff_to_json(&d));
+    insta::assert_snapshot!(
+        "diff_slow_pause_json",
+        String::from_utf8(Json.export(&d)).unwrap()
+    );
 }
 
 #[test]

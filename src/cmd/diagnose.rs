@@ -11,9 +11,11 @@ use cpudoctor::diagnose::analyse::{hotspots, rules};
 use cpudoctor::diagnose::record::recording::{RecordOptions, Target};
 use cpudoctor::diagnose::record::work::{self, WorkMeasure, WorkRecord};
 use cpudoctor::diagnose::record::{counters, recording, sampler};
-use cpudoctor::diagnose::{self, Diagnosis, export};
+use cpudoctor::diagnose::analyse::stacks::{LeafOffsets, stacks_of};
+use cpudoctor::diagnose::{self, Diagnosis};
 use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::render::diagnosis as render;
+use cpudoctor::render::export::{Export, Folded, Json, Pprof};
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -201,7 +203,7 @@ fn outputs(args: &DiagnoseArgs) -> [(&'static str, Option<&Path>); 3] {
 /// Writes the exports asked for; one line per file written, for the reader.
 fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
     let mut done = Vec::new();
-    let stacks = export::stacks_of(d);
+    let stacks = stacks_of(d);
     let what = if stacks.from_functions {
         "leaf-only, from its hottest functions: the file has no call stacks"
     } else {
@@ -209,7 +211,7 @@ fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
     };
     let off_cpu = d.wall.as_ref().map(|w| w.stacks.len());
     if let Some(path) = &args.pprof {
-        write_output(path, &export::pprof(d))?;
+        write_output(path, &Pprof.export(d))?;
         done.push(format!(
             "Wrote {} (pprof, {} samples in {} {what}{}): go tool pprof -top {}{}",
             super::shown(path),
@@ -223,19 +225,20 @@ fn write_exports(d: &Diagnosis, args: &DiagnoseArgs) -> Result<Vec<String>> {
         ));
     }
     if let Some(path) = &args.folded {
-        let text = export::folded(d, export::LeafOffsets::Keep);
-        write_output(path, text.as_bytes())?;
+        let bytes = Folded(LeafOffsets::Keep).export(d);
+        write_output(path, &bytes)?;
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count();
         done.push(match off_cpu {
             Some(_) => format!(
                 "Wrote {} (folded stacks, {} lines of {what} on and off the CPU, counted in \
                  microseconds of thread time)",
                 super::shown(path),
-                text.lines().count()
+                lines
             ),
             None => format!(
                 "Wrote {} (folded stacks, {} lines of {what}, counted in samples)",
                 super::shown(path),
-                text.lines().count()
+                lines
             ),
         });
     }
@@ -250,8 +253,7 @@ fn from_saved(path: &Path, args: &DiagnoseArgs) -> Result<()> {
     let to_stderr = stdout_is_an_output(&[args.pprof.as_deref(), args.folded.as_deref()]);
     let mut out = screen(to_stderr);
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &d)?;
-        writeln!(out)?;
+        out.write_all(&Json.export(&d))?;
         for line in &done {
             note(line);
         }
@@ -757,7 +759,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         }
         Err(line) => Some(line),
     };
-    let json = serde_json::to_vec_pretty(&d)?;
+    let json = Json.export(&d);
     // The files first: after SIGHUP the terminal is gone and only they can keep the result.
     // A file that fails does not stop the others or the screen.
     let mut failed = None;
@@ -772,7 +774,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     }
     let mut out = screen(to_stdout);
     let shown = if args.json {
-        out.write_all(&json).and_then(|()| writeln!(out))
+        out.write_all(&json)
     } else {
         write!(out, "{}", render::render(&d, stdout_style()))
     };

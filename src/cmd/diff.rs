@@ -11,6 +11,7 @@ use cpudoctor::compare::why;
 use cpudoctor::diagnose::SavedKind;
 use cpudoctor::error::InputError;
 use cpudoctor::render::diff;
+use cpudoctor::render::export::{Export, Json};
 use cpudoctor::render::profile_diff as compare_render;
 use std::io::Write;
 use std::path::PathBuf;
@@ -85,8 +86,7 @@ fn diff_diagnoses(args: &DiffArgs, inputs: &[Input]) -> Result<()> {
     d.notes.extend(notes);
     let mut out = super::stdout_text();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &d)?;
-        writeln!(out)?;
+        out.write_all(&Json.export(&d))?;
     } else {
         write!(
             out,
@@ -135,13 +135,13 @@ pub fn run(args: DiffArgs) -> Result<()> {
         &args.old.display().to_string(),
         &args.new.display().to_string(),
     );
-    let text = if args.json {
-        diff::diff_to_json(&d)
+    let bytes = if args.json {
+        Json.export(&d)
     } else {
-        diff::render_diff_with(&d, stdout_style(), args.all)
+        diff::render_diff_with(&d, stdout_style(), args.all).into_bytes()
     };
     let mut out = super::stdout_text();
-    out.write_all(text.as_bytes())?;
+    out.write_all(&bytes)?;
     out.flush()?;
     if let Some(FailOn::Worse) = args.fail_on {
         let worse = d

@@ -14,6 +14,7 @@ use cpudoctor::experiment::{Measure, NeighbourKind};
 use cpudoctor::machine::Machine;
 use cpudoctor::measure::{Clock, NoProgress, Progress};
 use cpudoctor::render::experiment::{render_markdown, render_text};
+use cpudoctor::render::export::{Export, Json};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -168,16 +169,16 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
     // the signal would. A second one ends cpudoctor at once.
     DEFER_SIGNALS.store(true, Ordering::SeqCst);
     let result = execute(&spec, &plan, &machine, &clock, progress, &STOP);
-    let json = serde_json::to_string_pretty(&result)? + "\n";
+    let json = Json.export(&result);
     if let Some(p) = &args.save {
-        write_output(p, json.as_bytes())?;
+        write_output(p, &json)?;
     }
     if let Some(p) = &args.export_markdown {
         write_output(p, render_markdown(&result).as_bytes())?;
     }
     if args.json {
         let mut out = std::io::stdout().lock();
-        out.write_all(json.as_bytes())?;
+        out.write_all(&json)?;
         out.flush()?;
     } else {
         let mut out = screen(to_stderr);

@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use cpudoctor::compare::fleet::{self, Host, HostFingerprint};
 use cpudoctor::error::InputError;
+use cpudoctor::render::export::{Export, Json};
 use cpudoctor::schema::SCHEMA_VERSION;
 use cpudoctor::schema::json::{FingerprintError, check_schema_version};
 use std::io::Write;
@@ -151,8 +152,7 @@ pub fn run(args: FleetArgs) -> Result<()> {
     let report = fleet::analyse(&hosts);
     let mut out = super::screen(super::stdout_is_an_output(&[args.html.as_deref()]));
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        out.write_all(&Json.export(&report))?;
     } else {
         let style = super::stdout_style();
         write!(

@@ -15,8 +15,8 @@ use cpudoctor::probes::handoff::{
     Runtime, ideal_ms,
 };
 use cpudoctor::probes::{self, ProbeContext, ProbeOptions, Profile};
+use cpudoctor::render::export::{Export, Json};
 use cpudoctor::render::{handoff::render_handoff, terminal};
-use cpudoctor::schema::json;
 use cpudoctor::session::{self, Host};
 use std::io::Write;
 use std::path::PathBuf;
@@ -201,7 +201,7 @@ fn delays_of(h: &HandoffArgs) -> Result<Vec<f64>> {
 /// Saves the fingerprint first (minutes of runs are not lost to a screen that cannot be
 /// written), then prints it: JSON, or the machine, the handoff tables and the verdicts.
 fn print_result(fp: &cpudoctor::schema::Fingerprint, output: &OutputArgs) -> Result<()> {
-    let bytes = json::to_json_bytes(fp);
+    let bytes = Json.export(fp);
     let to_stderr = stdout_is_an_output(&[output.save.as_deref()]);
     if let Some(path) = &output.save {
         write_output(path, &bytes)?;

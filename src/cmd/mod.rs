@@ -19,6 +19,7 @@ use cpudoctor::diagnose::{
 };
 use cpudoctor::error::InputError;
 use cpudoctor::measure::Progress;
+use cpudoctor::render::export::{Export, Json, Prometheus};
 use cpudoctor::render::terminal;
 use cpudoctor::schema::{Fingerprint, json};
 use cpudoctor::{output, process};
@@ -571,7 +572,7 @@ pub fn emit(fp: &Fingerprint, output: &OutputArgs) -> Result<()> {
 /// [`emit`], and with `figures` every probe's figures even without `--verbose` (what
 /// `probe` is run for). The summary goes to stderr when an output is stdout (`--save -`).
 pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result<()> {
-    let bytes = json::to_json_bytes(fp);
+    let bytes = Json.export(fp);
     let to_stderr = stdout_is_an_output(&[output.save.as_deref(), output.prom.as_deref()]);
     let mut out = screen(to_stderr);
     if output.json {
@@ -603,11 +604,8 @@ pub fn emit_with(fp: &Fingerprint, output: &OutputArgs, figures: bool) -> Result
     if let Some(path) = &output.prom {
         // Read by node_exporter's textfile collector, another user: a new file is 0644.
         std::io::stdout().flush()?;
-        output::write_shared(
-            path,
-            cpudoctor::render::prom::prometheus_text(fp).as_bytes(),
-        )
-        .context("the Prometheus export was not written; fix the path and run again")?;
+        output::write_shared(path, &Prometheus.export(fp))
+            .context("the Prometheus export was not written; fix the path and run again")?;
         if !output.json {
             writeln!(out, "Prometheus figures written to {}.", shown(path))?;
         }

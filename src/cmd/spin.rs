@@ -3,12 +3,11 @@
 use super::{BarProgress, MAX_CORES, pause_ns_arg, stdout_style};
 use anyhow::Result;
 use clap::Args;
-use cpudoctor::names::metric;
 use cpudoctor::probes::{ProbeOptions, Profile};
+use cpudoctor::render::export::{Export, Json};
 use cpudoctor::render::terminal;
 use cpudoctor::session::{self, Host};
-use cpudoctor::spin::{self, LegacySpin, NormalizedSpin};
-use serde_json::json;
+use cpudoctor::spin::{self, PauseSource, SpinModel};
 use std::io::Write;
 
 #[derive(Args)]
@@ -39,7 +38,7 @@ pub fn run(args: SpinArgs) -> Result<()> {
     let host = Host::detect();
     let cores = args.cores.unwrap_or(host.machine.logical_cpus as u64);
     let (pause_ns, source) = match args.pause_ns {
-        Some(ns) => (ns, "given"),
+        Some(ns) => (ns, PauseSource::Given),
         None => {
             let (_, pause) = session::measure_pause(
                 &host,
@@ -52,51 +51,35 @@ pub fn run(args: SpinArgs) -> Result<()> {
                     "could not measure PAUSE here ({reason}); give --pause-ns to model a CPU"
                 )
             })?;
-            (pause.ns, "measured")
+            (pause.ns, PauseSource::Measured)
         }
     };
-    let costs: Vec<_> = spin::RUNTIMES
-        .iter()
-        .map(|p| spin::spin_cost(p, pause_ns, cores))
-        .collect();
-    let legacy = LegacySpin::new(cores);
-    let normalized = NormalizedSpin::new(pause_ns);
+    let model = SpinModel::new(pause_ns, source, cores);
     let mut out = super::stdout_text();
     if args.json {
-        let doc = json!({
-            metric::PAUSE_NS: pause_ns,
-            "pause_source": source,
-            "cores": cores,
-            "runtimes": costs,
-            "dotnet_legacy": {
-                "schedule": legacy,
-                "total_ns": legacy.total_ns(pause_ns),
-                "last_round_ns": legacy.last_round_ns(pause_ns),
-            },
-            "dotnet_normalized": {
-                "schedule": normalized,
-                "total_ns": normalized.total_ns(),
-                "longest_iteration_ns": normalized.longest_iteration_ns(),
-            },
-        });
-        serde_json::to_writer_pretty(&mut out, &doc)?;
-        writeln!(out)?;
+        // Through a JSON value, whose keys are sorted: the order `spin --json` has always had.
+        let sorted = serde_json::to_value(&model)?;
+        out.write_all(&Json.export(&sorted))?;
         return Ok(());
     }
+    let (costs, legacy, normalized) = (
+        &model.runtimes,
+        &model.dotnet_legacy.schedule,
+        &model.dotnet_normalized.schedule,
+    );
     let h = cpudoctor::format::human_ns;
     let g = cpudoctor::format::group_thousands;
     write!(
         out,
         "{}",
-        terminal::render_spin_table(&costs, pause_ns, cores, stdout_style())
+        terminal::render_spin_table(costs, pause_ns, cores, stdout_style())
     )?;
     writeln!(
         out,
-        "PAUSE cost {source}{}.\n",
-        if source == "measured" {
-            " on this machine"
-        } else {
-            ""
+        "PAUSE cost {}.\n",
+        match source {
+            PauseSource::Measured => "measured on this machine",
+            PauseSource::Given => "given",
         }
     )?;
     writeln!(

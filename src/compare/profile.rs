@@ -17,7 +17,7 @@ use crate::diagnose::Diagnosis;
 use crate::diagnose::analyse::disasm::{Listing, SiteKind};
 use crate::diagnose::analyse::hotspots::{self, CallerPath, MIN_DECODE_SHARE, short_module};
 use crate::diagnose::analyse::rules::{Finding, PauseCost};
-use crate::diagnose::export::stacks_of;
+use crate::diagnose::analyse::stacks::stacks_of;
 use crate::diagnose::record::sampler::SamplingMode;
 use crate::diagnose::symbolize::stack::StackCount;
 use crate::schema::Level;

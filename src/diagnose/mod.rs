@@ -20,13 +20,11 @@
 //! [`analyse::hotspots`] -> the machine costs the findings quote ([`needs_pause_cost`],
 //! [`needs_line_costs`], [`needs_dram_latency`]) -> [`build`] (rules, wall and kernel
 //! reports) -> [`Diagnosis`], the saved JSON ([`from_json_bytes`]), rendered by
-//! `render::diagnosis`. A saved diagnosis is exported by [`export`] (pprof, folded stacks) and
+//! `render::diagnosis`. A saved diagnosis is exported by `render::export` (pprof, folded stacks) and
 //! flame graphs (`render::flame`), and two are compared by `compare::profile`, printed by
 //! `render::profile_diff`.
 
 pub mod analyse;
-pub mod export;
-pub mod profile_proto;
 pub mod record;
 pub mod symbolize;
 

@@ -512,13 +512,6 @@ fn footer_text(s: &mut String, d: &Diff, width: u16, all: bool) {
     }
 }
 
-/// The diff as pretty JSON, newline-terminated.
-pub fn diff_to_json(d: &Diff) -> String {
-    let mut s = serde_json::to_string_pretty(d).expect("a diff always serialises");
-    s.push('\n');
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,22 +3,23 @@
 //! [`handoff`] for `spin --handoff`), a diagnosis ([`diagnosis`]) and its flame graphs
 //! ([`flame`]), the comparisons `compare` made (two fingerprints [`diff`], two diagnoses
 //! [`profile_diff`] led by [`why`], a fleet [`fleet_text`]), an experiment ([`experiment`]),
-//! the Prometheus text exporter ([`prom`]), and the HTML report ([`html`]) with its SVG charts
-//! ([`charts`]). [`text`] holds the table and the paragraph wrapper the terminal views share.
-//! Nothing here compares or judges (that is `compare`'s and `hazards`'); renderers and
-//! exporters take results and return text or bytes; only the binary writes them anywhere.
+//! and the HTML report ([`html`]) with its SVG charts ([`charts`]). [`text`] holds the table
+//! and the paragraph wrapper the terminal views share. Every file written for another program
+//! (JSON, Prometheus, pprof, folded stacks) comes from [`export`], one contract: a typed result
+//! in, bytes out. Nothing here compares or judges (that is `compare`'s and `hazards'`); only
+//! the binary writes anything anywhere.
 
 pub mod charts;
 pub mod diagnosis;
 pub mod diff;
 pub mod experiment;
+pub mod export;
 pub mod flame;
 pub mod fleet_text;
 pub mod handoff;
 pub mod heatmap;
 pub mod html;
 pub mod profile_diff;
-pub mod prom;
 pub mod terminal;
 pub mod text;
 pub mod why;

@@ -1,4 +1,5 @@
-//! JSON export and import of fingerprints, with the version check `diff` and `report` rely on.
+//! Reading saved JSON: fingerprints, with the version check `diff` and `report` rely on, and
+//! any saved document read no further than it needs. Writing JSON is `render::export::json`'s.
 
 use super::{Fingerprint, SCHEMA_VERSION};
 
@@ -50,13 +51,6 @@ pub fn check_schema_version(found: u64) -> Result<(), FingerprintError> {
     } else {
         Ok(())
     }
-}
-
-/// The fingerprint as pretty-printed JSON, newline-terminated.
-pub fn to_json_bytes(fp: &Fingerprint) -> Vec<u8> {
-    let mut v = serde_json::to_vec_pretty(fp).expect("fingerprints always serialise");
-    v.push(b'\n');
-    v
 }
 
 /// Parses a fingerprint, refusing one from a newer schema before looking at its fields.
@@ -200,7 +194,7 @@ mod tests {
     #[test]
     fn round_trip_is_lossless() {
         let fp = sample_fingerprint();
-        let back = from_json_bytes(&to_json_bytes(&fp)).unwrap();
+        let back = from_json_bytes(&serde_json::to_vec_pretty(&fp).unwrap()).unwrap();
         assert_eq!(back, fp);
     }
 
@@ -265,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_saved_fingerprint_is_read_whole_and_nothing_after_it() {
-        let saved = to_json_bytes(&sample_fingerprint());
+        let saved = serde_json::to_vec_pretty(&sample_fingerprint()).unwrap();
         let bytes = read_saved(&saved[..], SAVED_FILE_MAX_BYTES).unwrap();
         assert_eq!(bytes, saved);
         assert_eq!(from_json_bytes(&bytes).unwrap(), sample_fingerprint());

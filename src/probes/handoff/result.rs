@@ -382,7 +382,7 @@ mod tests {
         assert!(r.metric("model_legacy_over_normalized_ratio").is_none());
         let mut fp = crate::schema::test_support::empty_fingerprint();
         fp.probes.push(r);
-        let bytes = crate::schema::json::to_json_bytes(&fp);
+        let bytes = serde_json::to_vec(&fp).unwrap();
         let back = crate::schema::json::from_json_bytes(&bytes).expect("reads back");
         assert_eq!(back.probes[0].params["model_pause_ns"], Value::Null);
         assert_eq!(back.probes[0].metrics.len(), fp.probes[0].metrics.len());

@@ -1,226 +1,23 @@
-//! A diagnosis in the formats other tools read: pprof's `profile.proto` (gzipped; `go tool
-//! pprof`, speedscope, Grafana Pyroscope) and folded stacks (`root;caller;function count` per
-//! line; flamegraph.pl, inferno, speedscope). Both are pure functions of a [`Diagnosis`]
-//! returning bytes, so a run and a saved file convert the same way.
+//! A diagnosis as pprof's `profile.proto`, gzipped: what `go tool pprof`, speedscope and
+//! Grafana Pyroscope read (`--pprof`). A pure function of a [`Diagnosis`] returning bytes
+//! ([`Pprof`]), so a run and a saved file convert the same way.
 //!
-//! The input is the diagnosis's sampled call stacks ([`Diagnosis::stacks`]). A file saved
-//! before stacks were recorded has none: it converts as one leaf-only stack per function of its
-//! `functions` table (the 15 hottest), without addresses, and [`stacks_of`] says so.
-//!
-//! With a wall-clock view ([`Diagnosis::wall`]) the exports carry the off-CPU stacks too, in
-//! one unit with the on-CPU ones ([`wall_stacks`]): an on-CPU sample stands for one sampling
-//! period of a thread's time on a CPU, an off-CPU stack for the ns the switch records timed.
-//! Folded stacks then count *microseconds of thread time* instead of samples (the off-CPU
-//! stacks end in a frame naming their state, `[blocked: futex]` or `[runnable]`); pprof gains a
-//! `wall/nanoseconds` sample type and `state`/`reason` labels. Without a wall view both are
-//! what they were.
+//! The input is the diagnosis's sampled call stacks ([`stacks_of`]): a file saved before
+//! stacks were recorded converts as one leaf-only stack per function of its `functions` table
+//! (the 15 hottest), without addresses, and a comment in the profile says so. With a
+//! wall-clock view ([`Diagnosis::wall`]) the profile carries the off-CPU stacks too, in one
+//! unit with the on-CPU ones ([`wall_stacks`]): a `wall/nanoseconds` sample type and
+//! `state`/`reason` labels. Without a wall view it is what it was.
 
-use super::Diagnosis;
-use super::analyse::hotspots::frame_name;
+use super::Export;
 use super::profile_proto as pb;
-use super::record::wall::OffCpu;
-use super::symbolize::kallsyms::KERNEL_MODULE;
-use super::symbolize::stack::{StackCount, StackFrame};
-use std::borrow::Cow;
+use crate::diagnose::Diagnosis;
+use crate::diagnose::analyse::hotspots::frame_name;
+use crate::diagnose::analyse::stacks::{Stacks, stacks_of, state_frame, wall_stacks};
+use crate::diagnose::record::wall::OffCpu;
+use crate::diagnose::symbolize::stack::StackFrame;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-
-/// The stacks to export, and whether they were rebuilt from the functions table.
-pub struct Stacks<'a> {
-    /// Leaf first, most samples first.
-    pub stacks: Cow<'a, [StackCount]>,
-    /// True for a file without `stacks`: leaf-only stacks of its hottest functions.
-    pub from_functions: bool,
-}
-
-/// The call stacks of `d`: its own, or for a file saved without them, one leaf-only stack per
-/// function of its `functions` table (no address: 0).
-pub fn stacks_of(d: &Diagnosis) -> Stacks<'_> {
-    if !d.stacks.is_empty() || d.functions.is_empty() {
-        return Stacks {
-            stacks: Cow::Borrowed(&d.stacks),
-            from_functions: false,
-        };
-    }
-    let stacks = d
-        .functions
-        .iter()
-        .map(|f| StackCount {
-            frames: vec![StackFrame {
-                address: 0,
-                function: Some(f.symbol.clone()),
-                module: f.module.clone(),
-                offset: 0,
-                file_offset: None,
-            }],
-            samples: f.samples,
-        })
-        .collect();
-    Stacks {
-        stacks: Cow::Owned(stacks),
-        from_functions: true,
-    }
-}
-
-/// Whether the leaf of each folded stack carries its offset (`spin+0x1a`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeafOffsets {
-    /// `function+0xOFFSET` on the leaf: the hot address survives (the export's form).
-    Keep,
-    /// Function names only: one box per function (what a flame graph draws).
-    Drop,
-}
-
-/// A frame's name in a folded line: `;` would split it, so it becomes `:`. A kernel frame
-/// ends in `_[k]`, as `stackcollapse-perf.pl --kernel` writes it and `flamegraph.pl` colours
-/// it (`tcp_sendmsg_[k]`).
-fn folded_name(f: &StackFrame) -> String {
-    let name = frame_name(f).replace(';', ":");
-    if f.module == KERNEL_MODULE {
-        format!("{name}_[k]")
-    } else {
-        name
-    }
-}
-
-/// The folded names of a stack, outermost caller first; with [`LeafOffsets::Keep`] a named
-/// leaf reads `function+0x1a`. An off-CPU stack gets its state as a last frame.
-fn folded_names(frames: &[StackFrame], leaf: LeafOffsets, state: Option<OffCpu>) -> Vec<String> {
-    let mut names: Vec<String> = frames.iter().rev().map(folded_name).collect();
-    if let Some(first) = frames.first()
-        && leaf == LeafOffsets::Keep
-        && first.function.is_some()
-        && first.address != 0
-    {
-        let last = names.last_mut().expect("a frame");
-        // A kernel leaf keeps its `_[k]` last: `tcp_sendmsg+0x1a_[k]`.
-        let at = last.strip_suffix("_[k]").map_or(last.len(), str::len);
-        last.insert_str(at, &format!("+{:#x}", first.offset));
-    }
-    if let Some(state) = state {
-        names.push(state_frame(state));
-    }
-    names
-}
-
-/// The frame an off-CPU stack ends in, naming its state: `[blocked: futex]`, `[runnable]`.
-pub fn state_frame(state: OffCpu) -> String {
-    match state {
-        OffCpu::Runnable => "[runnable]".to_string(),
-        OffCpu::Blocked { reason } => format!("[blocked: {}]", reason.word()),
-    }
-}
-
-/// Folded stacks of the on-CPU samples only: one line per distinct stack, outermost caller
-/// first, `;`-separated, a space and the sample count; lines sorted. With
-/// [`LeafOffsets::Keep`] a named leaf reads `function+0x1a` (an unnamed one is
-/// `module+0x...` either way). What a CPU flame graph and a differential one draw.
-pub fn folded_samples(d: &Diagnosis, leaf: LeafOffsets) -> String {
-    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
-    for s in stacks_of(d).stacks.iter() {
-        if s.frames.is_empty() {
-            continue;
-        }
-        // Saturating: a loaded file's counts are outside input.
-        let n = lines
-            .entry(folded_names(&s.frames, leaf, None).join(";"))
-            .or_default();
-        *n = n.saturating_add(s.samples);
-    }
-    let mut out = String::new();
-    for (stack, n) in lines {
-        out.push_str(&format!("{stack} {n}\n"));
-    }
-    out
-}
-
-/// Nanoseconds in one unit of the wall-time folded stacks: microseconds, fine enough that a
-/// sampling period (2,004 us at 499 Hz) and a short wait both keep their size, coarse enough
-/// that a line reads (`1,387,869` is 1.39 s), and an integer, which inferno needs.
-pub const FOLDED_WALL_UNIT_NS: f64 = 1_000.0;
-
-/// One stack of the wall-time view, weighted in ns of thread time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WallStack<'a> {
-    /// Frames, leaf first (empty for an off-CPU stack whose frames were not known).
-    pub frames: &'a [StackFrame],
-    /// `None` on the CPU; else runnable or blocked and why.
-    pub state: Option<OffCpu>,
-    /// Thread time, ns: on-CPU samples times the sampling period, off-CPU the recorded ns.
-    pub ns: f64,
-    /// Samples (on-CPU stacks only).
-    pub samples: u64,
-    /// The off-CPU stack's recognised wait, when known.
-    pub wait: Option<&'a super::runtimes::WaitInStack>,
-}
-
-/// The on-CPU stacks ([`stacks_of`]) and the off-CPU ones of the wall-clock view in one unit,
-/// ns of thread time; `None` without a wall view.
-pub fn wall_stacks<'a>(d: &'a Diagnosis, on_cpu: &'a Stacks<'a>) -> Option<Vec<WallStack<'a>>> {
-    let wall = d.wall.as_ref()?;
-    let per_sample_ns = 1e9 / d.sampling.frequency_hz.max(1) as f64;
-    let mut v: Vec<WallStack> = on_cpu
-        .stacks
-        .iter()
-        .map(|s| WallStack {
-            frames: &s.frames,
-            state: None,
-            ns: s.samples as f64 * per_sample_ns,
-            samples: s.samples,
-            wait: None,
-        })
-        .collect();
-    v.extend(wall.stacks.iter().map(|s| WallStack {
-        frames: &s.frames,
-        state: Some(s.state),
-        ns: s.ns as f64,
-        samples: 0,
-        wait: s.wait.as_ref(),
-    }));
-    Some(v)
-}
-
-/// The wall-time folded lines before rounding: each distinct stack, outermost caller first
-/// (an off-CPU one ending in its state frame), with its state (`None`: on the CPU) and its
-/// thread time in ns.
-pub type WallLines = BTreeMap<Vec<String>, (Option<OffCpu>, f64)>;
-
-/// [`WallLines`] of `d`; `None` without a wall view.
-pub fn folded_wall_ns(d: &Diagnosis, leaf: LeafOffsets) -> Option<WallLines> {
-    let on_cpu = stacks_of(d);
-    let stacks = wall_stacks(d, &on_cpu)?;
-    let mut lines = WallLines::new();
-    for s in &stacks {
-        if s.frames.is_empty() && s.state.is_none() {
-            continue;
-        }
-        lines
-            .entry(folded_names(s.frames, leaf, s.state))
-            .or_insert((s.state, 0.0))
-            .1 += s.ns;
-    }
-    Some(lines)
-}
-
-/// Folded stacks, for `--folded`: without a wall-clock view, [`folded_samples`] (counts are
-/// samples). With one, on- and off-CPU stacks in one file, counted in microseconds of thread
-/// time ([`FOLDED_WALL_UNIT_NS`]): an on-CPU stack its samples times the sampling period, an
-/// off-CPU one the time recorded in it, with a last frame that names the state
-/// (`[blocked: futex]`, `[runnable]`; alone when the stack was not known). A line under half
-/// a microsecond is left out.
-pub fn folded(d: &Diagnosis, leaf: LeafOffsets) -> String {
-    let Some(lines) = folded_wall_ns(d, leaf) else {
-        return folded_samples(d, leaf);
-    };
-    let mut out = String::new();
-    for (names, (_, ns)) in lines {
-        let us = (ns / FOLDED_WALL_UNIT_NS).round() as u64;
-        if us > 0 {
-            out.push_str(&format!("{} {us}\n", names.join(";")));
-        }
-    }
-    out
-}
 
 /// Page size mappings are widened to.
 const PAGE: u64 = 4096;
@@ -566,13 +363,18 @@ fn comments(d: &Diagnosis, from_functions: bool, st: &mut Strings) -> Vec<i64> {
     comment
 }
 
-/// The pprof profile of `d`, encoded and gzipped: the bytes of a `.pb.gz` file. The gzip
-/// header carries no time, so the same diagnosis gives the same bytes.
-pub fn pprof(d: &Diagnosis) -> Vec<u8> {
-    let raw = prost::Message::encode_to_vec(&pprof_profile(d));
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&raw).expect("writing to memory");
-    gz.finish().expect("writing to memory")
+/// The pprof exporter: [`pprof_profile`] encoded and gzipped, the bytes of a `.pb.gz` file.
+/// The gzip header carries no time, so the same diagnosis gives the same bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pprof;
+
+impl Export<Diagnosis> for Pprof {
+    fn export(&self, d: &Diagnosis) -> Vec<u8> {
+        let raw = prost::Message::encode_to_vec(&pprof_profile(d));
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&raw).expect("writing to memory");
+        gz.finish().expect("writing to memory")
+    }
 }
 
 #[cfg(test)]
@@ -581,7 +383,7 @@ mod tests {
 
     use crate::diagnose::test_fixture as fixture;
 
-    /// Decodes a gzipped `profile.proto` (what [`pprof`] writes).
+    /// Decodes a gzipped `profile.proto` (what [`Pprof`] writes).
     fn read_pprof(bytes: &[u8]) -> Result<pb::Profile, std::io::Error> {
         let mut raw = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut raw)?;
@@ -642,63 +444,15 @@ mod tests {
     }
 
     #[test]
-    fn folded_stacks_put_each_function_under_its_callers() {
-        let d = fixture("spin-phases-4000-zen3-kvm.json");
-        let text = folded(&d, LeafOffsets::Keep);
-        insta::assert_snapshot!("folded_spin_phases_4000", text);
-        let total: u64 = text
-            .lines()
-            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
-            .sum();
-        assert_eq!(total, d.sampling.samples, "every sample in one line");
-        // Without offsets, one line per call path.
-        let plain = folded(&d, LeafOffsets::Drop);
-        assert!(
-            plain
-                .lines()
-                .any(|l| l.contains(";main;serve;wait_for_item ")),
-            "{plain}"
-        );
-        assert!(plain.lines().count() <= text.lines().count());
-    }
-
-    /// The Redis case: a sample in tcp_sendmsg under write(2) under the server's own code.
-    #[test]
-    fn kernel_frames_fold_with_the_flame_graph_kernel_suffix() {
-        let mut d = fixture("spin-phases-4000-zen3-kvm.json");
-        let frame = |function: &str, module: &str, offset| StackFrame {
-            address: 0xffff_ffff_8100_0000 + offset,
-            function: Some(function.into()),
-            module: module.into(),
-            offset,
-            file_offset: None,
-        };
-        d.stacks = vec![StackCount {
-            frames: vec![
-                frame("tcp_sendmsg", KERNEL_MODULE, 0x1a),
-                frame("__x64_sys_write", KERNEL_MODULE, 0x10),
-                frame("write", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0x14),
-                frame("main", "/usr/bin/redis-check-rdb", 0x30),
-            ],
-            samples: 7,
-        }];
-        d.wall = None;
-        assert_eq!(
-            folded(&d, LeafOffsets::Keep),
-            "main;write;__x64_sys_write_[k];tcp_sendmsg+0x1a_[k] 7\n"
-        );
-        assert_eq!(
-            folded(&d, LeafOffsets::Drop),
-            "main;write;__x64_sys_write_[k];tcp_sendmsg_[k] 7\n"
-        );
-    }
-
-    #[test]
     fn the_pprof_profile_carries_samples_cpu_time_addresses_and_modules() {
         let d = fixture("spin-phases-4000-zen3-kvm.json");
-        let bytes = pprof(&d);
+        let bytes = Pprof.export(&d);
         assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip");
-        assert_eq!(bytes, pprof(&d), "the same diagnosis gives the same bytes");
+        assert_eq!(
+            bytes,
+            Pprof.export(&d),
+            "the same diagnosis gives the same bytes"
+        );
         let p = read_pprof(&bytes).unwrap();
         assert_eq!(p, pprof_profile(&d));
         assert_eq!(p.string_table[0], "");
@@ -724,9 +478,7 @@ mod tests {
         assert!(d.stacks.is_empty());
         let st = stacks_of(&d);
         assert!(st.from_functions);
-        let text = folded(&d, LeafOffsets::Keep);
-        assert!(!text.contains("+0x"), "no address, no offset: {text}");
-        let p = read_pprof(&pprof(&d)).unwrap();
+        let p = read_pprof(&Pprof.export(&d)).unwrap();
         assert!(
             p.comment
                 .iter()
@@ -735,96 +487,11 @@ mod tests {
         assert_eq!(p.sample.len(), d.functions.len());
     }
 
-    /// (frames, count) of each folded line.
-    fn lines_of(text: &str) -> Vec<(Vec<&str>, u64)> {
-        text.lines()
-            .map(|l| {
-                let (stack, n) = l.rsplit_once(' ').unwrap();
-                (stack.split(';').collect(), n.parse().unwrap())
-            })
-            .collect()
-    }
-
-    #[test]
-    fn wall_folded_stacks_count_microseconds_of_thread_time_with_the_state_on_top() {
-        let d = fixture("mutex-wait-4-zen4-kvm.json");
-        let wall = d.wall.as_ref().unwrap();
-        let text = folded(&d, LeafOffsets::Keep);
-        insta::assert_snapshot!("folded_wall_mutex_wait_4", text);
-        let lines = lines_of(&text);
-        // A state frame is always the last, and only off-CPU stacks have one.
-        for (frames, _) in &lines {
-            for (i, f) in frames.iter().enumerate() {
-                if f.starts_with('[') {
-                    assert_eq!(i, frames.len() - 1, "{frames:?}");
-                }
-            }
-        }
-        let count = |last: &str, with: &str| -> u64 {
-            lines
-                .iter()
-                .filter(|(f, _)| {
-                    *f.last().unwrap() == last && f.iter().any(|x| x.starts_with(with))
-                })
-                .map(|(_, n)| n)
-                .sum()
-        };
-        // Asleep on the mutex: the stack's ns, in us.
-        let lock = wall
-            .stacks
-            .iter()
-            .find(|s| {
-                s.wait
-                    .as_ref()
-                    .is_some_and(|w| w.waiter.as_deref() == Some("take_lock_and_work"))
-            })
-            .unwrap();
-        assert_eq!(
-            count("[blocked: futex]", "__lll_lock_wait"),
-            (lock.ns as f64 / 1e3).round() as u64
-        );
-        // On the CPU: samples x 1e6 / 499 us each.
-        let computing: u64 = d
-            .stacks
-            .iter()
-            .filter(|s| s.frames[0].function.as_deref() == Some("compute_under_lock"))
-            .map(|s| s.samples)
-            .sum();
-        let on: u64 = lines
-            .iter()
-            .filter(|(f, _)| f.last().unwrap().starts_with("compute_under_lock+0x"))
-            .map(|(_, n)| n)
-            .sum();
-        let expected = computing as f64 * 1e6 / 499.0;
-        assert!((on as f64 - expected).abs() <= 1.0, "{on} vs {expected}");
-        assert!(count("[runnable]", "compute_under_lock") > 0);
-        // All of it: the on-CPU samples' time and every off-CPU stack's, each line rounded to
-        // the microsecond.
-        let total: u64 = lines.iter().map(|(_, n)| n).sum();
-        let want = d.sampling.samples as f64 * 1e6 / 499.0
-            + wall.stacks.iter().map(|s| s.ns as f64 / 1e3).sum::<f64>();
-        assert!(
-            (total as f64 - want).abs() <= lines.len() as f64,
-            "{total} vs {want}"
-        );
-    }
-
-    #[test]
-    fn without_a_wall_view_the_folded_stacks_count_samples_as_before() {
-        let mut d = fixture("mutex-wait-4-zen4-kvm.json");
-        d.wall = None;
-        let text = folded(&d, LeafOffsets::Keep);
-        assert_eq!(text, folded_samples(&d, LeafOffsets::Keep));
-        assert!(!text.contains('['), "{text}");
-        let total: u64 = lines_of(&text).iter().map(|(_, n)| n).sum();
-        assert_eq!(total, d.sampling.samples);
-    }
-
     #[test]
     fn the_pprof_profile_of_a_wall_view_adds_wall_time_with_state_labels() {
         let d = fixture("mutex-wait-4-zen4-kvm.json");
         let wall = d.wall.as_ref().unwrap();
-        let p = read_pprof(&pprof(&d)).unwrap();
+        let p = read_pprof(&Pprof.export(&d)).unwrap();
         let s = |i: i64| p.string_table[i as usize].as_str();
         let types: Vec<String> = p
             .sample_type
