@@ -1107,6 +1107,7 @@ pub(crate) mod tests {
     /// of its samples in the kernel; then the same without kernel samples.
     #[test]
     fn case_redis_names_the_process_as_run_and_says_its_kernel_share_at_80_columns() {
+        use crate::diagnose::analyse::hotspots::KernelFunction;
         use crate::diagnose::analyse::kernel::*;
         use crate::diagnose::record::target::ProcessName;
         let mut d = fixture("pause-spin-zen4-kvm.json");

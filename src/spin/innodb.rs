@@ -1,6 +1,6 @@
 //! InnoDB's spin as the server sets it: whose InnoDB (MariaDB or MySQL), which spin, the
 //! knobs that size it and where their values came from, and what a round costs in PAUSEs.
-//! Pure vocabulary and arithmetic; `diagnose::innodb` recognises the spin in a process and
+//! Pure vocabulary and arithmetic; `diagnose::analyse::innodb` recognises the spin in a process and
 //! reads the values.
 
 use serde::{Deserialize, Serialize};

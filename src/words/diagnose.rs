@@ -337,7 +337,7 @@ pub fn kernel_unnamed(hidden: bool, kptr_restrict: Option<i32>) -> String {
 }
 
 /// The sentence when no finding was made. `not_enough`: the share of samples analysed when it
-/// was too little to say "No findings" (`diagnose::hotspots::coverage::ENOUGH_ANALYSED`):
+/// was too little to say "No findings" (`diagnose::analyse::hotspots::coverage::ENOUGH_ANALYSED`):
 /// then that nothing is said of the rest.
 pub fn no_findings(not_enough: Option<f64>) -> String {
     match not_enough {

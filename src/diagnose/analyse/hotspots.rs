@@ -4,12 +4,10 @@
 
 use super::disasm::{self, SiteKind};
 use super::innodb;
-use super::kernel::{KERNEL_FUNCTIONS, KernelFunction};
 use super::runtimes::{self, Role, Runtime};
-use super::wall::NamedWait;
 use crate::diagnose::record::recording::Recording;
 use crate::diagnose::record::threads::ThreadFigures;
-use crate::diagnose::record::wall::WallRecording;
+use crate::diagnose::record::wall::{OffCpu, WallRecording};
 use crate::diagnose::symbolize::kallsyms::Unnamed;
 use crate::diagnose::symbolize::stack::{StackCount, StackFrame};
 use crate::diagnose::symbolize::symbols::{Location, Symbol, Symbolizer};
@@ -207,6 +205,33 @@ mod saved_line_split {
             .or_else(|| saved.possible_split_note.map(|n| said(n, false))))
     }
 }
+
+/// An off-CPU stack of one thread with its frames named: what [`super::wall::report`] takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedWait {
+    /// Thread.
+    pub tid: u32,
+    /// State.
+    pub state: OffCpu,
+    /// Frames, leaf first.
+    pub frames: Vec<StackFrame>,
+    /// Time, ns.
+    pub ns: u64,
+}
+
+/// A kernel function's samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelFunction {
+    /// Its name, from `/proc/kallsyms`.
+    pub function: String,
+    /// Samples in it.
+    pub samples: u64,
+    /// Share of all samples.
+    pub share: f64,
+}
+
+/// Kernel functions listed in the report.
+pub const KERNEL_FUNCTIONS: usize = 10;
 
 /// What a spin loop calls to re-read its flag: `while (load_turn() != me) ;`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

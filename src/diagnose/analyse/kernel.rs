@@ -6,7 +6,7 @@
 //! where kernel sampling is refused ([`KernelSampling`]), the CPU time the samples do not
 //! cover is stated from /proc. Kernel code is named by [`crate::diagnose::symbolize::kallsyms`].
 
-use crate::diagnose::analyse::hotspots::{self, HotSpots};
+use crate::diagnose::analyse::hotspots::{self, HotSpots, KernelFunction};
 use crate::diagnose::record::recording::Recording;
 use crate::diagnose::record::sampler::KernelSampling;
 use crate::diagnose::record::threads;
@@ -46,17 +46,6 @@ impl CpuCoverage {
     pub fn system_share(&self) -> f64 {
         self.system_s / self.cpu_s.max(1e-9)
     }
-}
-
-/// A kernel function's samples.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernelFunction {
-    /// Its name, from `/proc/kallsyms`.
-    pub function: String,
-    /// Samples in it.
-    pub samples: u64,
-    /// Share of all samples.
-    pub share: f64,
 }
 
 /// How a thread came into the kernel, told from the kernel frames of its stack.
@@ -162,9 +151,6 @@ pub struct KernelReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuCoverage>,
 }
-
-/// Kernel functions listed in the report.
-pub const KERNEL_FUNCTIONS: usize = 10;
 
 /// Kernel entries listed in the report.
 const KERNEL_ENTRIES: usize = 10;

@@ -450,8 +450,8 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::analyse::wall::{StateTimes, WallMethod};
     use crate::diagnose::record::wall::cpu::CpuHolders;
-    use crate::diagnose::wall::{StateTimes, WallMethod};
     use crate::machine::cpu_time::CpuTimeDelta;
 
     fn wall(threads: usize, running_s: f64, runnable_s: f64, cpu: CpuHolders) -> WallReport {

@@ -10,7 +10,7 @@
 //! and per command the time in each state, and the off-CPU stacks weighted in ns.
 
 use crate::diagnose::analyse::disasm::SiteKind;
-use crate::diagnose::analyse::hotspots::ThreadReport;
+use crate::diagnose::analyse::hotspots::{NamedWait, ThreadReport};
 use crate::diagnose::analyse::runtimes::{self, WaitInStack};
 use crate::diagnose::record::wall::cpu;
 use crate::diagnose::record::wall::{BlockReason, LOOK_EVERY_MS, OffCpu, WallRecording};
@@ -223,19 +223,6 @@ pub struct WaitStack {
 pub struct ThreadNs {
     /// Thread.
     pub tid: u32,
-    /// Time, ns.
-    pub ns: u64,
-}
-
-/// An off-CPU stack of one thread with its frames named: what [`report`] takes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NamedWait {
-    /// Thread.
-    pub tid: u32,
-    /// State.
-    pub state: OffCpu,
-    /// Frames, leaf first.
-    pub frames: Vec<StackFrame>,
     /// Time, ns.
     pub ns: u64,
 }

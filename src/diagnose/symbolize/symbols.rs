@@ -483,7 +483,7 @@ impl ElfModule {
     }
 
     /// The file's image as read: for what reads more of the ELF than code and function names
-    /// (a server's data symbols and GOT, `diagnose::innodb`).
+    /// (a server's data symbols and GOT, `diagnose::analyse::innodb`).
     pub fn image(&self) -> &[u8] {
         &self.data
     }
