@@ -86,7 +86,7 @@ pub fn as_speed(r: &PairedRatio, higher_is_better: bool) -> (f64, f64, f64) {
 pub fn effect(speed: f64, low: f64, high: f64) -> Reading {
     let rule = Rule {
         negligible: Some(Negligible {
-            estimate: (1.0 - NO_EFFECT_WITHIN, 1.0 + NO_EFFECT_WITHIN),
+            estimate: NO_EFFECT_WITHIN,
             interval: (1.0 / NO_EFFECT_INTERVAL, NO_EFFECT_INTERVAL),
         }),
         ..Rule::default()

@@ -121,12 +121,12 @@ pub enum Way {
 }
 
 /// A margin around "no change" within which an effect whose interval holds no change is shown
-/// to be none: its estimate within `estimate`, its whole interval within `interval` (both
-/// `(low, high)` on the effect's scale).
+/// to be none: its estimate within `estimate` of no change, its whole interval within
+/// `interval` (`(low, high)`), both on the effect's scale.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Negligible {
-    /// Where the estimate must lie.
-    pub estimate: (f64, f64),
+    /// How far the estimate may lie from no change, either way (`|estimate - none|`).
+    pub estimate: f64,
     /// Where the whole interval must lie.
     pub interval: (f64, f64),
 }
@@ -192,10 +192,11 @@ impl Rule {
             return Reading::WithinNoise;
         }
         if low <= none && none <= high {
-            let within = |(lo, hi): (f64, f64)| lo <= e.estimate && e.estimate <= hi;
             let inside = |(lo, hi): (f64, f64)| lo <= low && high <= hi;
             return match self.negligible {
-                Some(n) if within(n.estimate) && inside(n.interval) => Reading::Negligible,
+                Some(n) if (e.estimate - none).abs() <= n.estimate && inside(n.interval) => {
+                    Reading::Negligible
+                }
                 _ => Reading::WithinNoise,
             };
         }
@@ -296,7 +297,7 @@ mod tests {
     fn a_narrow_interval_around_no_change_is_negligible_and_a_wide_one_is_not() {
         let rule = Rule {
             negligible: Some(Negligible {
-                estimate: (0.97, 1.03),
+                estimate: 0.03,
                 interval: (1.0 / 1.1, 1.1),
             }),
             ..Rule::default()
