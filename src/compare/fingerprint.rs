@@ -11,8 +11,9 @@ use super::facts::{MachineFact, machine_facts};
 use crate::hazards;
 use crate::names::{metric, probe};
 use crate::schema::disturbance::Disturbance;
-use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
+use crate::schema::{Better, Fingerprint, Level, Metric, Moved, NotJudged, Status, Verdict};
 use crate::spin::{RUNTIMES, SpinCost, spin_cost};
+use crate::stats::effect::{Effect, Reading, Rule};
 use crate::words;
 use serde::{Serialize, Serializer};
 
@@ -168,12 +169,13 @@ pub struct MetricDiff {
     pub change: Change,
 }
 
-/// Which rule set the smallest move of a metric that counts as a change.
+/// Which noise of the two files gave a metric's move its interval, and so the smallest move
+/// that counts as a change (the rule that reads it is the one of [`crate::stats::effect`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeRule {
     /// Both runs carry a confidence interval of the median: they must not overlap, and the
-    /// move must reach [`INTERVAL_PRACTICAL_CHANGE`].
+    /// move must reach [`INTERVAL_PRACTICAL_CHANGE`] (the rule's floor).
     Interval,
     /// Both runs carry samples: [`SPREAD_FACTOR`] times the wider MAD, or
     /// [`MIN_RELATIVE_CHANGE`].
@@ -569,14 +571,34 @@ fn probe_relative_spread(old: &[Metric], new: &[Metric]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Compares one metric measured in both runs; a derived figure needs to move by at least
-/// [`DERIVED_RELATIVE_CHANGE`], and by more than the noise it inherits from its probe's
-/// sampled figures (`probe_relative_spread`, see [`DERIVED_SPREAD_GROWTH`]).
+/// Compares one metric measured in both runs, as on bare metal (no host drift allowed for): see
+/// [`compare_metric_on`].
 pub fn compare_metric_in_probe(
     probe: &str,
     old: &Metric,
     new: &Metric,
     probe_relative_spread: f64,
+) -> MetricDiff {
+    compare_metric_on(probe, old, new, probe_relative_spread, None)
+}
+
+/// Compares one metric measured in both runs through the one change rule
+/// ([`crate::stats::effect`]). The effect is new - old; its interval comes from the noise the
+/// files give ([`ChangeRule`]): the two medians' intervals (a change needs them apart and a
+/// move of [`INTERVAL_PRACTICAL_CHANGE`], the rule's floor), else the runs' spread
+/// ([`SPREAD_FACTOR`] scaled MADs, and at least [`MIN_RELATIVE_CHANGE`] of run-to-run noise),
+/// else for a derived figure [`DERIVED_RELATIVE_CHANGE`] or the noise it inherits from its
+/// probe's sampled figures (`probe_relative_spread`, see [`DERIVED_SPREAD_GROWTH`]). Sizes are
+/// relative to the smaller figure, so the rule reads the same old-to-new and new-to-old.
+/// `drift`: on two VM guests, the factor the host moves this figure by with nothing changed
+/// ([`guest_drift_factor`]), the rule's allowance: a move within it is
+/// [`Change::HostDrift`].
+fn compare_metric_on(
+    probe: &str,
+    old: &Metric,
+    new: &Metric,
+    probe_relative_spread: f64,
+    drift: Option<f64>,
 ) -> MetricDiff {
     let (o, n) = (side(old), side(new));
     let mut d = MetricDiff {
@@ -595,78 +617,56 @@ pub fn compare_metric_in_probe(
         d.change = Change::UnitsDiffer;
         return d;
     }
-    if let (Some(oi), Some(ni)) = (&old.interval, &new.interval) {
-        // Both runs give a confidence interval of the median: a move counts only when the
-        // two intervals do not overlap (a conservative test at about the intervals' level,
-        // Schenker and Gentleman, "On judging the significance of differences by examining
-        // the overlap between confidence intervals", The American Statistician 55, 2001)
-        // and is at least the practical floor.
-        let base = old.value.abs().min(new.value.abs());
-        let floor = INTERVAL_PRACTICAL_CHANGE * base;
-        d.threshold = Some(floor);
-        d.rule = Some(ChangeRule::Interval);
-        let delta = new.value - old.value;
-        d.change = if !oi.disjoint(ni) || delta.abs() < floor || !delta.is_finite() {
-            Change::Same
-        } else {
-            direction(new.better, delta)
-        };
-        return d;
-    }
-    let spread = o.mad.into_iter().chain(n.mad).fold(0.0_f64, f64::max).abs() * SPREAD_FACTOR;
-    let both_have_spread = o.mad.is_some() && n.mad.is_some();
-    let inherited = SPREAD_FACTOR * DERIVED_SPREAD_GROWTH * probe_relative_spread;
-    let relative = if both_have_spread {
-        MIN_RELATIVE_CHANGE
-    } else {
-        DERIVED_RELATIVE_CHANGE.max(inherited)
-    };
-    // Relative to the smaller figure, so the rule is the same read old-to-new or new-to-old:
-    // the larger must be at least (1 + relative) times the smaller. With no spread on either
-    // side and a 0 on one, nothing gives a scale for noise: any move from 0 counts.
-    let base = old.value.abs().min(new.value.abs());
-    let threshold = spread.max(relative * base);
-    d.threshold = Some(threshold);
-    d.rule = Some(if both_have_spread {
-        ChangeRule::Spread
-    } else if inherited > DERIVED_RELATIVE_CHANGE {
-        ChangeRule::ProbeSpread
-    } else {
-        ChangeRule::Relative
-    });
     let delta = new.value - old.value;
-    d.change = if delta.abs() <= threshold || !delta.is_finite() {
-        Change::Same
+    let base = old.value.abs().min(new.value.abs());
+    let (effect, floor, which, threshold) = if let (Some(oi), Some(ni)) =
+        (&old.interval, &new.interval)
+    {
+        let floor = INTERVAL_PRACTICAL_CHANGE * base;
+        let e = Effect::between_intervals(old.value, new.value, oi.bounds(), ni.bounds());
+        (e, Some(floor), ChangeRule::Interval, floor)
     } else {
-        direction(new.better, delta)
+        let spread = o.mad.into_iter().chain(n.mad).fold(0.0_f64, f64::max).abs() * SPREAD_FACTOR;
+        let both_have_spread = o.mad.is_some() && n.mad.is_some();
+        let inherited = SPREAD_FACTOR * DERIVED_SPREAD_GROWTH * probe_relative_spread;
+        let relative = if both_have_spread {
+            MIN_RELATIVE_CHANGE
+        } else {
+            DERIVED_RELATIVE_CHANGE.max(inherited)
+        };
+        // The noise either way: with no spread on either side and a 0 on one, nothing gives a
+        // scale for noise, and any move from 0 counts.
+        let noise = spread.max(relative * base);
+        let which = if both_have_spread {
+            ChangeRule::Spread
+        } else if inherited > DERIVED_RELATIVE_CHANGE {
+            ChangeRule::ProbeSpread
+        } else {
+            ChangeRule::Relative
+        };
+        (Effect::difference_within(delta, noise), None, which, noise)
+    };
+    // Within the drift factor: the larger figure under `factor` times the smaller.
+    let allowance = drift
+        .filter(|_| base > 0.0)
+        .map(|factor| (factor - 1.0) * base);
+    let rule = Rule {
+        floor,
+        negligible: None,
+        allowance,
+    };
+    d.threshold = Some(threshold);
+    d.rule = Some(which);
+    d.change = match rule.read(&effect) {
+        Reading::Change(way) => match new.better.moved(way) {
+            Moved::Worse => Change::Worse,
+            Moved::Better => Change::Better,
+            Moved::Changed => Change::Changed,
+        },
+        Reading::WithinAllowance(_) => Change::HostDrift,
+        Reading::BelowFloor(_) | Reading::Negligible | Reading::WithinNoise => Change::Same,
     };
     d
-}
-
-/// On two VM guests: a move beyond noise that stays within the host's drift for its kind of
-/// figure becomes [`Change::HostDrift`].
-fn within_host_drift(mut d: MetricDiff) -> MetricDiff {
-    let (Some(o), Some(n)) = (&d.old, &d.new) else {
-        return d;
-    };
-    let (lo, hi) = (
-        o.value.abs().min(n.value.abs()),
-        o.value.abs().max(n.value.abs()),
-    );
-    let moved = matches!(d.change, Change::Worse | Change::Better | Change::Changed);
-    if moved && lo > 0.0 && hi / lo < guest_drift_factor(&d.probe) {
-        d.change = Change::HostDrift;
-    }
-    d
-}
-
-/// Which way a move beyond noise went, by the figure's better direction.
-fn direction(better: Better, delta: f64) -> Change {
-    match (better, delta > 0.0) {
-        (Better::Neither, _) => Change::Changed,
-        (Better::Lower, true) | (Better::Higher, false) => Change::Worse,
-        (Better::Lower, false) | (Better::Higher, true) => Change::Better,
-    }
 }
 
 fn not_measured_reason(fp: &Fingerprint, probe: &str) -> String {
@@ -804,14 +804,13 @@ fn metric_diffs(
         for o in om {
             metrics.push(match nm.iter().find(|n| n.name == o.name) {
                 Some(n) => {
-                    let d = compare_metric_in_probe(probe, o, n, inherited);
+                    let drift = guests.then(|| guest_drift_factor(probe));
+                    let d = compare_metric_on(probe, o, n, inherited, drift);
                     if either_disturbed && d.change != Change::UnitsDiffer {
                         MetricDiff {
                             change: Change::Disturbed,
                             ..d
                         }
-                    } else if guests {
-                        within_host_drift(d)
                     } else {
                         d
                     }

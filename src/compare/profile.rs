@@ -7,7 +7,8 @@
 //! sampling rate or thread count compare by *share* of samples (independent of length) and by
 //! *CPU time per second of wall time* (samples / rate / wall time). A change counts when the
 //! share moved by [`MIN_CHANGE`] or more and by more than [`NOISE_SE`] standard errors of the
-//! two shares (binomial sampling noise); functions are ranked by the change in share. When
+//! two shares (binomial sampling noise): the one change rule ([`crate::stats::effect`]) with
+//! that interval and that floor. Functions are ranked by the change in share. When
 //! both files have a wall-clock view, where the threads' time went is compared too
 //! ([`super::wall`], its own rule). Why the new side is slower or faster, the loss attributed
 //! to the machine figures, is [`super::why`]'s. The result is a typed, serde-serialisable
@@ -21,6 +22,7 @@ use crate::diagnose::analyse::stacks::stacks_of;
 use crate::diagnose::record::sampler::SamplingMode;
 use crate::diagnose::symbolize::stack::StackCount;
 use crate::schema::Level;
+use crate::stats::effect::{Effect, Reading, Rule, Way};
 use crate::words::compare::{self as words, NoSite};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -82,6 +84,18 @@ pub enum Direction {
     Shrunk,
     /// Moved less than noise, or less than [`MIN_CHANGE`].
     Within,
+}
+
+impl Direction {
+    /// A share's move as the one change rule ([`crate::stats::effect`]) reads it: grown or
+    /// shrunk when it counts, else within (a share has no better direction).
+    pub fn of(reading: Reading) -> Direction {
+        match reading.change() {
+            Some(Way::Up) => Direction::Grown,
+            Some(Way::Down) => Direction::Shrunk,
+            None => Direction::Within,
+        }
+    }
 }
 
 /// One function (or module) on both sides.
@@ -328,13 +342,13 @@ fn change(
     let noise = NOISE_SE
         * crate::stats::share_difference_se((old.share, o.samples), (new.share, n.samples));
     let d = new.share - old.share;
-    let direction = if d.abs() < MIN_CHANGE || d.abs() <= noise {
-        Direction::Within
-    } else if d > 0.0 {
-        Direction::Grown
-    } else {
-        Direction::Shrunk
-    };
+    let direction = Direction::of(
+        Rule {
+            floor: Some(MIN_CHANGE),
+            ..Rule::default()
+        }
+        .read(&Effect::difference_within(d, noise)),
+    );
     FunctionChange {
         name,
         module,

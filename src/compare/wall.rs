@@ -11,8 +11,9 @@
 //! which reason a short wait had comes from the looks at /proc). What moves them is the run
 //! itself: other load, scheduling, where the lock holder was preempted. That run-to-run noise
 //! one run per side cannot measure, so no standard error is invented for it: a share that
-//! moved by [`MIN_WALL_CHANGE`] or more is marked, and the rule says in words that only
-//! repeated runs of each side tell whether that is beyond noise.
+//! moved by [`MIN_WALL_CHANGE`] or more is marked (the one change rule, [`crate::stats::effect`],
+//! with no interval and that floor), and the rule says in words that only repeated runs of
+//! each side tell whether that is beyond noise.
 
 use super::profile::Direction;
 use crate::diagnose::Diagnosis;
@@ -20,6 +21,7 @@ use crate::diagnose::analyse::hotspots::short_module;
 use crate::diagnose::analyse::runtimes::WaitKind;
 use crate::diagnose::analyse::wall::{StateTimes, WallReport};
 use crate::diagnose::record::wall::{BlockReason, OffCpu};
+use crate::stats::effect::{Effect, Rule};
 use crate::words::compare as words;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -163,13 +165,14 @@ fn amount(s: f64, side: Option<&GroupSide>) -> WallAmount {
 }
 
 fn direction(d: f64) -> Direction {
-    if d.abs() < MIN_WALL_CHANGE {
-        Direction::Within
-    } else if d > 0.0 {
-        Direction::Grown
-    } else {
-        Direction::Shrunk
-    }
+    // No interval: one run a side cannot measure the run-to-run noise (see above).
+    Direction::of(
+        Rule {
+            floor: Some(MIN_WALL_CHANGE),
+            ..Rule::default()
+        }
+        .read(&Effect::difference(d, None)),
+    )
 }
 
 /// The seconds of each state in `t`.

@@ -51,6 +51,7 @@ use crate::diagnose::analyse::rules::CostSource;
 use crate::diagnose::analyse::runtimes::{self, Role, Runtime};
 use crate::diagnose::record::work::{WorkMeasure, WorkRecord};
 use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
+use crate::stats::effect::{Effect, Rule};
 use crate::words::why as words;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -865,6 +866,12 @@ fn figure_changes(m: &Machines) -> Vec<FigureChange> {
         .collect()
 }
 
+/// Whether a prediction holds: the observed ratio within [`HOLD_FACTOR`] of the predicted,
+/// either way. Not the change rule of [`crate::stats::effect`]: that asks whether a figure
+/// moved beyond its noise; this asks whether two figures agree, a model's prediction (with
+/// no interval) against an observation, and passes when they are close, not when they differ.
+/// Its noise is held off by [`MIN_SAMPLES_TO_JUDGE`] and a factor wider than two counts'
+/// sampling noise, not by an interval.
 fn holds(predicted: f64, observed: f64) -> bool {
     predicted > 0.0 && observed > 0.0 && (observed / predicted).ln().abs() <= HOLD_FACTOR.ln()
 }
@@ -895,15 +902,22 @@ pub fn explain(s: &Sides) -> Why {
         .map(|l| l.points)
         .or(cpu.points)
         .unwrap_or(0.0);
+    // The one change rule (`crate::stats::effect`), with no floor: is the loss beyond noise?
     let beyond_noise = match &loss {
-        Some(l) => l.low.zip(l.high).map(|(lo, hi)| !(lo <= 1.0 && 1.0 <= hi)),
+        Some(l) => l.low.zip(l.high).map(|iv| {
+            Rule::default()
+                .read(&Effect::ratio(l.ratio, Some(iv)))
+                .beyond_noise()
+        }),
         None => {
             let (a, b) = (old.sampling.samples as f64, new.sampling.samples as f64);
             let se = (1.0 / a.max(1.0) + 1.0 / b.max(1.0)).sqrt();
-            Some(
-                cpu.ratio
-                    .is_some_and(|r| r > 0.0 && r.ln().abs() > NOISE_SE * se),
-            )
+            // The log ratio of two Poisson counts, within NOISE_SE standard errors.
+            Some(cpu.ratio.filter(|r| *r > 0.0).is_some_and(|r| {
+                Rule::default()
+                    .read(&Effect::difference_within(r.ln(), NOISE_SE * se))
+                    .beyond_noise()
+            }))
         }
     };
     let (fo, fnw) = (figures_of(old), figures_of(new));

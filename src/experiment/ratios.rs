@@ -15,8 +15,9 @@
 use super::{
     ArmResult, Comparison, Family, Measure, PlannedComparison, Scaling, ScalingPoint, Variant,
 };
+use crate::stats::effect::{Effect, Negligible, Reading, Rule};
 use crate::stats::{CONFIDENCE, median_interval, paired_ratios};
-use crate::words::experiment::{self as words, Effect, HugeGot, TrappedBy};
+use crate::words::experiment::{self as words, HugeGot, TrappedBy};
 
 /// Efficiency (speedup / ideal) below which a scaling curve has fallen away from ideal: at
 /// 0.8, a quarter more CPUs buy what a fifth fewer would have. The Netflix JVM case expected
@@ -77,25 +78,26 @@ pub fn as_speed(r: &PairedRatio, higher_is_better: bool) -> (f64, f64, f64) {
     }
 }
 
-/// How a speed factor and its interval read: no measurable effect (within
-/// [`NO_EFFECT_WITHIN`] of 1, interval within [`NO_EFFECT_INTERVAL`]), unclear (the interval
-/// holds 1), or clear.
-pub fn effect(speed: f64, low: f64, high: f64) -> Effect {
-    if low <= 1.0 && 1.0 <= high {
-        let narrow = low >= 1.0 / NO_EFFECT_INTERVAL && high <= NO_EFFECT_INTERVAL;
-        return if (speed - 1.0).abs() <= NO_EFFECT_WITHIN && narrow {
-            Effect::NoneMeasurable
-        } else {
-            Effect::Unclear { speed }
-        };
-    }
-    Effect::Clear { speed }
+/// How a speed factor and its interval read, by the one change rule
+/// ([`crate::stats::effect`]): a ratio with its interval, no floor (an interval that leaves
+/// out 1 is an effect, however small), and [`NO_EFFECT_WITHIN`] / [`NO_EFFECT_INTERVAL`] as
+/// the margin within which it is none. [`Reading::Negligible`] is no measurable effect,
+/// [`Reading::WithinNoise`] unclear (the interval holds 1), a change clear.
+pub fn effect(speed: f64, low: f64, high: f64) -> Reading {
+    let rule = Rule {
+        negligible: Some(Negligible {
+            estimate: NO_EFFECT_WITHIN,
+            interval: (1.0 / NO_EFFECT_INTERVAL, NO_EFFECT_INTERVAL),
+        }),
+        ..Rule::default()
+    };
+    rule.read(&Effect::ratio(speed, Some((low, high))))
 }
 
 /// `1.42x slower` / `1.10x faster` / `no measurable effect`, from a speed factor and its
 /// interval.
 pub fn effect_words(speed: f64, low: f64, high: f64) -> String {
-    words::effect(effect(speed, low, high))
+    words::effect(speed, effect(speed, low, high))
 }
 
 /// The line of meaning for one comparison, in the variant's own terms.
@@ -113,8 +115,9 @@ pub fn meaning(
         };
         return words::not_measured(failed.as_ref().map(|(n, f)| (n.as_str(), *f)));
     };
-    let effect = effect_words(s, lo, hi);
-    let unclear = lo <= 1.0 && 1.0 <= hi;
+    let reading = effect(s, lo, hi);
+    let effect = words::effect(s, reading);
+    let unclear = !reading.beyond_noise();
     match (family, &arm.variant) {
         (Family::Pages, _) => words::pages(&effect, unclear, s, &huge_words(baseline)),
         (Family::Neighbour, Variant::Neighbour { kind, .. }) => {

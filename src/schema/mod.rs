@@ -128,6 +128,30 @@ pub enum Better {
     Neither,
 }
 
+/// What a figure's move beyond noise is, by which way it is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// The worse way: a regression.
+    Worse,
+    /// The better way: an improvement.
+    Better,
+    /// The figure has no better direction (a fact): changed, no more.
+    Changed,
+}
+
+impl Better {
+    /// What a move `way` ([`crate::stats::effect`]'s reading of the figure) is for this
+    /// figure: the one place a move becomes a regression or an improvement.
+    pub fn moved(self, way: crate::stats::effect::Way) -> Moved {
+        use crate::stats::effect::Way;
+        match (self, way) {
+            (Better::Neither, _) => Moved::Changed,
+            (Better::Lower, Way::Up) | (Better::Higher, Way::Down) => Moved::Worse,
+            (Better::Lower, Way::Down) | (Better::Higher, Way::Up) => Moved::Better,
+        }
+    }
+}
+
 /// One headline figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {
@@ -175,9 +199,9 @@ impl Interval {
             })
     }
 
-    /// Whether the two intervals share no value.
-    pub fn disjoint(&self, other: &Interval) -> bool {
-        self.high < other.low || other.high < self.low
+    /// `(low, high)`, as [`crate::stats::effect::Effect`] takes an interval.
+    pub fn bounds(&self) -> (f64, f64) {
+        (self.low, self.high)
     }
 }
 

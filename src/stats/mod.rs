@@ -10,8 +10,12 @@
 //!
 //! Runs on two machines are not paired: [`two_sample`] gives the ratio of two independent
 //! samples (Hodges-Lehmann, with its Mann-Whitney interval).
+//!
+//! Whether a figure changed is one rule over one model, [`effect`]: an effect with its
+//! interval, read as a change, which way, and how sure.
 
 pub mod ckmeans;
+pub mod effect;
 pub mod two_sample;
 
 pub use two_sample::{RatioEstimate, ratio_of_two_samples};

@@ -1,43 +1,25 @@
 //! The sentences of `cpudoctor experiment`: a variant's effect, and the line of meaning beside
-//! each comparison, in the variant's own terms. `experiment::stats` decides the effect and
-//! the case; these functions say it.
+//! each comparison, in the variant's own terms. `experiment::ratios` decides the effect (by
+//! the one change rule, `crate::stats::effect`) and the case; these functions say it.
 
 use crate::format::human_bytes;
+use crate::stats::effect::Reading;
 
-/// A speed factor (above 1: faster) as its interval lets it be read.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Effect {
-    /// Close to 1 with a narrow interval around it.
-    NoneMeasurable,
-    /// The interval holds 1 but is too wide to say "none".
-    Unclear {
-        /// The speed factor.
-        speed: f64,
-    },
-    /// The interval excludes 1.
-    Clear {
-        /// The speed factor.
-        speed: f64,
-    },
-}
-
-/// `1.42x slower` / `1.10x faster` / `no measurable effect` / `no clear effect (...)`.
-pub fn effect(e: Effect) -> String {
-    let direction = |speed: f64| {
-        if speed >= 1.0 {
-            (speed, "faster")
-        } else {
-            (1.0 / speed, "slower")
-        }
+/// A speed factor (above 1: faster) as the change rule read it with its interval
+/// (`experiment::ratios::effect`): `1.42x slower` / `1.10x faster` (beyond noise) /
+/// `no measurable effect` (negligible) / `no clear effect (...)` (the interval holds 1).
+pub fn effect(speed: f64, reading: Reading) -> String {
+    let (by, way) = if speed >= 1.0 {
+        (speed, "faster")
+    } else {
+        (1.0 / speed, "slower")
     };
-    match e {
-        Effect::NoneMeasurable => "no measurable effect".into(),
-        Effect::Unclear { speed } => {
-            let (by, way) = direction(speed);
+    match reading {
+        Reading::Negligible => "no measurable effect".into(),
+        Reading::WithinNoise => {
             format!("no clear effect ({by:.2}x {way}, but the interval holds 1)")
         }
-        Effect::Clear { speed } => {
-            let (by, way) = direction(speed);
+        Reading::Change(_) | Reading::WithinAllowance(_) | Reading::BelowFloor(_) => {
             format!("{by:.2}x {way}")
         }
     }
