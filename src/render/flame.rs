@@ -19,7 +19,9 @@
 
 pub use crate::compare::flame::FlameError;
 use crate::diagnose::Diagnosis;
-use crate::diagnose::analyse::stacks::{FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns};
+use crate::diagnose::analyse::stacks::{
+    FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns,
+};
 use crate::diagnose::record::wall::OffCpu;
 use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::{self, Options};
@@ -39,10 +41,51 @@ fn options<'a>(title: &str, subtitle: &str) -> Options<'a> {
     o
 }
 
-fn draw(lines: &str, mut opt: Options<'_>, id: &str) -> Result<String, FlameError> {
+/// The largest total of counts a graph is drawn with: inferno adds a graph's counts in a
+/// `usize` (`flamegraph/merge.rs`), which the counts of a loaded file (outside input) can
+/// overflow. 2^53 is 285 years of thread time in microseconds, beyond any real recording,
+/// and every count below it is exact in an `f64`.
+const MAX_TOTAL_COUNT: f64 = 9_007_199_254_740_992.0;
+
+/// Folded lines whose `columns` trailing counts (1, or 2 for a differential folding) are
+/// scaled down together, in proportion, when a column's total passes [`MAX_TOTAL_COUNT`]: the
+/// widths are shares, so the picture stays the same. Lines as given otherwise.
+fn fit_counts(lines: &str, columns: usize) -> std::borrow::Cow<'_, str> {
+    let parsed: Vec<(&str, Vec<u64>)> = lines
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.rsplitn(columns + 1, ' ');
+            let mut counts: Vec<u64> = (0..columns)
+                .map(|_| parts.next()?.parse().ok())
+                .collect::<Option<_>>()?;
+            counts.reverse();
+            Some((parts.next()?, counts))
+        })
+        .collect();
+    let largest_total = (0..columns)
+        .map(|c| parsed.iter().map(|(_, n)| n[c] as f64).sum::<f64>())
+        .fold(0.0, f64::max);
+    if largest_total <= MAX_TOTAL_COUNT {
+        return std::borrow::Cow::Borrowed(lines);
+    }
+    let factor = MAX_TOTAL_COUNT / largest_total;
+    let mut out = String::new();
+    for (stack, counts) in parsed {
+        let scaled: Vec<String> = counts
+            .iter()
+            .map(|&n| ((n as f64 * factor).floor() as u64).to_string())
+            .collect();
+        out.push_str(&format!("{stack} {}\n", scaled.join(" ")));
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `columns`: the counts each folded line ends with (2 for a differential folding).
+fn draw(lines: &str, mut opt: Options<'_>, id: &str, columns: usize) -> Result<String, FlameError> {
     if lines.trim().is_empty() {
         return Err(FlameError::NoSamples);
     }
+    let lines = fit_counts(lines, columns);
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut opt, lines.lines(), &mut svg)
         .map_err(|e| FlameError::Inferno(e.to_string()))?;
@@ -59,6 +102,7 @@ pub fn flame_graph(d: &Diagnosis, title: &str, id: &str) -> Result<String, Flame
         &folded_samples(d, LeafOffsets::Drop),
         options(title, &subtitle),
         id,
+        1,
     )
 }
 
@@ -132,7 +176,7 @@ pub fn wall_flame_graph(d: &Diagnosis, title: &str, id: &str) -> Result<String, 
     let mut opt = options(title, &subtitle);
     opt.count_name = "us".into();
     opt.palette_map = Some(&mut palette);
-    draw(&text, opt, id)
+    draw(&text, opt, id, 1)
 }
 
 /// The differential flame graph of a differential folding ([`crate::compare::flame`]): the
@@ -145,6 +189,7 @@ pub fn differential(folded_lines: &str, title: &str, id: &str) -> Result<String,
             "frames of the new run; red: grew in share, blue: shrank (old scaled to the new total)",
         ),
         id,
+        2,
     )
 }
 
@@ -199,6 +244,32 @@ mod tests {
         assert!(!svg.contains("id=\"frames\""), "ids are prefixed");
         assert!(svg.contains("id=\"flame-1-frames\""));
         assert_eq!(svg, flame_graph(&d, "new.json", "flame-1").unwrap());
+    }
+
+    /// Guards the fuzz failure of 2026-11-27 (issue 32's merge): a loaded wall-clock stack of
+    /// ~10^30 ns became a count of u64::MAX us and inferno's sum of the counts overflowed.
+    #[test]
+    fn counts_whose_total_overflows_are_scaled_down_together() {
+        let lines = format!("a;b {}\nc {}\nd 0\n", u64::MAX, u64::MAX / 2);
+        let fitted = fit_counts(&lines, 1);
+        let counts: Vec<f64> = fitted
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap() as f64)
+            .collect();
+        assert!(counts.iter().sum::<f64>() <= MAX_TOTAL_COUNT);
+        assert!((counts[0] / counts[1] - 2.0).abs() < 1e-9, "{fitted}");
+        assert!(fitted.starts_with("a;b "), "{fitted}");
+        let svg = draw(&lines, options("t", "s"), "f", 1).unwrap();
+        assert!(svg.contains("<svg"));
+        let small = "a;b 3\nc 4\n";
+        assert_eq!(fit_counts(small, 1), small);
+        let two = format!("a 1 {}\nb {} 1\n", u64::MAX, u64::MAX);
+        let fitted = fit_counts(&two, 2);
+        assert!(
+            fitted.lines().all(|l| l.split(' ').count() == 3),
+            "{fitted}"
+        );
+        draw(&two, options("t", "s"), "f", 2).unwrap();
     }
 
     #[test]

@@ -6,7 +6,9 @@
 
 use super::Export;
 use crate::diagnose::Diagnosis;
-use crate::diagnose::analyse::stacks::{FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns};
+use crate::diagnose::analyse::stacks::{
+    FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns,
+};
 
 /// The folded-stacks exporter; its [`LeafOffsets`] says whether a named leaf keeps its offset
 /// (`spin+0x1a`: the `--folded` file keeps it).
@@ -40,10 +42,10 @@ impl Export<Diagnosis> for Folded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
     use crate::diagnose::analyse::stacks::stacks_of;
-    use crate::diagnose::test_fixture as fixture;
+    use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
     use crate::diagnose::symbolize::stack::{StackCount, StackFrame};
+    use crate::diagnose::test_fixture as fixture;
 
     /// The file's text, through the exporter.
     fn folded(d: &Diagnosis, leaf: LeafOffsets) -> String {
