@@ -145,7 +145,7 @@ mod tests {
         p.effects.insert("latency_page_kind".into(), json!("thp"));
         p.effects.insert(
             "levels".into(),
-            json!([{"name": "dram", "at_size_bytes": 1u64 << 30}]),
+            json!([{"name": "dram", "at_size_bytes": 1u64 << 30, "latency_ns": huge}]),
         );
         fp.probes.push(p);
         fp

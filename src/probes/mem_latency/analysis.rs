@@ -210,7 +210,7 @@ fn level_not_confirmed(l: &LevelOnCurve, levels: &[LevelOnCurve]) -> String {
     if l.dram_like == Some(true) {
         let l2 = levels
             .iter()
-            .find(|x| x.name == "l2")
+            .find(|x| x.level() == Some(CurveLevel::Cache(2)))
             .map_or(0.0, |x| x.latency_ns);
         return format!(
             "the curve shows no distinct level between L2 and DRAM: {:.0} ns at {at} (inside \

@@ -7,7 +7,7 @@
 //! (260 MiB on the Emerald Rapids guest) while its share of it is a few MiB, so every size up
 //! to 512 MiB sat "inside the L3" and the 140-155 ns plateau was labelled L3 latency.
 
-pub use crate::schema::probes::mem_latency::{CacheSize, DramFoundBy, LevelOnCurve};
+pub use crate::schema::probes::mem_latency::{CacheSize, CurveLevel, DramFoundBy, LevelOnCurve};
 use serde::Serialize;
 
 /// A cache level's latency is read at the largest measured size that fits in a quarter of
@@ -80,7 +80,7 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
             None
         };
         out.push(LevelOnCurve {
-            name: format!("l{}", c.level),
+            name: CurveLevel::Cache(c.level).name(),
             cache_bytes: Some(c.bytes),
             at_size_bytes: inside,
             latency_ns: lat,
@@ -98,7 +98,9 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
 }
 
 fn confirmed_l2(levels: &[LevelOnCurve]) -> Option<&LevelOnCurve> {
-    levels.iter().find(|l| l.name == "l2" && l.confirmed())
+    levels
+        .iter()
+        .find(|l| l.level() == Some(CurveLevel::Cache(2)) && l.confirmed())
 }
 
 /// Finds DRAM on a curve of `(size_bytes, median_ns)` points sorted by size, given the cache
@@ -135,7 +137,7 @@ pub fn locate_dram(
     };
     let l2_ns = confirmed_l2(levels).map(|l| l.latency_ns);
     let dram = |at: u64, ns: f64, by: DramFoundBy, plateau: Option<[u64; 2]>| LevelOnCurve {
-        name: "dram".into(),
+        name: CurveLevel::Dram.name(),
         cache_bytes: None,
         at_size_bytes: at,
         latency_ns: ns,
