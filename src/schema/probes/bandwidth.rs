@@ -372,6 +372,20 @@ mod tests {
     }
 
     #[test]
+    fn every_derived_effect_is_replaced() {
+        let full = BandwidthDerived {
+            read_bw_page_kind: Some(PageKind::Base4k),
+            huge_page_kind: Some(PageKind::Thp),
+            ..BandwidthDerived::default()
+        };
+        let keys: Vec<String> = to_map(&full).into_keys().collect();
+        assert_eq!(keys.len(), BandwidthDerived::EFFECTS.len());
+        for k in keys {
+            assert!(BandwidthDerived::EFFECTS.contains(&k.as_str()), "{k}");
+        }
+    }
+
+    #[test]
     fn prefetch_figures_are_named_once_per_page_kind() {
         assert_eq!(
             PrefetchOn::Huge.ids().gain.metric,
