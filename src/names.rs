@@ -50,12 +50,6 @@ pub mod metric {
     pub const C2C_LOAD_STORE_LATENCY_NS: &str = "c2c_load_store_latency_ns";
     /// `core_clock_ghz`.
     pub const CORE_CLOCK_GHZ: &str = "core_clock_ghz";
-    /// `dram_latency_4k_ns`.
-    pub const DRAM_LATENCY_4K_NS: &str = "dram_latency_4k_ns";
-    /// `dram_latency_huge_ns`.
-    pub const DRAM_LATENCY_HUGE_NS: &str = "dram_latency_huge_ns";
-    /// `dram_latency_ns`.
-    pub const DRAM_LATENCY_NS: &str = "dram_latency_ns";
     /// `false_sharing_atomic_ratio`.
     pub const FALSE_SHARING_ATOMIC_RATIO: &str = "false_sharing_atomic_ratio";
     /// `false_sharing_ratio`.
@@ -64,8 +58,6 @@ pub mod metric {
     pub const FALSE_SHARING_READER_RATIO: &str = "false_sharing_reader_ratio";
     /// `false_sharing_writer_ratio`.
     pub const FALSE_SHARING_WRITER_RATIO: &str = "false_sharing_writer_ratio";
-    /// `huge_page_read_gain_ratio`.
-    pub const HUGE_PAGE_READ_GAIN_RATIO: &str = "huge_page_read_gain_ratio";
     /// `packed_atomic_increment_ns`.
     pub const PACKED_ATOMIC_INCREMENT_NS: &str = "packed_atomic_increment_ns";
     /// `packed_increment_ns`.
@@ -88,8 +80,6 @@ pub mod metric {
     pub const PAUSE_SUSTAINED_NS: &str = "pause_sustained_ns";
     /// `private_atomic_increment_ns`.
     pub const PRIVATE_ATOMIC_INCREMENT_NS: &str = "private_atomic_increment_ns";
-    /// `read_bw_1t_gbs`.
-    pub const READ_BW_1T_GBS: &str = "read_bw_1t_gbs";
     /// `shared_atomic_increment_ns`.
     pub const SHARED_ATOMIC_INCREMENT_NS: &str = "shared_atomic_increment_ns";
     /// `split_lock_latency_ns`.
@@ -102,20 +92,6 @@ pub mod metric {
     pub const SPLIT_LOCK_OP_MEAN_NS: &str = "split_lock_op_mean_ns";
     /// `split_lock_ratio`.
     pub const SPLIT_LOCK_RATIO: &str = "split_lock_ratio";
-    /// `tlb_penalty_ratio`.
-    pub const TLB_PENALTY_RATIO: &str = "tlb_penalty_ratio";
-    /// `tlb_reach_bytes`.
-    pub const TLB_REACH_BYTES: &str = "tlb_reach_bytes";
     /// `true_sharing_ratio`.
     pub const TRUE_SHARING_RATIO: &str = "true_sharing_ratio";
-}
-
-/// Effects read outside the probe that records them.
-pub mod effect {
-    /// mem-latency: why the sweep stops short of the size it wanted.
-    pub const MAX_SIZE_CAPPED: &str = "max_size_capped";
-    /// bandwidth: why the buffers are smaller than wanted.
-    pub const BUFFER_CAPPED: &str = "buffer_capped";
-    /// mem-latency and bandwidth: what a cgroup memory limit or `RLIMIT_AS` left them.
-    pub const MEMORY_LIMIT: &str = "memory_limit";
 }

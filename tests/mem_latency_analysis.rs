@@ -11,7 +11,7 @@
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use cpudoctor::hazards::{Hazard, tlb::SmallPagePenalty};
-use cpudoctor::probes::mem_latency::{analyze, reanalyze};
+use cpudoctor::probes::mem_latency::reanalyze;
 use cpudoctor::schema::{Fingerprint, Level, ProbeResult, json::from_json_bytes};
 
 mod common;
@@ -162,7 +162,7 @@ fn a_sweep_that_stops_short_of_dram_is_not_judged_and_says_why() {
         !k.starts_with("latency_ns.")
             || k.rsplit('.').next().unwrap().parse::<u64>().unwrap() < 64 << 20
     });
-    let a = analyze(p);
+    let a = reanalyze(p);
     assert!(a.metrics.iter().all(|m| !m.name.starts_with("dram")));
     let why = a.not_measured["tlb_penalty_ratio"].clone();
     assert!(why.starts_with("DRAM not reached"), "{why}");

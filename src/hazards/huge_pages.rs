@@ -9,43 +9,53 @@
 use super::{Hazard, Inputs};
 use crate::machine::ThpEnabled;
 use crate::measure::buffer::{HUGE_2M, PageKind, PageKindOutcome};
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::schema::figures::FigureId;
+use crate::schema::probes::bandwidth::BandwidthEffects;
+use crate::schema::probes::mem_latency::{MemLatencyEffects, MemLatencyFigures};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::huge_pages::{self as words, Facts, Outcome, Request};
 
 /// The huge-pages rule.
 pub struct HugePages;
 
+/// What became of the page kinds each memory probe asked for (`effects.page_kinds`):
+/// mem-latency's, then bandwidth's.
+fn page_kinds(fp: &Inputs<'_>) -> Vec<Vec<PageKindOutcome>> {
+    [
+        fp.raw::<MemLatencyEffects>(probe::MEM_LATENCY)
+            .map(|e| e.page_kinds),
+        fp.raw::<BandwidthEffects>(probe::BANDWIDTH)
+            .map(|e| e.page_kinds),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// What the probes found for the THP request, from the first memory probe whose THP buffer
 /// was made. A buffer that could not be allocated (too little memory left after the other
 /// kinds' buffers) says nothing about whether huge pages take, so it is passed over.
 fn thp_outcome(fp: &Inputs<'_>) -> Option<Request> {
-    [probe::MEM_LATENCY, probe::BANDWIDTH]
-        .iter()
-        .find_map(|name| {
-            // Record by record: one this build cannot read does not hide the others.
-            let thp = fp
-                .effect(name, "page_kinds")?
-                .as_array()?
-                .iter()
-                .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
-                .find(|k| k.requested() == PageKind::Thp && k.took().is_some())?;
-            Some(match thp.backing() {
-                Some(b) => Request {
-                    took: b.took,
-                    huge_fraction: b.huge_fraction,
-                    mapping_bytes: b.mapping_bytes,
-                    note: b.note.clone(),
-                },
-                None => Request {
-                    took: thp.took()?,
-                    huge_fraction: 0.0,
-                    mapping_bytes: 0,
-                    note: thp.note().to_string(),
-                },
-            })
+    page_kinds(fp).into_iter().find_map(|kinds| {
+        let thp = kinds
+            .into_iter()
+            .find(|k| k.requested() == PageKind::Thp && k.took().is_some())?;
+        Some(match thp.backing() {
+            Some(b) => Request {
+                took: b.took,
+                huge_fraction: b.huge_fraction,
+                mapping_bytes: b.mapping_bytes,
+                note: b.note.clone(),
+            },
+            None => Request {
+                took: thp.took()?,
+                huge_fraction: 0.0,
+                mapping_bytes: 0,
+                note: thp.note().to_string(),
+            },
         })
+    })
 }
 
 impl Hazard for HugePages {
@@ -63,10 +73,7 @@ impl Hazard for HugePages {
     }
 
     fn quotes(&self) -> &'static [FigureId] {
-        &[FigureId {
-            probe: probe::MEM_LATENCY,
-            metric: metric::TLB_PENALTY_RATIO,
-        }]
+        &[MemLatencyFigures::TLB_PENALTY_RATIO]
     }
 
     fn probes(&self) -> Vec<&'static str> {
@@ -74,16 +81,12 @@ impl Hazard for HugePages {
     }
 
     fn unjudged_reason(&self, fp: &Inputs<'_>) -> String {
-        let unmapped = [probe::MEM_LATENCY, probe::BANDWIDTH]
-            .iter()
-            .find_map(|name| {
-                fp.effect(name, "page_kinds")?
-                    .as_array()?
-                    .iter()
-                    .filter_map(|k| serde_json::from_value::<PageKindOutcome>(k.clone()).ok())
-                    .find(|k| k.requested() == PageKind::Thp)
-                    .map(|k| k.note().to_string())
-            });
+        let unmapped = page_kinds(fp).into_iter().find_map(|kinds| {
+            kinds
+                .into_iter()
+                .find(|k| k.requested() == PageKind::Thp)
+                .map(|k| k.note().to_string())
+        });
         words::not_tried(unmapped.as_deref())
     }
 
@@ -109,7 +112,8 @@ impl Hazard for HugePages {
             outcome,
             huge_page_bytes: HUGE_2M,
             penalty_ratio: fp
-                .metric(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)
+                .figures::<MemLatencyFigures>()
+                .and_then(|f| f.tlb_penalty_ratio)
                 .map(|m| m.value),
         };
         Some(Verdict {

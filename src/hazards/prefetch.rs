@@ -8,9 +8,11 @@
 //! Prescott's do not, and it read 4.2 GB/s either way.
 
 use super::{Hazard, Inputs};
-use crate::names::{metric, probe};
+use crate::measure::buffer::PageKind;
+use crate::names::probe;
 use crate::schema::figures::FigureId;
-use crate::schema::{Interval, Level, Verdict};
+use crate::schema::probes::bandwidth::{BandwidthDerived, BandwidthFigures as F, PrefetchOn};
+use crate::schema::{Interval, Level, Metric, Verdict};
 use crate::words::verdicts::prefetch::{self as words, Decisive, Facts, PageSizeEffect};
 
 /// A prefetch distance that changes streaming bandwidth by this much (either way) is worth
@@ -31,32 +33,14 @@ impl Hazard for SoftwarePrefetch {
     }
 
     fn reads(&self) -> &'static [FigureId] {
-        &[
-            FigureId {
-                probe: probe::BANDWIDTH,
-                metric: "prefetch_read_gain_ratio",
-            },
-            FigureId {
-                probe: probe::BANDWIDTH,
-                metric: "prefetch_read_worst_ratio",
-            },
-        ]
+        &[F::PREFETCH_READ_GAIN_RATIO, F::PREFETCH_READ_WORST_RATIO]
     }
 
     fn quotes(&self) -> &'static [FigureId] {
         &[
-            FigureId {
-                probe: probe::BANDWIDTH,
-                metric: "prefetch_best_distance_bytes",
-            },
-            FigureId {
-                probe: probe::BANDWIDTH,
-                metric: metric::READ_BW_1T_GBS,
-            },
-            FigureId {
-                probe: probe::BANDWIDTH,
-                metric: metric::HUGE_PAGE_READ_GAIN_RATIO,
-            },
+            F::PREFETCH_BEST_DISTANCE_BYTES,
+            F::READ_BW_1T_GBS,
+            F::HUGE_PAGE_READ_GAIN_RATIO,
         ]
     }
 
@@ -65,22 +49,23 @@ impl Hazard for SoftwarePrefetch {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let m = |name: &str| fp.metric(probe::BANDWIDTH, name).map(|m| m.value);
-        let best = m("prefetch_read_gain_ratio")?;
-        let worst = m("prefetch_read_worst_ratio")?;
-        let base = m(metric::READ_BW_1T_GBS)?;
-        let (help_level, hurt_level, level, borderline) = levels(fp, best, worst);
+        let f = fp.figures::<F>()?;
+        let prefetch = f.prefetch(PrefetchOn::Base);
+        let (best_metric, worst_metric) = (prefetch.gain?, prefetch.worst?);
+        let (best, worst) = (best_metric.value, worst_metric.value);
+        let base = f.read_bw_1t_gbs.as_ref()?.value;
+        let (help_level, hurt_level, level, borderline) = levels(fp, (&best_metric, &worst_metric));
         let facts = Facts {
             best_ratio: best,
-            best_metric: fp.metric(probe::BANDWIDTH, "prefetch_read_gain_ratio"),
-            best_distance_bytes: m("prefetch_best_distance_bytes").unwrap_or(0.0),
+            best_metric: Some(&best_metric),
+            best_distance_bytes: prefetch.best_distance.map_or(0.0, |m| m.value),
             worst_ratio: worst,
-            worst_metric: fp.metric(probe::BANDWIDTH, "prefetch_read_worst_ratio"),
+            worst_metric: Some(&worst_metric),
             worst_distance_bytes: worst_distance(fp),
             read_bw_gbs: base,
             hurts: worst <= 1.0 - EFFECT_RATIO,
             helps: best >= 1.0 + EFFECT_RATIO,
-            page_size: m(metric::HUGE_PAGE_READ_GAIN_RATIO).map(|g| {
+            page_size: f.huge_page_read_gain_ratio.map(|g| g.value).map(|g| {
                 if g >= 1.0 + EFFECT_RATIO {
                     PageSizeEffect::Faster(g)
                 } else if g <= 1.0 - EFFECT_RATIO {
@@ -113,24 +98,26 @@ impl Hazard for SoftwarePrefetch {
 /// The levels of the gain and of the harm, the verdict's level (the higher) and its
 /// borderline. With intervals: an effect counts only when its whole interval is past the bar;
 /// one that reaches the bar is borderline.
-fn levels(fp: &Inputs<'_>, best: f64, worst: f64) -> (Level, Level, Level, Option<Level>) {
-    let interval = |name: &str| fp.metric(probe::BANDWIDTH, name).and_then(|m| m.interval);
+fn levels(
+    fp: &Inputs<'_>,
+    (best, worst): (&Metric, &Metric),
+) -> (Level, Level, Level, Option<Level>) {
     let (help_level, help_border) = super::level_near_thresholds(
         fp,
-        best,
-        interval("prefetch_read_gain_ratio").as_ref(),
+        best.value,
+        best.interval.as_ref(),
         Level::Ok,
         &[(1.0 + EFFECT_RATIO, Level::Notice)],
     );
     // The worst ratio falls as the harm grows: judge its negation.
-    let negated = interval("prefetch_read_worst_ratio").map(|i| Interval {
+    let negated = worst.interval.map(|i| Interval {
         low: -i.high,
         high: -i.low,
         confidence: i.confidence,
     });
     let (hurt_level, hurt_border) = super::level_near_thresholds(
         fp,
-        -worst,
+        -worst.value,
         negated.as_ref(),
         Level::Ok,
         &[(-(1.0 - EFFECT_RATIO), Level::Notice)],
@@ -143,18 +130,19 @@ fn levels(fp: &Inputs<'_>, best: f64, worst: f64) -> (Level, Level, Level, Optio
 /// The worst prefetch distance, from the page kind the headline figures are on
 /// (`read_bw_page_kind`: 4k unless the run asked only for huge pages).
 fn worst_distance(fp: &Inputs<'_>) -> Option<String> {
-    let headline_kind = fp
-        .effect(probe::BANDWIDTH, "read_bw_page_kind")
-        .and_then(|k| k.as_str())
-        .unwrap_or("4k");
-    fp.effect(probe::BANDWIDTH, "prefetch_gain_by_distance")
-        .and_then(|g| g.get(headline_kind))
-        .and_then(|g| g.as_object())
-        .and_then(|g| {
-            g.iter()
-                .filter_map(|(d, v)| Some((d.clone(), v.as_f64()?)))
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-        })
+    let derived = fp.raw::<BandwidthDerived>(probe::BANDWIDTH)?;
+    let headline_kind = derived.read_bw_page_kind.unwrap_or(PageKind::Base4k);
+    let mut gains: Vec<(String, f64)> = derived
+        .prefetch_gain_by_distance
+        .get(&headline_kind)?
+        .iter()
+        .map(|(d, g)| (d.to_string(), *g))
+        .collect();
+    // In the order the file lists them (by name), so a tie names the distance it named.
+    gains.sort_by(|a, b| a.0.cmp(&b.0));
+    gains
+        .into_iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(d, _)| d)
 }
 

@@ -12,8 +12,9 @@
 //! `effects.not_measured`.
 
 use super::{Hazard, Inputs};
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::schema::figures::FigureId;
+use crate::schema::probes::mem_latency::{CurveLevel, MemLatencyDerived, MemLatencyFigures as F};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::tlb::{self as words, Facts};
 
@@ -38,30 +39,15 @@ impl Hazard for SmallPagePenalty {
     }
 
     fn reads(&self) -> &'static [FigureId] {
-        &[FigureId {
-            probe: probe::MEM_LATENCY,
-            metric: metric::TLB_PENALTY_RATIO,
-        }]
+        &[F::TLB_PENALTY_RATIO]
     }
 
     fn quotes(&self) -> &'static [FigureId] {
         &[
-            FigureId {
-                probe: probe::MEM_LATENCY,
-                metric: metric::DRAM_LATENCY_4K_NS,
-            },
-            FigureId {
-                probe: probe::MEM_LATENCY,
-                metric: metric::DRAM_LATENCY_HUGE_NS,
-            },
-            FigureId {
-                probe: probe::MEM_LATENCY,
-                metric: metric::DRAM_LATENCY_NS,
-            },
-            FigureId {
-                probe: probe::MEM_LATENCY,
-                metric: metric::TLB_REACH_BYTES,
-            },
+            F::DRAM_LATENCY_4K_NS,
+            F::DRAM_LATENCY_HUGE_NS,
+            F::DRAM_LATENCY_NS,
+            F::TLB_REACH_BYTES,
         ]
     }
 
@@ -70,19 +56,16 @@ impl Hazard for SmallPagePenalty {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let penalty = fp.metric(probe::MEM_LATENCY, metric::TLB_PENALTY_RATIO)?;
-        let small = fp
-            .metric(probe::MEM_LATENCY, metric::DRAM_LATENCY_4K_NS)?
-            .value;
+        let f = fp.figures::<F>()?;
+        let penalty = f.tlb_penalty_ratio.as_ref()?;
+        let small = f.dram_latency_4k_ns.as_ref()?.value;
         // Huge pages at the size the penalty is read at; an earlier build read the penalty at
         // the DRAM size itself and saved no figure of its own for it.
-        let dram = fp
-            .metric(probe::MEM_LATENCY, metric::DRAM_LATENCY_NS)
-            .map(|m| m.value);
-        let huge = fp
-            .metric(probe::MEM_LATENCY, metric::DRAM_LATENCY_HUGE_NS)
-            .map(|m| m.value)
-            .or(dram)?;
+        let dram = f.dram_latency_ns.as_ref().map(|m| m.value);
+        let huge = f.dram_latency_huge_ns.as_ref().map(|m| m.value).or(dram)?;
+        let derived = fp
+            .raw::<MemLatencyDerived>(probe::MEM_LATENCY)
+            .unwrap_or_default();
         let (level, borderline) = super::level_near_thresholds(
             fp,
             penalty.value,
@@ -96,17 +79,17 @@ impl Hazard for SmallPagePenalty {
             penalty_metric: penalty,
             small_page_ns: small,
             huge_page_ns: huge,
-            huge_kind: fp
-                .effect(probe::MEM_LATENCY, "latency_page_kind")
-                .and_then(|k| k.as_str())
-                .map(str::to_string),
+            huge_kind: derived.latency_page_kind.map(|k| k.name().to_string()),
             // Quoted only where it differs from the huge-page figure by more than 5%.
             dram_ns: dram.filter(|d| (d - huge).abs() > 0.05 * d),
-            size_bytes: penalty_size(fp),
-            by_size: penalty_by_size(fp),
-            tlb_reach_bytes: fp
-                .metric(probe::MEM_LATENCY, metric::TLB_REACH_BYTES)
-                .map(|m| m.value as u64),
+            size_bytes: penalty_size(&derived),
+            by_size: derived
+                .tlb_penalty_by_size
+                .iter()
+                .flatten()
+                .map(|(s, r)| (*s, *r))
+                .collect(),
+            tlb_reach_bytes: f.tlb_reach_bytes.as_ref().map(|m| m.value as u64),
             hypervisor: fp
                 .machine
                 .hypervisor
@@ -129,30 +112,15 @@ impl Hazard for SmallPagePenalty {
 }
 
 /// The DRAM size the penalty was read at (older fingerprints: the DRAM level's size).
-fn penalty_size(fp: &Inputs<'_>) -> Option<u64> {
-    fp.effect(probe::MEM_LATENCY, "tlb_penalty_size_bytes")
-        .and_then(|s| s.as_u64())
-        .or_else(|| {
-            fp.effect(probe::MEM_LATENCY, "levels")
-                .and_then(|l| l.as_array())
-                .and_then(|l| l.iter().find(|x| x["name"] == "dram"))
-                .and_then(|d| d["at_size_bytes"].as_u64())
-        })
-}
-
-/// The penalty at each DRAM size, smallest first: it grows with the memory touched.
-fn penalty_by_size(fp: &Inputs<'_>) -> Vec<(u64, f64)> {
-    fp.effect(probe::MEM_LATENCY, "tlb_penalty_by_size")
-        .and_then(|m| m.as_object())
-        .map(|m| {
-            let mut v: Vec<(u64, f64)> = m
-                .iter()
-                .filter_map(|(k, r)| Some((k.parse().ok()?, r.as_f64()?)))
-                .collect();
-            v.sort_by_key(|p| p.0);
-            v
-        })
-        .unwrap_or_default()
+fn penalty_size(derived: &MemLatencyDerived) -> Option<u64> {
+    derived.tlb_penalty_size_bytes.or_else(|| {
+        derived
+            .levels
+            .iter()
+            .flatten()
+            .find(|l| l.level() == Some(CurveLevel::Dram))
+            .map(|d| d.at_size_bytes)
+    })
 }
 
 #[cfg(test)]
@@ -177,7 +145,7 @@ mod tests {
         p.effects.insert("latency_page_kind".into(), json!("thp"));
         p.effects.insert(
             "levels".into(),
-            json!([{"name": "dram", "at_size_bytes": 1u64 << 30}]),
+            json!([{"name": "dram", "at_size_bytes": 1u64 << 30, "latency_ns": huge}]),
         );
         fp.probes.push(p);
         fp

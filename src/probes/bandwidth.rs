@@ -18,14 +18,20 @@
 // kernels it times do not exist, so its measuring half is compiled but never called there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use super::{Measurement, ProbeContext, ProbeFailure, Profile};
 use crate::format::human_bytes;
+use crate::machine::Machine;
 use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
 use crate::measure::pin_to_cpu;
-use crate::names::{metric, probe};
-use crate::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::names::probe;
+use crate::schema::figures::Analysis;
+use crate::schema::probes::bandwidth::{
+    BandwidthAnalysis, BandwidthDerived, BandwidthEffects, BandwidthParams, BandwidthRaw,
+    BandwidthSamples, Prefetch, PrefetchOn, ReadConfig,
+};
+use crate::schema::{Better, Metric, Series};
 use crate::stats;
-use serde_json::json;
+use std::collections::BTreeMap;
 
 /// The bandwidth probe.
 pub struct BandwidthProbe;
@@ -65,23 +71,25 @@ fn default_size(profile: Profile, llc: Option<u64>) -> u64 {
     }
 }
 
-impl Probe for BandwidthProbe {
-    fn name(&self) -> &'static str {
-        probe::BANDWIDTH
-    }
+impl Measurement for BandwidthProbe {
+    type Raw = BandwidthRaw;
+    type Figures = BandwidthAnalysis;
+    const NAME: &'static str = probe::BANDWIDTH;
+    const ABOUT: &'static str =
+        "Sequential read bandwidth (widest vector loads; 1 and all threads; page size; prefetch)";
 
-    fn about(&self) -> &'static str {
-        "Sequential read bandwidth (widest vector loads; 1 and all threads; page size; prefetch)"
-    }
-
-    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    fn measure(&self, ctx: &ProbeContext) -> Result<BandwidthRaw, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
-        run(ctx)
+        measure(ctx)
+    }
+
+    fn analyse(raw: &BandwidthRaw, _machine: &Machine) -> Analysis<BandwidthAnalysis> {
+        Analysis::of(analyse(raw))
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn measure(_ctx: &ProbeContext) -> Result<BandwidthRaw, ProbeFailure> {
     unreachable!("require_x86_64 skips first")
 }
 
@@ -103,16 +111,12 @@ impl Config {
         }
     }
 
-    /// Sample name: `read_bw_gbs.1t.4k.none`, `read_bw_gbs.2t.thp.pf2048`.
-    fn label(&self) -> String {
-        format!(
-            "{}t.{}.{}",
-            self.threads,
-            self.kind.name(),
-            self.prefetch
-                .map(|d| format!("pf{d}"))
-                .unwrap_or_else(|| "none".into())
-        )
+    fn key(&self) -> ReadConfig {
+        ReadConfig {
+            threads: self.threads,
+            kind: self.kind,
+            prefetch_bytes: self.prefetch,
+        }
     }
 
     fn median(&self) -> Option<f64> {
@@ -208,7 +212,7 @@ fn read_pass(
 }
 
 #[cfg(target_arch = "x86_64")]
-fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn measure(ctx: &ProbeContext) -> Result<BandwidthRaw, ProbeFailure> {
     use crate::arch::VectorWidth;
     let cpus = ctx.cpus()?;
     // Every pass reads from threads of its own, one per CPU.
@@ -277,46 +281,38 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         return Err(super::nothing_mapped(&backings));
     }
 
-    let mut r = ProbeResult::new(probe::BANDWIDTH, Status::Ok);
-    r.params.insert("cpus".into(), json!(cpus));
-    r.params.insert("repetitions".into(), json!(reps));
-    r.params.insert("buffer_bytes".into(), json!(size));
-    r.params.insert("windows_per_buffer".into(), json!(windows));
-    if let Some(why) = capped {
-        r.effects
-            .insert(crate::names::effect::BUFFER_CAPPED.into(), json!(why));
-    }
-    if let Some(room) = limit {
-        r.effects.insert(
-            crate::names::effect::MEMORY_LIMIT.into(),
-            json!(crate::words::machine::room_left(&room)),
-        );
-    }
-    r.params.insert("page_kinds".into(), json!(kinds));
-    r.params
-        .insert("prefetch_distances_bytes".into(), json!(PREFETCH_DISTANCES));
-    r.effects.insert("pinned_cpus".into(), json!(cpus));
-    r.effects.insert("vector_isa".into(), json!(width.name()));
-    r.effects
-        .insert("vector_width_bits".into(), json!(width.bits()));
-    r.effects.insert("page_kinds".into(), json!(backings));
-    r.effects.insert("first_touch_cpu".into(), json!(first));
-    r.effects.insert(
-        "all_threads_first_touch".into(),
-        json!(if per_thread_buffers {
-            "each reader's slice"
-        } else {
-            "first_touch_cpu (one NUMA node)"
-        }),
-    );
-    if let Some(llc) = llc {
-        r.effects.insert(
-            "buffer_over_llc_ratio".into(),
-            json!(size as f64 / llc as f64),
-        );
-    }
-    summarise(&mut r, &configs, cpus.len());
-    Ok(r)
+    Ok(BandwidthRaw {
+        params: BandwidthParams {
+            cpus: cpus.clone(),
+            repetitions: reps,
+            buffer_bytes: size,
+            windows_per_buffer: Some(windows),
+            page_kinds: kinds,
+            prefetch_distances_bytes: PREFETCH_DISTANCES.to_vec(),
+        },
+        effects: BandwidthEffects {
+            buffer_capped: capped,
+            memory_limit: limit.map(|room| crate::words::machine::room_left(&room)),
+            pinned_cpus: cpus,
+            vector_isa: width.name().to_string(),
+            vector_width_bits: width.bits(),
+            page_kinds: backings,
+            first_touch_cpu: Some(first),
+            all_threads_first_touch: Some(
+                if per_thread_buffers {
+                    "each reader's slice"
+                } else {
+                    "first_touch_cpu (one NUMA node)"
+                }
+                .to_string(),
+            ),
+            buffer_over_llc_ratio: llc.map(|llc| size as f64 / llc as f64),
+        },
+        samples: BandwidthSamples {
+            read_bw_gbs: configs.into_iter().map(|c| (c.key(), c.gbs)).collect(),
+        },
+        series: Vec::new(),
+    })
 }
 
 /// The all-threads pass's own buffers on a NUMA machine, one per kind the one-thread
@@ -445,14 +441,42 @@ fn measure_passes(
     Ok(configs.into_iter().map(|(_, c)| c).collect())
 }
 
-/// Metrics, samples and bars from the measured configurations.
-fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
-    for c in configs {
-        r.samples
-            .insert(format!("read_bw_gbs.{}", c.label()), c.gbs.clone());
-    }
-    r.series.push(Series::Bars {
-        name: "read_bw_gbs".into(),
+/// The configurations of a raw record, in the order they were measured ([`configurations`]):
+/// per page kind in the order asked for, one thread without and with each prefetch distance,
+/// then all threads.
+fn configs_of(raw: &BandwidthRaw) -> Vec<Config> {
+    let rank = |k: PageKind| {
+        raw.params
+            .page_kinds
+            .iter()
+            .chain(&PageKind::ALL)
+            .position(|x| *x == k)
+    };
+    let mut configs: Vec<Config> = raw
+        .samples
+        .read_bw_gbs
+        .iter()
+        .map(|(c, gbs)| Config {
+            kind: c.kind,
+            threads: c.threads,
+            prefetch: c.prefetch_bytes,
+            gbs: gbs.clone(),
+        })
+        .collect();
+    configs.sort_by_key(|c| (rank(c.kind), c.threads, c.prefetch));
+    configs
+}
+
+/// Every figure of a raw record, and the bars and facts beside them.
+fn analyse(raw: &BandwidthRaw) -> BandwidthAnalysis {
+    summarise(&configs_of(raw), raw.params.cpus.len())
+}
+
+/// Figures and bars from the measured configurations (at least one).
+fn summarise(configs: &[Config], all_threads: usize) -> BandwidthAnalysis {
+    let mut a = BandwidthAnalysis::default();
+    a.derived.series.push(Series::Bars {
+        name: BandwidthDerived::BARS.into(),
         unit: "GB/s".into(),
         labels: configs
             .iter()
@@ -472,6 +496,9 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
             .map(|c| c.median().unwrap_or(f64::NAN))
             .collect(),
     });
+    let Some(first) = configs.first() else {
+        return a;
+    };
 
     let find = |kind: PageKind, threads: usize, prefetch: Option<usize>| {
         configs
@@ -483,111 +510,72 @@ fn summarise(r: &mut ProbeResult, configs: &[Config], all_threads: usize) {
     let base = if find(PageKind::Base4k, 1, None).is_some() {
         PageKind::Base4k
     } else {
-        configs[0].kind
+        first.kind
     };
-    r.effects
-        .insert("read_bw_page_kind".into(), json!(base.name()));
+    a.derived.read_bw_page_kind = Some(base);
     let huge = configs
         .iter()
         .map(|c| c.kind)
         .find(|k| k.is_huge() && *k != base);
-    let metric = |name: &str, c: Option<&Config>| {
-        c.and_then(|c| Metric::from_samples(name, "GB/s", Better::Higher, &c.gbs))
+    let gbs = |c: Option<&Config>| {
+        c.and_then(|c| Metric::from_samples("read_bw_gbs", "GB/s", Better::Higher, &c.gbs))
     };
-    r.metrics.extend(
-        [
-            metric(metric::READ_BW_1T_GBS, find(base, 1, None)),
-            metric("read_bw_all_gbs", find(base, all_threads, None)),
-        ]
-        .into_iter()
-        .flatten(),
-    );
+    let f = &mut a.figures;
+    f.read_bw_1t_gbs = gbs(find(base, 1, None));
+    f.read_bw_all_gbs = gbs(find(base, all_threads, None));
     // Every configuration is read once per round, so sample i of two configurations comes
     // from the same moment: ratios pair them, and a neighbour's burst cancels out.
-    let ratio = |name: &str, better: Better, a: Option<&Config>, b: Option<&Config>| {
-        Metric::paired_ratio(name, better, &a?.gbs, &b?.gbs)
-    };
     if let Some(h) = huge {
-        r.effects.insert("huge_page_kind".into(), json!(h.name()));
-        r.metrics.extend(
-            [
-                metric("read_bw_1t_huge_gbs", find(h, 1, None)),
-                metric("read_bw_all_huge_gbs", find(h, all_threads, None)),
-            ]
-            .into_iter()
-            .flatten(),
-        );
-        r.metrics.extend(ratio(
-            metric::HUGE_PAGE_READ_GAIN_RATIO,
-            Better::Neither,
-            find(h, 1, None),
-            find(base, 1, None),
-        ));
+        a.derived.huge_page_kind = Some(h);
+        f.read_bw_1t_huge_gbs = gbs(find(h, 1, None));
+        f.read_bw_all_huge_gbs = gbs(find(h, all_threads, None));
+        f.huge_page_read_gain_ratio = ratio(find(h, 1, None), find(base, 1, None));
     }
-    record_prefetch(r, configs, base, huge);
+    for (on, kind) in [(PrefetchOn::Base, Some(base)), (PrefetchOn::Huge, huge)] {
+        let Some(kind) = kind else { continue };
+        let (p, gains) = prefetch(configs, kind);
+        a.figures.set_prefetch(on, p);
+        a.derived.prefetch_gain_by_distance.insert(kind, gains);
+    }
+    a
 }
 
-/// Prefetch: the best and worst distance against none, per page kind (the best distance
-/// itself where its gain beats the noise); every distance in effects.
-fn record_prefetch(
-    r: &mut ProbeResult,
-    configs: &[Config],
-    base: PageKind,
-    huge: Option<PageKind>,
-) {
-    let find = |kind: PageKind, threads: usize, prefetch: Option<usize>| {
+/// The paired ratio of two configurations' samples (`a` over `b`).
+fn ratio(a: Option<&Config>, b: Option<&Config>) -> Option<Metric> {
+    Metric::paired_ratio("ratio", Better::Neither, &a?.gbs, &b?.gbs)
+}
+
+/// Prefetch on `kind`: the best and worst distance against none (the best distance itself
+/// where its gain beats the noise), and every distance's gain.
+fn prefetch(configs: &[Config], kind: PageKind) -> (Prefetch, BTreeMap<u64, f64>) {
+    let find = |prefetch: Option<usize>| {
         configs
             .iter()
-            .find(|c| c.kind == kind && c.threads == threads && c.prefetch == prefetch)
+            .find(|c| c.kind == kind && c.threads == 1 && c.prefetch == prefetch)
     };
-    let ratio = |name: &str, better: Better, a: Option<&Config>, b: Option<&Config>| {
-        Metric::paired_ratio(name, better, &a?.gbs, &b?.gbs)
-    };
-    let mut by_distance = serde_json::Map::new();
-    for kind in [Some(base), huge].into_iter().flatten() {
-        let suffix = if kind == base { "" } else { "_huge" };
-        let gains: Vec<(usize, Metric)> = PREFETCH_DISTANCES
-            .iter()
-            .filter_map(|&d| {
-                let m = ratio(
-                    &format!("prefetch_read_gain{suffix}_ratio"),
-                    Better::Neither,
-                    find(kind, 1, Some(d)),
-                    find(kind, 1, None),
-                )?;
-                Some((d, m))
-            })
-            .collect();
-        by_distance.insert(
-            kind.name().into(),
-            json!(
-                gains
-                    .iter()
-                    .map(|(d, g)| (d.to_string(), g.value))
-                    .collect::<std::collections::BTreeMap<_, _>>()
-            ),
-        );
-        let best = gains.iter().max_by(|a, b| a.1.value.total_cmp(&b.1.value));
-        let worst = gains.iter().min_by(|a, b| a.1.value.total_cmp(&b.1.value));
-        if let (Some((d, best)), Some((_, worst))) = (best, worst) {
-            let mut worst = worst.clone();
-            worst.name = format!("prefetch_read_worst{suffix}_ratio");
-            r.metrics.push(best.clone());
-            r.metrics.push(worst);
-            // A best distance means something only when its gain beats the noise: its
-            // interval lies wholly above 1 (no gain).
-            if best.interval.is_none_or(|i| i.low > 1.0) {
-                r.metrics.push(Metric::derived(
-                    &format!("prefetch_best_distance{suffix}_bytes"),
-                    *d as f64,
-                    "bytes",
-                    Better::Neither,
-                ));
-            }
+    let gains: Vec<(usize, Metric)> = PREFETCH_DISTANCES
+        .iter()
+        .filter_map(|&d| Some((d, ratio(find(Some(d)), find(None))?)))
+        .collect();
+    let by_distance = gains.iter().map(|(d, g)| (*d as u64, g.value)).collect();
+    let best = gains.iter().max_by(|a, b| a.1.value.total_cmp(&b.1.value));
+    let worst = gains.iter().min_by(|a, b| a.1.value.total_cmp(&b.1.value));
+    let mut p = Prefetch::default();
+    if let (Some((d, best)), Some((_, worst))) = (best, worst) {
+        p.gain = Some(best.clone());
+        p.worst = Some(worst.clone());
+        // A best distance means something only when its gain beats the noise: its
+        // interval lies wholly above 1 (no gain).
+        if best.interval.is_none_or(|i| i.low > 1.0) {
+            p.best_distance = Some(Metric::derived(
+                "distance_bytes",
+                *d as f64,
+                "bytes",
+                Better::Neither,
+            ));
         }
     }
-    r.effects
-        .insert("prefetch_gain_by_distance".into(), json!(by_distance));
+    (p, by_distance)
 }
 
 #[cfg(test)]
@@ -605,6 +593,7 @@ mod tests {
 
     #[test]
     fn gains_compare_like_with_like() {
+        use crate::schema::{ProbeResult, Status};
         let configs = vec![
             config(PageKind::Base4k, 1, None, 20.0),
             config(PageKind::Base4k, 1, Some(512), 19.0),
@@ -617,8 +606,21 @@ mod tests {
             config(PageKind::Thp, 1, Some(8192), 24.0),
             config(PageKind::Thp, 2, None, 33.0),
         ];
+        let raw = BandwidthRaw {
+            params: BandwidthParams {
+                cpus: vec![0, 1],
+                page_kinds: vec![PageKind::Base4k, PageKind::Thp],
+                ..BandwidthParams::default()
+            },
+            samples: BandwidthSamples {
+                read_bw_gbs: configs.iter().map(|c| (c.key(), c.gbs.clone())).collect(),
+            },
+            ..BandwidthRaw::default()
+        };
+        let machine = crate::schema::test_support::empty_fingerprint().machine;
         let mut r = ProbeResult::new("bandwidth", Status::Ok);
-        summarise(&mut r, &configs, 2);
+        crate::schema::figures::RawRecord::write_into(&raw, &mut r);
+        BandwidthProbe::analyse(&raw, &machine).write_into(&mut r);
         let m = |n: &str| r.metric(n).unwrap_or_else(|| panic!("no {n}")).value;
         assert_eq!(m("read_bw_1t_gbs"), 20.0);
         assert_eq!(m("read_bw_all_gbs"), 30.0);
@@ -629,7 +631,31 @@ mod tests {
         assert_eq!(m("prefetch_best_distance_bytes"), 2048.0);
         assert!((m("prefetch_read_gain_huge_ratio") - 1.0).abs() < 1e-12);
         assert_eq!(r.effects["read_bw_page_kind"], "4k");
+        assert_eq!(r.effects["huge_page_kind"], "thp");
+        assert_eq!(
+            r.effects["prefetch_gain_by_distance"]["4k"]["2048"],
+            serde_json::json!(1.1)
+        );
         assert_eq!(r.samples["read_bw_gbs.1t.4k.pf2048"].len(), 3);
+        // The bars keep the order the configurations were measured in.
+        let Some(crate::schema::Series::Bars { labels, .. }) = r.series.first() else {
+            panic!("no bars: {:?}", r.series)
+        };
+        assert_eq!(labels[0], "1 thread(s), 4k");
+        assert_eq!(labels[4], "2 thread(s), 4k");
+        assert_eq!(labels[5], "1 thread(s), thp");
+        // The figures in the order the probe always reported them.
+        let names: Vec<&str> = r.metrics.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(
+            names[..5],
+            [
+                "read_bw_1t_gbs",
+                "read_bw_all_gbs",
+                "read_bw_1t_huge_gbs",
+                "read_bw_all_huge_gbs",
+                "huge_page_read_gain_ratio"
+            ]
+        );
     }
 
     #[cfg(target_arch = "x86_64")]

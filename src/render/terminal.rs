@@ -288,14 +288,18 @@ pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
     s.push_str(&wrap(&count, style.width, 0));
     // A memory probe whose buffers a limit made smaller says so (the sentence it saved).
     for p in &fp.probes {
-        use crate::names::effect;
-        if p.effects.contains_key(effect::MEMORY_LIMIT) {
-            let capped = [effect::MAX_SIZE_CAPPED, effect::BUFFER_CAPPED]
-                .iter()
-                .find_map(|k| p.effects.get(*k).and_then(|v| v.as_str()));
-            if let Some(why) = capped {
-                s.push_str(&wrap(&format!("{}: {why}.", p.name), style.width, 2));
-            }
+        use crate::schema::probes::{bandwidth::BandwidthEffects, mem_latency::MemLatencyEffects};
+        let (limit, capped) = match p.name.as_str() {
+            crate::names::probe::MEM_LATENCY => p
+                .raw::<MemLatencyEffects>()
+                .map_or((None, None), |e| (e.memory_limit, e.max_size_capped)),
+            crate::names::probe::BANDWIDTH => p
+                .raw::<BandwidthEffects>()
+                .map_or((None, None), |e| (e.memory_limit, e.buffer_capped)),
+            _ => (None, None),
+        };
+        if let (Some(_), Some(why)) = (limit, capped) {
+            s.push_str(&wrap(&format!("{}: {why}.", p.name), style.width, 2));
         }
     }
     let mut worst: Vec<&Verdict> = fp.verdicts.iter().filter(|v| v.level > Level::Ok).collect();

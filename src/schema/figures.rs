@@ -55,6 +55,48 @@ pub trait Figures: Default {
     fn ids(&self) -> Vec<FigureId> {
         Self::IDS.to_vec()
     }
+    /// Writes what the analysis derived beside the figures (curves for charts, derived
+    /// effects: see [`WithDerived`]) into `result`, over what it held; most figures have none.
+    fn write_derived(&self, _result: &mut ProbeResult) {}
+}
+
+/// A probe's figures with what its analysis derives beside them and saves (charts' curves,
+/// facts such as where a curve steps), as one [`Figures`] for [`crate::probes::Measurement`]:
+/// the derived part `D` is a [`RawRecord`] written over the saved result's own, so a saved
+/// file analysed again carries this build's curves and facts too. Read back from a saved
+/// file, the derived part is read by `D`'s [`RawRecord::read_from`] (the figures' own
+/// [`Figures::from_metrics`] leaves it at its default).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WithDerived<F, D> {
+    /// The headline figures.
+    pub figures: F,
+    /// What the analysis derived beside them.
+    pub derived: D,
+}
+
+impl<F: Figures, D: RawRecord + Default> Figures for WithDerived<F, D> {
+    const PROBE: &'static str = F::PROBE;
+    const IDS: &'static [FigureId] = F::IDS;
+
+    fn into_metrics(self) -> Vec<Metric> {
+        self.figures.into_metrics()
+    }
+
+    fn from_metrics(metrics: &[Metric]) -> Self {
+        WithDerived {
+            figures: F::from_metrics(metrics),
+            derived: D::default(),
+        }
+    }
+
+    fn ids(&self) -> Vec<FigureId> {
+        self.figures.ids()
+    }
+
+    fn write_derived(&self, result: &mut ProbeResult) {
+        self.figures.write_derived(result);
+        self.derived.write_into(result);
+    }
 }
 
 /// Declares a probe's figures: a struct of `Option<Metric>` fields, a [`FigureId`] constant for
@@ -232,13 +274,15 @@ impl<F: Figures> Analysis<F> {
         }
     }
 
-    /// Writes the analysis into `result`: its metrics and `not_measured` replaced.
+    /// Writes the analysis into `result`: its metrics, `not_measured` and what it derived
+    /// beside the figures ([`Figures::write_derived`]) replaced.
     pub fn write_into(self, result: &mut ProbeResult) {
         result.not_measured = self
             .not_measured
             .into_iter()
             .map(|(id, why)| (id.metric.to_string(), why))
             .collect();
+        self.figures.write_derived(result);
         result.metrics = self.figures.into_metrics();
     }
 }

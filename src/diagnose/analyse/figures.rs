@@ -13,6 +13,7 @@
 use super::rules::CostSource;
 use crate::machine::ThpEnabled;
 use crate::names::metric;
+use crate::schema::probes::mem_latency::MemLatencyFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -57,8 +58,8 @@ impl MachineFigure {
             MachineFigure::PauseNs => metric::PAUSE_NS,
             MachineFigure::LineTransferNs => metric::C2C_LATENCY_NS,
             MachineFigure::SplitLockNs => metric::SPLIT_LOCK_LATENCY_NS,
-            MachineFigure::DramLatency4kNs => metric::DRAM_LATENCY_4K_NS,
-            MachineFigure::DramLatencyHugeNs => metric::DRAM_LATENCY_HUGE_NS,
+            MachineFigure::DramLatency4kNs => MemLatencyFigures::DRAM_LATENCY_4K_NS.metric,
+            MachineFigure::DramLatencyHugeNs => MemLatencyFigures::DRAM_LATENCY_HUGE_NS.metric,
         }
     }
 
@@ -309,7 +310,7 @@ mod tests {
         }
         assert_eq!(
             serde_json::to_string(&MachineFigure::DramLatency4kNs).unwrap(),
-            format!("\"{}\"", metric::DRAM_LATENCY_4K_NS)
+            format!("\"{}\"", MemLatencyFigures::DRAM_LATENCY_4K_NS.metric)
         );
         let old: MachineFigure = serde_json::from_str("\"dram_latency4k_ns\"").unwrap();
         assert_eq!(old, MachineFigure::DramLatency4kNs);

@@ -7,6 +7,7 @@
 //! (260 MiB on the Emerald Rapids guest) while its share of it is a few MiB, so every size up
 //! to 512 MiB sat "inside the L3" and the 140-155 ns plateau was labelled L3 latency.
 
+pub use crate::schema::probes::mem_latency::{CacheSize, CurveLevel, DramFoundBy, LevelOnCurve};
 use serde::Serialize;
 
 /// A cache level's latency is read at the largest measured size that fits in a quarter of
@@ -40,65 +41,6 @@ pub const DRAM_MIN_L2_RATIO: f64 = 10.0;
 /// ("flat across a factor of several"): one point far above L2 could sit on the way from a
 /// cache to DRAM.
 pub const PLATEAU_MIN_SPAN: u64 = 4;
-
-/// One cache level as sysfs reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheSize {
-    /// 1, 2, 3.
-    pub level: u32,
-    /// Size of one instance in bytes.
-    pub bytes: u64,
-}
-
-/// Where a level was read on the curve, and whether the curve steps up past it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LevelOnCurve {
-    /// `l1`, `l2`, `l3` or `dram`.
-    pub name: String,
-    /// Size sysfs reports (absent for DRAM).
-    pub cache_bytes: Option<u64>,
-    /// Buffer size the latency was read at.
-    pub at_size_bytes: u64,
-    /// Median latency there, in ns.
-    pub latency_ns: f64,
-    /// Buffer size past the level where the step was checked (absent for DRAM, or when no
-    /// size that large was measured).
-    pub beyond_size_bytes: Option<u64>,
-    /// Latency there over latency inside.
-    pub step_ratio: Option<f64>,
-    /// True when the curve rises by at least [`STEP_MIN_RATIO`] past the level, as the sysfs
-    /// size says it should; false means the cache does not behave like its reported size
-    /// (a VM's virtual topology, a cache shared with busy neighbours).
-    pub step_seen: Option<bool>,
-    /// Smallest measured size in the level's range (past the previous level).
-    pub range_start_bytes: Option<u64>,
-    /// True when the curve does not step up by [`CURVE_STEP_RATIO`] between the start of the
-    /// level's range and where it is read; false means the level ends before its sysfs size
-    /// (the latency read is already the next level's).
-    pub flat_inside: Option<bool>,
-    /// For a level past L2: true when what was read inside it is at least
-    /// [`DRAM_MIN_L2_RATIO`] times L2's latency, i.e. DRAM (a guest's small share of a shared
-    /// L3). Absent when L2 was not confirmed or for L1, L2 and DRAM.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dram_like: Option<bool>,
-    /// DRAM only: how it was found, `plateau` (from the curve) or `size` (at least
-    /// [`DRAM_MIN_LLC_FACTOR`] times the reported LLC).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub found_by: Option<DramFoundBy>,
-    /// DRAM only, found by the curve: the first and last size of the plateau.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub plateau_bytes: Option<[u64; 2]>,
-}
-
-impl LevelOnCurve {
-    /// True unless the curve contradicts the sysfs size: the latency can be reported as this
-    /// level's.
-    pub fn confirmed(&self) -> bool {
-        self.step_seen != Some(false)
-            && self.flat_inside != Some(false)
-            && self.dram_like != Some(true)
-    }
-}
 
 /// Places L1..L3 on a curve of `(size_bytes, median_ns)` points sorted by size. A level
 /// without a measured size in its range is left out rather than read elsewhere. An L3 (or
@@ -138,7 +80,7 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
             None
         };
         out.push(LevelOnCurve {
-            name: format!("l{}", c.level),
+            name: CurveLevel::Cache(c.level).name(),
             cache_bytes: Some(c.bytes),
             at_size_bytes: inside,
             latency_ns: lat,
@@ -156,17 +98,9 @@ pub fn locate_levels(points: &[(u64, f64)], caches: &[CacheSize]) -> Vec<LevelOn
 }
 
 fn confirmed_l2(levels: &[LevelOnCurve]) -> Option<&LevelOnCurve> {
-    levels.iter().find(|l| l.name == "l2" && l.confirmed())
-}
-
-/// How DRAM was found on a curve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DramFoundBy {
-    /// A plateau of the curve far above L2 (see [`locate_dram`]).
-    Plateau,
-    /// A size of at least [`DRAM_MIN_LLC_FACTOR`] times the reported last-level cache.
-    Size,
+    levels
+        .iter()
+        .find(|l| l.level() == Some(CurveLevel::Cache(2)) && l.confirmed())
 }
 
 /// Finds DRAM on a curve of `(size_bytes, median_ns)` points sorted by size, given the cache
@@ -203,7 +137,7 @@ pub fn locate_dram(
     };
     let l2_ns = confirmed_l2(levels).map(|l| l.latency_ns);
     let dram = |at: u64, ns: f64, by: DramFoundBy, plateau: Option<[u64; 2]>| LevelOnCurve {
-        name: "dram".into(),
+        name: CurveLevel::Dram.name(),
         cache_bytes: None,
         at_size_bytes: at,
         latency_ns: ns,

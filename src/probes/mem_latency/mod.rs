@@ -20,18 +20,22 @@
 pub mod analysis;
 pub mod curve;
 
-pub use analysis::{analyze, reanalyze};
+pub use analysis::{analyse, reanalyze};
 
-use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use super::{Measurement, ProbeContext, ProbeFailure, Profile};
 use crate::format::human_bytes;
+use crate::machine::Machine;
 use crate::measure::buffer::{Buffer, PageKind, allocate_kinds, kinds_using_mem_available};
 use crate::measure::chase::{self, Layout};
 use crate::measure::{CoreClock, estimate_core_clock, pin_to_cpu};
 use crate::names::probe;
-use crate::schema::{ProbeResult, Status};
+use crate::schema::figures::Analysis;
+use crate::schema::probes::mem_latency::{
+    CacheSizes, MemLatencyAnalysis, MemLatencyEffects, MemLatencyParams, MemLatencyRaw,
+    MemLatencySamples,
+};
 use crate::words;
 use curve::CacheSize;
-use serde_json::json;
 
 /// The memory latency probe.
 pub struct MemLatencyProbe;
@@ -76,29 +80,22 @@ const TLB_SWEEP_QUICK_MIN_PAGES: u64 = 256;
 /// Seed of the random cycles, fixed so every run chases the same pattern.
 const SEED: u64 = 0xC0FF_EE00_D0C7_0A11;
 
-impl Probe for MemLatencyProbe {
-    fn name(&self) -> &'static str {
-        probe::MEM_LATENCY
-    }
+impl Measurement for MemLatencyProbe {
+    type Raw = MemLatencyRaw;
+    type Figures = MemLatencyAnalysis;
+    const NAME: &'static str = probe::MEM_LATENCY;
+    const ABOUT: &'static str =
+        "Pointer-chase latency by buffer size and page size (L1/L2/L3/DRAM, TLB reach)";
 
-    fn about(&self) -> &'static str {
-        "Pointer-chase latency by buffer size and page size (L1/L2/L3/DRAM, TLB reach)"
-    }
-
-    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    fn measure(&self, ctx: &ProbeContext) -> Result<MemLatencyRaw, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
-        run(ctx)
+        measure(ctx)
     }
 
-    /// Every figure comes from the saved curve ([`analysis`]): a result that ran ok and saved
+    /// Every figure comes from the curve ([`analysis`]): a saved result that ran ok and saved
     /// its `latency_ns.*` samples is judged by this build's reading of the curve.
-    fn reanalyze(
-        &self,
-        saved: &ProbeResult,
-        _machine: &crate::machine::Machine,
-    ) -> Option<ProbeResult> {
-        (saved.status == Status::Ok && saved.samples.keys().any(|k| k.starts_with("latency_ns.")))
-            .then(|| reanalyze(saved))
+    fn analyse(raw: &MemLatencyRaw, _machine: &Machine) -> Analysis<MemLatencyAnalysis> {
+        analysis::analyse(raw)
     }
 }
 
@@ -324,12 +321,12 @@ fn tlb_pages(profile: Profile, max_pages: u64) -> Vec<u64> {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn measure(_ctx: &ProbeContext) -> Result<MemLatencyRaw, ProbeFailure> {
     unreachable!("require_x86_64 skips first")
 }
 
 #[cfg(target_arch = "x86_64")]
-fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn measure(ctx: &ProbeContext) -> Result<MemLatencyRaw, ProbeFailure> {
     let cpu = *ctx
         .cpus()?
         .first()
@@ -397,41 +394,27 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         return Err(crate::probes::nothing_mapped(&backings));
     }
 
-    let mut r = ProbeResult::new(probe::MEM_LATENCY, Status::Ok);
-    r.params.insert("cpu".into(), json!(cpu));
-    r.params.insert("repetitions".into(), json!(reps));
-    r.params.insert("sizes_bytes".into(), json!(sizes));
-    r.params.insert("max_size_bytes".into(), json!(max_size));
-    r.params.insert("page_kinds".into(), json!(kinds));
-    r.params.insert("loads_per_sample".into(), json!(loads));
-    r.params.insert("tlb_sweep_pages".into(), json!(tlb_sweep));
-    r.effects.insert("pinned_cpus".into(), json!([cpu]));
-    r.effects
-        .insert("core_clock_ghz".into(), json!(core.hz / 1e9));
-    r.effects.insert("page_kinds".into(), json!(backings));
-    r.effects.insert(
-        "cache_sizes_bytes".into(),
-        json!(
-            caches
-                .iter()
-                .map(|c| (format!("l{}", c.level), c.bytes))
-                .collect::<std::collections::BTreeMap<_, _>>()
-        ),
-    );
-    if let Some(why) = capped {
-        r.effects
-            .insert(crate::names::effect::MAX_SIZE_CAPPED.into(), json!(why));
-    }
-    if let Some(room) = limit {
-        r.effects.insert(
-            crate::names::effect::MEMORY_LIMIT.into(),
-            json!(words::machine::room_left(&room)),
-        );
-    }
-    record_samples(&mut r, &runs);
-    let derived = analyze(&r);
-    analysis::apply(&mut r, derived);
-    Ok(r)
+    Ok(MemLatencyRaw {
+        params: MemLatencyParams {
+            cpu,
+            repetitions: reps,
+            sizes_bytes: sizes,
+            max_size_bytes: max_size,
+            page_kinds: kinds,
+            loads_per_sample: loads,
+            tlb_sweep_pages: tlb_sweep,
+        },
+        effects: MemLatencyEffects {
+            pinned_cpus: vec![cpu],
+            core_clock_ghz: Some(core.hz / 1e9),
+            page_kinds: backings,
+            cache_sizes_bytes: CacheSizes(caches),
+            max_size_capped: capped,
+            memory_limit: limit.map(|room| words::machine::room_left(&room)),
+        },
+        samples: samples_of(&runs),
+        series: Vec::new(),
+    })
 }
 
 /// The sizes the latency curve is measured at, up to the largest memory allows.
@@ -508,20 +491,18 @@ fn sweep(
 }
 
 /// Every sample, by kind: the latency curve's per size, the TLB sweep's per page count.
-fn record_samples(r: &mut ProbeResult, runs: &[KindRun]) {
+fn samples_of(runs: &[KindRun]) -> MemLatencySamples {
+    let mut s = MemLatencySamples::default();
     for run in runs {
-        let k = run.kind.name();
         for (size, ns) in &run.curve {
-            r.samples
-                .insert(format!("latency_ns.{k}.{size}"), ns.clone());
+            s.latency_ns.insert((run.kind, *size), ns.clone());
         }
         for (pages, ns) in &run.tlb {
-            r.samples.insert(
-                format!("tlb_sweep_latency_ns.{k}.{pages}_pages"),
-                ns.clone(),
-            );
+            s.tlb_sweep_latency_ns
+                .insert((run.kind, *pages), ns.clone());
         }
     }
+    s
 }
 
 /// The latency curve and the TLB sweep on every buffer, kinds in blocks (see [`time_chases`]).

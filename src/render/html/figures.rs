@@ -89,7 +89,9 @@ fn series_words(probe: &str, name: &str) -> String {
             "Core-to-core latency of a plain flag, one way".into()
         }
         (probe::C2C, "c2c_latency_ns_by_group") => "Core-to-core latency by topology".into(),
-        (probe::BANDWIDTH, "read_bw_gbs") => "Streaming read bandwidth".into(),
+        (probe::BANDWIDTH, crate::schema::probes::bandwidth::BandwidthDerived::BARS) => {
+            "Streaming read bandwidth".into()
+        }
         _ => {
             let words = name.replace('_', " ");
             let mut c = words.chars();
