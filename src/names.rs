@@ -56,42 +56,16 @@ pub mod metric {
     pub const DRAM_LATENCY_HUGE_NS: &str = "dram_latency_huge_ns";
     /// `dram_latency_ns`.
     pub const DRAM_LATENCY_NS: &str = "dram_latency_ns";
-    /// `false_sharing_atomic_ratio`.
-    pub const FALSE_SHARING_ATOMIC_RATIO: &str = "false_sharing_atomic_ratio";
-    /// `false_sharing_ratio`.
-    pub const FALSE_SHARING_RATIO: &str = "false_sharing_ratio";
-    /// `false_sharing_reader_ratio`.
-    pub const FALSE_SHARING_READER_RATIO: &str = "false_sharing_reader_ratio";
-    /// `false_sharing_writer_ratio`.
-    pub const FALSE_SHARING_WRITER_RATIO: &str = "false_sharing_writer_ratio";
     /// `huge_page_read_gain_ratio`.
     pub const HUGE_PAGE_READ_GAIN_RATIO: &str = "huge_page_read_gain_ratio";
-    /// `packed_atomic_increment_ns`.
-    pub const PACKED_ATOMIC_INCREMENT_NS: &str = "packed_atomic_increment_ns";
-    /// `packed_increment_ns`.
-    pub const PACKED_INCREMENT_NS: &str = "packed_increment_ns";
-    /// `packed_reader_load_ns`.
-    pub const PACKED_READER_LOAD_NS: &str = "packed_reader_load_ns";
-    /// `packed_writer_store_ns`.
-    pub const PACKED_WRITER_STORE_NS: &str = "packed_writer_store_ns";
-    /// `padded_increment_ns`.
-    pub const PADDED_INCREMENT_NS: &str = "padded_increment_ns";
-    /// `padded_reader_load_ns`.
-    pub const PADDED_READER_LOAD_NS: &str = "padded_reader_load_ns";
-    /// `padded_writer_store_ns`.
-    pub const PADDED_WRITER_STORE_NS: &str = "padded_writer_store_ns";
     /// `pause_cycles`.
     pub const PAUSE_CYCLES: &str = "pause_cycles";
     /// `pause_ns`.
     pub const PAUSE_NS: &str = "pause_ns";
     /// `pause_sustained_ns`.
     pub const PAUSE_SUSTAINED_NS: &str = "pause_sustained_ns";
-    /// `private_atomic_increment_ns`.
-    pub const PRIVATE_ATOMIC_INCREMENT_NS: &str = "private_atomic_increment_ns";
     /// `read_bw_1t_gbs`.
     pub const READ_BW_1T_GBS: &str = "read_bw_1t_gbs";
-    /// `shared_atomic_increment_ns`.
-    pub const SHARED_ATOMIC_INCREMENT_NS: &str = "shared_atomic_increment_ns";
     /// `split_lock_latency_ns`.
     pub const SPLIT_LOCK_LATENCY_NS: &str = "split_lock_latency_ns";
     /// `split_lock_neighbour_bandwidth_ratio`.
@@ -106,8 +80,6 @@ pub mod metric {
     pub const TLB_PENALTY_RATIO: &str = "tlb_penalty_ratio";
     /// `tlb_reach_bytes`.
     pub const TLB_REACH_BYTES: &str = "tlb_reach_bytes";
-    /// `true_sharing_ratio`.
-    pub const TRUE_SHARING_RATIO: &str = "true_sharing_ratio";
 }
 
 /// Effects read outside the probe that records them.
