@@ -42,12 +42,6 @@ pub mod metric {
     pub const AGGRESSOR_SPLIT_LOCKS_PER_S: &str = "aggressor_split_locks_per_s";
     /// `aligned_lock_latency_ns`.
     pub const ALIGNED_LOCK_LATENCY_NS: &str = "aligned_lock_latency_ns";
-    /// `c2c_latency_cycles`.
-    pub const C2C_LATENCY_CYCLES: &str = "c2c_latency_cycles";
-    /// `c2c_latency_ns`.
-    pub const C2C_LATENCY_NS: &str = "c2c_latency_ns";
-    /// `c2c_load_store_latency_ns`.
-    pub const C2C_LOAD_STORE_LATENCY_NS: &str = "c2c_load_store_latency_ns";
     /// `core_clock_ghz`.
     pub const CORE_CLOCK_GHZ: &str = "core_clock_ghz";
     /// `dram_latency_4k_ns`.

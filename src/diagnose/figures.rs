@@ -55,7 +55,9 @@ impl MachineFigure {
         match self {
             MachineFigure::CoreClockGhz => metric::CORE_CLOCK_GHZ,
             MachineFigure::PauseNs => metric::PAUSE_NS,
-            MachineFigure::LineTransferNs => metric::C2C_LATENCY_NS,
+            MachineFigure::LineTransferNs => {
+                crate::schema::probes::c2c::C2cFigures::C2C_LATENCY_NS.metric
+            }
             MachineFigure::SplitLockNs => metric::SPLIT_LOCK_LATENCY_NS,
             MachineFigure::DramLatency4kNs => metric::DRAM_LATENCY_4K_NS,
             MachineFigure::DramLatencyHugeNs => metric::DRAM_LATENCY_HUGE_NS,

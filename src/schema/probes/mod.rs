@@ -2,4 +2,5 @@
 //! (what its analysis made of it), one module per probe. The doc comment of every field is the
 //! reference for what a saved file holds.
 
+pub mod c2c;
 pub mod sharing;
