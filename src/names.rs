@@ -42,46 +42,14 @@ pub mod metric {
     pub const AGGRESSOR_SPLIT_LOCKS_PER_S: &str = "aggressor_split_locks_per_s";
     /// `aligned_lock_latency_ns`.
     pub const ALIGNED_LOCK_LATENCY_NS: &str = "aligned_lock_latency_ns";
-    /// `c2c_latency_cycles`.
-    pub const C2C_LATENCY_CYCLES: &str = "c2c_latency_cycles";
-    /// `c2c_latency_ns`.
-    pub const C2C_LATENCY_NS: &str = "c2c_latency_ns";
-    /// `c2c_load_store_latency_ns`.
-    pub const C2C_LOAD_STORE_LATENCY_NS: &str = "c2c_load_store_latency_ns";
     /// `core_clock_ghz`.
     pub const CORE_CLOCK_GHZ: &str = "core_clock_ghz";
-    /// `false_sharing_atomic_ratio`.
-    pub const FALSE_SHARING_ATOMIC_RATIO: &str = "false_sharing_atomic_ratio";
-    /// `false_sharing_ratio`.
-    pub const FALSE_SHARING_RATIO: &str = "false_sharing_ratio";
-    /// `false_sharing_reader_ratio`.
-    pub const FALSE_SHARING_READER_RATIO: &str = "false_sharing_reader_ratio";
-    /// `false_sharing_writer_ratio`.
-    pub const FALSE_SHARING_WRITER_RATIO: &str = "false_sharing_writer_ratio";
-    /// `packed_atomic_increment_ns`.
-    pub const PACKED_ATOMIC_INCREMENT_NS: &str = "packed_atomic_increment_ns";
-    /// `packed_increment_ns`.
-    pub const PACKED_INCREMENT_NS: &str = "packed_increment_ns";
-    /// `packed_reader_load_ns`.
-    pub const PACKED_READER_LOAD_NS: &str = "packed_reader_load_ns";
-    /// `packed_writer_store_ns`.
-    pub const PACKED_WRITER_STORE_NS: &str = "packed_writer_store_ns";
-    /// `padded_increment_ns`.
-    pub const PADDED_INCREMENT_NS: &str = "padded_increment_ns";
-    /// `padded_reader_load_ns`.
-    pub const PADDED_READER_LOAD_NS: &str = "padded_reader_load_ns";
-    /// `padded_writer_store_ns`.
-    pub const PADDED_WRITER_STORE_NS: &str = "padded_writer_store_ns";
     /// `pause_cycles`.
     pub const PAUSE_CYCLES: &str = "pause_cycles";
     /// `pause_ns`.
     pub const PAUSE_NS: &str = "pause_ns";
     /// `pause_sustained_ns`.
     pub const PAUSE_SUSTAINED_NS: &str = "pause_sustained_ns";
-    /// `private_atomic_increment_ns`.
-    pub const PRIVATE_ATOMIC_INCREMENT_NS: &str = "private_atomic_increment_ns";
-    /// `shared_atomic_increment_ns`.
-    pub const SHARED_ATOMIC_INCREMENT_NS: &str = "shared_atomic_increment_ns";
     /// `split_lock_latency_ns`.
     pub const SPLIT_LOCK_LATENCY_NS: &str = "split_lock_latency_ns";
     /// `split_lock_neighbour_bandwidth_ratio`.
@@ -92,6 +60,4 @@ pub mod metric {
     pub const SPLIT_LOCK_OP_MEAN_NS: &str = "split_lock_op_mean_ns";
     /// `split_lock_ratio`.
     pub const SPLIT_LOCK_RATIO: &str = "split_lock_ratio";
-    /// `true_sharing_ratio`.
-    pub const TRUE_SHARING_RATIO: &str = "true_sharing_ratio";
 }

@@ -8,6 +8,7 @@ use crate::machine::Machine;
 use crate::measure::{Clock, Progress, pin};
 use crate::names::{metric, probe};
 use crate::probes::{self, Probe, ProbeContext, ProbeOptions, Profile};
+use crate::schema::probes::c2c::C2cFigures;
 use crate::schema::{Fingerprint, SCHEMA_VERSION, Tool};
 
 /// The machine and its clock, set up once per run.
@@ -154,7 +155,10 @@ pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
 pub fn line_costs_of(fp: &Fingerprint, source: CostSource) -> Option<MachineCosts> {
     let value = |probe: &str, metric: &str| fp.metric(probe, metric).map(|m| m.value);
     let costs = MachineCosts {
-        line_transfer_ns: value(probe::C2C, metric::C2C_LATENCY_NS),
+        line_transfer_ns: fp
+            .figures::<C2cFigures>()
+            .and_then(|f| f.c2c_latency_ns)
+            .map(|m| m.value),
         aligned_lock_ns: value(probe::SPLIT_LOCK, metric::ALIGNED_LOCK_LATENCY_NS),
         split_lock_ns: value(probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS)
             .or_else(|| value(probe::SPLIT_LOCK, "split_lock_trapped_ns")),

@@ -5,8 +5,10 @@
 //! ~200 ns between sockets; a monolithic client die sits at 20-40 ns.
 
 use super::{Hazard, Inputs};
-use crate::names::{metric, probe};
+use crate::machine::topology::PairGroup;
+use crate::names::probe;
 use crate::schema::figures::FigureId;
+use crate::schema::probes::c2c::{C2cFigures as F, C2cRaw};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::cross_core::{self as words, Facts, Group, Move};
 
@@ -30,40 +32,16 @@ impl Hazard for CrossCoreLatency {
     }
 
     fn reads(&self) -> &'static [FigureId] {
-        &[
-            FigureId {
-                probe: probe::C2C,
-                metric: metric::C2C_LATENCY_NS,
-            },
-            FigureId {
-                probe: probe::C2C,
-                metric: metric::C2C_LATENCY_CYCLES,
-            },
-        ]
+        &[F::C2C_LATENCY_NS, F::C2C_LATENCY_CYCLES]
     }
 
     fn quotes(&self) -> &'static [FigureId] {
         &[
-            FigureId {
-                probe: probe::C2C,
-                metric: metric::C2C_LOAD_STORE_LATENCY_NS,
-            },
-            FigureId {
-                probe: probe::C2C,
-                metric: "c2c_smt_sibling_ns",
-            },
-            FigureId {
-                probe: probe::C2C,
-                metric: "c2c_shared_l3_ns",
-            },
-            FigureId {
-                probe: probe::C2C,
-                metric: "c2c_other_l3_ns",
-            },
-            FigureId {
-                probe: probe::C2C,
-                metric: "c2c_other_numa_node_ns",
-            },
+            F::C2C_LOAD_STORE_LATENCY_NS,
+            F::C2C_SMT_SIBLING_NS,
+            F::C2C_SHARED_L3_NS,
+            F::C2C_OTHER_L3_NS,
+            F::C2C_OTHER_NUMA_NODE_NS,
         ]
     }
 
@@ -72,7 +50,8 @@ impl Hazard for CrossCoreLatency {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let latency = fp.metric(probe::C2C, metric::C2C_LATENCY_NS)?;
+        let f = fp.figures::<F>()?;
+        let latency = f.c2c_latency_ns.as_ref()?;
         let ns = latency.value;
         let (level, borderline) = super::level_near_thresholds(
             fp,
@@ -81,17 +60,13 @@ impl Hazard for CrossCoreLatency {
             Level::Ok,
             &[(NOTICE_NS, Level::Notice), (HAZARD_NS, Level::Hazard)],
         );
-        let groups = groups(fp);
+        let groups = groups(&f);
         let only_shared_l3 = groups.len() == 1 && groups[0].0 == Group::SharedL3;
         let facts = Facts {
             latency_ns: ns,
             latency_metric: latency,
-            latency_cycles: fp
-                .metric(probe::C2C, metric::C2C_LATENCY_CYCLES)
-                .map(|m| m.value),
-            flag_ns: fp
-                .metric(probe::C2C, metric::C2C_LOAD_STORE_LATENCY_NS)
-                .map(|m| m.value),
+            latency_cycles: f.c2c_latency_cycles.as_ref().map(|m| m.value),
+            flag_ns: f.c2c_load_store_latency_ns.as_ref().map(|m| m.value),
             hidden_topology: fp.machine.hypervisor.is_some() && only_shared_l3 && ns >= NOTICE_NS,
             groups,
             moves: moves(fp),
@@ -110,30 +85,33 @@ impl Hazard for CrossCoreLatency {
 }
 
 /// The topology groups the probe timed, with their one-way latency.
-fn groups(fp: &Inputs<'_>) -> Vec<(Group, f64)> {
-    [
-        (Group::SmtSiblings, "c2c_smt_sibling_ns"),
-        (Group::SharedL3, "c2c_shared_l3_ns"),
-        (Group::OtherL3, "c2c_other_l3_ns"),
-        (Group::OtherNumaNode, "c2c_other_numa_node_ns"),
-    ]
-    .into_iter()
-    .filter_map(|(group, metric)| Some((group, fp.metric(probe::C2C, metric)?.value)))
-    .collect()
+fn groups(f: &F) -> Vec<(Group, f64)> {
+    f.by_group
+        .iter()
+        .filter_map(|(g, m)| {
+            let group = match g {
+                PairGroup::SmtSibling => Group::SmtSiblings,
+                PairGroup::SharedL3 => Group::SharedL3,
+                PairGroup::OtherL3 => Group::OtherL3,
+                PairGroup::OtherNumaNode => Group::OtherNumaNode,
+                PairGroup::Unknown => return None,
+            };
+            Some((group, m.value))
+        })
+        .collect()
 }
 
 /// The pairs whose placement the host changed during the run (the probe's `placements`).
 fn moves(fp: &Inputs<'_>) -> Vec<Move> {
-    fp.effect(probe::C2C, "placements")
-        .and_then(|m| m.as_object())
-        .map(|m| {
-            m.iter()
-                .filter_map(|(pair, v)| {
-                    Some(Move {
-                        pair: pair.clone(),
-                        other_ns: v.get("other_ns")?.as_f64()?,
-                        other_share: v.get("other_share")?.as_f64()?,
-                    })
+    fp.raw::<C2cRaw>(probe::C2C)
+        .map(|raw| {
+            raw.effects
+                .placements
+                .iter()
+                .map(|(pair, p)| Move {
+                    pair: pair.to_string(),
+                    other_ns: p.other_ns,
+                    other_share: p.other_share,
                 })
                 .collect()
         })
@@ -223,11 +201,25 @@ mod tests {
 
     #[test]
     fn a_vcpu_move_during_the_run_is_said_with_both_placements() {
+        use crate::schema::figures::RawRecord;
+        use crate::schema::probes::c2c::{C2cParams, CpuPair, Placement};
         let mut fp = fp_with(&[("c2c_latency_ns", 26.0)]);
-        fp.probes[0].effects.insert(
-            "placements".into(),
-            serde_json::json!({"cpu0-cpu1": {"main_ns": 26.0, "other_ns": 92.0, "other_share": 0.33}}),
+        let mut raw = C2cRaw {
+            params: C2cParams {
+                cpus: vec![0, 1],
+                ..C2cParams::default()
+            },
+            ..C2cRaw::default()
+        };
+        raw.effects.placements.insert(
+            CpuPair { a: 0, b: 1 },
+            Placement {
+                main_ns: 26.0,
+                other_ns: 92.0,
+                other_share: 0.33,
+            },
         );
+        raw.write_into(&mut fp.probes[0]);
         let v = CrossCoreLatency.judge(&fp).unwrap();
         assert_eq!(v.level, Level::Ok);
         assert!(

@@ -17,9 +17,10 @@
 //! verdict is the worse of that and plain counters, named as what it is.
 
 use super::{Hazard, Inputs};
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::schema::figures::FigureId;
-use crate::schema::{Level, Verdict};
+use crate::schema::probes::sharing::{SharingFigures as F, SharingRaw};
+use crate::schema::{Level, Metric, Verdict};
 use crate::words::verdicts::false_sharing::{
     self as words, Facts, Layout, Pattern as Kind, PatternFigures, TrueSharing,
 };
@@ -42,51 +43,54 @@ const LAYOUT: Layout = Layout {
     padded_spacing_bytes: 128,
 };
 
+/// A figure of the sharing probe's, as a field of its figures.
+type Field = fn(&F) -> &Option<Metric>;
+
 /// One access pattern the sharing probe times with the threads' fields on one line and apart.
 struct Pattern {
     /// Which pattern, for the words.
     kind: Kind,
-    /// The ratio metric (packed / padded, or shared / private).
-    ratio: &'static str,
+    /// The ratio figure (packed / padded, or shared / private).
+    ratio: Field,
     /// Per-operation times on one line and apart.
-    packed: &'static str,
-    padded: &'static str,
+    packed: Field,
+    padded: Field,
 }
 
 const PLAIN: Pattern = Pattern {
     kind: Kind::Plain,
-    ratio: metric::FALSE_SHARING_RATIO,
-    packed: metric::PACKED_INCREMENT_NS,
-    padded: metric::PADDED_INCREMENT_NS,
+    ratio: |f| &f.false_sharing_ratio,
+    packed: |f| &f.packed_increment_ns,
+    padded: |f| &f.padded_increment_ns,
 };
 
 const ATOMIC: Pattern = Pattern {
     kind: Kind::Atomic,
-    ratio: metric::FALSE_SHARING_ATOMIC_RATIO,
-    packed: metric::PACKED_ATOMIC_INCREMENT_NS,
-    padded: metric::PRIVATE_ATOMIC_INCREMENT_NS,
+    ratio: |f| &f.false_sharing_atomic_ratio,
+    packed: |f| &f.packed_atomic_increment_ns,
+    padded: |f| &f.private_atomic_increment_ns,
 };
 
 const READER: Pattern = Pattern {
     kind: Kind::Reader,
-    ratio: metric::FALSE_SHARING_READER_RATIO,
-    packed: metric::PACKED_READER_LOAD_NS,
-    padded: metric::PADDED_READER_LOAD_NS,
+    ratio: |f| &f.false_sharing_reader_ratio,
+    packed: |f| &f.packed_reader_load_ns,
+    padded: |f| &f.padded_reader_load_ns,
 };
 
 const WRITER: Pattern = Pattern {
     kind: Kind::Writer,
-    ratio: metric::FALSE_SHARING_WRITER_RATIO,
-    packed: metric::PACKED_WRITER_STORE_NS,
-    padded: metric::PADDED_WRITER_STORE_NS,
+    ratio: |f| &f.false_sharing_writer_ratio,
+    packed: |f| &f.packed_writer_store_ns,
+    padded: |f| &f.padded_writer_store_ns,
 };
 
 /// True sharing, judged as false sharing only in files without [`ATOMIC`].
 const SHARED_ATOMIC: Pattern = Pattern {
     kind: Kind::SharedAtomic,
-    ratio: metric::TRUE_SHARING_RATIO,
-    packed: metric::SHARED_ATOMIC_INCREMENT_NS,
-    padded: metric::PRIVATE_ATOMIC_INCREMENT_NS,
+    ratio: |f| &f.true_sharing_ratio,
+    packed: |f| &f.shared_atomic_increment_ns,
+    padded: |f| &f.private_atomic_increment_ns,
 };
 
 /// A pattern's figures as this fingerprint has them, and the level they reach.
@@ -99,14 +103,14 @@ struct Judged<'a> {
 
 impl Judged<'_> {
     /// Its figures, for the words.
-    fn figures(&self, fp: &Inputs<'_>) -> PatternFigures {
+    fn figures(&self, f: &F) -> PatternFigures {
         let p = self.pattern;
         PatternFigures {
             pattern: p.kind,
             ratio: self.ratio,
-            op_ns: fp
-                .metric(probe::SHARING, p.packed)
-                .zip(fp.metric(probe::SHARING, p.padded))
+            op_ns: (p.packed)(f)
+                .as_ref()
+                .zip((p.padded)(f).as_ref())
                 .map(|(a, b)| (a.value, b.value)),
         }
     }
@@ -114,8 +118,8 @@ impl Judged<'_> {
 
 /// Every pattern the file has, judged, worst first: highest level, then highest borderline,
 /// then the measured pattern over the stand-in, then the larger ratio.
-fn judge_patterns<'p>(fp: &Inputs<'_>) -> Vec<Judged<'p>> {
-    let has_atomic = fp.metric(probe::SHARING, ATOMIC.ratio).is_some();
+fn judge_patterns<'p>(fp: &Inputs<'_>, f: &F) -> Vec<Judged<'p>> {
+    let has_atomic = (ATOMIC.ratio)(f).is_some();
     // One atomic from every core stands in for the per-thread atomic pattern only where
     // the file has none (saved before the probe measured it).
     let candidates: Vec<&Pattern> = if has_atomic {
@@ -126,7 +130,7 @@ fn judge_patterns<'p>(fp: &Inputs<'_>) -> Vec<Judged<'p>> {
     let mut judged: Vec<Judged<'_>> = candidates
         .into_iter()
         .filter_map(|p| {
-            let m = fp.metric(probe::SHARING, p.ratio)?;
+            let m = (p.ratio)(f).as_ref()?;
             let (level, borderline) = super::level_near_thresholds(
                 fp,
                 m.value,
@@ -151,8 +155,8 @@ fn judge_patterns<'p>(fp: &Inputs<'_>) -> Vec<Judged<'p>> {
 }
 
 /// True sharing's figures, all three or none.
-fn true_sharing(fp: &Inputs<'_>) -> Option<TrueSharing> {
-    let value = |name: &str| fp.metric(probe::SHARING, name).map(|m| m.value);
+fn true_sharing(f: &F) -> Option<TrueSharing> {
+    let value = |field: Field| field(f).as_ref().map(|m| m.value);
     Some(TrueSharing {
         ratio: value(SHARED_ATOMIC.ratio)?,
         shared_ns: value(SHARED_ATOMIC.packed)?,
@@ -173,67 +177,25 @@ impl Hazard for FalseSharing {
         // The atomic pattern first: where present it is the pattern every x86 multi-core
         // shows, and the figure a reader of an interval expects first.
         &[
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::FALSE_SHARING_ATOMIC_RATIO,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::FALSE_SHARING_RATIO,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::FALSE_SHARING_READER_RATIO,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::FALSE_SHARING_WRITER_RATIO,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::TRUE_SHARING_RATIO,
-            },
+            F::FALSE_SHARING_ATOMIC_RATIO,
+            F::FALSE_SHARING_RATIO,
+            F::FALSE_SHARING_READER_RATIO,
+            F::FALSE_SHARING_WRITER_RATIO,
+            F::TRUE_SHARING_RATIO,
         ]
     }
 
     fn quotes(&self) -> &'static [FigureId] {
         &[
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PACKED_INCREMENT_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PADDED_INCREMENT_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PACKED_ATOMIC_INCREMENT_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PRIVATE_ATOMIC_INCREMENT_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::SHARED_ATOMIC_INCREMENT_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PACKED_READER_LOAD_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PADDED_READER_LOAD_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PACKED_WRITER_STORE_NS,
-            },
-            FigureId {
-                probe: probe::SHARING,
-                metric: metric::PADDED_WRITER_STORE_NS,
-            },
+            F::PACKED_INCREMENT_NS,
+            F::PADDED_INCREMENT_NS,
+            F::PACKED_ATOMIC_INCREMENT_NS,
+            F::PRIVATE_ATOMIC_INCREMENT_NS,
+            F::SHARED_ATOMIC_INCREMENT_NS,
+            F::PACKED_READER_LOAD_NS,
+            F::PADDED_READER_LOAD_NS,
+            F::PACKED_WRITER_STORE_NS,
+            F::PADDED_WRITER_STORE_NS,
         ]
     }
 
@@ -242,12 +204,13 @@ impl Hazard for FalseSharing {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let judged = judge_patterns(fp);
+        let f = fp.figures::<F>()?;
+        let judged = judge_patterns(fp, &f);
         let worst = judged.first()?;
         let ratio_of = |p: &Pattern| {
             judged
                 .iter()
-                .find(|j| j.pattern.ratio == p.ratio)
+                .find(|j| j.pattern.kind == p.kind)
                 .map(|j| j.ratio)
         };
         let plain_stores_hide =
@@ -255,16 +218,15 @@ impl Hazard for FalseSharing {
         let facts = Facts {
             level: worst.level,
             borderline: worst.borderline,
-            patterns: judged.iter().map(|j| j.figures(fp)).collect(),
-            worst_metric: fp.metric(probe::SHARING, worst.pattern.ratio),
+            patterns: judged.iter().map(|j| j.figures(&f)).collect(),
+            worst_metric: (worst.pattern.ratio)(&f).as_ref(),
             threads: fp
-                .param(probe::SHARING, "threads")
-                .and_then(|t| t.as_u64())
-                .unwrap_or(2),
+                .raw::<SharingRaw>(probe::SHARING)
+                .map_or(2, |r| r.params.threads as u64),
             layout: LAYOUT,
             plain_stores_hide,
             loads_pay_too: ratio_of(&READER).is_some_and(|r| r >= NOTICE_RATIO),
-            true_sharing: true_sharing(fp),
+            true_sharing: true_sharing(&f),
         };
         Some(Verdict {
             hazard: self.id().into(),
@@ -478,8 +440,10 @@ mod tests {
             ("private_atomic_increment_ns", 14.3),
         ]);
         let why = "the threads did not run as separate cores in 3 attempts: ...";
-        for name in crate::probes::sharing::RATIO_METRICS {
-            f.probes[0].not_measured.insert(name.into(), why.into());
+        for id in F::RATIOS {
+            f.probes[0]
+                .not_measured
+                .insert(id.metric.into(), why.into());
         }
         assert_eq!(FalseSharing.judge(&f), None);
         crate::hazards::judge_into(&mut f);

@@ -264,7 +264,7 @@ impl Topology {
 
 /// Where two CPUs sit relative to each other, closest first: the c2c probe's groups, the
 /// heatmap's legend and the fingerprint's metric names share this one list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PairGroup {
     /// Two logical CPUs of one physical core.
@@ -313,11 +313,6 @@ impl PairGroup {
             PairGroup::OtherNumaNode => "other NUMA node",
             PairGroup::Unknown => "topology unknown",
         }
-    }
-
-    /// Name of the metric holding this group's median (`c2c_shared_l3_ns`).
-    pub fn metric_name(self) -> String {
-        format!("c2c_{}_ns", self.key())
     }
 }
 

@@ -41,12 +41,15 @@
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use super::c2c::require_two_cpus;
-use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use super::{Measurement, ProbeContext, ProbeFailure, Profile};
 use crate::machine::Machine;
 use crate::measure::{self, Clock, pin_to_cpu};
-use crate::names::{metric, probe};
-use crate::schema::{Better, Metric, ProbeResult, Status};
-use serde_json::json;
+use crate::names::probe;
+use crate::schema::figures::{Analysis, FigureId};
+use crate::schema::probes::sharing::{
+    SeparateCoresCheck, SharingEffects, SharingFigures, SharingParams, SharingRaw, SharingSamples,
+};
+use crate::schema::{Better, Metric};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The sharing probe.
@@ -345,95 +348,43 @@ impl CoreCheck {
         None
     }
 
-    fn json(&self, problem: &Option<String>) -> serde_json::Value {
-        json!({
-            metric::TRUE_SHARING_RATIO: self.true_sharing,
-            "private_vs_alone_ratio": self.private_vs_alone,
-            "span_overlap": self.span_overlap,
-            "separate_cores": problem.is_none(),
-            "why_not": problem,
-        })
+    /// The check as the file saves it, with the problem found while measuring.
+    fn record(&self, problem: &Option<String>) -> SeparateCoresCheck {
+        let finite = |x: f64| x.is_finite().then_some(x);
+        SeparateCoresCheck {
+            true_sharing_ratio: finite(self.true_sharing),
+            private_vs_alone_ratio: finite(self.private_vs_alone),
+            span_overlap: finite(self.span_overlap),
+            separate_cores: problem.is_none(),
+            why_not: problem.clone(),
+        }
+    }
+
+    /// The check a file saved.
+    fn of_record(c: &SeparateCoresCheck) -> CoreCheck {
+        let or_nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
+        CoreCheck {
+            true_sharing: or_nan(c.true_sharing_ratio),
+            private_vs_alone: or_nan(c.private_vs_alone_ratio),
+            span_overlap: or_nan(c.span_overlap),
+        }
     }
 }
 
 impl Attempt {
-    /// Puts the per-operation figures (ns, and cycles at `core_hz`) into `r`, with their
-    /// samples, and the paired ratios; when the threads did not run as separate cores
-    /// (`refused`, why), no ratio: each is `not_measured` with why.
-    fn publish(&self, r: &mut ProbeResult, core_hz: Option<f64>, refused: Option<String>) {
-        // Per-operation figures, as measured whether or not the threads ran as separate cores
-        // (the checks in `effects` say which); cycles of the first CPU's core clock (TSC ticks
-        // are not core cycles).
-        let per_op: [(&str, &Vec<f64>); 10] = [
-            (metric::PACKED_INCREMENT_NS, &self.plain_packed),
-            (metric::PADDED_INCREMENT_NS, &self.plain_padded),
-            (metric::PACKED_ATOMIC_INCREMENT_NS, &self.atomic_packed),
-            (metric::PRIVATE_ATOMIC_INCREMENT_NS, &self.atomic_private),
-            (metric::SHARED_ATOMIC_INCREMENT_NS, &self.shared_atomic),
-            ("single_thread_atomic_increment_ns", &self.alone_atomic),
-            (metric::PACKED_READER_LOAD_NS, &self.reader_packed),
-            (metric::PADDED_READER_LOAD_NS, &self.reader_padded),
-            (metric::PACKED_WRITER_STORE_NS, &self.writer_packed),
-            (metric::PADDED_WRITER_STORE_NS, &self.writer_padded),
-        ];
-        r.metrics.extend(
-            per_op
-                .iter()
-                .filter_map(|(name, ns)| Metric::from_samples(name, "ns", Better::Lower, ns)),
-        );
-        if let Some(hz) = core_hz {
-            r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
-            let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
-            r.metrics.extend(per_op.iter().filter_map(|(name, ns)| {
-                let name = format!("{}_cycles", name.trim_end_matches("_ns"));
-                Metric::from_samples(&name, "cycles", Better::Lower, &cycles(ns))
-            }));
-        }
-        match refused {
-            // Sample i of each variant is from the same moment: paired ratios cancel what the
-            // host did during that sample.
-            None => {
-                let pairs: [(&str, &[f64], &[f64]); 5] = [
-                    (
-                        metric::FALSE_SHARING_RATIO,
-                        &self.plain_packed,
-                        &self.plain_padded,
-                    ),
-                    (
-                        metric::FALSE_SHARING_ATOMIC_RATIO,
-                        &self.atomic_packed,
-                        &self.atomic_private,
-                    ),
-                    (
-                        metric::FALSE_SHARING_READER_RATIO,
-                        &self.reader_packed,
-                        &self.reader_padded,
-                    ),
-                    (
-                        metric::FALSE_SHARING_WRITER_RATIO,
-                        &self.writer_packed,
-                        &self.writer_padded,
-                    ),
-                    (
-                        metric::TRUE_SHARING_RATIO,
-                        &self.shared_atomic,
-                        &self.atomic_private,
-                    ),
-                ];
-                debug_assert!(pairs.iter().map(|p| p.0).eq(RATIO_METRICS));
-                r.metrics
-                    .extend(pairs.iter().filter_map(|(name, num, den)| {
-                        Metric::paired_ratio(name, Better::Lower, num, den)
-                    }));
-            }
-            Some(why) => {
-                for name in RATIO_METRICS {
-                    r.not_measured.insert(name.into(), why.clone());
-                }
-            }
-        }
-        for (name, ns) in per_op {
-            r.samples.insert(name.into(), ns.clone());
+    /// The attempt's samples as the file saves them.
+    fn into_samples(self) -> SharingSamples {
+        SharingSamples {
+            packed_increment_ns: self.plain_packed,
+            padded_increment_ns: self.plain_padded,
+            packed_atomic_increment_ns: self.atomic_packed,
+            private_atomic_increment_ns: self.atomic_private,
+            shared_atomic_increment_ns: self.shared_atomic,
+            single_thread_atomic_increment_ns: self.alone_atomic,
+            packed_reader_load_ns: self.reader_packed,
+            padded_reader_load_ns: self.reader_padded,
+            packed_writer_store_ns: self.writer_packed,
+            padded_writer_store_ns: self.writer_padded,
         }
     }
 
@@ -603,27 +554,98 @@ fn distinct_cores(machine: &Machine, cpus: &[usize]) -> bool {
     })
 }
 
-/// The ratio metrics, each the paired ratio of its pattern's packed (or shared) time over its
-/// padded (or private) time.
-pub const RATIO_METRICS: [&str; 5] = [
-    metric::FALSE_SHARING_RATIO,
-    metric::FALSE_SHARING_ATOMIC_RATIO,
-    metric::FALSE_SHARING_READER_RATIO,
-    metric::FALSE_SHARING_WRITER_RATIO,
-    metric::TRUE_SHARING_RATIO,
-];
+/// Why the saved attempt's threads did not run as separate cores, or `None` when they did (or
+/// the file is from a build that did not check): the last check, judged by this build.
+fn refusal(effects: &SharingEffects) -> Option<String> {
+    let last = effects.separate_cores_checks.last()?;
+    let distinct = effects.topology_distinct_cores.unwrap_or(false);
+    let why = CoreCheck::of_record(last).problem(distinct)?;
+    Some(format!(
+        "the threads did not run as separate cores in {} attempts: {why}",
+        effects
+            .attempts
+            .unwrap_or(effects.separate_cores_checks.len())
+    ))
+}
 
-impl Probe for SharingProbe {
-    fn name(&self) -> &'static str {
-        probe::SHARING
+/// The figures of a sharing record: per-operation times (ns, and cycles at the first CPU's
+/// core clock: TSC ticks are not core cycles), as measured whether or not the threads ran as
+/// separate cores (the checks in `effects` say which), and the paired ratios, which a run
+/// whose threads did not run as separate cores does not give (each `not_measured`, with why).
+pub fn analyse(raw: &SharingRaw) -> Analysis<SharingFigures> {
+    let s = &raw.samples;
+    let ns = |ns: &[f64]| Metric::from_samples("", "ns", Better::Lower, ns);
+    let ghz = raw.effects.core_clock_ghz;
+    let cycles = |ns: &[f64]| {
+        let ghz = ghz?;
+        let cycles: Vec<f64> = ns.iter().map(|x| x * ghz).collect();
+        Metric::from_samples("", "cycles", Better::Lower, &cycles)
+    };
+    let mut f = SharingFigures {
+        packed_increment_ns: ns(&s.packed_increment_ns),
+        padded_increment_ns: ns(&s.padded_increment_ns),
+        packed_atomic_increment_ns: ns(&s.packed_atomic_increment_ns),
+        private_atomic_increment_ns: ns(&s.private_atomic_increment_ns),
+        shared_atomic_increment_ns: ns(&s.shared_atomic_increment_ns),
+        single_thread_atomic_increment_ns: ns(&s.single_thread_atomic_increment_ns),
+        packed_reader_load_ns: ns(&s.packed_reader_load_ns),
+        padded_reader_load_ns: ns(&s.padded_reader_load_ns),
+        packed_writer_store_ns: ns(&s.packed_writer_store_ns),
+        padded_writer_store_ns: ns(&s.padded_writer_store_ns),
+        packed_increment_cycles: cycles(&s.packed_increment_ns),
+        padded_increment_cycles: cycles(&s.padded_increment_ns),
+        packed_atomic_increment_cycles: cycles(&s.packed_atomic_increment_ns),
+        private_atomic_increment_cycles: cycles(&s.private_atomic_increment_ns),
+        shared_atomic_increment_cycles: cycles(&s.shared_atomic_increment_ns),
+        single_thread_atomic_increment_cycles: cycles(&s.single_thread_atomic_increment_ns),
+        packed_reader_load_cycles: cycles(&s.packed_reader_load_ns),
+        padded_reader_load_cycles: cycles(&s.padded_reader_load_ns),
+        packed_writer_store_cycles: cycles(&s.packed_writer_store_ns),
+        padded_writer_store_cycles: cycles(&s.padded_writer_store_ns),
+        ..SharingFigures::default()
+    };
+    let mut not_measured = std::collections::BTreeMap::new();
+    match refusal(&raw.effects) {
+        // Sample i of each variant is from the same moment: paired ratios cancel what the
+        // host did during that sample.
+        None => {
+            let ratio =
+                |num: &[f64], den: &[f64]| Metric::paired_ratio("", Better::Lower, num, den);
+            f.false_sharing_ratio = ratio(&s.packed_increment_ns, &s.padded_increment_ns);
+            f.false_sharing_atomic_ratio = ratio(
+                &s.packed_atomic_increment_ns,
+                &s.private_atomic_increment_ns,
+            );
+            f.false_sharing_reader_ratio =
+                ratio(&s.packed_reader_load_ns, &s.padded_reader_load_ns);
+            f.false_sharing_writer_ratio =
+                ratio(&s.packed_writer_store_ns, &s.padded_writer_store_ns);
+            f.true_sharing_ratio = ratio(
+                &s.shared_atomic_increment_ns,
+                &s.private_atomic_increment_ns,
+            );
+        }
+        Some(why) => {
+            not_measured = SharingFigures::RATIOS
+                .iter()
+                .map(|&id: &FigureId| (id, why.clone()))
+                .collect();
+        }
     }
-
-    fn about(&self) -> &'static str {
-        "false sharing (plain, atomic and reader fields packed in a line vs padded) and true \
-         sharing (one atomic)"
+    Analysis {
+        figures: f,
+        not_measured,
     }
+}
 
-    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+impl Measurement for SharingProbe {
+    type Raw = SharingRaw;
+    type Figures = SharingFigures;
+    const NAME: &'static str = probe::SHARING;
+    const ABOUT: &'static str = "false sharing (plain, atomic and reader fields packed in a \
+                                 line vs padded) and true sharing (one atomic)";
+
+    fn measure(&self, ctx: &ProbeContext) -> Result<SharingRaw, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         let cpus = ctx.cpus()?;
         require_two_cpus(&cpus)?;
@@ -648,7 +670,7 @@ impl Probe for SharingProbe {
             let a = plan.attempt(ctx)?;
             let check = a.check();
             let problem = check.problem(distinct);
-            checks.push(check.json(&problem));
+            checks.push(check.record(&problem));
             if problem.is_none() || checks.len() >= MAX_ATTEMPTS {
                 break (a, problem);
             }
@@ -659,45 +681,40 @@ impl Probe for SharingProbe {
         };
 
         let n = cpus.len();
-        let mut r = ProbeResult::new(probe::SHARING, Status::Ok);
-        r.params.insert("cpus".into(), json!(cpus));
-        r.params.insert("threads".into(), json!(n));
-        r.params.insert("samples".into(), json!(plan.samples));
-        r.params
-            .insert("increments_per_thread".into(), json!(plan.iterations));
-        r.params.insert(
-            "atomic_increments_per_thread".into(),
-            json!(plan.atomic_iterations),
-        );
-        r.params
-            .insert("writer_stores".into(), json!(plan.iterations));
-        r.params.insert("packed_stride_bytes".into(), json!(8));
-        r.params.insert("padded_stride_bytes".into(), json!(128));
-        r.effects.insert("pinned_cpus".into(), json!(cpus));
-        r.effects
-            .insert("packed_lines".into(), json!(n.div_ceil(8)));
-        r.effects
-            .insert("topology_distinct_cores".into(), json!(distinct));
-        r.effects.insert("attempts".into(), json!(checks.len()));
-        r.effects
-            .insert("separate_cores_checks".into(), json!(checks));
-        r.effects
-            .insert("separate_cores".into(), json!(problem.is_none()));
+        Ok(SharingRaw {
+            params: SharingParams {
+                cpus: cpus.clone(),
+                threads: n,
+                samples: plan.samples,
+                increments_per_thread: plan.iterations,
+                atomic_increments_per_thread: plan.atomic_iterations,
+                writer_stores: Some(plan.iterations),
+                packed_stride_bytes: 8,
+                padded_stride_bytes: 128,
+            },
+            effects: SharingEffects {
+                pinned_cpus: cpus.clone(),
+                packed_lines: n.div_ceil(8),
+                topology_distinct_cores: Some(distinct),
+                attempts: Some(checks.len()),
+                separate_cores: Some(problem.is_none()),
+                separate_cores_checks: checks,
+                core_clock_ghz: core_hz.map(|hz| hz / 1e9),
+            },
+            samples: t.into_samples(),
+            series: Vec::new(),
+        })
+    }
 
-        let refused = problem.map(|why| {
-            format!(
-                "the threads did not run as separate cores in {} attempts: {why}",
-                checks.len()
-            )
-        });
-        t.publish(&mut r, core_hz, refused);
-        Ok(r)
+    fn analyse(raw: &SharingRaw, _machine: &Machine) -> Analysis<SharingFigures> {
+        analyse(raw)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::figures::Figures;
 
     #[test]
     fn layouts_put_packed_counters_on_one_line_and_padded_ones_apart() {
@@ -808,45 +825,86 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_refused_attempt_publishes_its_times_and_no_ratio() {
-        let a = shared_core_attempt();
-        let why = a.check().problem(true).expect("refused");
-        let mut r = ProbeResult::new("sharing", Status::Ok);
-        a.publish(&mut r, Some(3e9), Some(why.clone()));
-        for name in RATIO_METRICS {
-            assert!(r.metric(name).is_none(), "{name} published");
-            assert_eq!(r.not_measured.get(name), Some(&why), "{name}");
+    /// The raw record of one attempt `a` as the probe saves it, its threads on separate
+    /// cores by the topology, the core clock at `ghz`.
+    fn raw_of(a: Attempt, ghz: Option<f64>) -> SharingRaw {
+        let problem = a.check().problem(true);
+        SharingRaw {
+            params: SharingParams {
+                cpus: vec![0, 1],
+                threads: 2,
+                samples: 3,
+                ..SharingParams::default()
+            },
+            effects: SharingEffects {
+                topology_distinct_cores: Some(true),
+                attempts: Some(1),
+                separate_cores_checks: vec![a.check().record(&problem)],
+                separate_cores: Some(problem.is_none()),
+                core_clock_ghz: ghz,
+                ..SharingEffects::default()
+            },
+            samples: a.into_samples(),
+            series: Vec::new(),
         }
-        // The times stay, as measured: they show what happened.
-        assert_eq!(r.metric("private_atomic_increment_ns").unwrap().value, 14.3);
-        assert_eq!(
-            r.metric("single_thread_atomic_increment_ns").unwrap().value,
-            8.5
-        );
-        assert!(r.metric("private_atomic_increment_cycles").is_some());
     }
 
     #[test]
-    fn an_accepted_attempt_publishes_every_paired_ratio() {
+    fn a_refused_attempt_gives_its_times_and_no_ratio() {
+        let a = shared_core_attempt();
+        let why = a.check().problem(true).expect("refused");
+        let analysis = analyse(&raw_of(a, Some(3.0)));
+        let f = &analysis.figures;
+        for id in SharingFigures::RATIOS {
+            let why_not = analysis.not_measured.get(&id).expect("not measured");
+            assert!(why_not.ends_with(&why), "{why_not}");
+            assert!(why_not.contains("in 1 attempts"), "{why_not}");
+        }
+        assert!(f.false_sharing_ratio.is_none() && f.true_sharing_ratio.is_none());
+        // The times stay, as measured: they show what happened.
+        assert_eq!(f.private_atomic_increment_ns.as_ref().unwrap().value, 14.3);
+        assert_eq!(
+            f.single_thread_atomic_increment_ns.as_ref().unwrap().value,
+            8.5
+        );
+        let cycles = f.private_atomic_increment_cycles.as_ref().unwrap().value;
+        assert!((cycles - 14.3 * 3.0).abs() < 1e-9, "{cycles}");
+    }
+
+    #[test]
+    fn an_accepted_attempt_gives_every_paired_ratio() {
         let mut a = shared_core_attempt();
         a.shared_atomic = vec![35.0; 3];
         a.atomic_packed = vec![29.4; 3];
         a.atomic_private = vec![6.2; 3];
         a.alone_atomic = vec![6.1; 3];
         assert_eq!(a.check().problem(true), None);
-        let mut r = ProbeResult::new("sharing", Status::Ok);
-        a.publish(&mut r, None, None);
-        assert!(r.not_measured.is_empty());
-        for name in RATIO_METRICS {
-            assert!(r.metric(name).is_some(), "{name} missing");
+        let analysis = analyse(&raw_of(a, None));
+        assert!(analysis.not_measured.is_empty());
+        let metrics = analysis.figures.clone().into_metrics();
+        for id in SharingFigures::RATIOS {
+            assert!(
+                metrics.iter().any(|m| m.name == id.metric),
+                "{id:?} missing"
+            );
         }
-        let atomic = r.metric("false_sharing_atomic_ratio").unwrap().value;
+        let atomic = analysis.figures.false_sharing_atomic_ratio.unwrap().value;
         assert!((atomic - 29.4 / 6.2).abs() < 1e-9, "{atomic}");
         assert!(
-            r.metric("packed_increment_cycles").is_none(),
+            analysis.figures.packed_increment_cycles.is_none(),
             "no clock, no cycles"
         );
+    }
+
+    #[test]
+    fn a_file_from_before_the_check_gives_its_ratios() {
+        // Files saved before the probe checked for separate cores have no checks: their
+        // ratios stand.
+        let mut raw = raw_of(shared_core_attempt(), None);
+        raw.effects.separate_cores_checks.clear();
+        let analysis = analyse(&raw);
+        assert!(analysis.not_measured.is_empty());
+        assert!(analysis.figures.true_sharing_ratio.is_some());
     }
 
     #[test]

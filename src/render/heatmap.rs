@@ -2,8 +2,9 @@
 //! where its value falls between the smallest and largest, with the figure when the terminal
 //! is wide enough and shades alone when it is not. Returns text; the binary prints it.
 
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::render::text::Style;
+use crate::schema::probes::c2c::{BY_GROUP_SERIES, C2cFigures, C2cRaw, CAS_MATRIX_SERIES};
 use crate::schema::{ProbeResult, Series, Status};
 use std::fmt::Write;
 
@@ -137,7 +138,7 @@ pub fn render_c2c(p: &ProbeResult, style: impl Into<Style>) -> Option<String> {
     let matrix = p
         .series
         .iter()
-        .find(|s| matches!(s, Series::Matrix { name, .. } if name == metric::C2C_LATENCY_NS))?;
+        .find(|s| matches!(s, Series::Matrix { name, .. } if name == CAS_MATRIX_SERIES))?;
     let mut s = String::from("Core-to-core latency, one way, lock cmpxchg ping-pong\n");
     s.push_str(&render_matrix(matrix, width)?);
     let groups = p.series.iter().find_map(|s| match s {
@@ -146,16 +147,18 @@ pub fn render_c2c(p: &ProbeResult, style: impl Into<Style>) -> Option<String> {
             labels,
             values,
             ..
-        } if name == "c2c_latency_ns_by_group" => Some((labels, values)),
+        } if name == BY_GROUP_SERIES => Some((labels, values)),
         _ => None,
     });
     if let Some((labels, values)) = groups {
-        let counts = p.effects.get("pair_groups").and_then(|g| g.as_object());
+        let counts = p.raw::<C2cRaw>().ok().map(|r| r.effects.pair_groups);
         let parts: Vec<String> = labels
             .iter()
             .zip(values)
             .map(|(l, v)| {
-                let n = counts.map_or(0, |c| c.values().filter(|g| g.as_str() == Some(l)).count());
+                let n = counts
+                    .as_ref()
+                    .map_or(0, |c| c.values().filter(|g| g.key() == l).count());
                 format!(
                     "{} {} ns ({n} pair{})",
                     group_words(l),
@@ -166,9 +169,10 @@ pub fn render_c2c(p: &ProbeResult, style: impl Into<Style>) -> Option<String> {
             .collect();
         let _ = writeln!(s, "By topology: {}", parts.join("; "));
     }
+    let figures = p.figures::<C2cFigures>().unwrap_or_default();
     if let (Some(cas), Some(ls)) = (
-        p.metric(metric::C2C_LATENCY_NS),
-        p.metric(metric::C2C_LOAD_STORE_LATENCY_NS),
+        figures.c2c_latency_ns.as_ref(),
+        figures.c2c_load_store_latency_ns.as_ref(),
     ) {
         let _ = writeln!(
             s,

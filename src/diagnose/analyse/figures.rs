@@ -56,7 +56,9 @@ impl MachineFigure {
         match self {
             MachineFigure::CoreClockGhz => metric::CORE_CLOCK_GHZ,
             MachineFigure::PauseNs => metric::PAUSE_NS,
-            MachineFigure::LineTransferNs => metric::C2C_LATENCY_NS,
+            MachineFigure::LineTransferNs => {
+                crate::schema::probes::c2c::C2cFigures::C2C_LATENCY_NS.metric
+            }
             MachineFigure::SplitLockNs => metric::SPLIT_LOCK_LATENCY_NS,
             MachineFigure::DramLatency4kNs => MemLatencyFigures::DRAM_LATENCY_4K_NS.metric,
             MachineFigure::DramLatencyHugeNs => MemLatencyFigures::DRAM_LATENCY_HUGE_NS.metric,

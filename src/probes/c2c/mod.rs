@@ -15,13 +15,18 @@
 pub mod matrix;
 pub mod pingpong;
 
-use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use super::{Measurement, ProbeContext, ProbeFailure, Profile};
+use crate::machine::Machine;
 use crate::measure::{self, estimate_core_clock, pin_to_cpu};
-use crate::names::{metric, probe};
-use crate::schema::{Better, Metric, ProbeResult, Series, Status};
+use crate::names::probe;
+use crate::schema::figures::Analysis;
+use crate::schema::probes::c2c::{
+    BY_GROUP_SERIES, C2cEffects, C2cFigures, C2cParams, C2cRaw, C2cSamples, CAS_MATRIX_SERIES,
+    CpuPair, LOAD_STORE_MATRIX_SERIES, PairSamples, Placement,
+};
+use crate::schema::{Better, Metric, Series};
 use matrix::{PairGroup, PairLatency};
 use pingpong::{Lines, Plan, Variant, ping_pong};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -47,11 +52,11 @@ pub fn require_two_cpus(cpus: &[usize]) -> Result<(), ProbeFailure> {
 
 /// A headline figure over pairs: the median of the pair medians, with the spread across
 /// pairs; for a single pair, the pair's own samples (its spread is then the noise).
-pub fn over_pairs(name: &str, pair_medians: &[f64], single_pair_samples: &[f64]) -> Option<Metric> {
+pub fn over_pairs(pair_medians: &[f64], single_pair_samples: &[f64]) -> Option<Metric> {
     if pair_medians.len() > 1 {
-        Metric::across_places(name, "ns", Better::Lower, pair_medians)
+        Metric::across_places("", "ns", Better::Lower, pair_medians)
     } else {
-        Metric::from_samples(name, "ns", Better::Lower, single_pair_samples)
+        Metric::from_samples("", "ns", Better::Lower, single_pair_samples)
     }
 }
 
@@ -105,16 +110,14 @@ fn measure_pair(
     })
 }
 
-impl Probe for C2cProbe {
-    fn name(&self) -> &'static str {
-        probe::C2C
-    }
+impl Measurement for C2cProbe {
+    type Raw = C2cRaw;
+    type Figures = C2cFigures;
+    const NAME: &'static str = probe::C2C;
+    const ABOUT: &'static str =
+        "core-to-core latency: one-way cache-line handoff per CPU pair, by topology";
 
-    fn about(&self) -> &'static str {
-        "core-to-core latency: one-way cache-line handoff per CPU pair, by topology"
-    }
-
-    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    fn measure(&self, ctx: &ProbeContext) -> Result<C2cRaw, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         let cpus = ctx.cpus()?;
         require_two_cpus(&cpus)?;
@@ -186,249 +189,195 @@ impl Probe for C2cProbe {
             let _pin = pin_to_cpu(cpus[0])?;
             estimate_core_clock(ctx.clock, 5)
         };
-        Ok(result(
-            ctx,
+        Ok(raw_record(
+            ctx.machine,
             &cpus,
-            &runs,
+            runs,
             plan,
             budget_s,
-            pairs.len(),
-            budget_exhausted,
+            (pairs.len(), budget_exhausted),
             core.map(|c| c.hz),
         ))
     }
-}
 
-#[allow(clippy::too_many_arguments)]
-fn result(
-    ctx: &ProbeContext,
-    cpus: &[usize],
-    runs: &[PairRun],
-    plan: Plan,
-    budget_s: f64,
-    pairs_total: usize,
-    budget_exhausted: bool,
-    core_hz: Option<f64>,
-) -> ProbeResult {
-    let topology = ctx.machine.topology.as_ref();
-    let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
-    // A pair whose samples split between two placements (the host moved a vCPU) is figured
-    // on the placement most samples saw; the other is kept and said, not averaged in.
-    let splits: Vec<Option<matrix::PlacementSplit>> = runs
-        .iter()
-        .map(|r| matrix::placement_split(&r.cas_ns))
-        .collect();
-    let cas_main: Vec<&[f64]> = runs
-        .iter()
-        .zip(&splits)
-        .map(|(r, s)| {
-            s.as_ref()
-                .map_or(r.cas_ns.as_slice(), |s| s.main.as_slice())
-        })
-        .collect();
-    let cas: Vec<PairLatency> = runs
-        .iter()
-        .zip(&cas_main)
-        .map(|(r, main)| PairLatency {
-            a: r.a,
-            b: r.b,
-            ns: med(main),
-        })
-        .collect();
-    let load_store: Vec<PairLatency> = runs
-        .iter()
-        .map(|r| PairLatency {
-            a: r.a,
-            b: r.b,
-            ns: med(&r.load_store_ns),
-        })
-        .collect();
-    let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
-    let ls_medians: Vec<f64> = load_store.iter().map(|p| p.ns).collect();
-
-    let mut r = ProbeResult::new(probe::C2C, Status::Ok);
-    r.params.insert("cpus".into(), json!(cpus));
-    r.params.insert("samples".into(), json!(plan.samples));
-    r.params.insert(
-        "handoffs_per_sample".into(),
-        json!(plan.handoffs_per_sample),
-    );
-    r.params
-        .insert("warmup_handoffs".into(), json!(plan.warmup));
-    r.params.insert("budget_s".into(), json!(budget_s));
-
-    let groups = record_latencies(
-        &mut r,
-        topology,
-        &cas,
-        cas_main[0],
-        &ls_medians,
-        runs,
-        core_hz,
-    );
-    for run in runs {
-        r.samples.insert(
-            format!("c2c_cas_ns.{}", pair_key(run.a, run.b)),
-            run.cas_ns.clone(),
-        );
-        r.samples.insert(
-            format!("c2c_load_store_ns.{}", pair_key(run.a, run.b)),
-            run.load_store_ns.clone(),
-        );
+    fn analyse(raw: &C2cRaw, machine: &Machine) -> Analysis<C2cFigures> {
+        Analysis::of(analyse(raw, machine))
     }
-
-    record_pairs(
-        &mut r,
-        topology,
-        cpus,
-        runs,
-        &splits,
-        pairs_total,
-        budget_exhausted,
-    );
-    if let Some(hz) = core_hz {
-        r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
-    }
-
-    record_matrices(&mut r, cpus, &cas, &load_store, &groups);
-    r
 }
 
-/// The CAS and load-store matrices over the CPUs, and the CAS latency's bars by pair group.
-fn record_matrices(
-    r: &mut ProbeResult,
-    cpus: &[usize],
-    cas: &[PairLatency],
-    load_store: &[PairLatency],
-    groups: &BTreeMap<PairGroup, Vec<f64>>,
-) {
-    let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
-    r.series
-        .push(matrix::matrix(metric::C2C_LATENCY_NS, cpus, cas));
-    r.series.push(matrix::matrix(
-        metric::C2C_LOAD_STORE_LATENCY_NS,
-        cpus,
-        load_store,
-    ));
-    r.series.push(Series::Bars {
-        name: "c2c_latency_ns_by_group".into(),
-        unit: "ns".into(),
-        labels: groups.keys().map(|g| g.key().to_string()).collect(),
-        values: groups.values().map(|v| med(v)).collect(),
-    });
+fn median(v: &[f64]) -> f64 {
+    crate::stats::median(v).unwrap_or(f64::NAN)
 }
 
-/// The latency metrics: CAS handoff over pairs, its range and cycles, load-store handoff,
-/// and one range per pair group; returns the groups, for the bars.
-fn record_latencies(
-    r: &mut ProbeResult,
-    topology: Option<&crate::machine::Topology>,
-    cas: &[PairLatency],
-    first_cas: &[f64],
-    ls_medians: &[f64],
-    runs: &[PairRun],
-    core_hz: Option<f64>,
-) -> BTreeMap<PairGroup, Vec<f64>> {
-    let cas_medians: Vec<f64> = cas.iter().map(|p| p.ns).collect();
-    r.metrics
-        .extend(over_pairs(metric::C2C_LATENCY_NS, &cas_medians, first_cas));
+/// One pair's figures: its `lock cmpxchg` samples on the placement most samples saw (a pair
+/// whose samples split between two placements, the host having moved a vCPU, is figured on
+/// that one; the other is kept and said in `effects`, not averaged in), and its medians.
+struct PairFigures<'a> {
+    pair: CpuPair,
+    cas_main: Vec<f64>,
+    cas_ns: f64,
+    load_store: &'a [f64],
+    load_store_ns: f64,
+}
+
+fn pair_figures(raw: &C2cRaw) -> Vec<PairFigures<'_>> {
+    raw.samples
+        .pairs
+        .iter()
+        .map(|(&pair, s)| {
+            let cas_main =
+                matrix::placement_split(&s.cas_ns).map_or_else(|| s.cas_ns.clone(), |s| s.main);
+            PairFigures {
+                pair,
+                cas_ns: median(&cas_main),
+                cas_main,
+                load_store: &s.load_store_ns,
+                load_store_ns: median(&s.load_store_ns),
+            }
+        })
+        .collect()
+}
+
+fn latencies(pairs: &[PairFigures<'_>], cas: bool) -> Vec<PairLatency> {
+    pairs
+        .iter()
+        .map(|p| PairLatency {
+            a: p.pair.a,
+            b: p.pair.b,
+            ns: if cas { p.cas_ns } else { p.load_store_ns },
+        })
+        .collect()
+}
+
+/// The figures of a c2c record: the `lock cmpxchg` handoff over pairs, its range and cycles,
+/// the load-store handoff, and one range per pair group of `machine`'s topology.
+pub fn analyse(raw: &C2cRaw, machine: &Machine) -> C2cFigures {
+    let pairs = pair_figures(raw);
+    let Some(first) = pairs.first() else {
+        return C2cFigures::default();
+    };
+    let cas_medians: Vec<f64> = pairs.iter().map(|p| p.cas_ns).collect();
+    let ls_medians: Vec<f64> = pairs.iter().map(|p| p.load_store_ns).collect();
     let (min, max) = cas_medians
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
             (lo.min(x), hi.max(x))
         });
-    if min.is_finite() {
-        r.metrics.push(Metric::derived(
-            "c2c_latency_min_ns",
-            min,
-            "ns",
-            Better::Lower,
-        ));
-        r.metrics.push(Metric::derived(
-            "c2c_latency_max_ns",
-            max,
-            "ns",
-            Better::Lower,
-        ));
+    let range = |x: f64| {
+        x.is_finite()
+            .then(|| Metric::derived("", x, "ns", Better::Lower))
+    };
+    let cycles = raw
+        .effects
+        .core_clock_ghz
+        .zip(crate::stats::median(&cas_medians))
+        .map(|(ghz, m)| Metric::derived("", m * ghz, "cycles", Better::Lower));
+    let groups = matrix::by_group(machine.topology.as_ref(), &latencies(&pairs, true));
+    C2cFigures {
+        c2c_latency_ns: over_pairs(&cas_medians, &first.cas_main),
+        c2c_latency_min_ns: range(min).filter(|_| max.is_finite()),
+        c2c_latency_max_ns: range(max).filter(|_| min.is_finite()),
+        c2c_latency_cycles: cycles,
+        c2c_load_store_latency_ns: over_pairs(&ls_medians, first.load_store),
+        // One value per pair of the group: a range across pairs, not an interval.
+        by_group: groups
+            .iter()
+            .filter(|(g, _)| **g != PairGroup::Unknown)
+            .filter_map(|(g, v)| Some((*g, Metric::across_places("", "ns", Better::Lower, v)?)))
+            .collect(),
     }
-    if let (Some(hz), Some(m)) = (core_hz, crate::stats::median(&cas_medians)) {
-        r.metrics.push(Metric::derived(
-            metric::C2C_LATENCY_CYCLES,
-            m * hz * 1e-9,
-            "cycles",
-            Better::Lower,
-        ));
-    }
-    r.metrics.extend(over_pairs(
-        metric::C2C_LOAD_STORE_LATENCY_NS,
-        ls_medians,
-        &runs[0].load_store_ns,
-    ));
-    let groups = matrix::by_group(topology, cas);
-    for (g, v) in &groups {
-        if *g != PairGroup::Unknown {
-            // One value per pair of the group: a range across pairs, not an interval.
-            r.metrics.extend(Metric::across_places(
-                &g.metric_name(),
-                "ns",
-                Better::Lower,
-                v,
-            ));
-        }
-    }
-
-    groups
 }
 
-/// The pairs as measured: which saw their vCPU placement change (and both placements'
-/// figures), how many of how many were measured, and each pair's group.
-fn record_pairs(
-    r: &mut ProbeResult,
-    topology: Option<&crate::machine::Topology>,
+/// What the sweep saves: its plan, the pairs as measured (which saw their vCPU placement
+/// change, how many of how many, each pair's group), every pair's samples, and the charts.
+fn raw_record(
+    machine: &Machine,
     cpus: &[usize],
-    runs: &[PairRun],
-    splits: &[Option<matrix::PlacementSplit>],
-    pairs_total: usize,
-    budget_exhausted: bool,
-) {
-    let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
-    let pair_key = |a: usize, b: usize| format!("cpu{a}-cpu{b}");
-    let moved: BTreeMap<String, serde_json::Value> = runs
+    runs: Vec<PairRun>,
+    plan: Plan,
+    budget_s: f64,
+    (pairs_total, budget_exhausted): (usize, bool),
+    core_hz: Option<f64>,
+) -> C2cRaw {
+    let topology = machine.topology.as_ref();
+    let pairs_measured = runs.len();
+    let placements: BTreeMap<CpuPair, Placement> = runs
         .iter()
-        .zip(splits)
-        .filter_map(|(r, s)| {
-            let s = s.as_ref()?;
+        .filter_map(|r| {
+            let s = matrix::placement_split(&r.cas_ns)?;
             Some((
-                pair_key(r.a, r.b),
-                json!({
-                    "main_ns": med(&s.main),
-                    "other_ns": med(&s.other),
-                    "other_share": s.other.len() as f64 / r.cas_ns.len() as f64,
-                }),
+                CpuPair { a: r.a, b: r.b },
+                Placement {
+                    main_ns: median(&s.main),
+                    other_ns: median(&s.other),
+                    other_share: s.other.len() as f64 / r.cas_ns.len() as f64,
+                },
             ))
         })
         .collect();
-    r.effects
-        .insert("vcpu_placement_changed".into(), json!(!moved.is_empty()));
-    if !moved.is_empty() {
-        r.effects.insert("placements".into(), json!(moved));
-    }
-    r.effects.insert("pinned_cpus".into(), json!(cpus));
-    r.effects.insert("pairs_total".into(), json!(pairs_total));
-    r.effects.insert("pairs_measured".into(), json!(runs.len()));
-    r.effects
-        .insert("pairs_sampled".into(), json!(runs.len() < pairs_total));
-    r.effects
-        .insert("budget_exhausted".into(), json!(budget_exhausted));
-    r.effects.insert(
-        "pair_groups".into(),
-        json!(
-            runs.iter()
-                .map(|p| (
-                    pair_key(p.a, p.b),
-                    matrix::classify(topology, p.a, p.b).key()
-                ))
-                .collect::<BTreeMap<_, _>>()
-        ),
-    );
+    let pair_groups = runs
+        .iter()
+        .map(|p| {
+            (
+                CpuPair { a: p.a, b: p.b },
+                matrix::classify(topology, p.a, p.b),
+            )
+        })
+        .collect();
+    let samples = C2cSamples {
+        pairs: runs
+            .into_iter()
+            .map(|r| {
+                (
+                    CpuPair { a: r.a, b: r.b },
+                    PairSamples {
+                        cas_ns: r.cas_ns,
+                        load_store_ns: r.load_store_ns,
+                    },
+                )
+            })
+            .collect(),
+    };
+    let mut raw = C2cRaw {
+        params: C2cParams {
+            cpus: cpus.to_vec(),
+            samples: plan.samples,
+            handoffs_per_sample: plan.handoffs_per_sample,
+            warmup_handoffs: plan.warmup,
+            budget_s,
+        },
+        effects: C2cEffects {
+            vcpu_placement_changed: !placements.is_empty(),
+            placements,
+            pinned_cpus: cpus.to_vec(),
+            pairs_total,
+            pairs_measured,
+            pairs_sampled: pairs_measured < pairs_total,
+            budget_exhausted,
+            pair_groups,
+            core_clock_ghz: core_hz.map(|hz| hz / 1e9),
+        },
+        samples,
+        series: Vec::new(),
+    };
+    raw.series = series(&raw, machine);
+    raw
+}
+
+/// The CAS and load-store matrices over the CPUs, and the CAS latency's bars by pair group.
+fn series(raw: &C2cRaw, machine: &Machine) -> Vec<Series> {
+    let cpus = &raw.params.cpus;
+    let pairs = pair_figures(raw);
+    let cas = latencies(&pairs, true);
+    let groups = matrix::by_group(machine.topology.as_ref(), &cas);
+    vec![
+        matrix::matrix(CAS_MATRIX_SERIES, cpus, &cas),
+        matrix::matrix(LOAD_STORE_MATRIX_SERIES, cpus, &latencies(&pairs, false)),
+        Series::Bars {
+            name: BY_GROUP_SERIES.into(),
+            unit: "ns".into(),
+            labels: groups.keys().map(|g| g.key().to_string()).collect(),
+            values: groups.values().map(|v| median(v)).collect(),
+        },
+    ]
 }

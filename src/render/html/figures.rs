@@ -8,8 +8,9 @@
 
 use super::{Run, escape, first_probes, slug, swatch};
 use crate::compare::fingerprint::SpinRun;
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::render::charts::{self, BarSet, ChartError, Line, axis_name, axis_title};
+use crate::schema::probes::c2c::{BY_GROUP_SERIES, CAS_MATRIX_SERIES, LOAD_STORE_MATRIX_SERIES};
 use crate::schema::{Series, Status};
 use crate::spin::RUNTIMES;
 use std::fmt::Write;
@@ -82,13 +83,13 @@ enum ChartKey<'a> {
 fn series_words(probe: &str, name: &str) -> String {
     match (probe, name) {
         (probe::PAUSE, "pause_ns_per_cpu") => "PAUSE latency on each CPU".into(),
-        (probe::C2C, metric::C2C_LATENCY_NS) => {
+        (probe::C2C, CAS_MATRIX_SERIES) => {
             "Core-to-core latency (lock cmpxchg ping-pong), one way".into()
         }
-        (probe::C2C, metric::C2C_LOAD_STORE_LATENCY_NS) => {
+        (probe::C2C, LOAD_STORE_MATRIX_SERIES) => {
             "Core-to-core latency of a plain flag, one way".into()
         }
-        (probe::C2C, "c2c_latency_ns_by_group") => "Core-to-core latency by topology".into(),
+        (probe::C2C, BY_GROUP_SERIES) => "Core-to-core latency by topology".into(),
         (probe::BANDWIDTH, crate::schema::probes::bandwidth::BandwidthDerived::BARS) => {
             "Streaming read bandwidth".into()
         }
