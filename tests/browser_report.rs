@@ -149,16 +149,13 @@ window.addEventListener("load", function () {{
     )
 }
 
-/// A saved fingerprint of tests/fixtures/fingerprints.
-fn fingerprint(name: &str) -> PathBuf {
-    common::fixture("fingerprints").join(name)
-}
-
+/// `cpudoctor report FIXTURES... -o DIR/report.html` (files of tests/fixtures), which must
+/// succeed; returns the page.
 fn write_report(dir: &Path, inputs: &[&str]) -> PathBuf {
     let out = dir.join("report.html");
     let status = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
         .arg("report")
-        .args(inputs.iter().map(|n| fingerprint(n)))
+        .args(inputs.iter().map(|n| common::fixture(n)))
         .arg("-o")
         .arg(&out)
         .stdout(Stdio::null())
@@ -245,7 +242,7 @@ fn report_of_a_real_fingerprint_draws_every_chart() {
     };
     let dir = tempfile::tempdir().unwrap();
     // Every probe, measured on this 2-vCPU guest.
-    let report = write_report(dir.path(), &["zen4-kvm-probe-all.json"]);
+    let report = write_report(dir.path(), &["fingerprints/zen4-kvm-probe-all.json"]);
     let result = render_in_browser(&chromium, dir.path(), &report);
     // Eleven charts' worth of series (the file read with this build's analysis, which adds
     // the 4 KiB penalty at each DRAM size); four add nothing and are left out: the 2 x 2
@@ -289,9 +286,9 @@ fn overlaid_report_draws_curves_heatmap_and_bars() {
     let report = write_report(
         dir.path(),
         &[
-            "zen4-kvm-probe-full.json",
-            "slow-pause-skylake-sp.json",
-            "synthetic-all-series.json",
+            "fingerprints/zen4-kvm-probe-full.json",
+            "fingerprints/slow-pause-skylake-sp.json",
+            "fingerprints/synthetic-all-series.json",
         ],
     );
     let result = render_in_browser(&chromium, dir.path(), &report);
@@ -362,18 +359,13 @@ fn report_of_two_diagnoses_draws_both_flame_graphs_and_the_differential_one() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report.html");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diagnose");
-    let status = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
-        .arg("report")
-        .arg(fixtures.join("spin-phases-140-zen3-kvm.json"))
-        .arg(fixtures.join("spin-phases-4000-zen3-kvm.json"))
-        .arg("-o")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let out = write_report(
+        dir.path(),
+        &[
+            "diagnose/spin-phases-140-zen3-kvm.json",
+            "diagnose/spin-phases-4000-zen3-kvm.json",
+        ],
+    );
     let result = render_in_browser(&chromium, dir.path(), &out);
     assert_eq!(result["figures"].as_array().unwrap().len(), 3, "{result}");
     // Five frames each (libc's thread start, main, serve, do_work, wait_for_item), coloured
@@ -388,18 +380,13 @@ fn report_of_two_wall_views_draws_their_wall_time_flame_graphs() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report.html");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diagnose");
-    let status = Command::new(env!("CARGO_BIN_EXE_cpudoctor"))
-        .arg("report")
-        .arg(fixtures.join("mutex-wait-2-zen4-kvm.json"))
-        .arg(fixtures.join("mutex-wait-4-zen4-kvm.json"))
-        .arg("-o")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let out = write_report(
+        dir.path(),
+        &[
+            "diagnose/mutex-wait-2-zen4-kvm.json",
+            "diagnose/mutex-wait-4-zen4-kvm.json",
+        ],
+    );
     let result = render_in_browser(&chromium, dir.path(), &out);
     assert_eq!(result["figures"].as_array().unwrap().len(), 5, "{result}");
     // The wall-time graphs: the main thread's join, the workers on and off the CPU, the lock

@@ -48,7 +48,7 @@ fn handoff_json_validates_and_reports_each_runtime_and_delay() {
     let file: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     assert_eq!(file, fp, "--save writes what --json prints");
 
-    let p = entry(&fp["probes"], "name", "handoff");
+    let p = probe(&fp, "handoff");
     assert_eq!(p["status"], "ok");
     assert_eq!(p["params"]["items"], 3);
     assert_eq!(p["params"]["model_pause_ns"], 43.0);
@@ -107,7 +107,7 @@ fn model_legacy_is_slower_than_normalized_in_the_seed_case() {
         "--runtimes",
         "model",
     ]));
-    let p = entry(&fp["probes"], "name", "handoff");
+    let p = probe(&fp, "handoff");
     let ratio = entry(&p["metrics"], "name", "model_legacy_over_normalized_ratio");
     assert_eq!(ratio["spread"]["n"], 3);
     let median = ratio["value"].as_f64().unwrap();

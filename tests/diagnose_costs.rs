@@ -8,10 +8,6 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::*;
 
-fn locked_rmw(d: &Value) -> &Value {
-    entry(&d["findings"], "id", "locked_rmw")
-}
-
 /// A c2c fingerprint of this machine, saved as `check --save` would, with its headline
 /// line-transfer figure set to `ns` (a figure this machine would not measure, to find it in
 /// the text) and, when given, its CPU renamed.
@@ -58,7 +54,7 @@ fn a_contended_atomic_quotes_the_line_transfer_of_the_saved_check_given() {
         prog.to_str().unwrap(),
         "1",
     ]);
-    let f = locked_rmw(&d);
+    let f = finding(&d, "locked_rmw");
     let text = f["explanation"].as_str().unwrap();
     assert!(text.contains("~777.7 ns per transfer"), "{text}");
     assert!(text.contains("check.json"), "{text}");
@@ -89,7 +85,7 @@ fn without_a_saved_check_the_cost_is_measured_here_and_another_cpus_check_is_not
     assert_eq!(costs["from"], "measured_now", "{costs:#}");
     let ns = costs["line_transfer_ns"].as_f64().unwrap();
     assert!(ns > 0.0 && ns != 777.7, "{ns}");
-    let text = locked_rmw(&d)["explanation"].as_str().unwrap();
+    let text = finding(&d, "locked_rmw")["explanation"].as_str().unwrap();
     assert!(text.contains("measured on this machine"), "{text}");
     assert!(!text.contains("777.7") && !text.contains("Zen"), "{text}");
 }
