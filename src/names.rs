@@ -80,12 +80,6 @@ pub mod metric {
     pub const PADDED_READER_LOAD_NS: &str = "padded_reader_load_ns";
     /// `padded_writer_store_ns`.
     pub const PADDED_WRITER_STORE_NS: &str = "padded_writer_store_ns";
-    /// `pause_cycles`.
-    pub const PAUSE_CYCLES: &str = "pause_cycles";
-    /// `pause_ns`.
-    pub const PAUSE_NS: &str = "pause_ns";
-    /// `pause_sustained_ns`.
-    pub const PAUSE_SUSTAINED_NS: &str = "pause_sustained_ns";
     /// `private_atomic_increment_ns`.
     pub const PRIVATE_ATOMIC_INCREMENT_NS: &str = "private_atomic_increment_ns";
     /// `read_bw_1t_gbs`.

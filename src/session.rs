@@ -8,6 +8,7 @@ use crate::machine::Machine;
 use crate::measure::{Clock, Progress, pin};
 use crate::names::{metric, probe};
 use crate::probes::{self, Probe, ProbeContext, ProbeOptions, Profile};
+use crate::schema::probes::pause::PauseFigures;
 use crate::schema::{Fingerprint, SCHEMA_VERSION, Tool};
 
 /// The machine and its clock, set up once per run.
@@ -135,12 +136,11 @@ pub fn measure_pause(
 /// the core clock was estimated), or the probe's reason for having none ("no result" when it
 /// gave none, or did not run).
 pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
-    match fp.metric(probe::PAUSE, metric::PAUSE_NS) {
+    let figures = fp.figures::<PauseFigures>().unwrap_or_default();
+    match figures.pause_ns {
         Some(m) => Ok(PauseCost {
             ns: m.value,
-            cycles: fp
-                .metric(probe::PAUSE, metric::PAUSE_CYCLES)
-                .map(|c| c.value),
+            cycles: figures.pause_cycles.map(|c| c.value),
         }),
         None => Err(fp
             .probe(probe::PAUSE)

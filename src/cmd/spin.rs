@@ -3,9 +3,9 @@
 use super::{BarProgress, MAX_CORES, pause_ns_arg, terminal_width};
 use anyhow::Result;
 use clap::Args;
-use cpudoctor::names::metric;
 use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::render::terminal;
+use cpudoctor::schema::probes::pause::PauseFigures;
 use cpudoctor::session::{self, Host};
 use cpudoctor::spin::{self, LegacySpin, NormalizedSpin};
 use serde_json::json;
@@ -64,7 +64,7 @@ pub fn run(args: SpinArgs) -> Result<()> {
     let mut out = super::stdout_text();
     if args.json {
         let doc = json!({
-            metric::PAUSE_NS: pause_ns,
+            (PauseFigures::PAUSE_NS.metric): pause_ns,
             "pause_source": source,
             "cores": cores,
             "runtimes": costs,

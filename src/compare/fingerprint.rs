@@ -9,8 +9,9 @@
 pub use super::Side;
 use super::facts::{MachineFact, machine_facts};
 use crate::hazards;
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::schema::disturbance::Disturbance;
+use crate::schema::probes::pause::PauseFigures;
 use crate::schema::{Better, Fingerprint, Level, Metric, NotJudged, Status, Verdict};
 use crate::spin::{RUNTIMES, SpinCost, spin_cost};
 use crate::words;
@@ -439,7 +440,8 @@ impl SpinRun {
     /// The model at `fp`'s PAUSE; `None` when it has no usable PAUSE figure.
     pub fn of(fp: &Fingerprint) -> Option<SpinRun> {
         let pause_ns = fp
-            .metric(probe::PAUSE, metric::PAUSE_NS)
+            .figures::<PauseFigures>()?
+            .pause_ns
             .map(|m| m.value)
             .filter(|ns| ns.is_finite() && *ns > 0.0)?;
         let cores = fp.machine.logical_cpus as u64;

@@ -13,6 +13,7 @@
 use super::rules::CostSource;
 use crate::machine::ThpEnabled;
 use crate::names::metric;
+use crate::schema::probes::pause::PauseFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -53,8 +54,8 @@ impl MachineFigure {
     /// The fingerprint metric that holds this figure (a saved `check`).
     pub fn metric(self) -> &'static str {
         match self {
-            MachineFigure::CoreClockGhz => metric::CORE_CLOCK_GHZ,
-            MachineFigure::PauseNs => metric::PAUSE_NS,
+            MachineFigure::CoreClockGhz => PauseFigures::CORE_CLOCK_GHZ.metric,
+            MachineFigure::PauseNs => PauseFigures::PAUSE_NS.metric,
             MachineFigure::LineTransferNs => metric::C2C_LATENCY_NS,
             MachineFigure::SplitLockNs => metric::SPLIT_LOCK_LATENCY_NS,
             MachineFigure::DramLatency4kNs => metric::DRAM_LATENCY_4K_NS,

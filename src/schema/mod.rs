@@ -9,6 +9,7 @@ pub mod disturbance;
 pub mod figures;
 pub mod handoff;
 pub mod json;
+pub mod probes;
 pub mod split_lock;
 #[cfg(test)]
 pub(crate) mod test_support;
