@@ -112,7 +112,7 @@ pub fn run(
         verdicts: Vec::new(),
         not_judged: Vec::new(),
     };
-    hazards::judge_into(&mut fp);
+    fp = judge(&fp);
     fp
 }
 
@@ -274,6 +274,10 @@ pub fn run_repeated(
     combine_runs(fps)
 }
 
+/// The effect of a `--runs N` result naming each figure only some runs found, with in how
+/// many.
+const FOUND_IN_SOME_RUNS_ONLY: &str = "found_in_some_runs_only";
+
 /// One fingerprint from several runs of the same battery on one machine: each probe is the
 /// first run's, with every figure that every run measured replaced by the median over the
 /// runs, its spread and 95% interval taken across the runs, and each run's value kept in
@@ -343,7 +347,7 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
         }
         if !partial.is_empty() {
             p.effects.insert(
-                "found_in_some_runs_only".into(),
+                FOUND_IN_SOME_RUNS_ONLY.into(),
                 serde_json::Value::Object(partial),
             );
         }
@@ -363,26 +367,33 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
             p.samples.insert(format!("{}.runs", m.name), values);
         }
     }
-    hazards::judge_into(&mut first);
-    first
+    // The first run's verdicts were judged on its own figures: judged again on the combined.
+    first.verdicts.clear();
+    judge(&first)
 }
 
-/// A saved fingerprint as this build would judge it: its figures recomputed ([`reanalyze`]),
-/// then every hazard judged again. Files from machines no longer at hand (the corpus of real
-/// machines in `tests/fixtures/machines/`) stay comparable as the analysis improves.
-pub fn rejudge(fp: &Fingerprint) -> Fingerprint {
+/// The one judge, for every path (`check`, `--runs`, `diff`, `report`, `explain`, `fleet`, the
+/// corpus test): `fp` as this build judges it. Every probe's saved raw record is analysed
+/// again by this build ([`reanalyze`]), then every hazard is judged on the figures: its
+/// verdicts and the hazards not judged, with why (a hazard today's rule cannot judge on an
+/// older file keeps the verdict the file saved). Files from machines no longer at hand (the
+/// corpus of real machines in `tests/fixtures/machines/`) stay comparable as the analysis
+/// improves.
+pub fn judge(fp: &Fingerprint) -> Fingerprint {
     let mut out = reanalyze(fp);
     hazards::judge_into(&mut out);
     out
 }
 
-/// A saved fingerprint with each probe result whose probe can recompute its figures from the
-/// saved samples ([`Probe::reanalyze`]) recomputed by this build's analysis; its stored
-/// verdicts are left as saved (`diff` and `report` judge again, and fall back on them).
+/// The first step of [`judge`]: a saved fingerprint with each probe result whose probe can
+/// recompute its figures from the saved raw record ([`Probe::reanalyze`]) recomputed by this
+/// build's analysis; its stored verdicts are left as saved.
 /// A result of `--runs N` saved only its first run's samples: there a figure both analyses
 /// give keeps its saved value (the median across the runs, with their interval), a figure
-/// only the new analysis gives comes from the first run, and one it no longer gives is gone.
-pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
+/// some runs did not find stays out (`found_in_some_runs_only`, see [`combine_runs`]), a
+/// figure only the new analysis gives comes from the first run, and one it no longer gives is
+/// gone.
+fn reanalyze(fp: &Fingerprint) -> Fingerprint {
     let mut out = fp.clone();
     for p in out.probes.iter_mut() {
         let Some(mut fresh) =
@@ -392,6 +403,10 @@ pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
         };
         let runs = p.params.get("runs").and_then(|r| r.as_u64()).unwrap_or(1);
         if runs > 1 {
+            let partial = p.effects.get(FOUND_IN_SOME_RUNS_ONLY);
+            fresh
+                .metrics
+                .retain(|m| partial.and_then(|f| f.get(&m.name)).is_none());
             for m in fresh.metrics.iter_mut() {
                 if let Some(saved) = p.metric(&m.name) {
                     *m = saved.clone();

@@ -425,7 +425,12 @@ pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
                 ));
             }
             if let Some(i) = interval_words(m) {
-                line.push_str(&format!("  {i}"));
+                // Past the width, the interval goes under the figure's name.
+                if line.chars().count() + 2 + i.chars().count() > style.width as usize {
+                    line.push_str(&format!("\n    {i}"));
+                } else {
+                    line.push_str(&format!("  {i}"));
+                }
             }
             let _ = writeln!(s, "{line}");
         }
