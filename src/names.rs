@@ -38,10 +38,6 @@ pub mod probe {
 /// Metric names shared between the probe that writes them and the modules that read them
 /// (units in the name: `_ns`, `_cycles`, `_ratio`, `_bytes`, `_gbs`).
 pub mod metric {
-    /// `aggressor_split_locks_per_s`.
-    pub const AGGRESSOR_SPLIT_LOCKS_PER_S: &str = "aggressor_split_locks_per_s";
-    /// `aligned_lock_latency_ns`.
-    pub const ALIGNED_LOCK_LATENCY_NS: &str = "aligned_lock_latency_ns";
     /// `c2c_latency_cycles`.
     pub const C2C_LATENCY_CYCLES: &str = "c2c_latency_cycles";
     /// `c2c_latency_ns`.
@@ -86,16 +82,6 @@ pub mod metric {
     pub const READ_BW_1T_GBS: &str = "read_bw_1t_gbs";
     /// `shared_atomic_increment_ns`.
     pub const SHARED_ATOMIC_INCREMENT_NS: &str = "shared_atomic_increment_ns";
-    /// `split_lock_latency_ns`.
-    pub const SPLIT_LOCK_LATENCY_NS: &str = "split_lock_latency_ns";
-    /// `split_lock_neighbour_bandwidth_ratio`.
-    pub const SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO: &str = "split_lock_neighbour_bandwidth_ratio";
-    /// `split_lock_neighbour_latency_ratio`.
-    pub const SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO: &str = "split_lock_neighbour_latency_ratio";
-    /// `split_lock_op_mean_ns`.
-    pub const SPLIT_LOCK_OP_MEAN_NS: &str = "split_lock_op_mean_ns";
-    /// `split_lock_ratio`.
-    pub const SPLIT_LOCK_RATIO: &str = "split_lock_ratio";
     /// `tlb_penalty_ratio`.
     pub const TLB_PENALTY_RATIO: &str = "tlb_penalty_ratio";
     /// `tlb_reach_bytes`.

@@ -9,6 +9,7 @@ use crate::measure::{Clock, Progress, pin};
 use crate::names::{metric, probe};
 use crate::probes::{self, Probe, ProbeContext, ProbeOptions, Profile};
 use crate::schema::probes::pause::PauseFigures;
+use crate::schema::probes::split_lock::SplitLockFigures;
 use crate::schema::{Fingerprint, SCHEMA_VERSION, Tool};
 
 /// The machine and its clock, set up once per run.
@@ -153,11 +154,14 @@ pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
 /// findings of a diagnosis; `None` when it holds neither.
 pub fn line_costs_of(fp: &Fingerprint, source: CostSource) -> Option<MachineCosts> {
     let value = |probe: &str, metric: &str| fp.metric(probe, metric).map(|m| m.value);
+    let split = fp.figures::<SplitLockFigures>().unwrap_or_default();
     let costs = MachineCosts {
         line_transfer_ns: value(probe::C2C, metric::C2C_LATENCY_NS),
-        aligned_lock_ns: value(probe::SPLIT_LOCK, metric::ALIGNED_LOCK_LATENCY_NS),
-        split_lock_ns: value(probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS)
-            .or_else(|| value(probe::SPLIT_LOCK, "split_lock_trapped_ns")),
+        aligned_lock_ns: split.aligned_lock_latency_ns.map(|m| m.value),
+        split_lock_ns: split
+            .split_lock_latency_ns
+            .or(split.split_lock_trapped_ns)
+            .map(|m| m.value),
         source,
     };
     (costs.line_transfer_ns.is_some() || costs.split_lock_ns.is_some()).then_some(costs)

@@ -14,6 +14,7 @@ use super::rules::CostSource;
 use crate::machine::ThpEnabled;
 use crate::names::metric;
 use crate::schema::probes::pause::PauseFigures;
+use crate::schema::probes::split_lock::SplitLockFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -57,7 +58,7 @@ impl MachineFigure {
             MachineFigure::CoreClockGhz => PauseFigures::CORE_CLOCK_GHZ.metric,
             MachineFigure::PauseNs => PauseFigures::PAUSE_NS.metric,
             MachineFigure::LineTransferNs => metric::C2C_LATENCY_NS,
-            MachineFigure::SplitLockNs => metric::SPLIT_LOCK_LATENCY_NS,
+            MachineFigure::SplitLockNs => SplitLockFigures::SPLIT_LOCK_LATENCY_NS.metric,
             MachineFigure::DramLatency4kNs => metric::DRAM_LATENCY_4K_NS,
             MachineFigure::DramLatencyHugeNs => metric::DRAM_LATENCY_HUGE_NS,
         }
@@ -268,7 +269,7 @@ pub fn figures_of(
         let probe = probe_of(f);
         let metric = fp.metric(probe, f.metric()).or_else(|| match f {
             // Where the kernel traps split locks the probe names the figure so.
-            MachineFigure::SplitLockNs => fp.metric(probe, "split_lock_trapped_ns"),
+            MachineFigure::SplitLockNs => fp.figure(SplitLockFigures::SPLIT_LOCK_TRAPPED_NS),
             // The clock is estimated by several probes; the PAUSE probe's is preferred.
             MachineFigure::CoreClockGhz => fp
                 .probes

@@ -13,3 +13,5 @@
 //! [`Figures`]: super::figures::Figures
 
 pub mod pause;
+pub mod split_lock;
+pub mod split_lock_neighbour;
