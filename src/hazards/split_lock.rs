@@ -19,9 +19,9 @@
 use super::{Hazard, Inputs};
 use crate::names::probe;
 use crate::schema::figures::FigureId;
-use crate::schema::probes::split_lock::SplitLockFigures;
+use crate::schema::probes::split_lock::{SplitLockFigures, SplitLockMeasured, SplitLockRecord};
 use crate::schema::probes::split_lock_neighbour::SplitLockNeighbourFigures;
-use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, TrapShape, classify};
+use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, classify};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::split_lock::{self as words, CoreToCore, Facts, Neighbour};
 
@@ -126,8 +126,12 @@ fn gather<'a>(
 ) -> Option<Facts<'a>> {
     let mode = fp.machine.split_lock.effective;
     let value = |m: &Option<crate::schema::Metric>| m.as_ref().map(|m| m.value);
-    let effect_str = |key: &str| fp.effect(probe::SPLIT_LOCK, key).and_then(|v| v.as_str());
-    let measured_in_child = effect_str("split_lock_measured") == Some("kernel_mitigation");
+    let effects = fp
+        .raw::<SplitLockRecord>(probe::SPLIT_LOCK)
+        .map(|r| r.effects)
+        .unwrap_or_default();
+    let measured_in_child =
+        effects.split_lock_measured == Some(SplitLockMeasured::KernelMitigation);
     // Where the kernel traps, the probe times one thread's trapped locks in a child
     // (`split_lock_trapped_ns`); fingerprints from before that name carried the same
     // figure as `split_lock_latency_ns` with `split_lock_measured: kernel_mitigation`.
@@ -144,14 +148,17 @@ fn gather<'a>(
         .or_else(|| value(&figures.split_lock_trapped_ns))
         .or(split);
     let n_lat = value(&neighbour.split_lock_neighbour_latency_ratio);
-    let recorded = effect_str("split_lock_mechanism").and_then(SplitLockMechanism::from_word);
-    let shape = effect_str("split_lock_trap_shape").and_then(TrapShape::from_word);
+    let recorded = effects.split_lock_mechanism;
+    let shape = effects.split_lock_trap_shape;
     let (mechanism, shape) = match recorded {
         Some(m) => (m, shape),
         None => classify(&MechanismEvidence {
             kernel: mode,
             guest: fp.machine.hypervisor.is_some(),
-            killed_by_sigbus: effect_str("split_lock_child").is_some_and(|e| e.contains("SIGBUS")),
+            killed_by_sigbus: effects
+                .split_lock_child
+                .as_deref()
+                .is_some_and(|e| e.contains("SIGBUS")),
             census: None,
             mean_ns: cost,
         })?,
@@ -176,9 +183,7 @@ fn gather<'a>(
         op_metric,
         cost_ns: cost,
         core_to_core,
-        percentiles_ns: fp
-            .effect(probe::SPLIT_LOCK, "split_lock_op_percentiles_ns")
-            .and_then(|p| Some((p.get("p50")?.as_f64()?, p.get("p90")?.as_f64()?))),
+        percentiles_ns: effects.split_lock_op_percentiles_ns.map(|p| (p.p50, p.p90)),
         neighbour: neighbour_of(
             n_lat,
             value(&neighbour.split_lock_neighbour_bandwidth_ratio),
