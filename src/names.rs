@@ -1,8 +1,7 @@
-//! Probe and metric identifiers, each written once. A probe writes its figures under these
-//! names and every reader (hazards, diff's drift rules, the report) looks them up by the same
-//! constant, so renaming one is one edit and a reader cannot silently miss a renamed figure.
-//! Names built from parts (handoff's per-runtime figures) are built by `schema::handoff`.
-//! The metrics listed are those more than one module names; the others stay in their probe.
+//! Probe identifiers, each written once: `check` and `probe NAME` take them, fingerprints
+//! store them, and each probe's typed figures (`schema::probes`) name the probe they belong to.
+//! Metric names are no longer here: a metric's name is its field's name in its probe's
+//! figures type, and readers use that type's `FigureId` constants.
 
 /// Probe identifiers, as `check` and `probe NAME` take them and fingerprints store them.
 pub mod probe {
@@ -33,31 +32,4 @@ pub mod probe {
         SPLIT_LOCK,
         SPLIT_LOCK_NEIGHBOUR,
     ];
-}
-
-/// Metric names shared between the probe that writes them and the modules that read them
-/// (units in the name: `_ns`, `_cycles`, `_ratio`, `_bytes`, `_gbs`).
-pub mod metric {
-    /// `aggressor_split_locks_per_s`.
-    pub const AGGRESSOR_SPLIT_LOCKS_PER_S: &str = "aggressor_split_locks_per_s";
-    /// `aligned_lock_latency_ns`.
-    pub const ALIGNED_LOCK_LATENCY_NS: &str = "aligned_lock_latency_ns";
-    /// `core_clock_ghz`.
-    pub const CORE_CLOCK_GHZ: &str = "core_clock_ghz";
-    /// `pause_cycles`.
-    pub const PAUSE_CYCLES: &str = "pause_cycles";
-    /// `pause_ns`.
-    pub const PAUSE_NS: &str = "pause_ns";
-    /// `pause_sustained_ns`.
-    pub const PAUSE_SUSTAINED_NS: &str = "pause_sustained_ns";
-    /// `split_lock_latency_ns`.
-    pub const SPLIT_LOCK_LATENCY_NS: &str = "split_lock_latency_ns";
-    /// `split_lock_neighbour_bandwidth_ratio`.
-    pub const SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO: &str = "split_lock_neighbour_bandwidth_ratio";
-    /// `split_lock_neighbour_latency_ratio`.
-    pub const SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO: &str = "split_lock_neighbour_latency_ratio";
-    /// `split_lock_op_mean_ns`.
-    pub const SPLIT_LOCK_OP_MEAN_NS: &str = "split_lock_op_mean_ns";
-    /// `split_lock_ratio`.
-    pub const SPLIT_LOCK_RATIO: &str = "split_lock_ratio";
 }

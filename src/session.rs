@@ -6,9 +6,11 @@ use crate::error::InputError;
 use crate::hazards;
 use crate::machine::Machine;
 use crate::measure::{Clock, Progress, pin};
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::probes::{self, Probe, ProbeContext, ProbeOptions, Profile};
 use crate::schema::probes::c2c::C2cFigures;
+use crate::schema::probes::pause::PauseFigures;
+use crate::schema::probes::split_lock::SplitLockFigures;
 use crate::schema::{Fingerprint, SCHEMA_VERSION, Tool};
 
 /// The machine and its clock, set up once per run.
@@ -112,7 +114,7 @@ pub fn run(
         verdicts: Vec::new(),
         not_judged: Vec::new(),
     };
-    hazards::judge_into(&mut fp);
+    fp = judge(&fp);
     fp
 }
 
@@ -136,12 +138,11 @@ pub fn measure_pause(
 /// the core clock was estimated), or the probe's reason for having none ("no result" when it
 /// gave none, or did not run).
 pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
-    match fp.metric(probe::PAUSE, metric::PAUSE_NS) {
+    let figures = fp.figures::<PauseFigures>().unwrap_or_default();
+    match figures.pause_ns {
         Some(m) => Ok(PauseCost {
             ns: m.value,
-            cycles: fp
-                .metric(probe::PAUSE, metric::PAUSE_CYCLES)
-                .map(|c| c.value),
+            cycles: figures.pause_cycles.map(|c| c.value),
         }),
         None => Err(fp
             .probe(probe::PAUSE)
@@ -153,15 +154,17 @@ pub fn pause_of(fp: &Fingerprint) -> Result<PauseCost, String> {
 /// The line-transfer and lock costs a fingerprint holds (`c2c`, `split-lock`), for the
 /// findings of a diagnosis; `None` when it holds neither.
 pub fn line_costs_of(fp: &Fingerprint, source: CostSource) -> Option<MachineCosts> {
-    let value = |probe: &str, metric: &str| fp.metric(probe, metric).map(|m| m.value);
+    let split = fp.figures::<SplitLockFigures>().unwrap_or_default();
     let costs = MachineCosts {
         line_transfer_ns: fp
             .figures::<C2cFigures>()
             .and_then(|f| f.c2c_latency_ns)
             .map(|m| m.value),
-        aligned_lock_ns: value(probe::SPLIT_LOCK, metric::ALIGNED_LOCK_LATENCY_NS),
-        split_lock_ns: value(probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS)
-            .or_else(|| value(probe::SPLIT_LOCK, "split_lock_trapped_ns")),
+        aligned_lock_ns: split.aligned_lock_latency_ns.map(|m| m.value),
+        split_lock_ns: split
+            .split_lock_latency_ns
+            .or(split.split_lock_trapped_ns)
+            .map(|m| m.value),
         source,
     };
     (costs.line_transfer_ns.is_some() || costs.split_lock_ns.is_some()).then_some(costs)
@@ -278,6 +281,10 @@ pub fn run_repeated(
     combine_runs(fps)
 }
 
+/// The effect of a `--runs N` result naming each figure only some runs found, with in how
+/// many.
+const FOUND_IN_SOME_RUNS_ONLY: &str = "found_in_some_runs_only";
+
 /// One fingerprint from several runs of the same battery on one machine: each probe is the
 /// first run's, with every figure that every run measured replaced by the median over the
 /// runs, its spread and 95% interval taken across the runs, and each run's value kept in
@@ -347,7 +354,7 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
         }
         if !partial.is_empty() {
             p.effects.insert(
-                "found_in_some_runs_only".into(),
+                FOUND_IN_SOME_RUNS_ONLY.into(),
                 serde_json::Value::Object(partial),
             );
         }
@@ -367,26 +374,33 @@ pub fn combine_runs(mut fps: Vec<Fingerprint>) -> Fingerprint {
             p.samples.insert(format!("{}.runs", m.name), values);
         }
     }
-    hazards::judge_into(&mut first);
-    first
+    // The first run's verdicts were judged on its own figures: judged again on the combined.
+    first.verdicts.clear();
+    judge(&first)
 }
 
-/// A saved fingerprint as this build would judge it: its figures recomputed ([`reanalyze`]),
-/// then every hazard judged again. Files from machines no longer at hand (the corpus of real
-/// machines in `tests/fixtures/machines/`) stay comparable as the analysis improves.
-pub fn rejudge(fp: &Fingerprint) -> Fingerprint {
+/// The one judge, for every path (`check`, `--runs`, `diff`, `report`, `explain`, `fleet`, the
+/// corpus test): `fp` as this build judges it. Every probe's saved raw record is analysed
+/// again by this build ([`reanalyze`]), then every hazard is judged on the figures: its
+/// verdicts and the hazards not judged, with why (a hazard today's rule cannot judge on an
+/// older file keeps the verdict the file saved). Files from machines no longer at hand (the
+/// corpus of real machines in `tests/fixtures/machines/`) stay comparable as the analysis
+/// improves.
+pub fn judge(fp: &Fingerprint) -> Fingerprint {
     let mut out = reanalyze(fp);
     hazards::judge_into(&mut out);
     out
 }
 
-/// A saved fingerprint with each probe result whose probe can recompute its figures from the
-/// saved samples ([`Probe::reanalyze`]) recomputed by this build's analysis; its stored
-/// verdicts are left as saved (`diff` and `report` judge again, and fall back on them).
+/// The first step of [`judge`]: a saved fingerprint with each probe result whose probe can
+/// recompute its figures from the saved raw record ([`Probe::reanalyze`]) recomputed by this
+/// build's analysis; its stored verdicts are left as saved.
 /// A result of `--runs N` saved only its first run's samples: there a figure both analyses
 /// give keeps its saved value (the median across the runs, with their interval), a figure
-/// only the new analysis gives comes from the first run, and one it no longer gives is gone.
-pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
+/// some runs did not find stays out (`found_in_some_runs_only`, see [`combine_runs`]), a
+/// figure only the new analysis gives comes from the first run, and one it no longer gives is
+/// gone.
+fn reanalyze(fp: &Fingerprint) -> Fingerprint {
     let mut out = fp.clone();
     for p in out.probes.iter_mut() {
         let Some(mut fresh) =
@@ -396,6 +410,10 @@ pub fn reanalyze(fp: &Fingerprint) -> Fingerprint {
         };
         let runs = p.params.get("runs").and_then(|r| r.as_u64()).unwrap_or(1);
         if runs > 1 {
+            let partial = p.effects.get(FOUND_IN_SOME_RUNS_ONLY);
+            fresh
+                .metrics
+                .retain(|m| partial.and_then(|f| f.get(&m.name)).is_none());
             for m in fresh.metrics.iter_mut() {
                 if let Some(saved) = p.metric(&m.name) {
                     *m = saved.clone();

@@ -11,10 +11,9 @@ fn fixture(name: &str) -> Fingerprint {
         "{}/tests/fixtures/fingerprints/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
-    let mut fp = from_json_bytes(&std::fs::read(&path).unwrap()).unwrap();
-    // Judged by today's rules, as `explain FILE` and `diff` do.
-    fp.verdicts = cpudoctor::hazards::judge_all(&fp);
-    fp
+    let fp = from_json_bytes(&std::fs::read(&path).unwrap()).unwrap();
+    // Judged by this build, as `explain FILE` and `diff` do.
+    cpudoctor::session::judge(&fp)
 }
 
 /// Every word of `text` (split at whitespace) appears whole in `rendered`: wrapping moved it

@@ -2,7 +2,7 @@
 //! hypervisor met, each holding `check --runs 3 --save` fingerprints (`check-*.json`) and,
 //! where they were taken in the same minutes, independent references (`refs.txt`, written by
 //! `bench/reference.sh`: plain C loops for PAUSE, split locks, false sharing and a pointer
-//! chase). Every machine is judged again by this build (`session::rejudge`: today's analysis
+//! chase). Every machine is judged again by this build (`session::judge`: today's analysis
 //! of the saved samples, today's rules), and each verdict is held to what that machine's
 //! references imply, so a change that is right on the machine in hand and wrong on another
 //! (the first Intel machine broke three verdicts) fails here.
@@ -63,7 +63,7 @@ fn corpus() -> Vec<CorpusMachine> {
             let fp = from_json_bytes(&std::fs::read(&f).unwrap())
                 .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
-            checks.push((name, cpudoctor::session::rejudge(&fp)));
+            checks.push((name, cpudoctor::session::judge(&fp)));
         }
         let refs = std::fs::read_to_string(dir.join("refs.txt"))
             .ok()

@@ -10,7 +10,7 @@ use cpudoctor::schema::{Fingerprint, Level, Verdict};
 fn load(path: &str) -> Fingerprint {
     let path = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
     let fp = from_json_bytes(&std::fs::read(&path).unwrap()).unwrap();
-    cpudoctor::session::rejudge(&fp)
+    cpudoctor::session::judge(&fp)
 }
 
 fn false_sharing(fp: &Fingerprint) -> &Verdict {

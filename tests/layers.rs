@@ -204,10 +204,9 @@ fn library_layers_import_only_downward() {
 const ANALYSES: &[&str] = &[
     "fingerprint::diff(",
     "Compared::new(",
-    "effective_verdicts(",
-    "effective_not_judged(",
+    "session::judge(",
+    "judge_into(",
     ".judge(",
-    "judge_all(",
     "spin_cost(",
     "machine_facts(",
     "fleet::analyse(",

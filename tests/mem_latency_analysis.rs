@@ -30,7 +30,7 @@ fn rejudged(path: &str) -> (Fingerprint, ProbeResult) {
         .probe("mem-latency")
         .unwrap_or_else(|| panic!("{path} has no mem-latency result"))
         .clone();
-    (cpudoctor::session::rejudge(&fp), saved)
+    (cpudoctor::session::judge(&fp), saved)
 }
 
 fn value(fp: &Fingerprint, name: &str) -> Option<f64> {
@@ -105,7 +105,7 @@ fn the_zen3_guest_keeps_its_dram_figure() {
     // guest's L3 share is not on the curve (8 MiB already reads DRAM), so the L3 is not
     // named; DRAM is still read at 512 MiB, 16x the reported LLC, where no cache can hold
     // the lines. A saved result keeps only its first run's samples; a figure both analyses
-    // give keeps its saved median of the three runs (`session::reanalyze`), and that first
+    // give keeps its saved median of the three runs (`session::judge`), and that first
     // run's samples must still give what the first run saved (`dram_latency_ns.runs[0]`).
     for path in [
         "fingerprints/zen3-kvm-runs3-a.json",
@@ -168,7 +168,7 @@ fn a_sweep_that_stops_short_of_dram_is_not_judged_and_says_why() {
     assert!(why.starts_with("DRAM not reached"), "{why}");
     assert!(why.contains("260 MiB last-level cache"), "{why}");
     assert_eq!(a.not_measured["dram_latency_ns"], why);
-    let fp = cpudoctor::session::rejudge(&fp);
+    let fp = cpudoctor::session::judge(&fp);
     let n = fp
         .not_judged
         .iter()

@@ -1,6 +1,6 @@
 //! Every fingerprint saved in `tests/fixtures` (the corpus machines, the fixtures of the
 //! commands, files of earlier builds), judged again by this build through the one path users
-//! take (`session::rejudge`: each probe's saved raw record analysed again, then every hazard),
+//! take (`session::judge`: each probe's saved raw record analysed again, then every hazard),
 //! verdict for verdict and figure for figure against a snapshot. Written before the typed
 //! probe results (issue 32) moved every probe to `measure` + `analyse`, so the move is held to
 //! give what the string-keyed code gave on every file: a changed line in the snapshot is a
@@ -92,7 +92,7 @@ fn every_saved_fingerprint_is_judged_again_as_before() {
         let bytes = std::fs::read(&path).unwrap();
         let fp = from_json_bytes(&bytes)
             .unwrap_or_else(|e| panic!("{} no longer loads: {e}", path.display()));
-        let again = cpudoctor::session::rejudge(&fp);
+        let again = cpudoctor::session::judge(&fp);
         let name = path.strip_prefix(&root).unwrap().display().to_string();
         writeln!(all, "{name}\n{}", summary(&again)).unwrap();
     }

@@ -15,7 +15,8 @@ fn fixture(name: &str) -> Fingerprint {
         "{}/tests/fixtures/fingerprints/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
-    from_json_bytes(&std::fs::read(&path).unwrap()).unwrap()
+    // Judged as `diff` and `report` judge a file they load.
+    cpudoctor::session::judge(&from_json_bytes(&std::fs::read(&path).unwrap()).unwrap())
 }
 
 #[test]

@@ -69,7 +69,8 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             )
         }
     };
-    let Some(verdict) = rule.judge(&fp) else {
+    // `fp` is judged (`session::judge`): a saved file when loaded, a fresh run by `run`.
+    let Some(verdict) = fp.verdicts.iter().find(|v| v.hazard == rule.id()).cloned() else {
         return match &args.file {
             Some(path) => Err(InputError::NoVerdict {
                 path: path.display().to_string(),
@@ -78,9 +79,14 @@ pub fn run(args: ExplainArgs) -> Result<()> {
             }
             .into()),
             None => {
-                let why = rule
-                    .not_judged(&fp)
-                    .map_or_else(|| "the probes it reads did not run".to_string(), |n| n.why);
+                let why = fp
+                    .not_judged
+                    .iter()
+                    .find(|n| n.hazard == rule.id())
+                    .map_or_else(
+                        || "the probes it reads did not run".to_string(),
+                        |n| n.why.clone(),
+                    );
                 anyhow::bail!("no {id} verdict: {why}")
             }
         };

@@ -8,7 +8,6 @@ use super::{
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::error::InputError;
-use cpudoctor::hazards;
 use cpudoctor::names::probe;
 use cpudoctor::probes::handoff::{
     DEFAULT_REPETITIONS, HandoffConfig, HandoffProbe, ModelPause, QUICK_DELAYS_MS, QUICK_ITEMS,
@@ -171,7 +170,7 @@ pub fn run(h: &HandoffArgs, args: &ModelOptions) -> Result<()> {
         progress: &progress,
     };
     fp.probes.push(probes::run_probe(&probe, &ctx));
-    hazards::judge_into(&mut fp);
+    let fp = session::judge(&fp);
 
     print_result(&fp, &output)
 }

@@ -509,9 +509,9 @@ impl Input {
             .into());
         }
         json::from_json_bytes(bytes)
-            // Saved samples read with this build's analysis, as `diff`, `report` and
-            // `explain` judge with this build's rules.
-            .map(|fp| cpudoctor::session::reanalyze(&fp))
+            // Judged by this build: saved raw records analysed again, then every hazard
+            // (`diff`, `report` and `explain` read the verdicts it gives).
+            .map(|fp| cpudoctor::session::judge(&fp))
             .map_err(|e| {
                 anyhow::Error::from(match e {
                     json::FingerprintError::NewerSchema { found } => InputError::NewerFingerprint {

@@ -9,8 +9,9 @@
 pub use super::Side;
 use super::facts::{MachineFact, machine_facts};
 use crate::hazards;
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::schema::disturbance::Disturbance;
+use crate::schema::probes::pause::PauseFigures;
 use crate::schema::{Better, Fingerprint, Level, Metric, Moved, NotJudged, Status, Verdict};
 use crate::spin::{RUNTIMES, SpinCost, spin_cost};
 use crate::stats::effect::{Effect, Reading, Rule};
@@ -372,37 +373,6 @@ impl Serialize for ChangeRules {
     }
 }
 
-/// The verdicts to compare for one run: each hazard this build knows is judged again with
-/// today's rules (so files written by different versions compare on the same rules); a stored
-/// verdict is kept when the current rule cannot judge the file or does not know the hazard.
-pub fn effective_verdicts(fp: &Fingerprint) -> Vec<Verdict> {
-    let mut out: Vec<Verdict> = Vec::new();
-    for rule in hazards::all() {
-        if let Some(v) = rule
-            .judge(fp)
-            .or_else(|| fp.verdicts.iter().find(|v| v.hazard == rule.id()).cloned())
-        {
-            out.push(v);
-        }
-    }
-    for v in &fp.verdicts {
-        if !out.iter().any(|o| o.hazard == v.hazard) {
-            out.push(v.clone());
-        }
-    }
-    out
-}
-
-/// The hazards `fp` has no effective verdict for (see [`effective_verdicts`]) although their
-/// probes ran, each with why.
-pub fn effective_not_judged(fp: &Fingerprint, verdicts: &[Verdict]) -> Vec<NotJudged> {
-    hazards::all()
-        .iter()
-        .filter(|rule| !verdicts.iter().any(|v| v.hazard == rule.id()))
-        .filter_map(|rule| rule.not_judged(fp))
-        .collect()
-}
-
 /// One fingerprint and the name it goes by (usually its file name).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
@@ -412,9 +382,9 @@ pub struct Run {
     pub fp: Fingerprint,
 }
 
-/// Fingerprints compared for one report: each judged once with today's rules (so every view of
-/// it reads the same verdicts), and each later one diffed against the first. At least one run,
-/// by construction.
+/// Fingerprints compared for one report, each as `session::judge` judged it (so every view
+/// of it reads the same verdicts), and each later one diffed against the first. At least one
+/// run, by construction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Compared {
     runs: Vec<Run>,
@@ -441,7 +411,8 @@ impl SpinRun {
     /// The model at `fp`'s PAUSE; `None` when it has no usable PAUSE figure.
     pub fn of(fp: &Fingerprint) -> Option<SpinRun> {
         let pause_ns = fp
-            .metric(probe::PAUSE, metric::PAUSE_NS)
+            .figures::<PauseFigures>()?
+            .pause_ns
             .map(|m| m.value)
             .filter(|ns| ns.is_finite() && *ns > 0.0)?;
         let cores = fp.machine.logical_cpus as u64;
@@ -491,12 +462,8 @@ impl Compared {
             .iter()
             .map(|other| diff(&first.fp, &other.fp, &first.label, &other.label))
             .collect();
-        let verdicts: Vec<Vec<Verdict>> = runs.iter().map(|r| effective_verdicts(&r.fp)).collect();
-        let not_judged = runs
-            .iter()
-            .zip(&verdicts)
-            .map(|(r, vs)| effective_not_judged(&r.fp, vs))
-            .collect();
+        let verdicts: Vec<Vec<Verdict>> = runs.iter().map(|r| r.fp.verdicts.clone()).collect();
+        let not_judged = runs.iter().map(|r| r.fp.not_judged.clone()).collect();
         Some(Compared {
             machine: fact_rows(&runs),
             spin: runs.iter().map(|r| SpinRun::of(&r.fp)).collect(),
@@ -512,12 +479,12 @@ impl Compared {
         &self.runs
     }
 
-    /// Each run's verdicts ([`effective_verdicts`]), in run order.
+    /// Each run's verdicts (as `session::judge` judged the run), in run order.
     pub fn verdicts(&self) -> &[Vec<Verdict>] {
         &self.verdicts
     }
 
-    /// Each run's hazards not judged ([`effective_not_judged`]), in run order.
+    /// Each run's hazards not judged (as `session::judge` found them), in run order.
     pub fn not_judged(&self) -> &[Vec<NotJudged>] {
         &self.not_judged
     }
@@ -685,7 +652,8 @@ fn ok_metrics<'a>(fp: &'a Fingerprint, probe: &str) -> &'a [Metric] {
         .map_or(&[], |p| p.metrics.as_slice())
 }
 
-/// Compares two fingerprints. `old_label` and `new_label` name them in the output.
+/// Compares two fingerprints, each as `session::judge` judged it (its verdicts are compared).
+/// `old_label` and `new_label` name them in the output.
 pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &str) -> Diff {
     let mut machine: Vec<FactDiff> = machine_facts(old)
         .into_iter()
@@ -701,9 +669,9 @@ pub fn diff(old: &Fingerprint, new: &Fingerprint, old_label: &str, new_label: &s
     let (probes, duplicate_probes) = probe_order(old, new);
     let guests = old.machine.hypervisor.is_some() && new.machine.hypervisor.is_some();
     let (metrics, not_measured, disturbed) = metric_diffs(old, new, &probes, guests);
-    let (ov, nv) = (effective_verdicts(old), effective_verdicts(new));
-    let (hazard_changes, hazards_unchanged) = hazard_changes(old, new, &ov, &nv, &metrics);
-    let costs = hazard_costs(&ov, &nv, &metrics);
+    let (ov, nv) = (&old.verdicts, &new.verdicts);
+    let (hazard_changes, hazards_unchanged) = hazard_changes(old, new, ov, nv, &metrics);
+    let costs = hazard_costs(ov, nv, &metrics);
     Diff {
         old: run_info(old, old_label),
         new: run_info(new, new_label),
@@ -1201,34 +1169,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn verdicts_are_judged_again_with_todays_rules() {
-        // A stale stored verdict (written by an older rule) is replaced; a hazard this build
-        // does not know is kept as stored.
-        let mut fp = sample_fingerprint();
-        fp.verdicts[0].level = Level::Ok;
-        fp.verdicts.push(Verdict {
-            hazard: "from_the_future".into(),
-            title: "t".into(),
-            level: Level::Hazard,
-            summary: String::new(),
-            figure: "f".into(),
-            reference: "r".into(),
-            explanation: "e".into(),
-            borderline: None,
-        });
-        let level_of = |v: &[Verdict], id: &str| v.iter().find(|x| x.hazard == id).map(|x| x.level);
-        let v = effective_verdicts(&fp);
-        assert_eq!(level_of(&v, "slow_pause"), Some(Level::Notice));
-        assert_eq!(level_of(&v, "from_the_future"), Some(Level::Hazard));
-        // Without its probe, the rule cannot judge: the stored verdict stands.
-        fp.probes.clear();
-        assert_eq!(
-            level_of(&effective_verdicts(&fp), "slow_pause"),
-            Some(Level::Ok)
-        );
-    }
-
-    #[test]
     fn identical_runs_change_nothing() {
         let fp = sample_fingerprint();
         let d = diff(&fp, &fp, "a", "a");
@@ -1268,7 +1208,13 @@ pub(crate) mod tests {
             Metric::from_samples("pause_ns", "ns", Better::Lower, &[ns, ns, ns]).unwrap(),
             Metric::from_samples("pause_cycles", "cycles", Better::Lower, &[cycles; 3]).unwrap(),
         ];
+        judged(fp)
+    }
+
+    /// `fp` judged by this build's hazards, as `session::judge` gives `diff` its inputs.
+    fn judged(mut fp: Fingerprint) -> Fingerprint {
         fp.verdicts.clear();
+        crate::hazards::judge_into(&mut fp);
         fp
     }
 
@@ -1380,7 +1326,7 @@ pub(crate) mod tests {
         let old = with_split_lock();
         let mut new = with_split_lock();
         new.machine.split_lock.effective = crate::machine::SplitLockMode::Fatal;
-        let d = diff(&old, &new, "a", "b");
+        let d = diff(&judged(old), &judged(new), "a", "b");
         let h = d.hazards.iter().find(|h| h.hazard == "split_lock").unwrap();
         assert_eq!(h.direction, VerdictMove::Worse);
     }

@@ -496,7 +496,8 @@ pub fn build(
             thp: machine.thp.as_ref().map(|t| t.enabled),
             split_lock: format!(
                 "{}: {}",
-                machine.split_lock.effective, machine.split_lock.summary
+                machine.split_lock.effective,
+                crate::words::machine::split_lock_summary(machine.split_lock.effective)
             ),
             pause,
             costs,

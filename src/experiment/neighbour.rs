@@ -47,7 +47,7 @@ pub struct NeighbourReport {
     pub trapped: bool,
     /// Split locks: the mechanism the split-lock rule named (`bus_lock`, `trapped_by_host`,
     /// `trapped_by_kernel`, `fatal`).
-    pub mechanism: Option<String>,
+    pub mechanism: Option<crate::schema::split_lock::SplitLockMechanism>,
     /// Split locks: mean ns per split lock timed alone before the runs.
     pub alone_split_lock_ns: Option<f64>,
     /// Work the neighbour did per second of the command's runs: split locks per second,
@@ -124,7 +124,7 @@ impl Neighbour {
                 };
                 let mechanism = classify(&evidence).map(|(m, _)| m);
                 report.trapped = mechanism.is_some_and(|m| m.trapped());
-                report.mechanism = mechanism.map(|m| m.as_str().to_string());
+                report.mechanism = mechanism;
                 report.alone_split_lock_ns = alone.mean_ns();
                 if report.trapped {
                     // Trapped locks take 10 us or more each: look at the command word often.

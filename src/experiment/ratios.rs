@@ -15,6 +15,7 @@
 use super::{
     ArmResult, Comparison, Family, Measure, PlannedComparison, Scaling, ScalingPoint, Variant,
 };
+use crate::schema::split_lock::SplitLockMechanism;
 use crate::stats::effect::{Effect, Negligible, Reading, Rule};
 use crate::stats::{CONFIDENCE, median_interval, paired_ratios};
 use crate::words::experiment::{self as words, HugeGot, TrappedBy};
@@ -122,7 +123,7 @@ pub fn meaning(
         (Family::Pages, _) => words::pages(&effect, unclear, s, &huge_words(baseline)),
         (Family::Neighbour, Variant::Neighbour { kind, .. }) => {
             let trapped = arm.neighbour.as_ref().filter(|n| n.trapped).map(|n| {
-                if n.mechanism.as_deref() == Some("trapped_by_kernel") {
+                if n.mechanism == Some(SplitLockMechanism::TrappedByKernel) {
                     TrappedBy::Kernel
                 } else {
                     TrappedBy::Host
@@ -315,7 +316,7 @@ mod tests {
             kind: NeighbourKind::SplitLocks,
             cpu: 1,
             trapped: true,
-            mechanism: Some("trapped_by_host".into()),
+            mechanism: Some(SplitLockMechanism::TrappedByHost),
             alone_split_lock_ns: Some(180_000.0),
             rate_per_s: Some(5400.0),
             failure: None,

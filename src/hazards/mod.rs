@@ -307,20 +307,27 @@ pub fn known_ids() -> String {
     all().iter().map(|h| h.id()).collect::<Vec<_>>().join(", ")
 }
 
-/// Every verdict the fingerprint supports, in rule order.
-pub fn judge_all(fp: &Fingerprint) -> Vec<Verdict> {
-    all().iter().filter_map(|h| h.judge(fp)).collect()
-}
-
-/// Judges `fp` again with this build's rules, each hazard once: its verdicts, and the hazards
-/// whose probes ran but which have no verdict, with why, both in rule order.
-pub fn judge_into(fp: &mut Fingerprint) {
+/// The hazards' step of the one judge (`session::judge`, which first analyses every probe's
+/// saved record again): each hazard this build knows judged once on `fp`, in rule order. A
+/// hazard today's rule cannot judge keeps the verdict `fp` saved for it, as does one this
+/// build does not know (both after the others), so files written by different versions
+/// compare on today's rules where today's rules can judge them; the hazards whose probes ran
+/// but which have no verdict go to `not_judged`, with why.
+pub(crate) fn judge_into(fp: &mut Fingerprint) {
     let mut verdicts = Vec::new();
     let mut not_judged = Vec::new();
     for h in all() {
-        match h.judge(fp) {
+        match h
+            .judge(fp)
+            .or_else(|| fp.verdicts.iter().find(|v| v.hazard == h.id()).cloned())
+        {
             Some(v) => verdicts.push(v),
             None => not_judged.extend(h.not_judged(fp)),
+        }
+    }
+    for v in &fp.verdicts {
+        if !verdicts.iter().any(|o| o.hazard == v.hazard) {
+            verdicts.push(v.clone());
         }
     }
     fp.verdicts = verdicts;
@@ -393,6 +400,34 @@ mod tests {
         assert_eq!(n.why, "no size of the latency sweep reached DRAM");
         assert_eq!(n.measure_with, "cpudoctor explain small_page_penalty");
         assert!(!fp.verdicts.iter().any(|v| v.hazard == n.hazard));
+    }
+
+    #[test]
+    fn verdicts_are_judged_again_with_todays_rules() {
+        // A stale stored verdict (written by an older rule) is replaced; a hazard this build
+        // does not know is kept as stored.
+        let mut fp = crate::schema::test_support::sample_fingerprint();
+        fp.verdicts[0].level = Level::Ok;
+        fp.verdicts.push(Verdict {
+            hazard: "from_the_future".into(),
+            title: "t".into(),
+            level: Level::Hazard,
+            summary: String::new(),
+            figure: "f".into(),
+            reference: "r".into(),
+            explanation: "e".into(),
+            borderline: None,
+        });
+        let level_of = |v: &[Verdict], id: &str| v.iter().find(|x| x.hazard == id).map(|x| x.level);
+        let mut judged = fp.clone();
+        judge_into(&mut judged);
+        let v = judged.verdicts;
+        assert_eq!(level_of(&v, "slow_pause"), Some(Level::Notice));
+        assert_eq!(level_of(&v, "from_the_future"), Some(Level::Hazard));
+        // Without its probe, the rule cannot judge: the stored verdict stands.
+        fp.probes.clear();
+        judge_into(&mut fp);
+        assert_eq!(level_of(&fp.verdicts, "slow_pause"), Some(Level::Ok));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! on a Xeon E5-1620 v3 and 43 ns on a Xeon Gold 6126.
 
 use super::{Hazard, Inputs};
-use crate::names::{metric, probe};
 use crate::schema::figures::FigureId;
+use crate::schema::probes::pause::PauseFigures;
 use crate::schema::{Level, Verdict};
 use crate::spin::{LegacySpin, RUNTIMES, spin_cost};
 use crate::words::verdicts::pause::{self as words, Facts};
@@ -47,23 +47,11 @@ impl Hazard for SlowPause {
     }
 
     fn reads(&self) -> &'static [FigureId] {
-        &[
-            FigureId {
-                probe: probe::PAUSE,
-                metric: metric::PAUSE_CYCLES,
-            },
-            FigureId {
-                probe: probe::PAUSE,
-                metric: metric::PAUSE_NS,
-            },
-        ]
+        &[PauseFigures::PAUSE_CYCLES, PauseFigures::PAUSE_NS]
     }
 
     fn quotes(&self) -> &'static [FigureId] {
-        &[FigureId {
-            probe: probe::PAUSE,
-            metric: metric::PAUSE_SUSTAINED_NS,
-        }]
+        &[PauseFigures::PAUSE_SUSTAINED_NS]
     }
 
     fn hurts(&self) -> &'static [&'static str] {
@@ -71,9 +59,10 @@ impl Hazard for SlowPause {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let ns_metric = fp.metric(probe::PAUSE, metric::PAUSE_NS)?;
+        let figures = fp.figures::<PauseFigures>()?;
+        let ns_metric = figures.pause_ns.as_ref()?;
         let ns = ns_metric.value;
-        let cycles = fp.metric(probe::PAUSE, metric::PAUSE_CYCLES);
+        let cycles = figures.pause_cycles.as_ref();
         let (level, borderline) = match cycles {
             Some(c) => super::level_with_interval(
                 c.value,
@@ -103,8 +92,9 @@ impl Hazard for SlowPause {
         };
         // Millions of back-to-back PAUSEs pay what a long run pays per PAUSE, pause-loop exits
         // included, when that is clearly more than a short run's.
-        let sustained = fp
-            .metric(probe::PAUSE, metric::PAUSE_SUSTAINED_NS)
+        let sustained = figures
+            .pause_sustained_ns
+            .as_ref()
             .map(|m| m.value)
             .filter(|&s| s > SUSTAINED_EXTRA_FACTOR * ns);
         let long_ns = sustained.unwrap_or(ns);

@@ -17,9 +17,11 @@
 //! the probes could not run, where the kernel's state alone decides what a program meets.
 
 use super::{Hazard, Inputs};
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::schema::figures::FigureId;
-use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, TrapShape, classify};
+use crate::schema::probes::split_lock::{SplitLockFigures, SplitLockMeasured, SplitLockRecord};
+use crate::schema::probes::split_lock_neighbour::SplitLockNeighbourFigures;
+use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, classify};
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::split_lock::{self as words, CoreToCore, Facts, Neighbour};
 
@@ -76,43 +78,19 @@ impl Hazard for SplitLock {
 
     fn reads(&self) -> &'static [FigureId] {
         &[
-            FigureId {
-                probe: probe::SPLIT_LOCK,
-                metric: metric::SPLIT_LOCK_RATIO,
-            },
-            FigureId {
-                probe: probe::SPLIT_LOCK,
-                metric: metric::SPLIT_LOCK_LATENCY_NS,
-            },
-            FigureId {
-                probe: probe::SPLIT_LOCK,
-                metric: "split_lock_trapped_ns",
-            },
-            FigureId {
-                probe: probe::SPLIT_LOCK,
-                metric: metric::SPLIT_LOCK_OP_MEAN_NS,
-            },
-            FigureId {
-                probe: probe::SPLIT_LOCK_NEIGHBOUR,
-                metric: metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
-            },
-            FigureId {
-                probe: probe::SPLIT_LOCK_NEIGHBOUR,
-                metric: metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
-            },
+            SplitLockFigures::SPLIT_LOCK_RATIO,
+            SplitLockFigures::SPLIT_LOCK_LATENCY_NS,
+            SplitLockFigures::SPLIT_LOCK_TRAPPED_NS,
+            SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS,
+            SplitLockNeighbourFigures::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
+            SplitLockNeighbourFigures::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
         ]
     }
 
     fn quotes(&self) -> &'static [FigureId] {
         &[
-            FigureId {
-                probe: probe::SPLIT_LOCK,
-                metric: metric::ALIGNED_LOCK_LATENCY_NS,
-            },
-            FigureId {
-                probe: probe::SPLIT_LOCK_NEIGHBOUR,
-                metric: metric::AGGRESSOR_SPLIT_LOCKS_PER_S,
-            },
+            SplitLockFigures::ALIGNED_LOCK_LATENCY_NS,
+            SplitLockNeighbourFigures::AGGRESSOR_SPLIT_LOCKS_PER_S,
         ]
     }
 
@@ -121,7 +99,11 @@ impl Hazard for SplitLock {
     }
 
     fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-        let facts = gather(fp)?;
+        let figures = fp.figures::<SplitLockFigures>().unwrap_or_default();
+        let neighbour = fp
+            .figures::<SplitLockNeighbourFigures>()
+            .unwrap_or_default();
+        let facts = gather(fp, &figures, &neighbour)?;
         Some(Verdict {
             hazard: self.id().into(),
             title: self.title().into(),
@@ -137,45 +119,53 @@ impl Hazard for SplitLock {
 
 /// The figures the verdict rests on, and the mechanism they show; `None` when neither a
 /// measurement nor the kernel's state names one.
-fn gather<'a>(fp: &Inputs<'a>) -> Option<Facts<'a>> {
+fn gather<'a>(
+    fp: &Inputs<'_>,
+    figures: &'a SplitLockFigures,
+    neighbour: &SplitLockNeighbourFigures,
+) -> Option<Facts<'a>> {
     let mode = fp.machine.split_lock.effective;
-    let value = |name: &str| fp.metric(probe::SPLIT_LOCK, name).map(|m| m.value);
-    let effect_str = |key: &str| fp.effect(probe::SPLIT_LOCK, key).and_then(|v| v.as_str());
-    let measured_in_child = effect_str("split_lock_measured") == Some("kernel_mitigation");
+    let value = |m: &Option<crate::schema::Metric>| m.as_ref().map(|m| m.value);
+    let effects = fp
+        .raw::<SplitLockRecord>(probe::SPLIT_LOCK)
+        .map(|r| r.effects)
+        .unwrap_or_default();
+    let measured_in_child =
+        effects.split_lock_measured == Some(SplitLockMeasured::KernelMitigation);
     // Where the kernel traps, the probe times one thread's trapped locks in a child
     // (`split_lock_trapped_ns`); fingerprints from before that name carried the same
     // figure as `split_lock_latency_ns` with `split_lock_measured: kernel_mitigation`.
-    let split_metric = fp
-        .metric(probe::SPLIT_LOCK, metric::SPLIT_LOCK_LATENCY_NS)
-        .or_else(|| fp.metric(probe::SPLIT_LOCK, "split_lock_trapped_ns"));
+    let split_metric = figures
+        .split_lock_latency_ns
+        .as_ref()
+        .or(figures.split_lock_trapped_ns.as_ref());
     let split = split_metric.map(|m| m.value);
     // What one thread pays per split lock, traps included: the per-op mean where the
     // probe timed ops one by one, else the figure it had.
-    let op_metric = fp.metric(probe::SPLIT_LOCK, metric::SPLIT_LOCK_OP_MEAN_NS);
+    let op_metric = figures.split_lock_op_mean_ns.as_ref();
     let cost = op_metric
         .map(|m| m.value)
-        .or_else(|| value("split_lock_trapped_ns"))
+        .or_else(|| value(&figures.split_lock_trapped_ns))
         .or(split);
-    let neighbour_value = |name: &str| {
-        fp.metric(probe::SPLIT_LOCK_NEIGHBOUR, name)
-            .map(|m| m.value)
-    };
-    let n_lat = neighbour_value(metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO);
-    let recorded = effect_str("split_lock_mechanism").and_then(SplitLockMechanism::from_word);
-    let shape = effect_str("split_lock_trap_shape").and_then(TrapShape::from_word);
+    let n_lat = value(&neighbour.split_lock_neighbour_latency_ratio);
+    let recorded = effects.split_lock_mechanism;
+    let shape = effects.split_lock_trap_shape;
     let (mechanism, shape) = match recorded {
         Some(m) => (m, shape),
         None => classify(&MechanismEvidence {
             kernel: mode,
             guest: fp.machine.hypervisor.is_some(),
-            killed_by_sigbus: effect_str("split_lock_child").is_some_and(|e| e.contains("SIGBUS")),
+            killed_by_sigbus: effects
+                .split_lock_child
+                .as_deref()
+                .is_some_and(|e| e.contains("SIGBUS")),
             census: None,
             mean_ns: cost,
         })?,
     };
     let core_to_core = match (
         split,
-        value(metric::ALIGNED_LOCK_LATENCY_NS),
+        value(&figures.aligned_lock_latency_ns),
         measured_in_child,
     ) {
         (Some(split_ns), Some(aligned_ns), false) if aligned_ns > 0.0 => Some(CoreToCore {
@@ -189,18 +179,16 @@ fn gather<'a>(fp: &Inputs<'a>) -> Option<Facts<'a>> {
         mechanism,
         shape,
         split_metric,
-        aligned_ratio: value(metric::SPLIT_LOCK_RATIO),
+        aligned_ratio: value(&figures.split_lock_ratio),
         op_metric,
         cost_ns: cost,
         core_to_core,
-        percentiles_ns: fp
-            .effect(probe::SPLIT_LOCK, "split_lock_op_percentiles_ns")
-            .and_then(|p| Some((p.get("p50")?.as_f64()?, p.get("p90")?.as_f64()?))),
+        percentiles_ns: effects.split_lock_op_percentiles_ns.map(|p| (p.p50, p.p90)),
         neighbour: neighbour_of(
             n_lat,
-            neighbour_value(metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO),
+            value(&neighbour.split_lock_neighbour_bandwidth_ratio),
         ),
-        aggressor_split_locks_per_s: neighbour_value(metric::AGGRESSOR_SPLIT_LOCKS_PER_S),
+        aggressor_split_locks_per_s: value(&neighbour.aggressor_split_locks_per_s),
         every_tenant_pays: n_lat.is_some_and(|l| l >= HAZARD_NEIGHBOUR_LATENCY_RATIO),
     })
 }

@@ -58,14 +58,12 @@ pub fn parse_bracketed_choice(text: &str) -> Option<String> {
     Some(text[start + 1..end].to_string())
 }
 
-/// How split locks are handled, from what the kernel exposes.
-///
-/// `summary` is derived text: read from a file it is written again from `effective` and
-/// `mitigate` ([`SplitLockMode::summary`]), so a fingerprint saved by an older build says what
-/// this build knows (files before issue 19 told a guest its split locks "run at full hardware
-/// cost", which a guest cannot know: the Emerald Rapids host traps them).
+/// How split locks are handled, from what the kernel exposes: facts only. What they add up to
+/// in words is `words::machine::split_lock_summary` of [`SplitLockState::effective`]; files
+/// saved before issue 32 also carry that sentence as `summary`, which is ignored on reading
+/// (it told a guest its split locks "run at full hardware cost" before issue 19, which a
+/// guest cannot know: the Emerald Rapids host traps them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "StoredSplitLockState")]
 pub struct SplitLockState {
     /// cpuinfo flag `split_lock_detect`: #AC on split locks is available and the kernel uses it.
     pub cpu_split_lock_detect: bool,
@@ -73,35 +71,11 @@ pub struct SplitLockState {
     pub cpu_bus_lock_detect: bool,
     /// Value of `split_lock_detect=` on the kernel command line, if given.
     pub cmdline: Option<String>,
-    /// `kernel.split_lock_mitigate` (1: a trapping task sleeps 10 ms per split lock), if present.
+    /// `kernel.split_lock_mitigate` (1: a trapping task sleeps
+    /// [`crate::reference::SPLIT_LOCK_MITIGATE_SLEEP_MS`] per split lock), if present.
     pub mitigate: Option<u32>,
     /// What that adds up to.
     pub effective: SplitLockMode,
-    /// One sentence saying what a split lock costs a program here.
-    pub summary: String,
-}
-
-/// [`SplitLockState`] as a file has it; the summary it carries is replaced on reading.
-#[derive(Deserialize)]
-struct StoredSplitLockState {
-    cpu_split_lock_detect: bool,
-    cpu_bus_lock_detect: bool,
-    cmdline: Option<String>,
-    mitigate: Option<u32>,
-    effective: SplitLockMode,
-}
-
-impl From<StoredSplitLockState> for SplitLockState {
-    fn from(s: StoredSplitLockState) -> SplitLockState {
-        SplitLockState {
-            summary: s.effective.summary(),
-            cpu_split_lock_detect: s.cpu_split_lock_detect,
-            cpu_bus_lock_detect: s.cpu_bus_lock_detect,
-            cmdline: s.cmdline,
-            mitigate: s.mitigate,
-            effective: s.effective,
-        }
-    }
 }
 
 /// What the kernel does when a program takes a split lock (Documentation/admin-guide/
@@ -116,7 +90,8 @@ pub enum SplitLockMode {
     Off,
     /// A warning per task, then hardware cost.
     Warn,
-    /// A warning and a 10 ms sleep per trapped split lock (`kernel.split_lock_mitigate=1`).
+    /// A warning and a sleep per trapped split lock (`kernel.split_lock_mitigate=1`;
+    /// [`crate::reference::SPLIT_LOCK_MITIGATE_SLEEP_MS`]).
     WarnSleep,
     /// SIGBUS.
     Fatal,
@@ -137,37 +112,6 @@ impl SplitLockMode {
             self,
             SplitLockMode::WarnSleep | SplitLockMode::Fatal | SplitLockMode::Ratelimit(_)
         )
-    }
-
-    /// One sentence saying what the kernel does with a split lock, and no more than the
-    /// kernel can know: where it cannot see them (every guest), whether the host traps them
-    /// is for the split-lock probe's per-op times to tell.
-    pub fn summary(self) -> String {
-        match self {
-            SplitLockMode::NotDetected => {
-                "the kernel cannot see split locks here (no split_lock_detect or \
-                 bus_lock_detect flag, as in every guest): it neither reports nor slows them; \
-                 they cost a bus lock, or in a guest whatever the host does with them (a host \
-                 may trap them)"
-                    .into()
-            }
-            SplitLockMode::Off => {
-                "detection is off (split_lock_detect=off): split locks run at full hardware cost"
-                    .into()
-            }
-            SplitLockMode::Fatal => {
-                "a split lock kills the process with SIGBUS (split_lock_detect=fatal)".into()
-            }
-            SplitLockMode::Ratelimit(n) => format!(
-                "bus locks are rate-limited per second (ratelimit:{n}): excess lockers are slowed"
-            ),
-            SplitLockMode::WarnSleep => "each trapped split lock logs a warning and the task \
-                                         sleeps 10 ms (kernel.split_lock_mitigate=1)"
-                .into(),
-            SplitLockMode::Warn => {
-                "split locks are logged once per task and otherwise run at hardware cost".into()
-            }
-        }
     }
 }
 
@@ -243,20 +187,18 @@ pub fn split_lock_state(
     } else if let Some(n) = ratelimit {
         SplitLockMode::Ratelimit(n)
     } else if cpu_split_lock_detect && mitigate.unwrap_or(1) == 1 {
-        // The 10 ms sleep is on the #AC split-lock path only; #DB bus-lock detection (a CPU
-        // with bus_lock_detect alone) just warns.
+        // The mitigation's sleep is on the #AC split-lock path only; #DB bus-lock detection
+        // (a CPU with bus_lock_detect alone) just warns.
         SplitLockMode::WarnSleep
     } else {
         SplitLockMode::Warn
     };
-    let summary = effective.summary();
     SplitLockState {
         cpu_split_lock_detect,
         cpu_bus_lock_detect,
         cmdline,
         mitigate,
         effective,
-        summary,
     }
 }
 
@@ -302,14 +244,15 @@ mod tests {
         // The Emerald Rapids guest: no detection flag (no guest gets one), yet its host traps
         // split locks at 100-500 us each. The kernel cannot know either way.
         let s = split_lock_state(false, false, None, Some(1));
-        assert!(!s.summary.contains("full hardware cost"), "{}", s.summary);
-        assert!(s.summary.contains("host may trap"), "{}", s.summary);
-        // A file saved before carries the old words; reading it writes this build's.
+        assert_eq!(s.effective, SplitLockMode::NotDetected);
+        // A file saved before carries the old words; reading it keeps the facts only (the
+        // words are this build's: `words::machine::split_lock_summary`).
         let old = r#"{"cpu_split_lock_detect": false, "cpu_bus_lock_detect": false,
             "cmdline": null, "mitigate": 1, "effective": "not_detected",
             "summary": "they run at full hardware cost, unreported"}"#;
         let read: SplitLockState = serde_json::from_str(old).unwrap();
         assert_eq!(read, s);
+        assert!(!serde_json::to_string(&read).unwrap().contains("summary"));
     }
 
     #[test]

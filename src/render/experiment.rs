@@ -9,6 +9,7 @@ use crate::format::{human_bytes, pct};
 use crate::render::charts::{IntervalRow, Line, interval_chart, xy_chart};
 use crate::render::text::Style;
 use crate::render::text::{align_right, columns, keep_whole, lines, wrap, wrap_labelled};
+use crate::schema::split_lock::SplitLockMechanism;
 use std::fmt::Write;
 
 /// `1.42x slower [1.38, 1.47]`: the effect and its interval in the same direction.
@@ -188,15 +189,17 @@ pub fn neighbour_line(n: &crate::experiment::neighbour::NeighbourReport) -> Stri
             s,
             "; {} per split lock alone ({})",
             crate::format::human_ns(ns),
-            n.mechanism.as_deref().unwrap_or("unclassified")
+            n.mechanism.map_or("unclassified", |m| m.as_str())
         );
     }
     if n.trapped {
-        s.push_str(if n.mechanism.as_deref() == Some("trapped_by_kernel") {
-            "; trapped by this kernel, so it barely locks the bus"
-        } else {
-            "; trapped by the host, so it barely locks the bus"
-        });
+        s.push_str(
+            if n.mechanism == Some(SplitLockMechanism::TrappedByKernel) {
+                "; trapped by this kernel, so it barely locks the bus"
+            } else {
+                "; trapped by the host, so it barely locks the bus"
+            },
+        );
     }
     if let Some(f) = &n.failure {
         let _ = write!(s, "; it stopped: {f}");

@@ -6,7 +6,7 @@ pub use super::text::Style;
 use super::text::wrap_hanging;
 use super::text::{align_right, at_least, columns, keep_whole, lines, table, wrap};
 use crate::format::{group_thousands, human_value};
-use crate::machine::{Machine, SplitLockMode};
+use crate::machine::Machine;
 use crate::measure::ClockInfo;
 use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
@@ -74,11 +74,8 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
     let _ = writeln!(
         s,
         "Split locks {}: {}",
-        match m.split_lock.effective {
-            SplitLockMode::NotDetected => "not detected".to_string(),
-            other => other.to_string(),
-        },
-        m.split_lock.summary
+        crate::words::machine::split_lock_mode(m.split_lock.effective),
+        crate::words::machine::split_lock_summary(m.split_lock.effective)
     );
     if let Some(c) = &m.cgroup {
         let _ = writeln!(s, "Cgroup      {}", crate::words::machine::cgroup_facts(c));

@@ -5,7 +5,8 @@ use super::{
 };
 use crate::machine::{CpuIdentity, Machine, PmuStatus, kernel};
 use crate::measure::{ClockInfo, ClockSource};
-use crate::names::{metric, probe};
+use crate::names::probe;
+use crate::schema::probes::pause::PauseFigures;
 
 /// A fingerprint of a made-up 2-CPU Zen 4 guest with no probes.
 pub fn empty_fingerprint() -> Fingerprint {
@@ -74,8 +75,9 @@ pub fn sample_fingerprint() -> Fingerprint {
     p.params.insert("repetitions".into(), 5.into());
     p.effects
         .insert("pause_loop_exits".into(), "not seen".into());
-    p.metrics
-        .push(Metric::from_samples(metric::PAUSE_NS, "ns", Better::Lower, &samples).unwrap());
+    p.metrics.push(
+        Metric::from_samples(PauseFigures::PAUSE_NS.metric, "ns", Better::Lower, &samples).unwrap(),
+    );
     p.samples.insert("pause_ns.cpu0".into(), samples);
     p.series.push(Series::Bars {
         name: "pause_ns_per_cpu".into(),

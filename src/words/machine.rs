@@ -7,6 +7,7 @@ use crate::machine::cgroup::CgroupFacts;
 use crate::machine::meminfo::{MemoryBound, MemoryRoom};
 use crate::machine::topology::Topology;
 use crate::measure::ThreadError;
+use crate::reference::SPLIT_LOCK_MITIGATE_SLEEP_MS;
 
 /// Cores, sockets, NUMA nodes and SMT in one line: `2 cores, 1 socket(s), 1 NUMA node(s), SMT off`.
 pub fn topology_line(t: &Topology) -> String {
@@ -38,6 +39,46 @@ pub fn caches_line(t: &Topology) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// One sentence saying what the kernel does with a split lock in `mode`, and no more than the
+/// kernel can know: where it cannot see them (every guest), whether the host traps them is for
+/// the split-lock probe's per-op times to tell.
+pub fn split_lock_summary(mode: SplitLockMode) -> String {
+    match mode {
+        SplitLockMode::NotDetected => {
+            "the kernel cannot see split locks here (no split_lock_detect or \
+             bus_lock_detect flag, as in every guest): it neither reports nor slows them; \
+             they cost a bus lock, or in a guest whatever the host does with them (a host \
+             may trap them)"
+                .into()
+        }
+        SplitLockMode::Off => {
+            "detection is off (split_lock_detect=off): split locks run at full hardware cost".into()
+        }
+        SplitLockMode::Fatal => {
+            "a split lock kills the process with SIGBUS (split_lock_detect=fatal)".into()
+        }
+        SplitLockMode::Ratelimit(n) => format!(
+            "bus locks are rate-limited per second (ratelimit:{n}): excess lockers are slowed"
+        ),
+        SplitLockMode::WarnSleep => format!(
+            "each trapped split lock logs a warning and the task sleeps {SPLIT_LOCK_MITIGATE_SLEEP_MS} \
+             ms (kernel.split_lock_mitigate=1)"
+        ),
+        SplitLockMode::Warn => {
+            "split locks are logged once per task and otherwise run at hardware cost".into()
+        }
+    }
+}
+
+/// The split-lock mode as the machine screen names it: `not detected`, else the kernel's word
+/// (`warn+sleep`, `ratelimit:N`...).
+pub fn split_lock_mode(mode: SplitLockMode) -> String {
+    match mode {
+        SplitLockMode::NotDetected => "not detected".to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// The split-lock state in a few words: `split locks invisible to the kernel`.

@@ -12,8 +12,9 @@
 
 use super::rules::CostSource;
 use crate::machine::ThpEnabled;
-use crate::names::metric;
 use crate::schema::probes::mem_latency::MemLatencyFigures;
+use crate::schema::probes::pause::PauseFigures;
+use crate::schema::probes::split_lock::SplitLockFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -54,12 +55,12 @@ impl MachineFigure {
     /// The fingerprint metric that holds this figure (a saved `check`).
     pub fn metric(self) -> &'static str {
         match self {
-            MachineFigure::CoreClockGhz => metric::CORE_CLOCK_GHZ,
-            MachineFigure::PauseNs => metric::PAUSE_NS,
+            MachineFigure::CoreClockGhz => PauseFigures::CORE_CLOCK_GHZ.metric,
+            MachineFigure::PauseNs => PauseFigures::PAUSE_NS.metric,
             MachineFigure::LineTransferNs => {
                 crate::schema::probes::c2c::C2cFigures::C2C_LATENCY_NS.metric
             }
-            MachineFigure::SplitLockNs => metric::SPLIT_LOCK_LATENCY_NS,
+            MachineFigure::SplitLockNs => SplitLockFigures::SPLIT_LOCK_LATENCY_NS.metric,
             MachineFigure::DramLatency4kNs => MemLatencyFigures::DRAM_LATENCY_4K_NS.metric,
             MachineFigure::DramLatencyHugeNs => MemLatencyFigures::DRAM_LATENCY_HUGE_NS.metric,
         }
@@ -270,7 +271,7 @@ pub fn figures_of(
         let probe = probe_of(f);
         let metric = fp.metric(probe, f.metric()).or_else(|| match f {
             // Where the kernel traps split locks the probe names the figure so.
-            MachineFigure::SplitLockNs => fp.metric(probe, "split_lock_trapped_ns"),
+            MachineFigure::SplitLockNs => fp.figure(SplitLockFigures::SPLIT_LOCK_TRAPPED_NS),
             // The clock is estimated by several probes; the PAUSE probe's is preferred.
             MachineFigure::CoreClockGhz => fp
                 .probes

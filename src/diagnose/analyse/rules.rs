@@ -696,8 +696,10 @@ fn split_lock(site: &HotSite, split: &LineSplit, ctx: &Context) -> Finding {
     if let Some(bus) = counters::signal_total(ctx.counters, Signal::BusLocks) {
         f.evidence.push(words::bus_lock_count(bus));
     }
-    f.explanation =
-        words::split_lock_explanation(&split_lock_text(ctx), &ctx.machine.split_lock.summary);
+    f.explanation = words::split_lock_explanation(
+        &split_lock_text(ctx),
+        &crate::words::machine::split_lock_summary(ctx.machine.split_lock.effective),
+    );
     f.advice = words::split_lock_advice().into();
     f
 }
@@ -1534,7 +1536,6 @@ mod tests {
                 },
             )]);
             let mut m = machine();
-            m.split_lock.summary = "split locks run untrapped.".into();
             m.thp = [None, Some(ThpEnabled::Madvise), Some(ThpEnabled::Never)]
                 .get(variant)
                 .copied()

@@ -3,10 +3,12 @@
 
 use super::ple;
 use crate::measure::{estimate_core_clock, pin_to_cpu};
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::probes::{ProbeContext, ProbeFailure, Profile};
-use crate::schema::{Better, Metric, ProbeResult, Series, Status};
-use serde_json::json;
+use crate::schema::Series;
+use crate::schema::probes::pause::{
+    PauseEffects, PauseParams, PauseRaw, PauseSamples, PleMode, fastest_cpu,
+};
 
 /// PAUSEs per timed sample: 4096 take ~0.1 ms at 25 ns, ~16 us at 4 ns; long enough to dwarf
 /// the clock reads, short enough to fit between interrupts.
@@ -24,7 +26,6 @@ struct CpuPause {
     cpu: usize,
     core_hz: f64,
     ns: Vec<f64>,
-    ticks: Vec<f64>,
 }
 
 fn measure_on_cpu(ctx: &ProbeContext, cpu: usize, reps: usize) -> Result<CpuPause, ProbeFailure> {
@@ -40,12 +41,12 @@ fn measure_on_cpu(ctx: &ProbeContext, cpu: usize, reps: usize) -> Result<CpuPaus
         let t1 = clock.end();
         ticks.push((t1 - t0) as f64 / PAUSES_PER_SAMPLE as f64);
     }
+    // Saved in ns with the clock's ns per tick, from which the analysis gives ticks back.
     let ns = ticks.iter().map(|t| t * clock.ns_per_tick()).collect();
     Ok(CpuPause {
         cpu,
         core_hz: core.hz,
         ns,
-        ticks,
     })
 }
 
@@ -122,7 +123,7 @@ fn pause_loop_exit_runs(
     })
 }
 
-pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+pub(super) fn run_pause(ctx: &ProbeContext) -> Result<PauseRaw, ProbeFailure> {
     let cpus = ctx.cpus()?;
     if cpus.is_empty() {
         return Err(ProbeFailure::Skipped("no CPU available to run on".into()));
@@ -155,42 +156,15 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
     ctx.progress.finish();
     let evidence = ple::judge(&tight, &spaced, PLE_CHUNK_PAUSES);
 
-    let mut r = ProbeResult::new(probe::PAUSE, Status::Ok);
-    r.params.insert("cpus".into(), json!(cpus));
-    r.params.insert("repetitions".into(), json!(reps));
-    r.params
-        .insert("pauses_per_sample".into(), json!(PAUSES_PER_SAMPLE));
-    r.params.insert("ple_runs".into(), json!(ple_runs));
-    r.params
-        .insert("sustained_pauses_per_run".into(), json!(SUSTAINED_PAUSES));
-    r.params.insert("ple_run_ms".into(), json!(ple_run_ms));
-    r.params.insert("ple_cpu".into(), json!(ple_cpu));
-
-    record_headline(&mut r, &per_cpu, &sustained_ns);
-
-    r.effects.insert("pinned_cpus".into(), json!(cpus));
-    r.effects.insert(
-        "core_clock_ghz_by_cpu".into(),
-        json!(
-            per_cpu
-                .iter()
-                .map(|c| (c.cpu.to_string(), c.core_hz / 1e9))
-                .collect::<std::collections::BTreeMap<_, _>>()
-        ),
-    );
-    r.effects
-        .insert("pause_loop_exits".into(), json!(evidence.verdict));
-    r.effects.insert(
-        "pause_loop_exit_evidence".into(),
-        serde_json::to_value(&evidence).expect("evidence serialises"),
-    );
-
+    let mut samples = PauseSamples {
+        pause_sustained_ns: sustained_ns,
+        ..PauseSamples::default()
+    };
     for c in &per_cpu {
-        r.samples
-            .insert(format!("pause_ns.cpu{}", c.cpu), c.ns.clone());
+        samples.set_pause_ns(c.cpu, c.ns.clone());
     }
-    record_stalls(&mut r, &tight, &spaced, &evidence);
-    r.series.push(Series::Bars {
+    record_stalls(&mut samples, &tight, &spaced, &evidence);
+    let series = vec![Series::Bars {
         name: "pause_ns_per_cpu".into(),
         unit: "ns".into(),
         labels: per_cpu.iter().map(|c| format!("cpu{}", c.cpu)).collect(),
@@ -199,66 +173,49 @@ pub(super) fn run_pause(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure>
             // Every CPU in per_cpu has `reps` >= 1 samples, so a median exists.
             .map(|c| crate::stats::median(&c.ns).unwrap_or_default())
             .collect(),
-    });
-    Ok(r)
-}
-
-/// The headline figures, from the CPU with the fastest PAUSE, the core clock across CPUs and
-/// the sustained cost.
-fn record_headline(r: &mut ProbeResult, per_cpu: &[CpuPause], sustained_ns: &[f64]) {
-    // The headline is the CPU with the fastest PAUSE, not all CPUs pooled. Interference only
-    // adds time (Chen and Revels, "Robust benchmarking in noisy environments", 2016), and on a
-    // VM it differs by vCPU: on the Zen 3 guest one vCPU read 24.1 ns and the other 27.4 ns
-    // when its host core's other hardware thread was busy, and the two swapped between runs,
-    // so a pooled median jumped between the two. The other CPUs keep their own samples and bar.
-    let fastest = per_cpu
-        .iter()
-        .min_by(|a, b| {
-            let m = |c: &CpuPause| crate::stats::median(&c.ns).unwrap_or(f64::INFINITY);
-            m(a).total_cmp(&m(b))
-        })
-        .expect("at least one CPU was measured");
-    let cycles: Vec<f64> = fastest
-        .ns
-        .iter()
-        .map(|ns| ns * fastest.core_hz * 1e-9)
-        .collect();
-    let core_ghz: Vec<f64> = per_cpu.iter().map(|c| c.core_hz / 1e9).collect();
-    r.params.insert("headline_cpu".into(), json!(fastest.cpu));
-    r.metrics.extend(
-        [
-            Metric::from_samples(metric::PAUSE_NS, "ns", Better::Lower, &fastest.ns),
-            Metric::from_samples(metric::PAUSE_CYCLES, "cycles", Better::Lower, &cycles),
-            Metric::from_samples("pause_tsc_ticks", "ticks", Better::Lower, &fastest.ticks),
-            // One value per CPU: a range across CPUs, not an interval.
-            Metric::across_places(metric::CORE_CLOCK_GHZ, "GHz", Better::Neither, &core_ghz),
-            // What a long spin pays per PAUSE, pause-loop exits and host noise included.
-            Metric::from_samples(
-                metric::PAUSE_SUSTAINED_NS,
-                "ns",
-                Better::Lower,
-                sustained_ns,
-            ),
-        ]
-        .into_iter()
-        .flatten(),
-    );
+    }];
+    Ok(PauseRaw {
+        params: PauseParams {
+            headline_cpu: fastest_cpu(&cpus, &samples),
+            cpus: cpus.clone(),
+            repetitions: reps,
+            pauses_per_sample: PAUSES_PER_SAMPLE,
+            ple_runs,
+            sustained_pauses_per_run: Some(SUSTAINED_PAUSES),
+            ple_run_ms,
+            ple_cpu,
+        },
+        effects: PauseEffects {
+            pinned_cpus: cpus,
+            core_clock_ghz_by_cpu: per_cpu.iter().map(|c| (c.cpu, c.core_hz / 1e9)).collect(),
+            pause_loop_exits: evidence.verdict.clone(),
+            pause_loop_exit_evidence: evidence,
+            clock_ns_per_tick: ctx.clock.ns_per_tick(),
+        },
+        samples,
+        series,
+    })
 }
 
 /// Raw evidence: where each pause-loop-exit run stalled, in PAUSEs from its start.
 fn record_stalls(
-    r: &mut ProbeResult,
+    samples: &mut PauseSamples,
     tight: &[Vec<f64>],
     spaced: &[Vec<f64>],
     evidence: &ple::PleEvidence,
 ) {
     for (mode, runs, median) in [
-        ("back_to_back", tight, evidence.back_to_back.median_chunk_ns),
-        ("spaced", spaced, evidence.spaced.median_chunk_ns),
+        (
+            PleMode::BackToBack,
+            tight,
+            evidence.back_to_back.median_chunk_ns,
+        ),
+        (PleMode::Spaced, spaced, evidence.spaced.median_chunk_ns),
     ] {
         for (i, run) in runs.iter().enumerate() {
-            r.samples.insert(
-                format!("ple_{mode}_run{i}_stall_at_pauses"),
+            samples.set_stalls(
+                mode,
+                i,
                 ple::find_stalls(run, median)
                     .iter()
                     .map(|(c, _)| ((c + 1) as u64 * PLE_CHUNK_PAUSES) as f64)

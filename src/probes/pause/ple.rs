@@ -19,8 +19,6 @@
 //! PAUSEs (KVM's pause-filter window of 3000, doubling after each exit) and at 65,536 (its
 //! cap), whatever the load on the host.
 
-use serde::{Deserialize, Serialize};
-
 /// A chunk is a stall when it takes longer than 2 x median + this many ns.
 pub const STALL_EXTRA_NS: f64 = 500.0;
 /// Gaps shorter than this many PAUSEs are ignored: hypervisor windows are thousands of
@@ -45,54 +43,7 @@ pub const NEIGHBOURHOOD_CHUNKS: u64 = 128;
 /// time-periodic host noise (a timer, a host housekeeping thread), not pause-loop exits.
 pub const SAME_PERIOD_TOLERANCE: f64 = 0.05;
 
-/// A gap between stalls that repeats.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecurringGap {
-    /// The gap, in PAUSEs (the median of the matching gaps).
-    pub gap_pauses: u64,
-    /// The gap in time, in us, at the mode's median chunk time.
-    pub gap_us: f64,
-    /// How many gaps matched it.
-    pub repeats: usize,
-    /// How many matches chance predicts from the density of gaps around it.
-    pub expected_by_chance: f64,
-}
-
-/// Stalls over one mode's runs (back to back or spaced).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StallSummary {
-    /// Runs.
-    pub runs: usize,
-    /// Chunks timed per run.
-    pub chunks_per_run: usize,
-    /// PAUSEs per chunk.
-    pub chunk_pauses: u64,
-    /// Median chunk time, in ns.
-    pub median_chunk_ns: f64,
-    /// Stalls over all runs (the first chunk of each run, which includes waking up, excluded).
-    pub stalls: usize,
-    /// Stalls per second of run time.
-    pub stalls_per_s: f64,
-    /// Median time a stall added over a normal chunk, in ns.
-    pub median_stall_extra_ns: f64,
-    /// Mean ns per PAUSE over the whole runs, stalls included: what a long spin pays.
-    pub sustained_ns_per_pause: f64,
-    /// Gaps between stalls that recur beyond chance.
-    pub recurring_gaps: Vec<RecurringGap>,
-}
-
-/// Whether pause-loop exits were seen, and the evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PleEvidence {
-    /// `seen`, `not seen` or `inconclusive`.
-    pub verdict: String,
-    /// The sentence a reader sees.
-    pub explanation: String,
-    /// PAUSEs back to back.
-    pub back_to_back: StallSummary,
-    /// PAUSEs spaced by ALU work (the control).
-    pub spaced: StallSummary,
-}
+pub use crate::schema::probes::pause::{PleEvidence, RecurringGap, StallSummary};
 
 /// Indices of stall chunks in one run (never the first chunk) and the time each added over
 /// `median`.

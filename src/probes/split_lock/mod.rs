@@ -37,7 +37,8 @@ use super::c2c::pingpong::{Lines, Plan, SPLIT_OFFSET, Variant, ping_pong};
 use super::c2c::require_two_cpus;
 use super::{Probe, ProbeContext, ProbeFailure, Profile};
 use crate::measure::{estimate_core_clock, pin_to_cpu};
-use crate::names::{metric, probe};
+use crate::names::probe;
+use crate::schema::probes::split_lock::SplitLockFigures;
 use crate::schema::split_lock::{MechanismEvidence, OpHistogram, TRAP_BOUNDARY_NS, classify};
 use crate::schema::{Better, Metric, ProbeResult, Series, Status};
 use serde_json::json;
@@ -381,15 +382,18 @@ fn summarise(
         json!(split_at / 64 != (split_at + 7) / 64),
     );
     let aligned_metric = Metric::from_samples(
-        metric::ALIGNED_LOCK_LATENCY_NS,
+        SplitLockFigures::ALIGNED_LOCK_LATENCY_NS.metric,
         "ns",
         Better::Lower,
         &aligned,
     );
     let aligned_ns = aligned_metric.as_ref().map(|m| m.value);
     r.metrics.extend(aligned_metric);
-    r.metrics
-        .extend(cycles("aligned_lock_latency_cycles", &aligned, core_hz));
+    r.metrics.extend(cycles(
+        SplitLockFigures::ALIGNED_LOCK_LATENCY_CYCLES.metric,
+        &aligned,
+        core_hz,
+    ));
     r.samples
         .insert(format!("aligned_lock_ns.{pair_key}"), aligned);
 
@@ -440,7 +444,7 @@ fn record_trapped(
             s.block_means_ns.clone(),
         );
         r.metrics.push(Metric::derived(
-            "split_lock_trapped_ns",
+            SplitLockFigures::SPLIT_LOCK_TRAPPED_NS.metric,
             s.mean_ns,
             "ns",
             Better::Lower,
@@ -459,16 +463,24 @@ fn record_split(
 ) {
     r.effects
         .insert("split_lock_measured".into(), json!("hardware"));
-    let m = Metric::from_samples(metric::SPLIT_LOCK_LATENCY_NS, "ns", Better::Lower, &split);
+    let m = Metric::from_samples(
+        SplitLockFigures::SPLIT_LOCK_LATENCY_NS.metric,
+        "ns",
+        Better::Lower,
+        &split,
+    );
     let split_ns = m.as_ref().map(|m| m.value);
     r.metrics.extend(m);
-    r.metrics
-        .extend(cycles("split_lock_latency_cycles", &split, core_hz));
+    r.metrics.extend(cycles(
+        SplitLockFigures::SPLIT_LOCK_LATENCY_CYCLES.metric,
+        &split,
+        core_hz,
+    ));
     if let (Some(s), Some(a)) = (split_ns, aligned_ns)
         && a > 0.0
     {
         r.metrics.push(Metric::derived(
-            metric::SPLIT_LOCK_RATIO,
+            SplitLockFigures::SPLIT_LOCK_RATIO.metric,
             s / a,
             "ratio",
             Better::Lower,
@@ -504,7 +516,7 @@ fn record_per_op(r: &mut ProbeResult, s: &per_op::Summary, cpu: usize, core_hz: 
     // Each block's mean: a program pays the mean, traps included (preemptions not); blocks
     // spread over the probe give the figure its interval.
     r.metrics.extend(Metric::from_samples(
-        metric::SPLIT_LOCK_OP_MEAN_NS,
+        SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric,
         "ns",
         Better::Lower,
         &s.block_means_ns,
@@ -512,7 +524,7 @@ fn record_per_op(r: &mut ProbeResult, s: &per_op::Summary, cpu: usize, core_hz: 
     if let Some(hz) = core_hz {
         let c: Vec<f64> = s.block_means_ns.iter().map(|x| x * hz * 1e-9).collect();
         r.metrics.extend(Metric::from_samples(
-            "split_lock_op_mean_cycles",
+            SplitLockFigures::SPLIT_LOCK_OP_MEAN_CYCLES.metric,
             "cycles",
             Better::Lower,
             &c,
@@ -529,7 +541,7 @@ fn record_per_op(r: &mut ProbeResult, s: &per_op::Summary, cpu: usize, core_hz: 
         .map(|m| 1e9 / m)
         .collect();
     r.metrics.extend(Metric::from_samples(
-        "split_lock_locks_per_s",
+        SplitLockFigures::SPLIT_LOCK_LOCKS_PER_S.metric,
         "locks/s",
         Better::Higher,
         &rates,
@@ -604,15 +616,28 @@ mod tests {
         let r = crate::probes::run_here(&SplitLockProbe, &machine, &options).unwrap();
         assert_eq!(r.effects["split_lock_measured"], "kernel_mitigation");
         assert!(
-            r.metric("split_lock_trapped_ns").is_some(),
+            r.metric(SplitLockFigures::SPLIT_LOCK_TRAPPED_NS.metric)
+                .is_some(),
             "{:?}",
             r.metrics
         );
-        assert!(r.metric(metric::ALIGNED_LOCK_LATENCY_NS).is_some());
-        assert!(r.metric(metric::SPLIT_LOCK_LATENCY_NS).is_none());
-        assert!(r.metric(metric::SPLIT_LOCK_RATIO).is_none());
+        assert!(
+            r.metric(SplitLockFigures::ALIGNED_LOCK_LATENCY_NS.metric)
+                .is_some()
+        );
+        assert!(
+            r.metric(SplitLockFigures::SPLIT_LOCK_LATENCY_NS.metric)
+                .is_none()
+        );
+        assert!(
+            r.metric(SplitLockFigures::SPLIT_LOCK_RATIO.metric)
+                .is_none()
+        );
         // The child timed its locks one by one.
-        assert!(r.metric(metric::SPLIT_LOCK_OP_MEAN_NS).is_some());
+        assert!(
+            r.metric(SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric)
+                .is_some()
+        );
         assert_eq!(r.effects["split_lock_child"], "survived");
     }
 
@@ -632,8 +657,14 @@ mod tests {
         let census = &r.effects["split_lock_op_census"];
         assert_eq!(h.ops.iter().sum::<u64>(), census["ops"].as_u64().unwrap());
         assert_eq!(h.low_ns.len(), h.ops.len());
-        let mean = r.metric(metric::SPLIT_LOCK_OP_MEAN_NS).unwrap().value;
-        let per_s = r.metric("split_lock_locks_per_s").unwrap().value;
+        let mean = r
+            .metric(SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric)
+            .unwrap()
+            .value;
+        let per_s = r
+            .metric(SplitLockFigures::SPLIT_LOCK_LOCKS_PER_S.metric)
+            .unwrap()
+            .value;
         // The median of each block's rate: one over the median mean for an odd count.
         assert!((mean * per_s / 1e9 - 1.0).abs() < 1e-6, "{mean} {per_s}");
     }

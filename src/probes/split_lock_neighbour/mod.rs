@@ -33,8 +33,9 @@
 
 use super::{Probe, ProbeContext, ProbeFailure};
 use crate::measure::Clock;
-use crate::names::{metric, probe};
+use crate::names::probe;
 use crate::schema::ProbeResult;
+use crate::schema::probes::split_lock_neighbour::SplitLockNeighbourFigures;
 use std::time::Instant;
 
 /// The noisy-neighbour probe.
@@ -504,7 +505,7 @@ fn summarise(f: &Findings, alone: &Victim, loaded: &Victim) -> ProbeResult {
         .insert("aggressor_trapped".into(), json!(f.aggressor_trapped));
     if f.locking_s > 0.0 {
         r.metrics.push(Metric::derived(
-            metric::AGGRESSOR_SPLIT_LOCKS_PER_S,
+            SplitLockNeighbourFigures::AGGRESSOR_SPLIT_LOCKS_PER_S.metric,
             f.split_locks as f64 / f.locking_s,
             "locks/s",
             Better::Neither,
@@ -536,16 +537,26 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
     let med = |v: &[f64]| crate::stats::median(v).filter(|m| *m > 0.0);
     r.metrics.extend(
         [
-            Metric::from_samples("victim_latency_ns", "ns", Better::Lower, &alone_lat),
             Metric::from_samples(
-                "victim_latency_under_split_locks_ns",
+                SplitLockNeighbourFigures::VICTIM_LATENCY_NS.metric,
+                "ns",
+                Better::Lower,
+                &alone_lat,
+            ),
+            Metric::from_samples(
+                SplitLockNeighbourFigures::VICTIM_LATENCY_UNDER_SPLIT_LOCKS_NS.metric,
                 "ns",
                 Better::Lower,
                 &loaded_lat,
             ),
-            Metric::from_samples("victim_bandwidth_gb_s", "GB/s", Better::Higher, &alone_bw),
             Metric::from_samples(
-                "victim_bandwidth_under_split_locks_gb_s",
+                SplitLockNeighbourFigures::VICTIM_BANDWIDTH_GB_S.metric,
+                "GB/s",
+                Better::Higher,
+                &alone_bw,
+            ),
+            Metric::from_samples(
+                SplitLockNeighbourFigures::VICTIM_BANDWIDTH_UNDER_SPLIT_LOCKS_GB_S.metric,
                 "GB/s",
                 Better::Higher,
                 &loaded_bw,
@@ -560,13 +571,13 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
         r.metrics.extend(
             [
                 Metric::from_samples(
-                    "victim_latency_cycles",
+                    SplitLockNeighbourFigures::VICTIM_LATENCY_CYCLES.metric,
                     "cycles",
                     Better::Lower,
                     &cycles(&alone_lat),
                 ),
                 Metric::from_samples(
-                    "victim_latency_under_split_locks_cycles",
+                    SplitLockNeighbourFigures::VICTIM_LATENCY_UNDER_SPLIT_LOCKS_CYCLES.metric,
                     "cycles",
                     Better::Lower,
                     &cycles(&loaded_lat),
@@ -578,7 +589,7 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
     }
     if let (Some(a), Some(l)) = (med(&alone_lat), med(&loaded_lat)) {
         r.metrics.push(Metric::derived(
-            metric::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
+            SplitLockNeighbourFigures::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO.metric,
             l / a,
             "ratio",
             Better::Lower,
@@ -586,7 +597,7 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
     }
     if let (Some(a), Some(l)) = (med(&alone_bw), med(&loaded_bw)) {
         r.metrics.push(Metric::derived(
-            metric::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
+            SplitLockNeighbourFigures::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO.metric,
             l / a,
             "ratio",
             Better::Higher,
@@ -683,7 +694,12 @@ mod tests {
         assert_eq!(r.params["buffer_bytes"], TRAPPED_BUFFER_BYTES);
         assert_eq!(r.effects["aggressor_trapped"], true);
         assert!(r.effects["aggressor_alone_ns_per_lock"].as_f64().unwrap() > 0.0);
-        assert!(r.metric("aggressor_split_locks_per_s").unwrap().value > 0.0);
+        assert!(
+            r.metric(SplitLockNeighbourFigures::AGGRESSOR_SPLIT_LOCKS_PER_S.metric)
+                .unwrap()
+                .value
+                > 0.0
+        );
     }
 
     #[test]

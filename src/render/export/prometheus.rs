@@ -465,7 +465,8 @@ mod tests {
             high: 24.6,
             confidence: 0.95,
         });
-        fp.verdicts = crate::hazards::judge_all(&fp);
+        fp.verdicts.clear();
+        crate::hazards::judge_into(&mut fp);
         let text = super::text(&fp);
         assert!(text.contains("cpudoctor_info{cpu_model="), "{text}");
         assert!(

@@ -190,7 +190,10 @@ pub fn explanation(f: &Facts<'_>) -> String {
     );
     explanation.push_str(&mechanism_words(f));
     explanation.push_str(&neighbour_words(f));
-    explanation.push_str(&format!(" Kernel: {}.", f.kernel.summary()));
+    explanation.push_str(&format!(
+        " Kernel: {}.",
+        crate::words::machine::split_lock_summary(f.kernel)
+    ));
     if !f.kernel.kernel_acts() && f.mechanism == SplitLockMechanism::BusLock {
         explanation.push_str(&format!(
             " On a host whose kernel traps them (the Linux default on CPUs that detect \
