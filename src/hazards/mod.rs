@@ -17,9 +17,8 @@ pub mod tlb;
 
 use crate::machine::Machine;
 use crate::schema::figures::{FigureId, Figures, RawRecord};
-use crate::schema::{Fingerprint, Interval, Level, Metric, NotJudged, Status, Verdict};
+use crate::schema::{Fingerprint, Interval, Level, NotJudged, Status, Verdict};
 use crate::words::verdicts::{self as words, ProbeGap};
-use serde_json::Value;
 
 /// The level a figure reaches against ascending `steps` of (threshold, level), starting from
 /// `base` below the first.
@@ -126,7 +125,6 @@ pub struct Inputs<'a> {
     /// The machine the fingerprint describes.
     pub machine: &'a Machine,
     fp: &'a Fingerprint,
-    hazard: &'static str,
     reads: &'static [FigureId],
     quotes: &'static [FigureId],
 }
@@ -137,23 +135,9 @@ impl<'a> Inputs<'a> {
         Inputs {
             machine: &fp.machine,
             fp,
-            hazard: hazard.id(),
             reads: hazard.reads(),
             quotes: hazard.quotes(),
         }
-    }
-
-    /// A declared metric of a probe that ran (see [`Fingerprint::metric`]).
-    pub fn metric(&self, probe: &str, name: &str) -> Option<&'a Metric> {
-        debug_assert!(
-            self.reads
-                .iter()
-                .chain(self.quotes)
-                .any(|id| id.probe == probe && id.metric == name),
-            "hazard `{}` reads {probe}/{name}, which neither its reads() nor its quotes() declare",
-            self.hazard
-        );
-        self.fp.metric(probe, name)
     }
 
     /// The figures of `F`'s probe that ran ok, holding only those the hazard declares in
@@ -179,17 +163,6 @@ impl<'a> Inputs<'a> {
     /// ok and its record reads as `R`.
     pub fn raw<R: RawRecord>(&self, probe: &str) -> Option<R> {
         self.fp.raw(probe)
-    }
-
-    /// What took effect in a probe that ran (its `effects` entry `key`): facts such as the
-    /// page size a buffer got, not figures with a spread.
-    pub fn effect(&self, probe: &str, key: &str) -> Option<&'a Value> {
-        self.fp.probe(probe)?.effects.get(key)
-    }
-
-    /// How a probe that ran was run (its `params` entry `key`).
-    pub fn param(&self, probe: &str, key: &str) -> Option<&'a Value> {
-        self.fp.probe(probe)?.params.get(key)
     }
 }
 
@@ -338,7 +311,9 @@ pub(crate) fn judge_into(fp: &mut Fingerprint) {
 mod tests {
     use crate::schema::{Better, Metric, ProbeResult, Status};
 
-    /// A rule that quotes a figure it never declared: the drift `reads()` had by hand.
+    use crate::schema::probes::pause::PauseFigures;
+
+    /// A rule that reads a figure it never declared: the drift `reads()` had by hand.
     struct Undeclared;
     impl Hazard for Undeclared {
         fn id(&self) -> &'static str {
@@ -351,23 +326,27 @@ mod tests {
             &[]
         }
         fn reads(&self) -> &'static [FigureId] {
-            &[FigureId {
-                probe: "pause",
-                metric: "pause_ns",
-            }]
+            &[PauseFigures::PAUSE_NS]
         }
         fn verdict(&self, fp: &Inputs<'_>) -> Option<Verdict> {
-            fp.metric("pause", "pause_ns")?;
-            fp.metric("pause", "pause_cycles")?;
-            None
+            let f = fp.figures::<PauseFigures>()?;
+            f.pause_ns?;
+            f.pause_cycles?;
+            Some(Verdict {
+                hazard: self.id().into(),
+                title: self.title().into(),
+                level: Level::Ok,
+                summary: String::new(),
+                figure: String::new(),
+                reference: String::new(),
+                explanation: String::new(),
+                borderline: None,
+            })
         }
     }
 
     #[test]
-    #[should_panic(
-        expected = "reads pause/pause_cycles, which neither its reads() nor its quotes() declare"
-    )]
-    fn a_hazard_that_reads_an_undeclared_metric_fails_in_tests() {
+    fn a_hazard_that_reads_an_undeclared_figure_finds_it_absent_and_gives_no_verdict() {
         let mut fp = crate::schema::test_support::empty_fingerprint();
         let mut p = ProbeResult::new("pause", Status::Ok);
         for name in ["pause_ns", "pause_cycles"] {
@@ -375,7 +354,9 @@ mod tests {
                 .push(Metric::derived(name, 1.0, "ns", Better::Lower));
         }
         fp.probes.push(p);
-        Undeclared.judge(&fp);
+        // Both figures are in the file; only the declared one reaches the rule.
+        assert!(fp.figures::<PauseFigures>().unwrap().pause_cycles.is_some());
+        assert!(Undeclared.judge(&fp).is_none());
     }
 
     use super::*;

@@ -182,9 +182,10 @@ pub fn render_c2c(p: &ProbeResult, style: impl Into<Style>) -> Option<String> {
             short(ls.value)
         );
     }
-    let measured = p.effects.get("pairs_measured").and_then(|v| v.as_u64());
-    let total = p.effects.get("pairs_total").and_then(|v| v.as_u64());
-    if let (Some(m), Some(t)) = (measured, total)
+    if let Some((m, t)) = p
+        .raw::<C2cRaw>()
+        .ok()
+        .map(|r| (r.effects.pairs_measured, r.effects.pairs_total))
         && m < t
     {
         let _ = writeln!(
