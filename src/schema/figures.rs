@@ -181,6 +181,26 @@ pub struct RawError {
     pub source: serde_json::Error,
 }
 
+impl RawError {
+    /// A `map_err` for reading `part` of `result`: the serde error with the probe and part.
+    pub fn of(
+        result: &ProbeResult,
+        part: &'static str,
+    ) -> impl FnOnce(serde_json::Error) -> RawError {
+        let probe = result.name.clone();
+        move |source| RawError {
+            probe,
+            part,
+            source,
+        }
+    }
+}
+
+/// The effects of `result` read as `T` (a typed view of what took effect).
+pub fn effects_of<T: DeserializeOwned>(result: &ProbeResult) -> Result<T, RawError> {
+    from_map(&result.effects).map_err(RawError::of(result, "effects"))
+}
+
 /// The usual raw record: typed parameters (how it ran), effects (what took effect: pinned
 /// CPUs, page sizes, core clock...), samples (each field a list of numbers, its name carrying
 /// its unit) and chart series. Each part is a serde struct whose field names are the keys of
@@ -216,14 +236,7 @@ where
     }
 
     fn read_from(result: &ProbeResult) -> Result<Self, RawError> {
-        let err = |part: &'static str| {
-            let probe = result.name.clone();
-            move |source| RawError {
-                probe,
-                part,
-                source,
-            }
-        };
+        let err = |part: &'static str| RawError::of(result, part);
         let samples: serde_json::Map<String, Value> = result
             .samples
             .iter()

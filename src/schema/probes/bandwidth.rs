@@ -6,7 +6,7 @@
 use crate::figures;
 use crate::measure::buffer::{PageKind, PageKindOutcome};
 use crate::schema::figures::{FigureId, ProbeRaw, RawError, RawRecord, WithDerived};
-use crate::schema::figures::{from_map, to_map};
+use crate::schema::figures::{effects_of, to_map};
 use crate::schema::{Metric, ProbeResult, Series};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -208,11 +208,7 @@ impl RawRecord for BandwidthEffects {
     }
 
     fn read_from(result: &ProbeResult) -> Result<Self, RawError> {
-        from_map(&result.effects).map_err(|source| RawError {
-            probe: result.name.clone(),
-            part: "effects",
-            source,
-        })
+        effects_of(result)
     }
 }
 
@@ -340,11 +336,7 @@ impl RawRecord for BandwidthDerived {
     }
 
     fn read_from(result: &ProbeResult) -> Result<Self, RawError> {
-        let mut d: BandwidthDerived = from_map(&result.effects).map_err(|source| RawError {
-            probe: result.name.clone(),
-            part: "effects",
-            source,
-        })?;
+        let mut d: BandwidthDerived = effects_of(result)?;
         d.series = result.series.clone();
         Ok(d)
     }

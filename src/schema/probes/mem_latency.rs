@@ -6,7 +6,7 @@
 use crate::figures;
 use crate::measure::buffer::{PageKind, PageKindOutcome};
 use crate::schema::figures::{FigureId, ProbeRaw, RawError, RawRecord, WithDerived};
-use crate::schema::figures::{from_map, to_map};
+use crate::schema::figures::{effects_of, to_map};
 use crate::schema::{Metric, ProbeResult, Series};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -200,11 +200,7 @@ impl RawRecord for MemLatencyEffects {
     }
 
     fn read_from(result: &ProbeResult) -> Result<Self, RawError> {
-        from_map(&result.effects).map_err(|source| RawError {
-            probe: result.name.clone(),
-            part: "effects",
-            source,
-        })
+        effects_of(result)
     }
 }
 
@@ -406,11 +402,7 @@ impl RawRecord for MemLatencyDerived {
     }
 
     fn read_from(result: &ProbeResult) -> Result<Self, RawError> {
-        let mut d: MemLatencyDerived = from_map(&result.effects).map_err(|source| RawError {
-            probe: result.name.clone(),
-            part: "effects",
-            source,
-        })?;
+        let mut d: MemLatencyDerived = effects_of(result)?;
         d.tlb_reach_repetitions_bytes = result.samples.get(Self::TLB_REACH_REPETITIONS).cloned();
         d.series = result.series.clone();
         Ok(d)
