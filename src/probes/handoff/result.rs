@@ -252,7 +252,7 @@ mod tests {
     use super::super::ModelPause;
     use super::super::tests::{cfg, record};
     use super::*;
-    use crate::schema::figures::RawRecord;
+    use crate::schema::figures::{Figures, RawRecord};
     use crate::schema::probes::handoff::PROBE;
     use crate::schema::{ProbeResult, Status};
     use serde_json::{Value, json};
@@ -421,5 +421,121 @@ mod tests {
         let back = crate::schema::json::from_json_bytes(&bytes).expect("reads back");
         assert_eq!(back.probes[0].params["model_pause_ns"], Value::Null);
         assert_eq!(back.probes[0].metrics.len(), fp.probes[0].metrics.len());
+    }
+    /// A raw record by hand: two runtimes at 1 and 5 ms, three runs each; the model runtimes'
+    /// wall times in ms per delay.
+    fn raw_of(legacy: [[f64; 3]; 2], normalized: [[f64; 3]; 2]) -> HandoffRaw {
+        let mut raw = HandoffRaw {
+            params: HandoffParams {
+                items: 10,
+                work_ms: 10.0,
+                delays_ms: vec![1.0, 5.0],
+                repetitions: 3,
+                runtimes: vec![
+                    Runtime::GoSync,
+                    Runtime::ModelDotnetLegacy,
+                    Runtime::ModelDotnetNormalized,
+                ],
+                ..HandoffParams::default()
+            },
+            ..HandoffRaw::default()
+        };
+        raw.effects.runtimes.insert(
+            Runtime::GoSync,
+            RuntimeEffects::new(Runtime::GoSync, RuntimeStatus::Skipped),
+        );
+        for (rt, walls) in [
+            (Runtime::ModelDotnetLegacy, legacy),
+            (Runtime::ModelDotnetNormalized, normalized),
+        ] {
+            raw.effects
+                .runtimes
+                .insert(rt, RuntimeEffects::new(rt, RuntimeStatus::Ok));
+            for (d, w) in [1.0, 5.0].into_iter().zip(walls) {
+                raw.samples.insert(Quantity::WallMs, rt, d, w.to_vec());
+                raw.samples
+                    .insert(Quantity::WaitCpuMs, rt, d, vec![1.0, 2.0, 3.0]);
+            }
+        }
+        raw
+    }
+
+    #[test]
+    fn analyse_gives_medians_slowdowns_and_the_model_ratio_of_a_raw_record() {
+        let a = analyse(&raw_of(
+            [[220.0, 200.0, 240.0], [101.0, 101.0, 101.0]],
+            [[110.0, 100.0, 100.0], [101.0, 101.0, 101.0]],
+        ));
+        assert!(a.not_measured.is_empty());
+        let f = &a.figures.figures;
+        assert_eq!(
+            f.ideal_ms
+                .iter()
+                .map(|(d, m)| (*d, m.value))
+                .collect::<Vec<_>>(),
+            vec![(1.0, 100.0), (5.0, 100.0)]
+        );
+        // The skipped runtime has no figures; the others come in params' order.
+        let order: Vec<Runtime> = f.runtimes.iter().map(|(r, _)| *r).collect();
+        assert_eq!(
+            order,
+            [Runtime::ModelDotnetLegacy, Runtime::ModelDotnetNormalized]
+        );
+        let legacy = f.runtime(Runtime::ModelDotnetLegacy).unwrap();
+        assert_eq!(legacy.delays[0].wall_ms.as_ref().unwrap().value, 220.0);
+        assert_eq!(legacy.delays[1].wait_cpu_ms.as_ref().unwrap().value, 2.0);
+        assert_eq!(legacy.worst_slowdown_ratio.as_ref().unwrap().value, 2.2);
+        assert_eq!(f.model_ratio_at[1].1.value, 1.0);
+        assert_eq!(
+            f.model_legacy_over_normalized_ratio.as_ref().unwrap().value,
+            2.0
+        );
+        let d = &a.figures.derived;
+        assert_eq!(d.model_legacy_over_normalized_worst_delay_ms, Some(1.0));
+        assert_eq!(d.model_ratios[0], (1.0, vec![2.0, 2.0, 2.4]));
+        assert_eq!(
+            d.xy("wall_ms.model_dotnet_legacy"),
+            Some(&[[1.0, 220.0], [5.0, 101.0]][..])
+        );
+        assert!(d.xy("wall_ms.go_sync").is_none());
+    }
+
+    // The analysis moved out of the measurement: the saved quick run (the fixture of the
+    // reanalysis test) analysed again gives the figures, effects and series it was saved with.
+    #[test]
+    fn the_saved_quick_run_analysed_again_gives_what_it_was_saved_with() {
+        let bytes = include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/fingerprints/handoff-quick.json"
+        ));
+        let fp = crate::schema::json::from_json_bytes(bytes).expect("fixture reads");
+        let saved = fp.probe(PROBE).expect("a handoff result");
+        let raw: HandoffRaw = saved.raw().expect("its raw record reads");
+        let mut again = saved.clone();
+        analyse(&raw).write_into(&mut again);
+        assert_eq!(
+            again.metrics.iter().map(|m| &m.name).collect::<Vec<_>>(),
+            saved.metrics.iter().map(|m| &m.name).collect::<Vec<_>>()
+        );
+        for (a, s) in again.metrics.iter().zip(&saved.metrics) {
+            assert!(
+                (a.value - s.value).abs() <= 1e-12 * s.value.abs(),
+                "{}: {} vs {}",
+                a.name,
+                a.value,
+                s.value
+            );
+            assert_eq!(a.unit, s.unit, "{}", a.name);
+        }
+        assert_eq!(again.effects, saved.effects);
+        assert_eq!(again.series, saved.series);
+        assert_eq!(
+            again.samples.keys().collect::<Vec<_>>(),
+            saved.samples.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(
+            HandoffFigures::from_metrics(&saved.metrics).into_metrics(),
+            saved.metrics
+        );
     }
 }
