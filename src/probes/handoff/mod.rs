@@ -12,7 +12,7 @@
 //! process ([`inproc`], [`model_lock`]). A runtime whose toolchain is missing is `skipped`
 //! with the reason in `effects.runtimes`; the probe fails only when no runtime ran. Every
 //! runtime's runs are checked against the request, by position ([`check_runs`]), and turned
-//! into metrics by [`result`].
+//! into the raw record, and the raw record into figures, by [`result`].
 //!
 //! The model lock models a PAUSE cost it is given ([`ModelPause`]): `--pause-ns`, or this
 //! machine's from the `pause` probe of the same run. It does not time PAUSE itself.
@@ -33,6 +33,7 @@ use crate::schema::figures::Analysis;
 use crate::schema::probes::handoff::{
     HandoffAnalysis, HandoffRaw, LockStats, RuntimeEffects, RuntimeStatus, WaitCpuFrom,
 };
+use crate::schema::{ProbeResult, Status};
 use crate::spin::policy::{self, PolicyKind};
 use format::RunRecord;
 use std::collections::BTreeMap;
@@ -254,6 +255,22 @@ impl Measurement for HandoffProbe {
         }
         Ok(result::record(cfg, outcomes))
     }
+}
+
+/// A saved handoff result analysed again by this build ([`Probe::reanalyze`] of a probe not in
+/// [`super::all`]: the handoff runs from `spin --handoff` only, but its saved files are judged
+/// like every other); `None` for another probe's result, one that did not run, or one whose
+/// raw record this build cannot read (its saved figures stand).
+///
+/// [`Probe::reanalyze`]: super::Probe::reanalyze
+pub fn reanalyze(saved: &ProbeResult, machine: &Machine) -> Option<ProbeResult> {
+    if saved.name != probe::HANDOFF || saved.status != Status::Ok {
+        return None;
+    }
+    let raw: HandoffRaw = saved.raw().ok()?;
+    let mut fresh = saved.clone();
+    HandoffProbe::analyse(&raw, machine).write_into(&mut fresh);
+    Some(fresh)
 }
 
 fn each_run(
