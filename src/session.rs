@@ -403,8 +403,9 @@ pub fn judge(fp: &Fingerprint) -> Fingerprint {
 fn reanalyze(fp: &Fingerprint) -> Fingerprint {
     let mut out = fp.clone();
     for p in out.probes.iter_mut() {
-        let Some(mut fresh) =
-            probes::by_name(&p.name).and_then(|probe| probe.reanalyze(p, &fp.machine))
+        let Some(mut fresh) = probes::by_name(&p.name)
+            .and_then(|probe| probe.reanalyze(p, &fp.machine))
+            .or_else(|| probes::handoff::reanalyze(p, &fp.machine))
         else {
             continue;
         };

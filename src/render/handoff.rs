@@ -6,19 +6,38 @@
 
 use crate::render::text::Style;
 use crate::render::text::{table, wrap};
-use crate::schema::handoff::{IDEAL_SERIES, MODEL_RATIO_METRIC, Quantity, RuntimeStatus};
-use crate::schema::{ProbeResult, Series, Status};
+use crate::schema::figures::{RawRecord, from_map};
+use crate::schema::probes::handoff::{
+    HandoffDerived, HandoffEffects, HandoffFigures, HandoffParams, IDEAL_SERIES, Quantity, Runtime,
+    RuntimeStatus, WaitCpuFrom,
+};
+use crate::schema::{ProbeResult, Status};
 use crate::spin::dotnet::LIMIT_PAUSES_PER_CORE;
 use comfy_table::CellAlignment;
-use serde_json::Value;
 
-fn xy<'a>(p: &'a ProbeResult, name: &str) -> Option<&'a [[f64; 2]]> {
-    p.series.iter().find_map(|s| match s {
-        Series::Xy {
-            name: n, points, ..
-        } if n == name => Some(points.as_slice()),
-        _ => None,
-    })
+/// What the report reads of a handoff result, each part as much as a saved file gives (a
+/// file from another version may lack some: the part it cannot read stays empty).
+struct Saved {
+    params: HandoffParams,
+    effects: HandoffEffects,
+    derived: HandoffDerived,
+    figures: HandoffFigures,
+}
+
+impl Saved {
+    fn of(p: &ProbeResult) -> Saved {
+        Saved {
+            params: from_map(&p.params).unwrap_or_default(),
+            effects: from_map(&p.effects).unwrap_or_default(),
+            derived: HandoffDerived::read_from(p).unwrap_or_default(),
+            figures: p.figures().unwrap_or_default(),
+        }
+    }
+
+    /// What became of `rt`, when the file says.
+    fn status(&self, rt: Runtime) -> Option<RuntimeStatus> {
+        self.effects.runtimes.get(&rt).map(|e| e.status)
+    }
 }
 
 /// The y of the point for delay number `i`, when the series has one point per delay.
@@ -26,47 +45,29 @@ fn at(points: &[[f64; 2]], delays: usize, i: usize) -> Option<f64> {
     (points.len() == delays).then(|| points[i][1])
 }
 
-fn f64_param(p: &ProbeResult, key: &str) -> Option<f64> {
-    p.params.get(key).and_then(Value::as_f64)
-}
-
-static NULL: Value = Value::Null;
-
-/// `params[key]`, or null when absent (a file from another version may lack it).
-fn param<'a>(p: &'a ProbeResult, key: &str) -> &'a Value {
-    p.params.get(key).unwrap_or(&NULL)
-}
-
-/// `effects[key]`, or null when absent.
-fn effect<'a>(p: &'a ProbeResult, key: &str) -> &'a Value {
-    p.effects.get(key).unwrap_or(&NULL)
-}
-
 /// One table: rows are runtimes, columns delays; `cell` formats a y value.
 fn grid(
-    p: &ProbeResult,
-    delays: &[f64],
-    runtimes: &[String],
+    saved: &Saved,
     quantity: Quantity,
     with_ideal: bool,
     cell: impl Fn(f64) -> String,
     width: u16,
 ) -> String {
+    let delays = &saved.params.delays_ms;
     let mut header = vec!["Runtime".to_string()];
     header.extend(delays.iter().map(|d| format!("D={d} ms")));
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = table(width, &header);
     let n = delays.len();
-    if with_ideal && let Some(ideal) = xy(p, IDEAL_SERIES) {
+    if with_ideal && let Some(ideal) = saved.derived.xy(IDEAL_SERIES) {
         let mut row = vec!["ideal".to_string()];
         row.extend((0..n).map(|i| at(ideal, n, i).map_or("-".into(), &cell)));
         t.add_row(row);
     }
-    for rt in runtimes {
-        let status: Option<RuntimeStatus> =
-            serde_json::from_value(effect(p, "runtimes")[rt]["status"].clone()).ok();
-        let mut row = vec![rt.clone()];
-        match xy(p, &quantity.series(rt)) {
+    for &rt in &saved.params.runtimes {
+        let status = saved.status(rt);
+        let mut row = vec![rt.name().to_string()];
+        match saved.derived.xy(&quantity.series(rt)) {
             Some(points) if status == Some(RuntimeStatus::Ok) => {
                 row.extend((0..n).map(|i| at(points, n, i).map_or("-".into(), &cell)))
             }
@@ -107,38 +108,27 @@ pub fn render_handoff(p: &ProbeResult, style: impl Into<Style>) -> String {
         ));
         return s;
     }
-    let delays: Vec<f64> = param(p, "delays_ms")
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default();
-    let runtimes: Vec<String> = param(p, "runtimes")
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    let items = param(p, "items").as_u64().unwrap_or(0);
-    let work = f64_param(p, "work_ms").unwrap_or(0.0);
-    let reps = param(p, "repetitions").as_u64().unwrap_or(1);
+    let saved = Saved::of(p);
+    let params = &saved.params;
+    let items = params.items;
+    let work = params.work_ms;
+    let reps = params.repetitions;
     s.push_str(&wrap(&format!("Handoff: {items} items; the worker holds the lock for {work} ms of busy work per item; \
          the sender adds an item under the lock, wakes the worker, then busy-waits D ms. \
          Ideal = items x max({work} ms, D). Median of {reps} run(s) per cell."), width, 0));
-    if let Some(modelled) = f64_param(p, "model_pause_ns") {
-        let cores = param(p, "model_cores").as_u64().unwrap_or(0);
+    if let Some(modelled) = params.model_pause_ns {
+        let cores = params.model_cores;
         s.push_str(&wrap(&format!("Model lock: PAUSE modelled at {modelled:.1} ns ({}); legacy round limit \
              {LIMIT_PAUSES_PER_CORE} x {cores} cores. Each run of PAUSEs lasts until its modelled end (PAUSEs x \
              {modelled:.1} ns after the spin began); the lock is looked at only then.",
-            param(p, "model_pause_source")
-                .as_str()
+            params
+                .model_pause_source
+                .as_deref()
                 .unwrap_or("source not recorded")), width, 0));
     }
     s.push_str(&wrap("\nWall time, seconds:", width, 0));
     s.push_str(&grid(
-        p,
-        &delays,
-        &runtimes,
+        &saved,
         Quantity::WallMs,
         true,
         |ms| format!("{:.3}", ms / 1e3),
@@ -151,46 +141,54 @@ pub fn render_handoff(p: &ProbeResult, style: impl Into<Style>) -> String {
         0,
     ));
     s.push_str(&grid(
-        p,
-        &delays,
-        &runtimes,
+        &saved,
         Quantity::WaitCpuMs,
         false,
         |ms| format!("{ms:.1}"),
         width,
     ));
     s.push('\n');
-    for rt in &runtimes {
-        let e = &effect(p, "runtimes")[rt];
-        if let (Some(status), Some(reason)) = (e["status"].as_str(), e["reason"].as_str())
-            && status != "ok"
+    for &rt in &params.runtimes {
+        if let Some(e) = saved.effects.runtimes.get(&rt)
+            && let Some(reason) = &e.reason
+            && e.status != RuntimeStatus::Ok
         {
-            s.push_str(&wrap(&format!("{rt} {status}: {reason}"), width, 0));
+            s.push_str(&wrap(
+                &format!("{} {}: {reason}", rt.name(), e.status.word()),
+                width,
+                0,
+            ));
         }
     }
-    for rt in &runtimes {
-        if effect(p, "runtimes")[rt]["wait_cpu_from"].as_str() == Some("process_minus_busy") {
+    for &rt in &params.runtimes {
+        let from = saved
+            .effects
+            .runtimes
+            .get(&rt)
+            .and_then(|e| e.wait_cpu_from);
+        if from == Some(WaitCpuFrom::ProcessMinusBusy) {
             s.push_str(&wrap(
                 &format!(
-                    "{rt}: waiting CPU is the process's CPU less the busy work asked for (items x \
+                    "{}: waiting CPU is the process's CPU less the busy work asked for (items x \
                  (work + D)): its threads cannot be timed one by one. It includes the runtime's \
-                 own threads; preemption inside the busy work lowers it."
+                 own threads; preemption inside the busy work lowers it.",
+                    rt.name()
                 ),
                 width,
                 0,
             ));
         }
     }
-    if let Some(line) = model_ratio_line(p) {
+    if let Some(line) = model_ratio_line(&saved) {
         s.push_str(&wrap(&format!("\n{line}"), width, 0));
-    } else if let Some(why) = effect(p, "model_legacy_over_normalized_ratio_omitted").as_str() {
+    } else if let Some(why) = &saved.derived.model_legacy_over_normalized_ratio_omitted {
         s.push_str(&wrap(
             &format!("\nModel lock legacy/normalized ratio not given: {why}."),
             width,
             0,
         ));
     }
-    if let Some((mean_ns, max_ns, looks)) = look_lateness(p, "model_dotnet_legacy") {
+    if let Some((mean_ns, max_ns, looks)) = look_lateness(&saved, Runtime::ModelDotnetLegacy) {
         s.push_str(&wrap(
             &format!(
                 "The legacy waiter looked at the lock {looks} times, on average {} after the \
@@ -208,13 +206,14 @@ pub fn render_handoff(p: &ProbeResult, style: impl Into<Style>) -> String {
 
 /// The model lock's comparison at the delay where legacy is slowest against normalized,
 /// when the fingerprint has every figure it needs.
-fn model_ratio_line(p: &ProbeResult) -> Option<String> {
-    let ratio = p.metric(MODEL_RATIO_METRIC)?;
-    let d = effect(p, "model_legacy_over_normalized_worst_delay_ms").as_f64()?;
-    let wall = |rt: &str| p.metric(&Quantity::WallMs.metric(rt, d)).map(|m| m.value);
+fn model_ratio_line(saved: &Saved) -> Option<String> {
+    let f = &saved.figures;
+    let ratio = f.model_legacy_over_normalized_ratio.as_ref()?;
+    let d = saved.derived.model_legacy_over_normalized_worst_delay_ms?;
+    let wall = |rt: Runtime| f.wall_ms(rt, d).map(|m| m.value);
     let (legacy, normalized) = (
-        wall("model_dotnet_legacy")?,
-        wall("model_dotnet_normalized")?,
+        wall(Runtime::ModelDotnetLegacy)?,
+        wall(Runtime::ModelDotnetNormalized)?,
     );
     let spread = ratio.spread.as_ref().map_or(String::new(), |s| {
         format!(
@@ -222,8 +221,11 @@ fn model_ratio_line(p: &ProbeResult) -> Option<String> {
             s.min, s.max, s.n
         )
     });
-    let longest = effect(p, "runtimes")["model_dotnet_legacy"]["modelled_longest_run_ns"]
-        .as_f64()
+    let longest = saved
+        .effects
+        .runtimes
+        .get(&Runtime::ModelDotnetLegacy)
+        .and_then(|e| e.modelled_longest_run_ns)
         .map_or(String::new(), |ns| {
             format!(" (the longest is {:.1} ms here)", ns / 1e6)
         });
@@ -240,13 +242,13 @@ fn model_ratio_line(p: &ProbeResult) -> Option<String> {
 
 /// (mean, max) lateness of the model lock `rt`'s looks after their modelled deadlines, in
 /// ns, and the number of looks, over every run.
-fn look_lateness(p: &ProbeResult, rt: &str) -> Option<(f64, f64, u64)> {
-    let by_delay = effect(p, "runtimes")[rt]["lock_stats"].as_object()?;
+fn look_lateness(saved: &Saved, rt: Runtime) -> Option<(f64, f64, u64)> {
+    let by_delay = saved.effects.runtimes.get(&rt)?.lock_stats.as_ref()?;
     let (mut total, mut max, mut looks) = (0.0_f64, 0.0_f64, 0_u64);
-    for s in by_delay.values().filter_map(Value::as_array).flatten() {
-        total += s["look_late_ns_total"].as_f64()?;
-        max = max.max(s["look_late_ns_max"].as_f64()?);
-        looks += s["looks"].as_u64()?;
+    for s in by_delay.values().flatten() {
+        total += s.look_late_ns_total as f64;
+        max = max.max(s.look_late_ns_max as f64);
+        looks += s.looks;
     }
     (looks > 0).then(|| (total / looks as f64, max, looks))
 }
@@ -254,7 +256,7 @@ fn look_lateness(p: &ProbeResult, rt: &str) -> Option<(f64, f64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{Better, Metric};
+    use crate::schema::{Better, Metric, Series};
     use serde_json::json;
 
     fn probe() -> ProbeResult {
@@ -275,10 +277,10 @@ mod tests {
             json!({
                 "model_dotnet_legacy": {"status": "ok", "modelled_longest_run_ns": 14.1e6,
                     "lock_stats": {
-                        "delay_1ms": [{"looks": 800, "look_late_ns_total": 80.0e6,
-                                       "look_late_ns_max": 2.0e6}],
-                        "delay_5ms": [{"looks": 200, "look_late_ns_total": 20.0e6,
-                                       "look_late_ns_max": 1.0e6}]}},
+                        "delay_1ms": [{"looks": 800, "look_late_ns_total": 80_000_000,
+                                       "look_late_ns_max": 2_000_000}],
+                        "delay_5ms": [{"looks": 200, "look_late_ns_total": 20_000_000,
+                                       "look_late_ns_max": 1_000_000}]}},
                 "model_dotnet_normalized": {"status": "ok"},
                 "go_sync": {"status": "skipped", "reason": "go toolchain missing: go not found"},
             }),

@@ -7,7 +7,6 @@
 
 pub mod disturbance;
 pub mod figures;
-pub mod handoff;
 pub mod json;
 pub mod probes;
 pub mod split_lock;

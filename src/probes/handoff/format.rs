@@ -16,6 +16,7 @@
 //! threads) prints `wait_cpu_ns=N wait_cpu_from=process_minus_busy` in place of the two
 //! per-thread fields: the process's CPU time less the busy work it was asked to do.
 
+use crate::schema::probes::handoff::WaitCpuFrom;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -69,9 +70,7 @@ pub enum WaitCpu {
 }
 
 impl WaitCpu {
-    /// [`WaitCpu::source`] of per-thread clocks.
-    pub const THREAD_CLOCKS: &'static str = "thread_clocks";
-    /// [`WaitCpu::source`] of process CPU less the busy work.
+    /// A program's `wait_cpu_from` of process CPU less the busy work.
     pub const PROCESS_MINUS_BUSY: &'static str = "process_minus_busy";
 
     /// The CPU time, in ns.
@@ -85,11 +84,11 @@ impl WaitCpu {
         }
     }
 
-    /// How it was measured: [`Self::THREAD_CLOCKS`] or [`Self::PROCESS_MINUS_BUSY`].
-    pub fn source(&self) -> &'static str {
+    /// How it was measured.
+    pub fn source(&self) -> WaitCpuFrom {
         match self {
-            WaitCpu::PerThread { .. } => Self::THREAD_CLOCKS,
-            WaitCpu::ProcessMinusBusy { .. } => Self::PROCESS_MINUS_BUSY,
+            WaitCpu::PerThread { .. } => WaitCpuFrom::ThreadClocks,
+            WaitCpu::ProcessMinusBusy { .. } => WaitCpuFrom::ProcessMinusBusy,
         }
     }
 }
@@ -253,7 +252,7 @@ end runs=2
         );
         let r = &parse(&text).unwrap().runs[0];
         assert_eq!(r.wait_cpu, WaitCpu::ProcessMinusBusy { ns: 1234 });
-        assert_eq!(r.wait_cpu.source(), "process_minus_busy");
+        assert_eq!(r.wait_cpu.source(), WaitCpuFrom::ProcessMinusBusy);
         let odd = text.replacen("process_minus_busy", "guesswork", 1);
         assert!(
             parse(&odd)

@@ -12,7 +12,7 @@
 //! process ([`inproc`], [`model_lock`]). A runtime whose toolchain is missing is `skipped`
 //! with the reason in `effects.runtimes`; the probe fails only when no runtime ran. Every
 //! runtime's runs are checked against the request, by position ([`check_runs`]), and turned
-//! into metrics by [`result`].
+//! into the raw record, and the raw record into figures, by [`result`].
 //!
 //! The model lock models a PAUSE cost it is given ([`ModelPause`]): `--pause-ns`, or this
 //! machine's from the `pause` probe of the same run. It does not time PAUSE itself.
@@ -26,12 +26,16 @@ pub mod inproc;
 pub mod model_lock;
 pub mod result;
 
-use super::{Probe, ProbeContext, ProbeFailure};
+use super::{Measurement, ProbeContext, ProbeFailure};
+use crate::machine::Machine;
 use crate::names::probe;
-use crate::schema::ProbeResult;
+use crate::schema::figures::Analysis;
+use crate::schema::probes::handoff::{
+    HandoffAnalysis, HandoffRaw, LockStats, RuntimeEffects, RuntimeStatus, WaitCpuFrom,
+};
+use crate::schema::{ProbeResult, Status};
 use crate::spin::policy::{self, PolicyKind};
 use format::RunRecord;
-use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -49,105 +53,18 @@ pub const QUICK_DELAYS_MS: [f64; 4] = [1.0, 2.0, 5.0, 9.0];
 /// cannot move, which the model lock's legacy/normalized ratio needs.
 pub const DEFAULT_REPETITIONS: u32 = 3;
 
-/// One lock implementation the handoff runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Runtime {
-    /// C, pthread mutex (default type) and condition variable.
-    CPthreadDefault,
-    /// C, `PTHREAD_MUTEX_ADAPTIVE_NP` (spins up to glibc's `mutex_spin_count`).
-    CPthreadAdaptive,
-    /// Rust std `Mutex` and `Condvar`, in process.
-    RustStd,
-    /// Go `sync.Mutex` and `sync.Cond`.
-    GoSync,
-    /// Java `synchronized` with `wait`/`notifyAll`.
-    JavaSynchronized,
-    /// Java `ReentrantLock` with `Condition.await`/`signalAll`.
-    JavaReentrantLock,
-    /// The model lock with .NET's legacy spin policy.
-    ModelDotnetLegacy,
-    /// The model lock with .NET's normalized spin policy.
-    ModelDotnetNormalized,
-}
+pub use crate::schema::probes::handoff::Runtime;
 
-impl Runtime {
-    /// Every runtime, in table order.
-    pub const ALL: [Runtime; 8] = [
-        Runtime::CPthreadDefault,
-        Runtime::CPthreadAdaptive,
-        Runtime::RustStd,
-        Runtime::GoSync,
-        Runtime::JavaSynchronized,
-        Runtime::JavaReentrantLock,
-        Runtime::ModelDotnetLegacy,
-        Runtime::ModelDotnetNormalized,
-    ];
-
-    /// Name in the fingerprint and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Runtime::CPthreadDefault => "c_pthread_default",
-            Runtime::CPthreadAdaptive => "c_pthread_adaptive",
-            Runtime::RustStd => "rust_std",
-            Runtime::GoSync => "go_sync",
-            Runtime::JavaSynchronized => "java_synchronized",
-            Runtime::JavaReentrantLock => "java_reentrantlock",
-            Runtime::ModelDotnetLegacy => "model_dotnet_legacy",
-            Runtime::ModelDotnetNormalized => "model_dotnet_normalized",
-        }
-    }
-
-    /// The primitive, in words.
-    pub fn primitive(self) -> &'static str {
-        match self {
-            Runtime::CPthreadDefault => "pthread mutex (default) + condvar",
-            Runtime::CPthreadAdaptive => "pthread mutex (adaptive) + condvar",
-            Runtime::RustStd => "std Mutex + Condvar",
-            Runtime::GoSync => "sync.Mutex + sync.Cond",
-            Runtime::JavaSynchronized => "synchronized + wait/notifyAll",
-            Runtime::JavaReentrantLock => "ReentrantLock + Condition",
-            Runtime::ModelDotnetLegacy => "model lock, .NET legacy spin",
-            Runtime::ModelDotnetNormalized => "model lock, .NET normalized spin",
-        }
-    }
-
-    /// The runtime called `name`.
-    pub fn by_name(name: &str) -> Option<Runtime> {
-        Runtime::ALL.into_iter().find(|r| r.name() == name)
-    }
-
-    /// Runtimes selected by `word`: an exact name, or a group (`c`, `rust`, `go`, `java`,
-    /// `model`) selecting every runtime whose name starts with `word_`.
-    pub fn select(word: &str) -> Vec<Runtime> {
-        if let Some(r) = Runtime::by_name(word) {
-            return vec![r];
-        }
-        let prefix = format!("{word}_");
-        Runtime::ALL
-            .into_iter()
-            .filter(|r| r.name().starts_with(&prefix))
-            .collect()
-    }
-
-    fn external(self) -> Option<(external::Toolchain, &'static str)> {
-        use external::Toolchain::*;
-        match self {
-            Runtime::CPthreadDefault => Some((C, "default")),
-            Runtime::CPthreadAdaptive => Some((C, "adaptive")),
-            Runtime::GoSync => Some((Go, "sync")),
-            Runtime::JavaSynchronized => Some((Java, "synchronized")),
-            Runtime::JavaReentrantLock => Some((Java, "reentrantlock")),
-            _ => None,
-        }
-    }
-
-    /// The model lock's policy, for the two model runtimes.
-    pub fn policy(self) -> Option<PolicyKind> {
-        match self {
-            Runtime::ModelDotnetLegacy => Some(PolicyKind::DotnetLegacy),
-            Runtime::ModelDotnetNormalized => Some(PolicyKind::DotnetNormalized),
-            _ => None,
-        }
+/// The program of an external runtime: its toolchain and variant.
+fn external_of(rt: Runtime) -> Option<(external::Toolchain, &'static str)> {
+    use external::Toolchain::*;
+    match rt {
+        Runtime::CPthreadDefault => Some((C, "default")),
+        Runtime::CPthreadAdaptive => Some((C, "adaptive")),
+        Runtime::GoSync => Some((Go, "sync")),
+        Runtime::JavaSynchronized => Some((Java, "synchronized")),
+        Runtime::JavaReentrantLock => Some((Java, "reentrantlock")),
+        _ => None,
     }
 }
 
@@ -158,7 +75,7 @@ pub fn ideal_ms(items: u64, work_ms: f64, delay_ms: f64) -> f64 {
     items as f64 * work_ms.max(delay_ms)
 }
 
-pub use crate::schema::handoff::delay_label;
+pub use crate::schema::probes::handoff::delay_label;
 
 /// The PAUSE cost the model lock models.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,22 +161,24 @@ pub struct HandoffProbe {
 pub(crate) enum Outcome {
     Ok {
         runs: Vec<RunRecord>,
-        detail: BTreeMap<String, Value>,
+        /// What the runtime's entry in `effects.runtimes` says beside its status.
+        effects: RuntimeEffects,
     },
     Skipped(String),
     Failed(String),
 }
 
-impl Probe for HandoffProbe {
-    fn name(&self) -> &'static str {
-        probe::HANDOFF
+impl Measurement for HandoffProbe {
+    type Raw = HandoffRaw;
+    type Figures = HandoffAnalysis;
+    const NAME: &'static str = probe::HANDOFF;
+    const ABOUT: &'static str = "producer/consumer lock handoff per runtime (the Skylake PAUSE case's 10 ms worker, 1-9 ms sender)";
+
+    fn analyse(raw: &HandoffRaw, _machine: &Machine) -> Analysis<HandoffAnalysis> {
+        result::analyse(raw)
     }
 
-    fn about(&self) -> &'static str {
-        "producer/consumer lock handoff per runtime (the Skylake PAUSE case's 10 ms worker, 1-9 ms sender)"
-    }
-
-    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    fn measure(&self, ctx: &ProbeContext) -> Result<HandoffRaw, ProbeFailure> {
         let cfg = &self.config;
         // The in-process runs take two threads at once, an external program's two readers.
         crate::measure::threads::check_can_start(2)?;
@@ -274,8 +193,8 @@ impl Probe for HandoffProbe {
             .filter(|r| r.policy().is_some())
             .collect();
         for &rt in cfg.runtimes.iter().filter(|r| r.policy().is_none()) {
-            let outcome = if let Some((tc, variant)) = rt.external() {
-                let o = run_external(cfg, tc, variant);
+            let outcome = if let Some((tc, variant)) = external_of(rt) {
+                let o = run_external(cfg, rt, tc, variant);
                 // A program reports all its runs at once.
                 ctx.progress.advance(per_runtime);
                 o
@@ -291,10 +210,10 @@ impl Probe for HandoffProbe {
                 });
                 Outcome::Ok {
                     runs,
-                    detail: BTreeMap::from([(
-                        "wait_cpu_from".into(),
-                        json!(format::WaitCpu::THREAD_CLOCKS),
-                    )]),
+                    effects: RuntimeEffects {
+                        wait_cpu_from: Some(WaitCpuFrom::ThreadClocks),
+                        ..RuntimeEffects::new(rt, RuntimeStatus::Ok)
+                    },
                 }
             };
             outcomes.insert(rt, check_runs(cfg, outcome));
@@ -334,8 +253,24 @@ impl Probe for HandoffProbe {
                 ProbeFailure::Failed(msg)
             });
         }
-        Ok(result::assemble(cfg, outcomes))
+        Ok(result::record(cfg, outcomes))
     }
+}
+
+/// A saved handoff result analysed again by this build ([`Probe::reanalyze`] of a probe not in
+/// [`super::all`]: the handoff runs from `spin --handoff` only, but its saved files are judged
+/// like every other); `None` for another probe's result, one that did not run, or one whose
+/// raw record this build cannot read (its saved figures stand).
+///
+/// [`Probe::reanalyze`]: super::Probe::reanalyze
+pub fn reanalyze(saved: &ProbeResult, machine: &Machine) -> Option<ProbeResult> {
+    if saved.name != probe::HANDOFF || saved.status != Status::Ok {
+        return None;
+    }
+    let raw: HandoffRaw = saved.raw().ok()?;
+    let mut fresh = saved.clone();
+    HandoffProbe::analyse(&raw, machine).write_into(&mut fresh);
+    Some(fresh)
 }
 
 fn each_run(
@@ -353,7 +288,12 @@ fn each_run(
     runs
 }
 
-fn run_external(cfg: &HandoffConfig, tc: external::Toolchain, variant: &str) -> Outcome {
+fn run_external(
+    cfg: &HandoffConfig,
+    rt: Runtime,
+    tc: external::Toolchain,
+    variant: &str,
+) -> Outcome {
     let built = match external::build(tc, &cfg.cache_dir) {
         Ok(b) => b,
         Err(external::BuildError::Missing(why)) => {
@@ -373,17 +313,15 @@ fn run_external(cfg: &HandoffConfig, tc: external::Toolchain, variant: &str) -> 
             let from = out
                 .runs
                 .first()
-                .map_or(format::WaitCpu::THREAD_CLOCKS, |r| r.wait_cpu.source());
+                .map_or(WaitCpuFrom::ThreadClocks, |r| r.wait_cpu.source());
             Outcome::Ok {
+                effects: RuntimeEffects {
+                    toolchain: Some(built.version),
+                    program: Some(format!("{} {}", out.runtime, out.variant)),
+                    wait_cpu_from: Some(from),
+                    ..RuntimeEffects::new(rt, RuntimeStatus::Ok)
+                },
                 runs: out.runs,
-                detail: BTreeMap::from([
-                    ("toolchain".into(), json!(built.version)),
-                    (
-                        "program".into(),
-                        json!(format!("{} {}", out.runtime, out.variant)),
-                    ),
-                    ("wait_cpu_from".into(), json!(from)),
-                ]),
             }
         }
         Err(e) => Outcome::Failed(e),
@@ -422,7 +360,7 @@ fn run_models(
         })
         .collect();
     let mut runs = vec![Vec::new(); models.len()];
-    let mut stats: Vec<BTreeMap<String, Vec<Value>>> = vec![BTreeMap::new(); models.len()];
+    let mut stats: Vec<BTreeMap<String, Vec<LockStats>>> = vec![BTreeMap::new(); models.len()];
     for &delay in &cfg.delays_ms {
         for rep in 0..cfg.repetitions {
             for (i, (_, plan)) in plans.iter().enumerate() {
@@ -438,9 +376,9 @@ fn run_models(
                     rep,
                 ));
                 stats[i]
-                    .entry(crate::schema::handoff::delay_key(delay))
+                    .entry(crate::schema::probes::handoff::delay_key(delay))
                     .or_default()
-                    .push(json!(monitor.stats()));
+                    .push(monitor.stats());
                 ctx.progress.advance(1);
             }
         }
@@ -450,27 +388,16 @@ fn run_models(
         .zip(plans)
         .zip(runs.into_iter().zip(stats))
         .map(|((&rt, (kind, plan)), (runs, stats))| {
-            let detail = BTreeMap::from([
-                ("policy".into(), json!(kind)),
-                (
-                    "modelled_pauses_before_check".into(),
-                    json!(plan.pauses_before_check),
-                ),
-                (
-                    "modelled_spin_before_block_ns".into(),
-                    json!(plan.total_pauses() as f64 * pause_ns),
-                ),
-                (
-                    "modelled_longest_run_ns".into(),
-                    json!(plan.longest_run_pauses() as f64 * pause_ns),
-                ),
-                ("lock_stats".into(), json!(stats)),
-                (
-                    "wait_cpu_from".into(),
-                    json!(format::WaitCpu::THREAD_CLOCKS),
-                ),
-            ]);
-            (rt, Outcome::Ok { runs, detail })
+            let effects = RuntimeEffects {
+                policy: Some(kind),
+                modelled_pauses_before_check: Some(plan.pauses_before_check.clone()),
+                modelled_spin_before_block_ns: Some(plan.total_pauses() as f64 * pause_ns),
+                modelled_longest_run_ns: Some(plan.longest_run_pauses() as f64 * pause_ns),
+                lock_stats: Some(stats),
+                wait_cpu_from: Some(WaitCpuFrom::ThreadClocks),
+                ..RuntimeEffects::new(rt, RuntimeStatus::Ok)
+            };
+            (rt, Outcome::Ok { runs, effects })
         })
         .collect()
 }
@@ -486,7 +413,7 @@ fn same_figure(got: f64, want: f64) -> bool {
 /// that delay, repetition, item count and work, and processed every item: a run that lost
 /// items, or ran something else, says nothing about this handoff.
 pub(crate) fn check_runs(cfg: &HandoffConfig, outcome: Outcome) -> Outcome {
-    let Outcome::Ok { runs, detail } = outcome else {
+    let Outcome::Ok { runs, effects } = outcome else {
         return outcome;
     };
     let expected = cfg.delays_ms.len() * cfg.repetitions as usize;
@@ -524,7 +451,7 @@ pub(crate) fn check_runs(cfg: &HandoffConfig, outcome: Outcome) -> Outcome {
             return Outcome::Failed(why);
         }
     }
-    Outcome::Ok { runs, detail }
+    Outcome::Ok { runs, effects }
 }
 
 #[cfg(test)]
@@ -587,7 +514,7 @@ mod tests {
     fn ok(runs: Vec<RunRecord>) -> Outcome {
         Outcome::Ok {
             runs,
-            detail: BTreeMap::new(),
+            effects: RuntimeEffects::new(Runtime::RustStd, RuntimeStatus::Ok),
         }
     }
 

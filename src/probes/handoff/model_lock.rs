@@ -24,30 +24,7 @@ use std::time::{Duration, Instant};
 /// A deadline that never comes: a year, where a modelled spin would pass the clock's range.
 const FAR_FUTURE: Duration = Duration::from_secs(365 * 86_400);
 
-/// What happened to acquisitions of one model lock, for the fingerprint's effects.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct LockStats {
-    /// Acquisitions in total.
-    pub acquisitions: u64,
-    /// Acquisitions that found the lock free at once.
-    pub uncontended: u64,
-    /// Acquisitions that got the lock at a look between PAUSE runs.
-    pub acquired_spinning: u64,
-    /// Acquisitions that ran out of plan and blocked.
-    pub acquired_after_blocking: u64,
-    /// Looks at the lock at the end of a PAUSE run (the first try of an acquisition is not
-    /// one).
-    pub looks: u64,
-    /// Sum over looks of how long after its deadline the look came, in ns: the clock read and
-    /// last PAUSE, plus any preemption.
-    pub look_late_ns_total: u64,
-    /// The latest look after its deadline, in ns.
-    pub look_late_ns_max: u64,
-    /// PAUSEs executed on this machine while spinning.
-    pub pauses_spun: u64,
-    /// Wall time spent spinning, in ns.
-    pub spin_ns: u64,
-}
+pub use crate::schema::probes::handoff::LockStats;
 
 #[derive(Default)]
 struct Counters {

@@ -14,6 +14,7 @@
 
 pub mod bandwidth;
 pub mod c2c;
+pub mod handoff;
 pub mod mem_latency;
 pub mod pause;
 pub mod sharing;
