@@ -716,7 +716,6 @@ mod analyse_tests {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
-    use crate::schema::split_lock::SplitLockMechanism;
 
     #[test]
     fn split_handoffs_shrink_to_the_sample_budget_on_a_trapping_host() {
@@ -743,7 +742,12 @@ mod tests {
         let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
         options.repetitions = Some(3);
         let r = crate::probes::run_here(&SplitLockProbe, &machine, &options).unwrap();
-        assert_eq!(r.effects["split_lock_measured"], "kernel_mitigation");
+        let raw: SplitLockRaw = r.raw().unwrap();
+        assert_eq!(
+            raw.effects.facts.split_lock_measured,
+            Some(SplitLockMeasured::KernelMitigation)
+        );
+        assert!(raw.effects.split_lock_trapped_mean_ns.is_some());
         assert!(
             r.metric(SplitLockFigures::SPLIT_LOCK_TRAPPED_NS.metric)
                 .is_some(),
@@ -767,7 +771,10 @@ mod tests {
             r.metric(SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric)
                 .is_some()
         );
-        assert_eq!(r.effects["split_lock_child"], "survived");
+        assert_eq!(
+            raw.effects.facts.split_lock_child.as_deref(),
+            Some("survived")
+        );
     }
 
     #[test]
@@ -779,12 +786,11 @@ mod tests {
         let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
         options.repetitions = Some(3);
         let r = crate::probes::run_here(&SplitLockProbe, &machine, &options).unwrap();
-        let word = r.effects["split_lock_mechanism"].as_str().unwrap();
-        assert!(SplitLockMechanism::from_word(word).is_some(), "{word}");
-        let h: OpHistogram =
-            serde_json::from_value(r.effects["split_lock_op_histogram"].clone()).unwrap();
-        let census = &r.effects["split_lock_op_census"];
-        assert_eq!(h.ops.iter().sum::<u64>(), census["ops"].as_u64().unwrap());
+        let raw: SplitLockRaw = r.raw().unwrap();
+        assert!(raw.effects.facts.split_lock_mechanism.is_some());
+        let h = raw.effects.split_lock_op_histogram.unwrap();
+        let census = raw.effects.split_lock_op_census.unwrap();
+        assert_eq!(h.ops.iter().sum::<u64>(), census.ops);
         assert_eq!(h.low_ns.len(), h.ops.len());
         let mean = r
             .metric(SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric)
