@@ -234,7 +234,6 @@ mod tests {
     use super::*;
     use crate::machine::kernel::split_lock_state;
     use crate::schema::Fingerprint;
-    use crate::schema::split_lock::MechanismEvidence;
     use crate::schema::{Better, Metric, ProbeResult, Status};
 
     fn fp(metrics: &[(&str, &str, f64)], measured: Option<&str>) -> Fingerprint {
@@ -547,8 +546,10 @@ mod tests {
         // The Emerald Rapids guest's per-op shape (refs.txt: ~2 us bus locks, 100-500 us
         // traps), through the probe's own recording, judged: the words the probe writes are
         // the words the verdict reads.
+        use crate::probes::Measurement;
         use crate::probes::split_lock::per_op::{Block, summarize};
-        use crate::probes::split_lock::record_split_locks;
+        use crate::probes::split_lock::{SplitLockProbe, record_per_op, test_raw};
+        use crate::schema::figures::RawRecord;
         let block = |i: usize| Block {
             per_op_ns: (0..100)
                 .map(|k| {
@@ -564,15 +565,11 @@ mod tests {
         let s = summarize(&[block(0), block(1), block(2)]).unwrap();
         let mut f = crate::schema::test_support::empty_fingerprint();
         assert!(f.machine.hypervisor.is_some());
+        let mut raw = test_raw(f.machine.split_lock.effective);
+        record_per_op(&mut raw, &s);
         let mut p = ProbeResult::new("split-lock", Status::Ok);
-        let evidence = MechanismEvidence {
-            kernel: f.machine.split_lock.effective,
-            guest: true,
-            killed_by_sigbus: false,
-            census: Some(s.census),
-            mean_ns: None,
-        };
-        record_split_locks(&mut p, &evidence, Some(&s), 0, Some(3e9));
+        raw.write_into(&mut p);
+        SplitLockProbe::analyse(&raw, &f.machine).write_into(&mut p);
         let json = serde_json::to_value(&p).unwrap();
         let p: ProbeResult = serde_json::from_value(json).unwrap();
         assert_eq!(p.effects["split_lock_mechanism"], "trapped_by_host");

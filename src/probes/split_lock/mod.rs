@@ -35,13 +35,18 @@ pub mod per_op;
 
 use super::c2c::pingpong::{Lines, Plan, SPLIT_OFFSET, Variant, ping_pong};
 use super::c2c::require_two_cpus;
-use super::{Probe, ProbeContext, ProbeFailure, Profile};
+use super::{Measurement, ProbeContext, ProbeFailure, Profile};
+use crate::machine::Machine;
 use crate::measure::{estimate_core_clock, pin_to_cpu};
 use crate::names::probe;
-use crate::schema::probes::split_lock::SplitLockFigures;
+use crate::schema::figures::{Analysis, FigureId};
+use crate::schema::probes::split_lock::{
+    OpBlock, OpPercentilesNs, SplitLockAnalysis, SplitLockDerived, SplitLockEffects,
+    SplitLockFigures, SplitLockMeasured, SplitLockParams, SplitLockRaw, SplitLockRawEffects,
+    SplitLockSamples, SplitLockSeries,
+};
 use crate::schema::split_lock::{MechanismEvidence, OpHistogram, TRAP_BOUNDARY_NS, classify};
-use crate::schema::{Better, Metric, ProbeResult, Series, Status};
-use serde_json::json;
+use crate::schema::{Better, Metric, Series};
 use std::time::Duration;
 
 /// The split-lock probe.
@@ -123,30 +128,31 @@ fn plans(ctx: &ProbeContext) -> (Plan, u64, usize) {
     )
 }
 
-impl Probe for SplitLockProbe {
-    fn name(&self) -> &'static str {
-        probe::SPLIT_LOCK
-    }
-
-    fn about(&self) -> &'static str {
-        "split-lock latency: lock cmpxchg across a cache-line end vs aligned, same CPU pair; \
+impl Measurement for SplitLockProbe {
+    type Raw = SplitLockRaw;
+    type Figures = SplitLockAnalysis;
+    const NAME: &'static str = probe::SPLIT_LOCK;
+    const ABOUT: &'static str = "split-lock latency: lock cmpxchg across a cache-line end vs aligned, same CPU pair; \
          split locks timed one by one name the mechanism (bus lock, or trapped by the kernel \
-         or the host)"
-    }
+         or the host)";
 
-    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    fn measure(&self, ctx: &ProbeContext) -> Result<SplitLockRaw, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         run(ctx)
+    }
+
+    fn analyse(raw: &SplitLockRaw, machine: &Machine) -> Analysis<SplitLockAnalysis> {
+        analyse(raw, machine)
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn run(_ctx: &ProbeContext) -> Result<SplitLockRaw, ProbeFailure> {
     unreachable!("require_x86_64 skips first")
 }
 
 #[cfg(target_arch = "x86_64")]
-fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn run(ctx: &ProbeContext) -> Result<SplitLockRaw, ProbeFailure> {
     let cpus = ctx.cpus()?;
     require_two_cpus(&cpus)?;
     // A second thread (or, where the kernel traps, a child process) takes part in each pair.
@@ -193,7 +199,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         estimate_core_clock(ctx.clock, 5).map(|c| c.hz)
     };
     let split_at = split_lines.at(SPLIT_OFFSET) as usize;
-    Ok(summarise(ctx, &setup, rounds, split_at, core_hz))
+    Ok(record(ctx, &setup, rounds, split_at, core_hz))
 }
 
 /// A probe failure on the CPU pair.
@@ -326,15 +332,15 @@ fn measure_rounds(
     })
 }
 
-/// The result: the set-up in params and effects, the aligned figures, the split (in-process)
-/// or trapped (in the child) figures, and the mechanism the per-op times name.
-fn summarise(
+/// The raw record: the set-up in params and effects, the ping-pong samples, and one thread's
+/// split locks timed one by one (each block's mean, census, histogram, percentiles).
+fn record(
     ctx: &ProbeContext,
     setup: &Setup,
     rounds: Rounds,
     split_at: usize,
     core_hz: Option<f64>,
-) -> ProbeResult {
+) -> SplitLockRaw {
     let Rounds {
         blocks,
         aligned,
@@ -342,232 +348,173 @@ fn summarise(
         split_plan,
         child_end,
     } = rounds;
-    let pair = setup.pair;
-    let state = &ctx.machine.split_lock;
-
-    let mut r = ProbeResult::new(probe::SPLIT_LOCK, Status::Ok);
-    if let Some(hz) = core_hz {
-        r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
-    }
-    let pair_key = format!("cpu{}-cpu{}", pair.0, pair.1);
-    r.params.insert("cpus".into(), json!([pair.0, pair.1]));
-    r.params.insert("rounds".into(), json!(ROUNDS));
-    r.params.insert(
-        "aligned_handoffs_per_sample".into(),
-        json!(setup.aligned_plan.handoffs_per_sample),
-    );
-    if let Some(plan) = split_plan {
-        r.params.insert(
-            "split_handoffs_per_sample".into(),
-            json!(plan.handoffs_per_sample),
-        );
-    }
-    r.params
-        .insert("split_value_offset_bytes".into(), json!(SPLIT_OFFSET));
-    r.params.insert(
-        "op_block".into(),
-        json!({
-            "max_ops": setup.op_max,
-            "budget_ms": setup.op_budget.as_secs_f64() * 1e3,
-            "blocks": setup.op_blocks_per_round * ROUNDS,
-            "trap_boundary_ns": TRAP_BOUNDARY_NS,
-        }),
-    );
-    r.effects
-        .insert("pinned_cpus".into(), json!([pair.0, pair.1]));
-    r.effects
-        .insert("kernel_split_lock_mode".into(), json!(state.effective));
-    r.effects.insert(
-        "split_value_crosses_line".into(),
-        json!(split_at / 64 != (split_at + 7) / 64),
-    );
-    let aligned_metric = Metric::from_samples(
-        SplitLockFigures::ALIGNED_LOCK_LATENCY_NS.metric,
-        "ns",
-        Better::Lower,
-        &aligned,
-    );
-    let aligned_ns = aligned_metric.as_ref().map(|m| m.value);
-    r.metrics.extend(aligned_metric);
-    r.metrics.extend(cycles(
-        SplitLockFigures::ALIGNED_LOCK_LATENCY_CYCLES.metric,
-        &aligned,
-        core_hz,
-    ));
-    r.samples
-        .insert(format!("aligned_lock_ns.{pair_key}"), aligned);
-
+    let cpus = [setup.pair.0, setup.pair.1];
     let summary = per_op::summarize(&blocks);
+    let mut samples = SplitLockSamples::default();
+    samples.set(SplitLockSeries::AlignedLockNs, &cpus, aligned);
+    let mut facts = SplitLockEffects::default();
     if setup.in_child {
-        record_trapped(&mut r, summary.as_ref(), child_end.as_deref(), pair.0);
-    } else {
-        record_split(&mut r, split, aligned_ns, &pair_key, core_hz);
-    }
-
-    let evidence = MechanismEvidence {
-        kernel: state.effective,
-        guest: ctx.machine.hypervisor.is_some(),
-        killed_by_sigbus: child_end.as_deref().is_some_and(|e| e.contains("SIGBUS")),
-        census: summary.as_ref().map(|s| s.census),
-        mean_ns: None,
-    };
-    record_split_locks(&mut r, &evidence, summary.as_ref(), pair.0, core_hz);
-    r
-}
-
-/// Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
-fn cycles(name: &str, ns: &[f64], core_hz: Option<f64>) -> Option<Metric> {
-    let hz = core_hz?;
-    let c: Vec<f64> = ns.iter().map(|x| x * hz * 1e-9).collect();
-    Metric::from_samples(name, "cycles", Better::Lower, &c)
-}
-
-/// Split locks in the child, where the kernel acts on them: how the child ended, and the
-/// trapped time per lock.
-fn record_trapped(
-    r: &mut ProbeResult,
-    summary: Option<&per_op::Summary>,
-    child_end: Option<&str>,
-    cpu: usize,
-) {
-    r.effects
-        .insert("split_lock_measured".into(), json!("kernel_mitigation"));
-    r.effects.insert(
-        "split_lock_child".into(),
-        json!(child_end.unwrap_or("survived")),
-    );
-    // One thread, every lock trapped: not the handoff the aligned figure times, so no
-    // ratio to it. Time over ops in every block, the rate a program gets.
-    if let Some(s) = summary {
-        r.samples.insert(
-            format!("split_lock_trapped_ns.cpu{cpu}"),
-            s.block_means_ns.clone(),
-        );
-        r.metrics.push(Metric::derived(
-            SplitLockFigures::SPLIT_LOCK_TRAPPED_NS.metric,
-            s.mean_ns,
-            "ns",
-            Better::Lower,
-        ));
-    }
-}
-
-/// Split locks in-process: the split ping-pong's latency, in cycles, and its ratio to the
-/// aligned one.
-fn record_split(
-    r: &mut ProbeResult,
-    split: Vec<f64>,
-    aligned_ns: Option<f64>,
-    pair_key: &str,
-    core_hz: Option<f64>,
-) {
-    r.effects
-        .insert("split_lock_measured".into(), json!("hardware"));
-    let m = Metric::from_samples(
-        SplitLockFigures::SPLIT_LOCK_LATENCY_NS.metric,
-        "ns",
-        Better::Lower,
-        &split,
-    );
-    let split_ns = m.as_ref().map(|m| m.value);
-    r.metrics.extend(m);
-    r.metrics.extend(cycles(
-        SplitLockFigures::SPLIT_LOCK_LATENCY_CYCLES.metric,
-        &split,
-        core_hz,
-    ));
-    if let (Some(s), Some(a)) = (split_ns, aligned_ns)
-        && a > 0.0
-    {
-        r.metrics.push(Metric::derived(
-            SplitLockFigures::SPLIT_LOCK_RATIO.metric,
-            s / a,
-            "ratio",
-            Better::Lower,
-        ));
-    }
-    r.samples.insert(format!("split_lock_ns.{pair_key}"), split);
-}
-
-/// The mechanism (`split_lock_mechanism`, `split_lock_trap_shape`) and the per-op figures
-/// (metrics, census, histogram as an effect and as bars, percentiles) of one thread's split
-/// locks timed on `cpu`, into `r`.
-pub fn record_split_locks(
-    r: &mut ProbeResult,
-    evidence: &MechanismEvidence,
-    summary: Option<&per_op::Summary>,
-    cpu: usize,
-    core_hz: Option<f64>,
-) {
-    if let Some((mechanism, shape)) = classify(evidence) {
-        r.effects
-            .insert("split_lock_mechanism".into(), json!(mechanism));
-        if let Some(shape) = shape {
-            r.effects
-                .insert("split_lock_trap_shape".into(), json!(shape));
+        facts.split_lock_measured = Some(SplitLockMeasured::KernelMitigation);
+        facts.split_lock_child = Some(child_end.unwrap_or_else(|| "survived".into()));
+        if let Some(s) = &summary {
+            samples.set(SplitLockSeries::TrappedNs, &cpus, s.block_means_ns.clone());
         }
+    } else {
+        facts.split_lock_measured = Some(SplitLockMeasured::Hardware);
+        samples.set(SplitLockSeries::SplitLockNs, &cpus, split);
     }
-    if let Some(s) = summary {
-        record_per_op(r, s, cpu, core_hz);
+    let mut raw = SplitLockRaw {
+        params: SplitLockParams {
+            cpus: cpus.to_vec(),
+            rounds: ROUNDS,
+            aligned_handoffs_per_sample: setup.aligned_plan.handoffs_per_sample,
+            split_handoffs_per_sample: split_plan.map(|p| p.handoffs_per_sample),
+            split_value_offset_bytes: SPLIT_OFFSET,
+            op_block: OpBlock {
+                max_ops: setup.op_max,
+                budget_ms: setup.op_budget.as_secs_f64() * 1e3,
+                blocks: setup.op_blocks_per_round * ROUNDS,
+                trap_boundary_ns: TRAP_BOUNDARY_NS,
+            },
+        },
+        effects: SplitLockRawEffects {
+            pinned_cpus: cpus.to_vec(),
+            kernel_split_lock_mode: ctx.machine.split_lock.effective,
+            split_value_crosses_line: split_at / 64 != (split_at + 7) / 64,
+            core_clock_ghz: core_hz.map(|hz| hz / 1e9),
+            split_lock_op_census: None,
+            split_lock_op_histogram: None,
+            split_lock_trapped_mean_ns: summary
+                .as_ref()
+                .filter(|_| setup.in_child)
+                .map(|s| s.mean_ns),
+            facts,
+        },
+        samples,
+        series: Vec::new(),
+    };
+    if let Some(s) = &summary {
+        record_per_op(&mut raw, s);
     }
+    raw
 }
 
-fn record_per_op(r: &mut ProbeResult, s: &per_op::Summary, cpu: usize, core_hz: Option<f64>) {
-    // Each block's mean: a program pays the mean, traps included (preemptions not); blocks
-    // spread over the probe give the figure its interval.
-    r.metrics.extend(Metric::from_samples(
-        SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric,
-        "ns",
-        Better::Lower,
-        &s.block_means_ns,
-    ));
-    if let Some(hz) = core_hz {
-        let c: Vec<f64> = s.block_means_ns.iter().map(|x| x * hz * 1e-9).collect();
-        r.metrics.extend(Metric::from_samples(
-            SplitLockFigures::SPLIT_LOCK_OP_MEAN_CYCLES.metric,
-            "cycles",
-            Better::Lower,
-            &c,
-        ));
-    }
-    // Each block's rate, so the figure has the same blocks, and interval, as the mean. The
-    // share of trapped ops is no metric: a bus-locking machine reads 0.01-0.1% from timer
-    // ticks, and `diff` would call every such wobble a change; the mechanism it decides is an
-    // effect, and the census keeps the counts.
-    let rates: Vec<f64> = s
-        .block_means_ns
-        .iter()
-        .filter(|m| **m > 0.0)
-        .map(|m| 1e9 / m)
-        .collect();
-    r.metrics.extend(Metric::from_samples(
-        SplitLockFigures::SPLIT_LOCK_LOCKS_PER_S.metric,
-        "locks/s",
-        Better::Higher,
-        &rates,
-    ));
-    r.samples.insert(
-        format!("split_lock_op_mean_ns.cpu{cpu}"),
+/// One thread's split locks timed one by one into `raw`: each block's mean, the census, the
+/// histogram (as an effect and as bars) and the percentiles.
+pub fn record_per_op(raw: &mut SplitLockRaw, s: &per_op::Summary) {
+    let p = |name: &str| {
+        s.percentiles_ns
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(f64::NAN, |(_, ns)| *ns)
+    };
+    raw.samples.set(
+        SplitLockSeries::OpMeanNs,
+        &raw.params.cpus,
         s.block_means_ns.clone(),
     );
-    r.effects.insert(
-        "split_lock_op_census".into(),
-        serde_json::to_value(s.census).expect("census serialises"),
-    );
-    r.effects.insert(
-        "split_lock_op_histogram".into(),
-        serde_json::to_value(&s.histogram).expect("histogram serialises"),
-    );
-    r.effects.insert(
-        "split_lock_op_percentiles_ns".into(),
-        serde_json::Value::Object(
-            s.percentiles_ns
-                .iter()
-                .map(|&(name, ns)| (name.to_string(), json!(ns)))
-                .collect(),
-        ),
-    );
-    r.series.push(histogram_bars(&s.histogram));
+    raw.effects.split_lock_op_census = Some(s.census);
+    raw.effects.split_lock_op_histogram = Some(s.histogram.clone());
+    raw.effects.facts.split_lock_op_percentiles_ns = Some(OpPercentilesNs {
+        p0: p("p0"),
+        p10: p("p10"),
+        p50: p("p50"),
+        p90: p("p90"),
+        p99: p("p99"),
+        p100: p("p100"),
+    });
+    raw.series.push(histogram_bars(&s.histogram));
+}
+
+/// The figures of a raw record: the aligned handoff (ns, cycles); in-process the split one
+/// and its ratio to the aligned, where trapped the child's mean per lock; the per-op figures
+/// (each block's mean, in cycles, as a rate); and the mechanism, named by
+/// `schema::split_lock::classify` from the census and the machine facts.
+pub fn analyse(raw: &SplitLockRaw, machine: &Machine) -> Analysis<SplitLockAnalysis> {
+    type F = SplitLockFigures;
+    let cpus = &raw.params.cpus;
+    let e = &raw.effects;
+    let ghz = e.core_clock_ghz;
+    let ns = |id: FigureId, x: &[f64]| Metric::from_samples(id.metric, "ns", Better::Lower, x);
+    // Cycles of the initiating CPU's core clock: TSC ticks are not core cycles.
+    let cycles = |id: FigureId, x: &[f64]| {
+        let ghz = ghz?;
+        let c: Vec<f64> = x.iter().map(|x| x * ghz).collect();
+        Metric::from_samples(id.metric, "cycles", Better::Lower, &c)
+    };
+    let aligned = raw.samples.get(SplitLockSeries::AlignedLockNs, cpus);
+    let mut f = SplitLockFigures {
+        aligned_lock_latency_ns: ns(F::ALIGNED_LOCK_LATENCY_NS, aligned),
+        aligned_lock_latency_cycles: cycles(F::ALIGNED_LOCK_LATENCY_CYCLES, aligned),
+        ..SplitLockFigures::default()
+    };
+    let in_child = e.facts.split_lock_measured == Some(SplitLockMeasured::KernelMitigation);
+    if in_child {
+        // One thread, every lock trapped: not the handoff the aligned figure times, so no
+        // ratio to it. Time over ops in every block, the rate a program gets.
+        f.split_lock_trapped_ns = e.split_lock_trapped_mean_ns.map(|mean| {
+            Metric::derived(F::SPLIT_LOCK_TRAPPED_NS.metric, mean, "ns", Better::Lower)
+        });
+    } else {
+        let split = raw.samples.get(SplitLockSeries::SplitLockNs, cpus);
+        f.split_lock_latency_ns = ns(F::SPLIT_LOCK_LATENCY_NS, split);
+        f.split_lock_latency_cycles = cycles(F::SPLIT_LOCK_LATENCY_CYCLES, split);
+        let aligned_ns = f.aligned_lock_latency_ns.as_ref().map(|m| m.value);
+        if let (Some(s), Some(a)) = (
+            f.split_lock_latency_ns.as_ref().map(|m| m.value),
+            aligned_ns,
+        ) && a > 0.0
+        {
+            f.split_lock_ratio = Some(Metric::derived(
+                F::SPLIT_LOCK_RATIO.metric,
+                s / a,
+                "ratio",
+                Better::Lower,
+            ));
+        }
+    }
+    if e.split_lock_op_census.is_some() {
+        // Each block's mean: a program pays the mean, traps included (preemptions not);
+        // blocks spread over the probe give the figure its interval.
+        let means = raw.samples.get(SplitLockSeries::OpMeanNs, cpus);
+        f.split_lock_op_mean_ns = ns(F::SPLIT_LOCK_OP_MEAN_NS, means);
+        f.split_lock_op_mean_cycles = cycles(F::SPLIT_LOCK_OP_MEAN_CYCLES, means);
+        // Each block's rate, so the figure has the same blocks, and interval, as the mean.
+        // The share of trapped ops is no metric: a bus-locking machine reads 0.01-0.1% from
+        // timer ticks, and `diff` would call every such wobble a change; the mechanism it
+        // decides is an effect, and the census keeps the counts.
+        let rates: Vec<f64> = means
+            .iter()
+            .filter(|m| **m > 0.0)
+            .map(|m| 1e9 / m)
+            .collect();
+        f.split_lock_locks_per_s = Metric::from_samples(
+            F::SPLIT_LOCK_LOCKS_PER_S.metric,
+            "locks/s",
+            Better::Higher,
+            &rates,
+        );
+    }
+    let evidence = MechanismEvidence {
+        kernel: e.kernel_split_lock_mode,
+        guest: machine.hypervisor.is_some(),
+        killed_by_sigbus: e
+            .facts
+            .split_lock_child
+            .as_deref()
+            .is_some_and(|c| c.contains("SIGBUS")),
+        census: e.split_lock_op_census,
+        mean_ns: None,
+    };
+    let mut derived = SplitLockDerived::default();
+    if let Some((mechanism, shape)) = classify(&evidence) {
+        derived.split_lock_mechanism = Some(mechanism);
+        derived.split_lock_trap_shape = shape;
+    }
+    Analysis::of(SplitLockAnalysis {
+        figures: f,
+        derived,
+    })
 }
 
 /// The per-op histogram as bars for charts, each labelled with its bucket's lower edge.
@@ -584,10 +531,191 @@ pub fn histogram_bars(h: &OpHistogram) -> Series {
     }
 }
 
+/// A raw record of an in-process run on CPUs 0 and 1 under `kernel`, with no samples: for
+/// tests that add what they need.
+#[cfg(test)]
+pub(crate) fn test_raw(kernel: crate::machine::SplitLockMode) -> SplitLockRaw {
+    SplitLockRaw {
+        params: SplitLockParams {
+            cpus: vec![0, 1],
+            rounds: ROUNDS,
+            aligned_handoffs_per_sample: 2000,
+            split_handoffs_per_sample: Some(200),
+            split_value_offset_bytes: SPLIT_OFFSET,
+            op_block: OpBlock {
+                max_ops: 1000,
+                budget_ms: 10.0,
+                blocks: 9,
+                trap_boundary_ns: TRAP_BOUNDARY_NS,
+            },
+        },
+        effects: SplitLockRawEffects {
+            pinned_cpus: vec![0, 1],
+            kernel_split_lock_mode: kernel,
+            split_value_crosses_line: true,
+            core_clock_ghz: Some(3.0),
+            split_lock_op_census: None,
+            split_lock_op_histogram: None,
+            split_lock_trapped_mean_ns: None,
+            facts: SplitLockEffects {
+                split_lock_measured: Some(SplitLockMeasured::Hardware),
+                ..SplitLockEffects::default()
+            },
+        },
+        samples: SplitLockSamples::default(),
+        series: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod analyse_tests {
+    use super::*;
+    use crate::machine::SplitLockMode;
+    use crate::schema::figures::Figures;
+    use crate::schema::split_lock::{SplitLockMechanism, TrapShape};
+
+    fn v(m: &Option<Metric>) -> f64 {
+        m.as_ref().unwrap().value
+    }
+
+    /// The Zen 4 guest's case: ~1.1 us split handoffs against ~100 ns aligned, ~1.2 us bus
+    /// locks one by one: a bus lock, its ratio, cycles at the initiator's clock.
+    #[test]
+    fn in_process_gives_the_split_handoff_its_ratio_and_a_bus_lock() {
+        let mut raw = test_raw(SplitLockMode::NotDetected);
+        let cpus = [0, 1];
+        raw.samples.set(
+            SplitLockSeries::AlignedLockNs,
+            &cpus,
+            vec![100.0, 110.0, 90.0],
+        );
+        raw.samples.set(
+            SplitLockSeries::SplitLockNs,
+            &cpus,
+            vec![1100.0, 1000.0, 1200.0],
+        );
+        let blocks: Vec<per_op::Block> = (0..3)
+            .map(|i| per_op::Block {
+                per_op_ns: vec![1200.0 + i as f64 * 100.0; 50],
+                ..per_op::Block::default()
+            })
+            .collect();
+        record_per_op(&mut raw, &per_op::summarize(&blocks).unwrap());
+        // A guest (the test fingerprint's machine is one).
+        let machine = crate::schema::test_support::empty_fingerprint().machine;
+        assert!(machine.hypervisor.is_some());
+        let a = analyse(&raw, &machine);
+        assert!(a.not_measured.is_empty());
+        let f = &a.figures.figures;
+        assert_eq!(v(&f.aligned_lock_latency_ns), 100.0);
+        assert!((v(&f.aligned_lock_latency_cycles) - 300.0).abs() < 1e-9);
+        assert_eq!(v(&f.split_lock_latency_ns), 1100.0);
+        assert_eq!(v(&f.split_lock_ratio), 11.0);
+        assert!(f.split_lock_trapped_ns.is_none());
+        assert_eq!(v(&f.split_lock_op_mean_ns), 1300.0);
+        assert!((v(&f.split_lock_locks_per_s) - 1e9 / 1300.0).abs() < 1e-6);
+        assert_eq!(
+            a.figures.derived.split_lock_mechanism,
+            Some(SplitLockMechanism::BusLock)
+        );
+        assert_eq!(a.figures.derived.split_lock_trap_shape, None);
+        let names: Vec<String> = a
+            .figures
+            .figures
+            .clone()
+            .into_metrics()
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "aligned_lock_latency_ns",
+                "aligned_lock_latency_cycles",
+                "split_lock_latency_ns",
+                "split_lock_latency_cycles",
+                "split_lock_ratio",
+                "split_lock_op_mean_ns",
+                "split_lock_op_mean_cycles",
+                "split_lock_locks_per_s"
+            ]
+        );
+    }
+
+    /// Where this kernel traps (warn+sleep), the child's mean per lock is the figure, with no
+    /// ratio, and ~12 ms sleeps name the kernel's trap and its sleep.
+    #[test]
+    fn a_trapping_kernel_gives_the_trapped_mean_and_no_ratio() {
+        let mut raw = test_raw(SplitLockMode::WarnSleep);
+        raw.effects.facts.split_lock_measured = Some(SplitLockMeasured::KernelMitigation);
+        raw.effects.facts.split_lock_child = Some("survived".into());
+        raw.params.split_handoffs_per_sample = None;
+        raw.samples
+            .set(SplitLockSeries::AlignedLockNs, &[0, 1], vec![100.0]);
+        let blocks: Vec<per_op::Block> = (0..3)
+            .map(|_| per_op::Block {
+                per_op_ns: [vec![1200.0; 20], vec![12e6; 3]].concat(),
+                voluntary_switches: 3,
+                ..per_op::Block::default()
+            })
+            .collect();
+        let s = per_op::summarize(&blocks).unwrap();
+        raw.effects.split_lock_trapped_mean_ns = Some(s.mean_ns);
+        record_per_op(&mut raw, &s);
+        let a = analyse(
+            &raw,
+            &crate::schema::test_support::empty_fingerprint().machine,
+        );
+        let f = &a.figures.figures;
+        assert_eq!(v(&f.split_lock_trapped_ns), s.mean_ns);
+        assert!(f.split_lock_latency_ns.is_none() && f.split_lock_ratio.is_none());
+        assert_eq!(
+            a.figures.derived.split_lock_mechanism,
+            Some(SplitLockMechanism::TrappedByKernel)
+        );
+        assert_eq!(
+            a.figures.derived.split_lock_trap_shape,
+            Some(TrapShape::Sleep)
+        );
+        let killed = {
+            let mut r = raw.clone();
+            r.effects.facts.split_lock_child = Some("killed by SIGBUS".into());
+            analyse(
+                &r,
+                &crate::schema::test_support::empty_fingerprint().machine,
+            )
+        };
+        assert_eq!(
+            killed.figures.derived.split_lock_mechanism,
+            Some(SplitLockMechanism::Fatal)
+        );
+    }
+
+    #[test]
+    fn a_record_saved_and_read_back_gives_the_same_analysis() {
+        use crate::schema::figures::RawRecord;
+        let mut raw = test_raw(SplitLockMode::NotDetected);
+        raw.samples
+            .set(SplitLockSeries::AlignedLockNs, &[0, 1], vec![100.0, 90.0]);
+        let blocks = [per_op::Block {
+            per_op_ns: vec![1200.0, 1300.0],
+            ..per_op::Block::default()
+        }];
+        record_per_op(&mut raw, &per_op::summarize(&blocks).unwrap());
+        let mut r = crate::schema::ProbeResult::new(probe::SPLIT_LOCK, crate::schema::Status::Ok);
+        raw.write_into(&mut r);
+        assert_eq!(r.samples["aligned_lock_ns.cpu0-cpu1"], vec![100.0, 90.0]);
+        assert_eq!(r.effects["split_lock_op_percentiles_ns"]["p100"], 1300.0);
+        let back: SplitLockRaw = r.raw().unwrap();
+        assert_eq!(back, raw);
+        let machine = crate::schema::test_support::empty_fingerprint().machine;
+        assert_eq!(analyse(&back, &machine), analyse(&raw, &machine));
+    }
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
-    use crate::schema::split_lock::SplitLockMechanism;
 
     #[test]
     fn split_handoffs_shrink_to_the_sample_budget_on_a_trapping_host() {
@@ -614,7 +742,12 @@ mod tests {
         let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
         options.repetitions = Some(3);
         let r = crate::probes::run_here(&SplitLockProbe, &machine, &options).unwrap();
-        assert_eq!(r.effects["split_lock_measured"], "kernel_mitigation");
+        let raw: SplitLockRaw = r.raw().unwrap();
+        assert_eq!(
+            raw.effects.facts.split_lock_measured,
+            Some(SplitLockMeasured::KernelMitigation)
+        );
+        assert!(raw.effects.split_lock_trapped_mean_ns.is_some());
         assert!(
             r.metric(SplitLockFigures::SPLIT_LOCK_TRAPPED_NS.metric)
                 .is_some(),
@@ -638,7 +771,10 @@ mod tests {
             r.metric(SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric)
                 .is_some()
         );
-        assert_eq!(r.effects["split_lock_child"], "survived");
+        assert_eq!(
+            raw.effects.facts.split_lock_child.as_deref(),
+            Some("survived")
+        );
     }
 
     #[test]
@@ -650,12 +786,11 @@ mod tests {
         let mut options = crate::probes::ProbeOptions::new(Profile::Quick);
         options.repetitions = Some(3);
         let r = crate::probes::run_here(&SplitLockProbe, &machine, &options).unwrap();
-        let word = r.effects["split_lock_mechanism"].as_str().unwrap();
-        assert!(SplitLockMechanism::from_word(word).is_some(), "{word}");
-        let h: OpHistogram =
-            serde_json::from_value(r.effects["split_lock_op_histogram"].clone()).unwrap();
-        let census = &r.effects["split_lock_op_census"];
-        assert_eq!(h.ops.iter().sum::<u64>(), census["ops"].as_u64().unwrap());
+        let raw: SplitLockRaw = r.raw().unwrap();
+        assert!(raw.effects.facts.split_lock_mechanism.is_some());
+        let h = raw.effects.split_lock_op_histogram.unwrap();
+        let census = raw.effects.split_lock_op_census.unwrap();
+        assert_eq!(h.ops.iter().sum::<u64>(), census.ops);
         assert_eq!(h.low_ns.len(), h.ops.len());
         let mean = r
             .metric(SplitLockFigures::SPLIT_LOCK_OP_MEAN_NS.metric)

@@ -31,11 +31,17 @@
 // kernels it times do not exist, so its measuring half is compiled but never called there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use super::{Probe, ProbeContext, ProbeFailure};
+use super::{Measurement, ProbeContext, ProbeFailure};
+use crate::machine::Machine;
 use crate::measure::Clock;
 use crate::names::probe;
-use crate::schema::ProbeResult;
-use crate::schema::probes::split_lock_neighbour::SplitLockNeighbourFigures;
+use crate::schema::figures::Analysis;
+use crate::schema::probes::split_lock::SplitLockMeasured;
+use crate::schema::probes::split_lock_neighbour::{
+    LoadedSamplesKept, SplitLockNeighbourEffects, SplitLockNeighbourFigures,
+    SplitLockNeighbourParams, SplitLockNeighbourRaw, SplitLockNeighbourSamples, VictimSamples,
+};
+use crate::schema::{Better, Metric};
 use std::time::Instant;
 
 /// The noisy-neighbour probe.
@@ -154,29 +160,33 @@ fn bandwidth_gb_s(samples: &[Sample]) -> Vec<f64> {
         .collect()
 }
 
-impl Probe for SplitLockNeighbourProbe {
-    fn name(&self) -> &'static str {
-        probe::SPLIT_LOCK_NEIGHBOUR
-    }
+impl Measurement for SplitLockNeighbourProbe {
+    type Raw = SplitLockNeighbourRaw;
+    type Figures = SplitLockNeighbourFigures;
+    const NAME: &'static str = probe::SPLIT_LOCK_NEIGHBOUR;
+    const ABOUT: &'static str = "DRAM latency/bandwidth of a victim CPU while another loops split locks \
+         (bus locks: slows other tenants of a shared host; short by default)";
 
-    fn about(&self) -> &'static str {
-        "DRAM latency/bandwidth of a victim CPU while another loops split locks \
-         (bus locks: slows other tenants of a shared host; short by default)"
-    }
-
-    fn run(&self, ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+    fn measure(&self, ctx: &ProbeContext) -> Result<SplitLockNeighbourRaw, ProbeFailure> {
         crate::arch::require_x86_64().map_err(ProbeFailure::Skipped)?;
         run(ctx)
+    }
+
+    fn analyse(
+        raw: &SplitLockNeighbourRaw,
+        _machine: &Machine,
+    ) -> Analysis<SplitLockNeighbourFigures> {
+        analyse(raw)
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn run(_ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn run(_ctx: &ProbeContext) -> Result<SplitLockNeighbourRaw, ProbeFailure> {
     unreachable!("require_x86_64 skips first")
 }
 
 #[cfg(target_arch = "x86_64")]
-fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
+fn run(ctx: &ProbeContext) -> Result<SplitLockNeighbourRaw, ProbeFailure> {
     use super::Profile;
     use super::c2c::require_two_cpus;
     use super::split_lock::locker::Locker;
@@ -249,7 +259,7 @@ fn run(ctx: &ProbeContext) -> Result<ProbeResult, ProbeFailure> {
         locking_s: (after.locking_ns - before.locking_ns) * 1e-9,
     };
     drop(buf);
-    Ok(summarise(&findings, &rounds.alone, &rounds.loaded))
+    Ok(record(&findings, &rounds.alone, &rounds.loaded))
 }
 
 /// The skip where the kernel stops split locks (`e`: how the aggressor ended): they cannot
@@ -452,162 +462,13 @@ struct Findings {
     locking_s: f64,
 }
 
-/// The result: the set-up in params and effects, the victim's figures alone and loaded (the
-/// loaded ones only from samples while the aggressor ran), their ratios and samples.
-fn summarise(f: &Findings, alone: &Victim, loaded: &Victim) -> ProbeResult {
-    use crate::schema::{Better, Metric, Status};
-    use serde_json::json;
+/// The raw record: the set-up in params and effects, what the aggressor achieved, and the
+/// victim's samples alone and loaded (the loaded ones only those taken while the aggressor
+/// ran, [`while_locking`]), with the aggressor's rate during every loaded sample.
+fn record(f: &Findings, alone: &Victim, loaded: &Victim) -> SplitLockNeighbourRaw {
     let (victim_cpu, aggressor_cpu) = (f.victim_cpu, f.aggressor_cpu);
-    let mut r = ProbeResult::new(probe::SPLIT_LOCK_NEIGHBOUR, Status::Ok);
-    r.params
-        .insert("cpus".into(), json!([victim_cpu, aggressor_cpu]));
-    r.params.insert("duration_s".into(), json!(f.duration_s));
-    r.params.insert("rounds".into(), json!(ROUNDS));
-    r.params
-        .insert("buffer_bytes".into(), json!(f.buffer_bytes));
-    r.params
-        .insert("chase_steps_per_sample".into(), json!(CHASE_STEPS));
-    r.params
-        .insert("read_bytes_per_sample".into(), json!(READ_BYTES));
-    r.params
-        .insert("min_aggressor_duty".into(), json!(MIN_AGGRESSOR_DUTY));
-    r.effects.insert("victim_cpu".into(), json!(victim_cpu));
-    r.effects
-        .insert("aggressor_cpu".into(), json!(aggressor_cpu));
-    r.effects
-        .insert("pinned_cpus".into(), json!([victim_cpu, aggressor_cpu]));
-    r.effects.insert(
-        "page_backing".into(),
-        serde_json::to_value(&f.backing).expect("backing serialises"),
-    );
-    r.effects.insert("vector_isa".into(), json!(f.vector_isa));
-    if let Some(hz) = f.core_hz {
-        r.effects.insert("core_clock_ghz".into(), json!(hz / 1e9));
-    }
-    r.effects
-        .insert("kernel_split_lock_mode".into(), json!(f.mode.to_string()));
-    r.effects.insert(
-        "split_lock_measured".into(),
-        json!(if f.trapped {
-            "kernel_mitigation"
-        } else {
-            "hardware"
-        }),
-    );
-    r.effects
-        .insert("aggressor_split_locks".into(), json!(f.split_locks));
-    r.effects.insert("bus_locking_s".into(), json!(f.locking_s));
-    if let Some(ns) = f.alone_ns {
-        r.effects
-            .insert("aggressor_alone_ns_per_lock".into(), json!(ns));
-    }
-    r.effects
-        .insert("aggressor_trapped".into(), json!(f.aggressor_trapped));
-    if f.locking_s > 0.0 {
-        r.metrics.push(Metric::derived(
-            SplitLockNeighbourFigures::AGGRESSOR_SPLIT_LOCKS_PER_S.metric,
-            f.split_locks as f64 / f.locking_s,
-            "locks/s",
-            Better::Neither,
-        ));
-    }
-    victim_figures(&mut r, f, alone, loaded);
-    r
-}
-
-/// The victim's latency and bandwidth alone and under split locks (kept samples only), in
-/// cycles where the core clock is known, their ratios, and the samples behind them.
-fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Victim) {
-    use crate::schema::{Better, Metric};
-    use serde_json::json;
-    let alone_lat = latency_ns(&alone.latency);
-    let alone_bw = bandwidth_gb_s(&alone.bandwidth);
     let kept_lat = while_locking(&loaded.latency);
     let kept_bw = while_locking(&loaded.bandwidth);
-    let loaded_lat = latency_ns(&kept_lat);
-    let loaded_bw = bandwidth_gb_s(&kept_bw);
-    r.effects.insert(
-        "loaded_samples_kept".into(),
-        json!({
-            "latency": [kept_lat.len(), loaded.latency.len()],
-            probe::BANDWIDTH: [kept_bw.len(), loaded.bandwidth.len()],
-        }),
-    );
-
-    let med = |v: &[f64]| crate::stats::median(v).filter(|m| *m > 0.0);
-    r.metrics.extend(
-        [
-            Metric::from_samples(
-                SplitLockNeighbourFigures::VICTIM_LATENCY_NS.metric,
-                "ns",
-                Better::Lower,
-                &alone_lat,
-            ),
-            Metric::from_samples(
-                SplitLockNeighbourFigures::VICTIM_LATENCY_UNDER_SPLIT_LOCKS_NS.metric,
-                "ns",
-                Better::Lower,
-                &loaded_lat,
-            ),
-            Metric::from_samples(
-                SplitLockNeighbourFigures::VICTIM_BANDWIDTH_GB_S.metric,
-                "GB/s",
-                Better::Higher,
-                &alone_bw,
-            ),
-            Metric::from_samples(
-                SplitLockNeighbourFigures::VICTIM_BANDWIDTH_UNDER_SPLIT_LOCKS_GB_S.metric,
-                "GB/s",
-                Better::Higher,
-                &loaded_bw,
-            ),
-        ]
-        .into_iter()
-        .flatten(),
-    );
-    if let Some(hz) = f.core_hz {
-        // Cycles of the victim's core clock, measured on the victim's CPU.
-        let cycles = |ns: &[f64]| ns.iter().map(|x| x * hz * 1e-9).collect::<Vec<_>>();
-        r.metrics.extend(
-            [
-                Metric::from_samples(
-                    SplitLockNeighbourFigures::VICTIM_LATENCY_CYCLES.metric,
-                    "cycles",
-                    Better::Lower,
-                    &cycles(&alone_lat),
-                ),
-                Metric::from_samples(
-                    SplitLockNeighbourFigures::VICTIM_LATENCY_UNDER_SPLIT_LOCKS_CYCLES.metric,
-                    "cycles",
-                    Better::Lower,
-                    &cycles(&loaded_lat),
-                ),
-            ]
-            .into_iter()
-            .flatten(),
-        );
-    }
-    if let (Some(a), Some(l)) = (med(&alone_lat), med(&loaded_lat)) {
-        r.metrics.push(Metric::derived(
-            SplitLockNeighbourFigures::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO.metric,
-            l / a,
-            "ratio",
-            Better::Lower,
-        ));
-    }
-    if let (Some(a), Some(l)) = (med(&alone_bw), med(&loaded_bw)) {
-        r.metrics.push(Metric::derived(
-            SplitLockNeighbourFigures::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO.metric,
-            l / a,
-            "ratio",
-            Better::Higher,
-        ));
-    }
-    victim_samples(
-        r,
-        f.victim_cpu,
-        [alone_lat, loaded_lat, alone_bw, loaded_bw],
-    );
     // What the filter saw: the aggressor's split locks per microsecond in every loaded
     // sample, kept or not.
     let per_us = |v: &[Sample]| -> Vec<f64> {
@@ -615,31 +476,124 @@ fn victim_figures(r: &mut ProbeResult, f: &Findings, alone: &Victim, loaded: &Vi
             .map(|s| s.side as f64 * 1e3 / s.ns.max(1.0))
             .collect()
     };
-    r.samples.insert(
-        "aggressor_split_locks_per_us.latency".into(),
-        per_us(&loaded.latency),
+    let mut samples = SplitLockNeighbourSamples {
+        aggressor_split_locks_per_us_latency: per_us(&loaded.latency),
+        aggressor_split_locks_per_us_bandwidth: per_us(&loaded.bandwidth),
+        ..SplitLockNeighbourSamples::default()
+    };
+    samples.set_victim(
+        victim_cpu,
+        VictimSamples {
+            latency_ns: latency_ns(&alone.latency),
+            latency_under_split_locks_ns: latency_ns(&kept_lat),
+            bandwidth_gb_s: bandwidth_gb_s(&alone.bandwidth),
+            bandwidth_under_split_locks_gb_s: bandwidth_gb_s(&kept_bw),
+        },
     );
-    r.samples.insert(
-        "aggressor_split_locks_per_us.bandwidth".into(),
-        per_us(&loaded.bandwidth),
-    );
+    SplitLockNeighbourRaw {
+        params: SplitLockNeighbourParams {
+            cpus: vec![victim_cpu, aggressor_cpu],
+            duration_s: f.duration_s,
+            rounds: ROUNDS,
+            buffer_bytes: f.buffer_bytes as u64,
+            chase_steps_per_sample: CHASE_STEPS,
+            read_bytes_per_sample: READ_BYTES as u64,
+            min_aggressor_duty: MIN_AGGRESSOR_DUTY,
+        },
+        effects: SplitLockNeighbourEffects {
+            victim_cpu,
+            aggressor_cpu,
+            pinned_cpus: vec![victim_cpu, aggressor_cpu],
+            page_backing: Some(f.backing.clone()),
+            vector_isa: Some(f.vector_isa.to_string()),
+            core_clock_ghz: f.core_hz.map(|hz| hz / 1e9),
+            kernel_split_lock_mode: f.mode,
+            split_lock_measured: if f.trapped {
+                SplitLockMeasured::KernelMitigation
+            } else {
+                SplitLockMeasured::Hardware
+            },
+            aggressor_split_locks: f.split_locks,
+            bus_locking_s: f.locking_s,
+            aggressor_alone_ns_per_lock: f.alone_ns,
+            aggressor_trapped: f.aggressor_trapped,
+            loaded_samples_kept: LoadedSamplesKept {
+                latency: [kept_lat.len(), loaded.latency.len()],
+                bandwidth: [kept_bw.len(), loaded.bandwidth.len()],
+            },
+        },
+        samples,
+        series: Vec::new(),
+    }
 }
 
-/// The victim's samples behind its figures: latency and bandwidth, alone and loaded (kept).
-fn victim_samples(r: &mut ProbeResult, cpu: usize, figures: [Vec<f64>; 4]) {
-    let [alone_lat, loaded_lat, alone_bw, loaded_bw] = figures;
-    r.samples
-        .insert(format!("victim_latency_ns.cpu{cpu}"), alone_lat);
-    r.samples.insert(
-        format!("victim_latency_under_split_locks_ns.cpu{cpu}"),
-        loaded_lat,
-    );
-    r.samples
-        .insert(format!("victim_bandwidth_gb_s.cpu{cpu}"), alone_bw);
-    r.samples.insert(
-        format!("victim_bandwidth_under_split_locks_gb_s.cpu{cpu}"),
-        loaded_bw,
-    );
+/// The figures of a raw record: the aggressor's rate, the victim's latency and bandwidth
+/// alone and under split locks (medians with their intervals), the latencies in cycles of
+/// the victim's core clock where it was estimated, and the ratios of the medians.
+pub fn analyse(raw: &SplitLockNeighbourRaw) -> Analysis<SplitLockNeighbourFigures> {
+    type F = SplitLockNeighbourFigures;
+    let e = &raw.effects;
+    let v = raw.samples.victim(e.victim_cpu);
+    let ns = |id: crate::schema::figures::FigureId, unit: &str, better, x: &[f64]| {
+        Metric::from_samples(id.metric, unit, better, x)
+    };
+    // Cycles of the victim's core clock, measured on the victim's CPU.
+    let cycles = |id: crate::schema::figures::FigureId, x: &[f64]| {
+        let ghz = e.core_clock_ghz?;
+        let c: Vec<f64> = x.iter().map(|x| x * ghz).collect();
+        Metric::from_samples(id.metric, "cycles", Better::Lower, &c)
+    };
+    let med = |x: &[f64]| crate::stats::median(x).filter(|m| *m > 0.0);
+    let ratio = |id: crate::schema::figures::FigureId, alone: &[f64], loaded: &[f64], better| {
+        let (a, l) = (med(alone)?, med(loaded)?);
+        Some(Metric::derived(id.metric, l / a, "ratio", better))
+    };
+    Analysis::of(SplitLockNeighbourFigures {
+        aggressor_split_locks_per_s: (e.bus_locking_s > 0.0).then(|| {
+            Metric::derived(
+                F::AGGRESSOR_SPLIT_LOCKS_PER_S.metric,
+                e.aggressor_split_locks as f64 / e.bus_locking_s,
+                "locks/s",
+                Better::Neither,
+            )
+        }),
+        victim_latency_ns: ns(F::VICTIM_LATENCY_NS, "ns", Better::Lower, &v.latency_ns),
+        victim_latency_under_split_locks_ns: ns(
+            F::VICTIM_LATENCY_UNDER_SPLIT_LOCKS_NS,
+            "ns",
+            Better::Lower,
+            &v.latency_under_split_locks_ns,
+        ),
+        victim_bandwidth_gb_s: ns(
+            F::VICTIM_BANDWIDTH_GB_S,
+            "GB/s",
+            Better::Higher,
+            &v.bandwidth_gb_s,
+        ),
+        victim_bandwidth_under_split_locks_gb_s: ns(
+            F::VICTIM_BANDWIDTH_UNDER_SPLIT_LOCKS_GB_S,
+            "GB/s",
+            Better::Higher,
+            &v.bandwidth_under_split_locks_gb_s,
+        ),
+        victim_latency_cycles: cycles(F::VICTIM_LATENCY_CYCLES, &v.latency_ns),
+        victim_latency_under_split_locks_cycles: cycles(
+            F::VICTIM_LATENCY_UNDER_SPLIT_LOCKS_CYCLES,
+            &v.latency_under_split_locks_ns,
+        ),
+        split_lock_neighbour_latency_ratio: ratio(
+            F::SPLIT_LOCK_NEIGHBOUR_LATENCY_RATIO,
+            &v.latency_ns,
+            &v.latency_under_split_locks_ns,
+            Better::Lower,
+        ),
+        split_lock_neighbour_bandwidth_ratio: ratio(
+            F::SPLIT_LOCK_NEIGHBOUR_BANDWIDTH_RATIO,
+            &v.bandwidth_gb_s,
+            &v.bandwidth_under_split_locks_gb_s,
+            Better::Higher,
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -691,15 +645,100 @@ mod tests {
         let mut options = ProbeOptions::new(Profile::Quick);
         options.duration = Some(std::time::Duration::from_millis(30));
         let r = crate::probes::run_here(&SplitLockNeighbourProbe, &machine, &options).unwrap();
-        assert_eq!(r.params["buffer_bytes"], TRAPPED_BUFFER_BYTES);
-        assert_eq!(r.effects["aggressor_trapped"], true);
-        assert!(r.effects["aggressor_alone_ns_per_lock"].as_f64().unwrap() > 0.0);
-        assert!(
-            r.metric(SplitLockNeighbourFigures::AGGRESSOR_SPLIT_LOCKS_PER_S.metric)
-                .unwrap()
-                .value
-                > 0.0
+        let raw: SplitLockNeighbourRaw = r.raw().unwrap();
+        assert_eq!(raw.params.buffer_bytes, TRAPPED_BUFFER_BYTES as u64);
+        assert!(raw.effects.aggressor_trapped);
+        assert!(raw.effects.aggressor_alone_ns_per_lock.unwrap() > 0.0);
+        let f = r.figures::<SplitLockNeighbourFigures>().unwrap();
+        assert!(f.aggressor_split_locks_per_s.unwrap().value > 0.0);
+    }
+
+    fn raw() -> SplitLockNeighbourRaw {
+        let mut samples = SplitLockNeighbourSamples::default();
+        samples.set_victim(
+            2,
+            VictimSamples {
+                latency_ns: vec![100.0, 110.0, 105.0],
+                latency_under_split_locks_ns: vec![500.0, 520.0, 480.0],
+                bandwidth_gb_s: vec![20.0, 22.0, 21.0],
+                bandwidth_under_split_locks_gb_s: vec![4.0, 4.2, 4.4],
+            },
         );
+        SplitLockNeighbourRaw {
+            params: SplitLockNeighbourParams {
+                cpus: vec![2, 3],
+                ..SplitLockNeighbourParams::default()
+            },
+            effects: SplitLockNeighbourEffects {
+                victim_cpu: 2,
+                aggressor_cpu: 3,
+                pinned_cpus: vec![2, 3],
+                page_backing: None,
+                vector_isa: None,
+                core_clock_ghz: Some(3.0),
+                kernel_split_lock_mode: crate::machine::SplitLockMode::NotDetected,
+                split_lock_measured: SplitLockMeasured::Hardware,
+                aggressor_split_locks: 50_000,
+                bus_locking_s: 0.1,
+                aggressor_alone_ns_per_lock: Some(1200.0),
+                aggressor_trapped: false,
+                loaded_samples_kept: LoadedSamplesKept {
+                    latency: [3, 3],
+                    bandwidth: [3, 4],
+                },
+            },
+            samples,
+            series: Vec::new(),
+        }
+    }
+
+    /// The Zen 3 guest's case: bus locks slow the victim ~5x; the figures are the medians,
+    /// the cycles at the victim's clock, the ratios of the medians, in report order.
+    #[test]
+    fn analyse_gives_the_victims_figures_and_the_aggressors_rate() {
+        use crate::schema::figures::Figures;
+        let a = analyse(&raw());
+        assert!(a.not_measured.is_empty());
+        let f = a.figures;
+        let v = |m: &Option<Metric>| m.as_ref().unwrap().value;
+        assert_eq!(v(&f.aggressor_split_locks_per_s), 500_000.0);
+        assert_eq!(v(&f.victim_latency_ns), 105.0);
+        assert_eq!(v(&f.victim_latency_under_split_locks_ns), 500.0);
+        assert_eq!(v(&f.victim_bandwidth_gb_s), 21.0);
+        assert_eq!(v(&f.victim_bandwidth_under_split_locks_gb_s), 4.2);
+        assert!((v(&f.victim_latency_cycles) - 315.0).abs() < 1e-9);
+        assert!((v(&f.victim_latency_under_split_locks_cycles) - 1500.0).abs() < 1e-9);
+        assert!((v(&f.split_lock_neighbour_latency_ratio) - 500.0 / 105.0).abs() < 1e-12);
+        assert!((v(&f.split_lock_neighbour_bandwidth_ratio) - 0.2).abs() < 1e-12);
+        let names: Vec<String> = f.into_metrics().into_iter().map(|m| m.name).collect();
+        assert_eq!(names[0], "aggressor_split_locks_per_s");
+        assert_eq!(names.len(), 9);
+    }
+
+    #[test]
+    fn without_locking_time_or_a_clock_those_figures_are_left_out() {
+        let mut raw = raw();
+        raw.effects.bus_locking_s = 0.0;
+        raw.effects.core_clock_ghz = None;
+        raw.samples.set_victim(2, VictimSamples::default());
+        let f = analyse(&raw).figures;
+        assert_eq!(f, SplitLockNeighbourFigures::default());
+    }
+
+    #[test]
+    fn a_record_saved_and_read_back_gives_the_same_figures() {
+        let raw = raw();
+        let mut r =
+            crate::schema::ProbeResult::new(probe::SPLIT_LOCK_NEIGHBOUR, crate::schema::Status::Ok);
+        crate::schema::figures::RawRecord::write_into(&raw, &mut r);
+        assert_eq!(
+            r.samples["victim_latency_ns.cpu2"],
+            vec![100.0, 110.0, 105.0]
+        );
+        assert_eq!(r.effects["loaded_samples_kept"]["bandwidth"][1], 4);
+        let back: SplitLockNeighbourRaw = r.raw().unwrap();
+        assert_eq!(back, raw);
+        assert_eq!(analyse(&back), analyse(&raw));
     }
 
     #[test]

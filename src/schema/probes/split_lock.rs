@@ -1,11 +1,15 @@
 //! The split-lock probe's figures: a `lock add` on a value across two cache lines against an
 //! aligned one, timed core to core (the split ping-pong) or, where the kernel traps split
-//! locks, in a child; and single split locks timed one by one. (The probe still writes its raw
-//! record by key; its typed raw record is to come.)
+//! locks, in a child; and single split locks timed one by one. The raw record
+//! ([`SplitLockRaw`]) keeps the ping-pong samples, each block's mean and the census,
+//! histogram and percentiles of the ops timed one by one; the analysis gives the figures and
+//! names the mechanism ([`SplitLockDerived`]).
 
+use crate::machine::SplitLockMode;
 use crate::names::probe;
-use crate::schema::figures::ProbeRaw;
-use crate::schema::split_lock::{SplitLockMechanism, TrapShape};
+use crate::schema::ProbeResult;
+use crate::schema::figures::{ProbeRaw, RawError, RawRecord, WithDerived, from_map, to_map};
+use crate::schema::split_lock::{OpCensus, OpHistogram, SplitLockMechanism, TrapShape};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -44,14 +48,22 @@ pub enum SplitLockMeasured {
     KernelMitigation,
 }
 
-/// Percentiles of single split locks timed one by one, ns (`p50`, `p90`; the others the
-/// probe also writes are not read).
+/// Percentiles of single split locks timed one by one, ns (nearest rank, as the corpus' C
+/// references take them: `schema::split_lock::PERCENTILES`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OpPercentilesNs {
+    /// Fastest op, ns.
+    pub p0: f64,
+    /// 10th percentile op, ns.
+    pub p10: f64,
     /// Median op, ns.
     pub p50: f64,
     /// 90th percentile op, ns.
     pub p90: f64,
+    /// 99th percentile op, ns.
+    pub p99: f64,
+    /// Slowest op, ns.
+    pub p100: f64,
 }
 
 /// What took effect in the split-lock probe that its readers use (`effects`; every field
@@ -75,7 +87,167 @@ pub struct SplitLockEffects {
     pub split_lock_op_percentiles_ns: Option<OpPercentilesNs>,
 }
 
-/// The split-lock probe's record as its readers see it: typed effects; params and samples
-/// still by key until the probe is split into measure and analyse.
+/// The split-lock probe's record as its readers see it, in every file: typed effects, params
+/// and samples by key (files from before the ops were timed one by one lack the probe's
+/// [`SplitLockRaw`]).
 pub type SplitLockRecord =
     ProbeRaw<BTreeMap<String, serde_json::Value>, SplitLockEffects, BTreeMap<String, Vec<f64>>>;
+
+/// How single split locks were timed: blocks that stop at a count or a time budget.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OpBlock {
+    /// Most ops a block times.
+    pub max_ops: usize,
+    /// A block's time budget, ms.
+    pub budget_ms: f64,
+    /// Blocks timed over the run.
+    pub blocks: usize,
+    /// Per-op time from which an op counts as trapped, ns.
+    pub trap_boundary_ns: f64,
+}
+
+/// How the split-lock probe ran (`params`). Files from before split locks were timed one by
+/// one lack `op_block`, and keep their saved figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SplitLockParams {
+    /// The CPU pair: the initiator, then the other.
+    pub cpus: Vec<usize>,
+    /// Rounds of per-op blocks, aligned and split ping-pongs, interleaved.
+    pub rounds: usize,
+    /// Aligned handoffs per ping-pong sample.
+    pub aligned_handoffs_per_sample: u64,
+    /// Split handoffs per ping-pong sample, sized from the first round's per-op cost
+    /// (in-process only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_handoffs_per_sample: Option<u64>,
+    /// Offset of the split value in its 128-byte-aligned block, bytes.
+    pub split_value_offset_bytes: usize,
+    /// How single split locks were timed.
+    pub op_block: OpBlock,
+}
+
+/// What took effect when the split-lock probe ran (`effects`): the measurement's facts, and
+/// [`SplitLockEffects`] (how it measured and how the child ended; the mechanism and trap
+/// shape there are the analysis', [`SplitLockDerived`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SplitLockRawEffects {
+    /// CPUs the pair was pinned to.
+    pub pinned_cpus: Vec<usize>,
+    /// What this kernel does with split locks.
+    pub kernel_split_lock_mode: SplitLockMode,
+    /// Whether the split value does cross a line end.
+    pub split_value_crosses_line: bool,
+    /// The initiator's core clock, GHz, estimated on it after the rounds (absent when it
+    /// could not be).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_clock_ghz: Option<f64>,
+    /// Counts over every op timed one by one (absent when none was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_lock_op_census: Option<OpCensus>,
+    /// The per-op histogram.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_lock_op_histogram: Option<OpHistogram>,
+    /// Where the kernel traps: mean ns per split lock over every op of every block in the
+    /// child, preemptions discounted (files from before this field lack the trapped figure on
+    /// analysis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_lock_trapped_mean_ns: Option<f64>,
+    /// How it measured, how the child ended, the op percentiles.
+    #[serde(flatten)]
+    pub facts: SplitLockEffects,
+}
+
+/// The split-lock probe's samples (`samples`), keyed by CPU pair or CPU, read and written
+/// through the accessors: aligned and split ping-pong ns per handoff (`aligned_lock_ns.cpuA-
+/// cpuB`, `split_lock_ns.cpuA-cpuB`), each block's mean ns per op
+/// (`split_lock_op_mean_ns.cpuN`) and, where trapped, the same as `split_lock_trapped_ns.cpuN`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SplitLockSamples {
+    /// The samples by key.
+    #[serde(flatten)]
+    pub by_key: BTreeMap<String, Vec<f64>>,
+}
+
+/// A series of the split-lock probe's samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitLockSeries {
+    /// Aligned ping-pong, ns per handoff, per pair.
+    AlignedLockNs,
+    /// Split ping-pong, ns per handoff, per pair.
+    SplitLockNs,
+    /// Each block's mean ns per op, per CPU.
+    OpMeanNs,
+    /// Each trapped block's mean ns per op, per CPU.
+    TrappedNs,
+}
+
+impl SplitLockSeries {
+    fn key(self, cpus: &[usize]) -> String {
+        let pair = || match cpus {
+            [a, b, ..] => format!("cpu{a}-cpu{b}"),
+            _ => String::new(),
+        };
+        let cpu = || cpus.first().map_or(String::new(), |c| format!("cpu{c}"));
+        match self {
+            SplitLockSeries::AlignedLockNs => format!("aligned_lock_ns.{}", pair()),
+            SplitLockSeries::SplitLockNs => format!("split_lock_ns.{}", pair()),
+            SplitLockSeries::OpMeanNs => format!("split_lock_op_mean_ns.{}", cpu()),
+            SplitLockSeries::TrappedNs => format!("split_lock_trapped_ns.{}", cpu()),
+        }
+    }
+}
+
+impl SplitLockSamples {
+    /// The samples of `series` on `cpus` (the pair, or the initiator first); empty when
+    /// absent.
+    pub fn get(&self, series: SplitLockSeries, cpus: &[usize]) -> &[f64] {
+        self.by_key
+            .get(&series.key(cpus))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Sets the samples of `series` on `cpus`.
+    pub fn set(&mut self, series: SplitLockSeries, cpus: &[usize], values: Vec<f64>) {
+        self.by_key.insert(series.key(cpus), values);
+    }
+}
+
+/// The split-lock probe's raw record.
+pub type SplitLockRaw = ProbeRaw<SplitLockParams, SplitLockRawEffects, SplitLockSamples>;
+
+/// What the analysis names beside the figures, saved in `effects`: the mechanism and the
+/// traps' shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SplitLockDerived {
+    /// What a split lock turned out to be here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_lock_mechanism: Option<SplitLockMechanism>,
+    /// What the trapped ops' times look like, where trapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_lock_trap_shape: Option<TrapShape>,
+}
+
+impl SplitLockDerived {
+    /// The effects it replaces.
+    const EFFECTS: [&str; 2] = ["split_lock_mechanism", "split_lock_trap_shape"];
+}
+
+impl RawRecord for SplitLockDerived {
+    fn write_into(&self, result: &mut ProbeResult) {
+        for k in Self::EFFECTS {
+            result.effects.remove(k);
+        }
+        result.effects.extend(to_map(self));
+    }
+
+    fn read_from(result: &ProbeResult) -> Result<Self, RawError> {
+        from_map(&result.effects).map_err(|source| RawError {
+            probe: result.name.clone(),
+            part: "effects",
+            source,
+        })
+    }
+}
+
+/// The split-lock probe's analysis: its figures and the mechanism.
+pub type SplitLockAnalysis = WithDerived<SplitLockFigures, SplitLockDerived>;
