@@ -7,7 +7,7 @@
 //! runs them long and prints how many inputs were tried. A failure prints the input.
 
 use cpudoctor::diagnose;
-use cpudoctor::diagnose::analyse::stacks::LeafOffsets;
+use cpudoctor::diagnose::stacks::LeafOffsets;
 use cpudoctor::diagnose::symbolize::symbols;
 use cpudoctor::format;
 use cpudoctor::machine::{cpuinfo, meminfo, smaps, topology};

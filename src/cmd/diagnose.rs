@@ -7,11 +7,11 @@ use super::{
 use anyhow::Result;
 use clap::Args;
 use cpudoctor::diagnose::analyse::figures::{self, FiguresAsked, FiguresNeeded, MachineFigure};
-use cpudoctor::diagnose::analyse::stacks::{LeafOffsets, stacks_of};
 use cpudoctor::diagnose::analyse::{hotspots, rules};
 use cpudoctor::diagnose::record::recording::{RecordOptions, Target};
 use cpudoctor::diagnose::record::work::{self, WorkMeasure, WorkRecord};
 use cpudoctor::diagnose::record::{counters, recording, sampler};
+use cpudoctor::diagnose::stacks::{LeafOffsets, stacks_of};
 use cpudoctor::diagnose::{self, Diagnosis};
 use cpudoctor::probes::{ProbeOptions, Profile};
 use cpudoctor::render::diagnosis as render;

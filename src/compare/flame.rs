@@ -5,7 +5,7 @@
 //! wall shares compare in [`super::profile`].
 
 use crate::diagnose::Diagnosis;
-use crate::diagnose::analyse::stacks::{LeafOffsets, folded_samples};
+use crate::diagnose::stacks::{LeafOffsets, folded_samples};
 
 /// Why no flame graph was drawn.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

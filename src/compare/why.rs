@@ -1329,7 +1329,7 @@ mod tests {
 
     fn samples_of(d: &Diagnosis) -> BTreeMap<(String, String), u64> {
         let mut m = BTreeMap::new();
-        for s in crate::diagnose::analyse::stacks::stacks_of(d).stacks.iter() {
+        for s in crate::diagnose::stacks::stacks_of(d).stacks.iter() {
             if let Some(f) = s.frames.first() {
                 let module = short_module(&f.module).to_string();
                 let name = f

@@ -20,12 +20,13 @@
 //! [`analyse::hotspots`] -> the machine costs the findings quote ([`needs_pause_cost`],
 //! [`needs_line_costs`], [`needs_dram_latency`]) -> [`build`] (rules, wall and kernel
 //! reports) -> [`Diagnosis`], the saved JSON ([`from_json_bytes`]), rendered by
-//! `render::diagnosis`. A saved diagnosis is exported by `render::export` (pprof, folded stacks) and
-//! flame graphs (`render::flame`), and two are compared by `compare::profile`, printed by
+//! `render::diagnosis`. A saved diagnosis's call stacks ([`stacks`]) are exported by
+//! `render::export` (pprof, folded stacks) and drawn as flame graphs (`render::flame`), and two are compared by `compare::profile`, printed by
 //! `render::profile_diff`.
 
 pub mod analyse;
 pub mod record;
+pub mod stacks;
 pub mod symbolize;
 
 use crate::machine::Machine;

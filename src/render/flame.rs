@@ -19,10 +19,8 @@
 
 pub use crate::compare::flame::FlameError;
 use crate::diagnose::Diagnosis;
-use crate::diagnose::analyse::stacks::{
-    FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns,
-};
 use crate::diagnose::record::wall::OffCpu;
+use crate::diagnose::stacks::{FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns};
 use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::{self, Options};
 

@@ -23,6 +23,5 @@ pub mod innodb;
 pub mod kernel;
 pub mod rules;
 pub mod runtimes;
-pub mod stacks;
 pub mod waits;
 pub mod wall;

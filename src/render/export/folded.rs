@@ -6,9 +6,7 @@
 
 use super::Export;
 use crate::diagnose::Diagnosis;
-use crate::diagnose::analyse::stacks::{
-    FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns,
-};
+use crate::diagnose::stacks::{FOLDED_WALL_UNIT_NS, LeafOffsets, folded_samples, folded_wall_ns};
 
 /// The folded-stacks exporter; its [`LeafOffsets`] says whether a named leaf keeps its offset
 /// (`spin+0x1a`: the `--folded` file keeps it).
@@ -42,7 +40,7 @@ impl Export<Diagnosis> for Folded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::analyse::stacks::stacks_of;
+    use crate::diagnose::stacks::stacks_of;
     use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
     use crate::diagnose::symbolize::stack::{StackCount, StackFrame};
     use crate::diagnose::test_fixture as fixture;

@@ -496,7 +496,7 @@ pub fn render_diagnoses(compared: &ComparedDiagnoses) -> DiagnosisReport {
             "Flame graph of {}: callers below, the sampled function on top, width = share of \
              samples{}",
             r.label,
-            if crate::diagnose::analyse::stacks::stacks_of(d).from_functions {
+            if crate::diagnose::stacks::stacks_of(d).from_functions {
                 " (saved without call stacks: its hottest functions only)"
             } else {
                 ""

@@ -11,7 +11,7 @@
 //! `render::export`, the flame graphs drawn by `render::flame`, and `compare::profile` and
 //! `compare::flame` compare two diagnoses' stacks.
 
-use super::hotspots::frame_name;
+use super::analyse::hotspots::frame_name;
 use crate::diagnose::Diagnosis;
 use crate::diagnose::record::wall::OffCpu;
 use crate::diagnose::symbolize::kallsyms::KERNEL_MODULE;
