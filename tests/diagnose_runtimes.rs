@@ -364,11 +364,19 @@ fn in_namespaces(java: &Path, classes: &Path, seconds: &str) -> Vec<String> {
     .collect()
 }
 
-/// The target's process that runs as PID 1 of its own PID namespace.
+/// The target's process that runs as PID 1 of its own PID namespace (the shell that execs
+/// the JVM). The tree can also hold the shell's short-lived `mount` child (PID 2 there), seen
+/// when the recording caught it (CI, 2026-11-27): PID 1 is preferred, and any process of the
+/// namespace stands in when there is none, so the assertion shows what was found.
 fn namespaced_jvm(d: &Value) -> &Value {
-    d["target"]["namespaces"]
+    let own: Vec<&Value> = d["target"]["namespaces"]
         .as_array()
-        .and_then(|a| a.iter().find(|n| n["own_pids"] == true))
+        .map(|a| a.iter().filter(|n| n["own_pids"] == true).collect())
+        .unwrap_or_default();
+    own.iter()
+        .find(|n| n["inner_pid"] == 1)
+        .or_else(|| own.first())
+        .copied()
         .unwrap_or_else(|| panic!("no process in its own PID namespace: {:#}", d["target"]))
 }
 
