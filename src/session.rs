@@ -404,6 +404,9 @@ pub fn judge(fp: &Fingerprint) -> Fingerprint {
 fn reanalyze(fp: &Fingerprint) -> Fingerprint {
     let mut out = fp.clone();
     for p in out.probes.iter_mut() {
+        // What disturbed the run is a fact of the run; whether its figures resolve that is
+        // this build's judgement (`Disturbance::rejudged`).
+        p.disturbance = p.disturbance.take().map(|d| d.rejudged());
         let Some(mut fresh) = probes::by_name(&p.name)
             .and_then(|probe| probe.reanalyze(p, &fp.machine))
             .or_else(|| probes::handoff::reanalyze(p, &fp.machine))
@@ -422,7 +425,6 @@ fn reanalyze(fp: &Fingerprint) -> Fingerprint {
                 }
             }
         }
-        // What disturbed the run is a fact of the run, not of the analysis.
         if fresh.disturbance.is_none() {
             fresh.disturbance = p.disturbance.clone();
         }

@@ -1261,6 +1261,7 @@ pub(crate) mod tests {
             throttled_periods: Some(0),
             ..Disturbance {
                 by: vec![],
+                unresolved: Vec::new(),
                 wall_s: 1.0,
                 cpus: vec![0],
                 cpu_quota_cpus: None,

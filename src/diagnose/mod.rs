@@ -569,6 +569,7 @@ mod tests {
         use crate::schema::disturbance::{Disturbance, DisturbedBy};
         let record = Disturbance {
             by: vec![DisturbedBy::OtherTasks],
+            unresolved: Vec::new(),
             wall_s: 0.3,
             cpus: vec![0, 1],
             cpu_quota_cpus: None,

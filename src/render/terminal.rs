@@ -9,7 +9,7 @@ use crate::format::{group_thousands, human_value};
 use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
 use crate::words::compare::summary_of;
-use crate::words::disturbance::{VERDICT_MARK, probe_note, screen_banner};
+use crate::words::disturbance::{VERDICT_MARK, probe_note, screen_banner, unresolved_note};
 use crate::words::machine::{caches_line, split_lock_words, topology_line};
 use std::fmt::Write;
 
@@ -388,6 +388,9 @@ pub fn render_probe_list(probes: &[ProbeResult], style: Style) -> String {
         if let Some(d) = p.disturbed().filter(|_| p.status == Status::Ok) {
             s.push_str(&wrap(&probe_note(d), style.width, 2));
         }
+        if let Some(note) = p.disturbance.as_ref().and_then(unresolved_note) {
+            s.push_str(&wrap(&note, style.width, 2));
+        }
         let mut t = columns(style.width, &[]);
         for m in &p.metrics {
             t.add_row(vec![
@@ -486,6 +489,7 @@ mod tests {
         assert!(!quiet.contains(VERDICT_MARK), "{quiet}");
         fp.probes[0].disturbance = Some(Disturbance {
             by: vec![DisturbedBy::CpuQuota],
+            unresolved: Vec::new(),
             wall_s: 1.2,
             cpus: vec![0, 1],
             cpu_quota_cpus: Some(0.5),

@@ -116,6 +116,7 @@ pub fn throttled_by_quota() -> super::disturbance::Disturbance {
     use super::disturbance::{Disturbance, DisturbedBy};
     Disturbance {
         by: vec![DisturbedBy::CpuQuota],
+        unresolved: Vec::new(),
         wall_s: 1.0,
         cpus: vec![0],
         cpu_quota_cpus: Some(0.5),

@@ -59,6 +59,41 @@ pub fn probe_note(d: &Disturbance) -> String {
     format!("disturbed, not the machine's figures: {}", causes(d))
 }
 
+/// What a probe's window was too short to tell, where its counters could not resolve a
+/// figure past its line: `window too short to tell (0.01 s; /proc/stat counts 10 ms ticks):
+/// other tasks busy 0.9 CPU on its CPUs, within 2 CPUs of the counters' error; not called a
+/// disturbance`. `None` when nothing was unresolved.
+pub fn unresolved_note(d: &Disturbance) -> Option<String> {
+    if d.unresolved.is_empty() {
+        return None;
+    }
+    let r = crate::schema::disturbance::Resolution::of(d.wall_s, d.cpus.len(), None);
+    let each: Vec<String> = d
+        .unresolved
+        .iter()
+        .map(|&b| {
+            let within = match b {
+                DisturbedBy::OtherTasks => format!(
+                    ", within {} of the counters' error",
+                    cpus(r.others_busy_cpus)
+                ),
+                DisturbedBy::Steal => {
+                    format!(", within {} of the counters' error", pct(r.steal_ratio, 0))
+                }
+                DisturbedBy::CpuQuota | DisturbedBy::WaitedForCpu => String::new(),
+            };
+            format!("{}{within}", cause(b, d))
+        })
+        .collect();
+    Some(format!(
+        "window too short to tell ({:.2} s; /proc/stat counts {:.0} ms ticks): {}; not called a \
+         disturbance",
+        d.wall_s,
+        1e3 / crate::schema::disturbance::USER_HZ,
+        each.join("; ")
+    ))
+}
+
 /// The mark a verdict's figure carries when a probe it reads was disturbed.
 pub const VERDICT_MARK: &str = "(disturbed)";
 
@@ -187,6 +222,7 @@ mod tests {
     fn throttled() -> Disturbance {
         Disturbance {
             by: vec![DisturbedBy::CpuQuota, DisturbedBy::WaitedForCpu],
+            unresolved: Vec::new(),
             wall_s: 1.5,
             cpus: vec![0, 1],
             cpu_quota_cpus: Some(0.5),
@@ -248,6 +284,25 @@ mod tests {
             "disturbed, not the machine's figures: a CPU quota of 0.5 CPU (throttled in 15 of \
              16 periods, 0.75 s); its threads waiting for a CPU 48% of the time"
         );
+    }
+
+    #[test]
+    fn a_window_too_short_says_so_and_claims_nothing() {
+        // The idle Emerald Rapids guest's c2c probe: 10 ms, one tick of anything on a CPU.
+        let d = Disturbance {
+            by: Vec::new(),
+            unresolved: vec![DisturbedBy::OtherTasks],
+            wall_s: 0.01,
+            others_busy_cpus: Some(0.86),
+            ..hogged()
+        };
+        assert_eq!(
+            unresolved_note(&d).unwrap(),
+            "window too short to tell (0.01 s; /proc/stat counts 10 ms ticks): other tasks \
+             busy 0.9 CPU on its CPUs, within 4 CPUs of the counters' error; not called a \
+             disturbance"
+        );
+        assert_eq!(unresolved_note(&hogged()), None);
     }
 
     #[test]
