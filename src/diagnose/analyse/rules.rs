@@ -17,8 +17,9 @@ use crate::diagnose::record::counters::{self, CounterValue};
 use crate::diagnose::record::events::Signal;
 use crate::diagnose::record::memory::ProcessMemory;
 use crate::diagnose::record::recording::Jvm;
+use crate::diagnose::record::sampler::KernelSampling;
 use crate::diagnose::symbolize::jit;
-use crate::machine::Machine;
+use crate::machine::{Machine, SplitLockTrap};
 use crate::schema::Level;
 use crate::spin::LegacySpin;
 use crate::words::findings::code::{self as words, GenericSpins, PauseMeasured, SpinContext};
@@ -46,6 +47,10 @@ pub const LARGE_ANON_KB: u64 = 64 * 1024;
 pub const LOW_HUGE_SHARE: f64 = 0.10;
 /// Share of samples on memory loads from which the loads are "hot".
 pub const HOT_LOAD_SHARE: f64 = 0.20;
+/// Share of the locking threads' wall time asleep in the kernel at a split lock, outside any
+/// system call, from which that sleep is the trap's: a look at /proc every 50 ms that finds
+/// one real page fault there is far less.
+pub const TRAP_SLEEP_SHARE: f64 = 0.01;
 
 /// PAUSE as measured on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -112,7 +117,9 @@ pub struct Finding {
     pub module: Option<String>,
     /// Offset of the hot instruction in the function.
     pub offset: Option<u64>,
-    /// Share of all samples.
+    /// Share of all samples. For a `split_lock`, its whole cost: the samples at the
+    /// instruction and those in the kernel's trap handler the lock entered
+    /// ([`SplitLockShares`]).
     pub sample_share: Option<f64>,
     /// Share of the wall time of the threads concerned, for a finding of the wall-clock view
     /// (a lock slept on, a wait for a CPU).
@@ -130,6 +137,44 @@ pub struct Finding {
     /// pairs a runtime's findings by it, whichever of its functions leads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<Runtime>,
+    /// For a `split_lock` finding, where its samples are: at the instruction and in the
+    /// kernel's trap handler; absent for other findings and in files written before it was
+    /// recorded (their `sample_share` is the instruction's alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_lock: Option<SplitLockShares>,
+}
+
+/// A split lock's cost in samples: at the locked instruction (the bus lock, and whatever the
+/// hardware or a host does there) and in this kernel's trap handler, which the lock entered
+/// where the kernel detects split locks. The trap's part is the kernel's penalty, not the bus
+/// lock's. On the Emerald Rapids guest whose kernel traps bus locks: 38% at the instruction,
+/// 62% in `exc_debug_user`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SplitLockShares {
+    /// Share of all samples at the split-locked instruction (its hot site).
+    pub instruction_share: f64,
+    /// Share of all samples in the kernel's trap path
+    /// ([`super::kernel::SPLIT_LOCK_TRAP_PATH`]) entered from the site's function; 0 when
+    /// none was sampled (plain bus locks) or kernel code was not sampled.
+    pub trap_share: f64,
+    /// Those kernel samples.
+    pub trap_samples: u64,
+    /// The trap they were in; absent when none was sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trap: Option<SplitLockTrap>,
+    /// Time the locking threads slept in the kernel at the site's function outside any
+    /// system call, where the kernel traps split locks or slows their lockers: the trap's
+    /// sleep, which is off the CPU and so in no sample (from the wall-clock view; absent
+    /// without it or below [`TRAP_SLEEP_SHARE`] of their wall time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asleep: Option<super::waits::AsleepAt>,
+}
+
+impl SplitLockShares {
+    /// The instruction's share and the trap's together: what the split lock costs in samples.
+    pub fn total_share(&self) -> f64 {
+        self.instruction_share + self.trap_share
+    }
 }
 
 /// What the rules read.
@@ -152,6 +197,8 @@ pub struct Context<'a> {
     pub costs: Option<&'a MachineCosts>,
     /// Where the threads' wall time went, when recorded.
     pub wall: Option<&'a super::wall::WallReport>,
+    /// Whether kernel code was sampled: without it a kernel's trap is in no sample.
+    pub kernel: &'a KernelSampling,
 }
 
 /// What a core-to-core line transfer costs here, as a finding says it.
@@ -278,6 +325,7 @@ fn code_finding(id: &str, level: Level, title: String, site: &HotSite, ctx: &Con
         offset: Some(site.offset),
         sample_share: Some(site.share),
         wall_share: None,
+        split_lock: None,
         disassembly: site.disassembly.clone(),
         evidence: site_evidence(site, ctx),
         explanation: String::new(),
@@ -417,6 +465,7 @@ fn innodb_spin(
         offset: Some(top.offset),
         sample_share: Some(share),
         wall_share: None,
+        split_lock: None,
         disassembly: top.disassembly.clone(),
         evidence,
         explanation: innodb_words::explanation(server, &knobs, cost, backoff_ns, pause_ns),
@@ -475,6 +524,7 @@ fn runtime_lock_spins(ctx: &Context, covered: &[String]) -> Vec<Finding> {
             offset: None,
             sample_share: Some(share),
             wall_share: None,
+            split_lock: None,
             disassembly: ctx
                 .hot
                 .sites
@@ -614,6 +664,7 @@ fn secondary_supers(ctx: &Context) -> Option<Finding> {
         offset: Some(scan.offset),
         sample_share: Some(found.share),
         wall_share: None,
+        split_lock: None,
         disassembly: scan.disassembly.clone(),
         evidence,
         explanation: jvm_words::explanation(),
@@ -696,12 +747,65 @@ fn split_lock(site: &HotSite, split: &LineSplit, ctx: &Context) -> Finding {
     if let Some(bus) = counters::signal_total(ctx.counters, Signal::BusLocks) {
         f.evidence.push(words::bus_lock_count(bus));
     }
+    let shares = split_lock_shares(site, ctx);
+    let cost = words::SplitLockShareFacts {
+        symbol: &site.symbol,
+        instruction_share: shares.instruction_share,
+        trap: shares.trap.map(|trap| words::TrapFacts {
+            trap,
+            share: shares.trap_share,
+            samples: shares.trap_samples,
+            cpu_ns: cpu_ns(shares.trap_samples, ctx),
+        }),
+        asleep: shares.asleep.map(|a| (a.s, a.wall_share)),
+    };
+    if let Some(t) = &cost.trap {
+        f.evidence.push(words::split_lock_trapped(&cost, t));
+    }
+    if let Some((s, share)) = cost.asleep {
+        f.evidence
+            .push(words::split_lock_asleep(&site.symbol, s, share));
+    }
+    match ctx.kernel {
+        KernelSampling::Sampled => {}
+        KernelSampling::Off => f.evidence.push(words::split_lock_trap_unseen(None, true)),
+        KernelSampling::Refused { paranoid, .. } => f
+            .evidence
+            .push(words::split_lock_trap_unseen(*paranoid, false)),
+    }
     f.explanation = words::split_lock_explanation(
         &split_lock_text(ctx),
         &crate::words::machine::split_lock_summary(ctx.machine.split_lock.effective),
+        &cost,
     );
-    f.advice = words::split_lock_advice().into();
+    f.advice = words::split_lock_advice(cost.penalised());
+    f.sample_share = Some(shares.total_share());
+    f.split_lock = Some(shares);
     f
+}
+
+/// Where a split lock's samples are: at its site, and in the kernel's trap that threads
+/// entered from its function; with the time its threads slept in the kernel there, where
+/// the kernel traps split locks (its samples show the trap) or says it slows their lockers.
+fn split_lock_shares(site: &HotSite, ctx: &Context) -> SplitLockShares {
+    // The site's share over its samples is one sample's share of all.
+    let per_sample = site.share / site.samples.max(1) as f64;
+    let trap = super::kernel::split_lock_trap(&ctx.hot.stacks, &site.symbol, &site.module);
+    let trap_samples = trap.map_or(0, |t| t.samples);
+    let kernel_acts = trap.is_some() || ctx.machine.split_lock.effective.penalises();
+    let tids: Vec<u32> = site.threads.iter().map(|t| t.tid).collect();
+    let asleep = ctx
+        .wall
+        .filter(|_| kernel_acts)
+        .and_then(|w| super::waits::asleep_in_kernel_at(w, &site.symbol, &site.module, &tids))
+        .filter(|a| a.wall_share >= TRAP_SLEEP_SHARE);
+    SplitLockShares {
+        instruction_share: site.share,
+        trap_share: trap_samples as f64 * per_sample,
+        trap_samples,
+        trap: trap.map(|t| t.trap),
+        asleep,
+    }
 }
 
 /// Counted instructions, when the PMU counted them.
@@ -765,6 +869,7 @@ fn small_pages(ctx: &Context) -> Option<Finding> {
         offset: site.map(|s| s.offset),
         sample_share: Some(load_share),
         wall_share: None,
+        split_lock: None,
         disassembly: site.map(|s| s.disassembly.clone()).unwrap_or_default(),
         evidence,
         explanation: page_words::explanation(proc_.anonymous_kb, proc_.anonymous_kb / 4),
@@ -784,6 +889,7 @@ fn counter_finding(id: &str, level: Level, w: CounterWords) -> Finding {
         offset: None,
         sample_share: None,
         wall_share: None,
+        split_lock: None,
         disassembly: Listing::default(),
         evidence: vec![w.evidence],
         explanation: w.explanation,
@@ -992,6 +1098,7 @@ mod tests {
             jvms: &NO_JVMS,
             costs: None,
             wall: None,
+            kernel: &KernelSampling::Sampled,
         }
     }
 
