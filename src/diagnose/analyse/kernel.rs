@@ -425,6 +425,83 @@ mod tests {
         assert_eq!(e[0].share, 0.8);
     }
 
+    /// The Emerald Rapids guest whose kernel traps bus locks: the #DB handler's stacks
+    /// (with what it called, and a timer interrupt taken inside it) are the trap's; a timer
+    /// interrupt taken at the locked instruction and another function's trap are not.
+    #[test]
+    fn a_split_locks_trap_is_the_kernel_samples_of_its_handler_under_the_locking_function() {
+        let frame = |function: &str, module: &str| StackFrame {
+            address: 1,
+            function: Some(function.into()),
+            module: module.into(),
+            offset: 0,
+            file_offset: None,
+        };
+        let k = |f: &str| frame(f, KERNEL_MODULE);
+        let user = |f: &str| frame(f, "./split_lock");
+        let stack = |frames: Vec<StackFrame>, samples| StackCount { frames, samples };
+        let stacks = vec![
+            stack(
+                vec![
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("split_locked_add"),
+                ],
+                21382,
+            ),
+            stack(
+                vec![
+                    k("___ratelimit"),
+                    k("handle_bus_lock"),
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("split_locked_add"),
+                ],
+                5,
+            ),
+            stack(
+                vec![
+                    k("handle_softirqs"),
+                    k("asm_sysvec_apic_timer_interrupt"),
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("split_locked_add"),
+                ],
+                6,
+            ),
+            stack(
+                vec![
+                    k("handle_softirqs"),
+                    k("asm_sysvec_apic_timer_interrupt"),
+                    user("split_locked_add"),
+                ],
+                9,
+            ),
+            stack(vec![user("split_locked_add"), user("main")], 13303),
+            stack(
+                vec![
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("other_locker"),
+                ],
+                7,
+            ),
+        ];
+        let t = split_lock_trap(&stacks, "split_locked_add", "./split_lock").unwrap();
+        assert_eq!(t.trap, SplitLockTrap::BusLockDebug);
+        assert_eq!(t.samples, 21382 + 5 + 6);
+        // The same function in another module is another function.
+        assert_eq!(
+            split_lock_trap(&stacks, "split_locked_add", "./other"),
+            None
+        );
+        // No trap under it: none.
+        assert_eq!(
+            split_lock_trap(&stacks[3..5], "split_locked_add", "./split_lock"),
+            None
+        );
+    }
+
     #[test]
     fn a_kernel_stack_tells_a_system_call_from_a_page_fault() {
         use KernelEntryKind::*;

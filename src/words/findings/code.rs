@@ -510,25 +510,26 @@ pub fn split_lock_trap_unseen(paranoid: Option<i32>, user_only: bool) -> String 
     )
 }
 
-/// What a split lock costs (`cost` from [`super::costs::split_lock`]), what this kernel does
-/// about them, and, where its trap or its sleep was seen, how much of the cost is the
-/// kernel's.
+/// What a split lock costs (`cost` from [`super::costs::split_lock`]) and what this kernel
+/// does about them (`kernel`, from its settings); where its trap was sampled, what was
+/// measured instead of what the settings say: how much of the samples the kernel's trap took,
+/// as the kernel's penalty, not the bus lock's; and the sleep, where seen.
 pub fn split_lock_explanation(cost: &str, kernel: &str, seen: &SplitLockShareFacts) -> String {
-    let mut text = format!(
-        "A locked operation on a value that straddles two cache lines cannot lock one line: the \
-         CPU takes a bus lock, which stalls memory access on every core: {cost}. This kernel: \
-         {kernel}"
-    );
-    if let Some(t) = &seen.trap {
-        text.push_str(&format!(
-            ". Of the {} of all samples this split lock holds, {} are the kernel's penalty, not \
-             the bus lock's: its {}, which the lock trapped into; {} are at the instruction",
+    const BUS_LOCK: &str = "A locked operation on a value that straddles two cache lines \
+                            cannot lock one line: the CPU takes a bus lock, which stalls memory \
+                            access on every core";
+    let mut text = match &seen.trap {
+        None => format!("{BUS_LOCK}: {cost}. This kernel: {kernel}"),
+        Some(t) => format!(
+            "{BUS_LOCK}. A split lock here: {cost}. This kernel trapped it: of the {} of all \
+             samples this split lock holds, {} are the kernel's penalty, not the bus lock's, in \
+             its {}; {} are at the instruction",
             pct(seen.total_share(), 1),
             pct(t.share, 1),
             trap_handler(t.trap),
             pct(seen.instruction_share, 1)
-        ));
-    }
+        ),
+    };
     if let Some((_, share)) = seen.asleep {
         text.push_str(&format!(
             ". Its threads also slept in the kernel at the instruction for {} of their wall \
