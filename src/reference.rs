@@ -74,6 +74,10 @@ pub const EMERALD_RAPIDS_GUEST_BUS_LOCK_US: f64 = 2.0;
 pub const EMERALD_RAPIDS_HOST_TRAP_MIN_US: f64 = 100.0;
 /// The longest usual trap there: 500 us (same reference timings).
 pub const EMERALD_RAPIDS_HOST_TRAP_MAX_US: f64 = 500.0;
+/// What one thread paid per split lock on the Emerald Rapids KVM guest whose own kernel
+/// detects bus locks (#DB, `warn`, `kernel.split_lock_mitigate=1`): ~1 ms (C loop per op:
+/// mean 0.87-1.01 ms, p50 221 us, p99 12 ms; `tests/fixtures/machines/emerald-rapids-kvm-trap/refs.txt`).
+pub const EMERALD_RAPIDS_KERNEL_TRAP_MS: f64 = 1.0;
 /// A game that uses split locks ran at 10 FPS on Linux, whose kernel trapped them, and at
 /// 200 FPS on Windows (chipsandcheese, "Investigating Split Locks on x86-64"): what a trapped
 /// split lock costs a program that issues them.

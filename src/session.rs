@@ -165,6 +165,7 @@ pub fn line_costs_of(fp: &Fingerprint, source: CostSource) -> Option<MachineCost
             .split_lock_latency_ns
             .or(split.split_lock_trapped_ns)
             .map(|m| m.value),
+        split_lock_mechanism: fp.split_lock_seen().map(|s| s.mechanism),
         source,
     };
     (costs.line_transfer_ns.is_some() || costs.split_lock_ns.is_some()).then_some(costs)
@@ -514,7 +515,7 @@ mod tests {
     /// at four times the last-level cache or 256 MiB, on 4 KiB and THP.
     #[test]
     fn the_dram_curve_has_the_levels_and_two_dram_points() {
-        let mut m = Machine::detect();
+        let mut m = crate::schema::test_support::test_machine();
         m.topology = None;
         let o = dram_options(&m);
         assert_eq!(

@@ -128,7 +128,10 @@ pub fn machine_facts(fp: &Fingerprint) -> Vec<MachineFact> {
         ),
         exact(
             "Split-lock handling",
-            split_lock_words(m.split_lock.effective),
+            split_lock_words(
+                m.split_lock.effective,
+                fp.split_lock_seen().map(|s| s.mechanism),
+            ),
         ),
         MachineFact {
             name: "TSC frequency",

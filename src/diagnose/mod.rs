@@ -499,7 +499,13 @@ pub fn build(
             split_lock: format!(
                 "{}: {}",
                 machine.split_lock.effective,
-                crate::words::machine::split_lock_summary(machine.split_lock.effective)
+                crate::words::machine::split_lock_summary(
+                    &machine.split_lock,
+                    costs
+                        .as_ref()
+                        .and_then(|c| c.split_lock_seen(machine))
+                        .as_ref()
+                )
             ),
             pause,
             costs,

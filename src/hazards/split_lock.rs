@@ -120,11 +120,12 @@ impl Hazard for SplitLock {
 /// The figures the verdict rests on, and the mechanism they show; `None` when neither a
 /// measurement nor the kernel's state names one.
 fn gather<'a>(
-    fp: &Inputs<'_>,
+    fp: &'a Inputs<'_>,
     figures: &'a SplitLockFigures,
     neighbour: &SplitLockNeighbourFigures,
 ) -> Option<Facts<'a>> {
-    let mode = fp.machine.split_lock.effective;
+    let kernel = &fp.machine.split_lock;
+    let mode = kernel.effective;
     let value = |m: &Option<crate::schema::Metric>| m.as_ref().map(|m| m.value);
     let effects = fp
         .raw::<SplitLockRecord>(probe::SPLIT_LOCK)
@@ -143,10 +144,7 @@ fn gather<'a>(
     // What one thread pays per split lock, traps included: the per-op mean where the
     // probe timed ops one by one, else the figure it had.
     let op_metric = figures.split_lock_op_mean_ns.as_ref();
-    let cost = op_metric
-        .map(|m| m.value)
-        .or_else(|| value(&figures.split_lock_trapped_ns))
-        .or(split);
+    let cost = figures.cost_per_lock_ns();
     let n_lat = value(&neighbour.split_lock_neighbour_latency_ratio);
     let recorded = effects.split_lock_mechanism;
     let shape = effects.split_lock_trap_shape;
@@ -175,7 +173,8 @@ fn gather<'a>(
         _ => None,
     };
     Some(Facts {
-        kernel: mode,
+        kernel,
+        measured: recorded.is_some() || cost.is_some(),
         mechanism,
         shape,
         split_metric,
@@ -200,7 +199,7 @@ fn level(f: &Facts<'_>) -> Level {
     let cost = f.cost_ns;
     match f.mechanism {
         SplitLockMechanism::Fatal => Level::Hazard,
-        _ if f.kernel.penalises() => Level::Hazard,
+        _ if f.kernel.effective.penalises() => Level::Hazard,
         SplitLockMechanism::TrappedByHost | SplitLockMechanism::TrappedByKernel => {
             if cost.is_some_and(|c| c >= HAZARD_NS) {
                 Level::Hazard
@@ -292,7 +291,9 @@ mod tests {
             v.explanation
         );
         assert!(
-            v.explanation.contains("10 ms sleep instead"),
+            v.explanation.contains("the kernel's penalty instead")
+                && v.explanation
+                    .contains("measured: a bus lock at hardware cost, 1.1 us each"),
             "{}",
             v.explanation
         );

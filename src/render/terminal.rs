@@ -6,8 +6,6 @@ pub use super::text::Style;
 use super::text::wrap_hanging;
 use super::text::{align_right, at_least, columns, keep_whole, lines, table, wrap};
 use crate::format::{group_thousands, human_value};
-use crate::machine::Machine;
-use crate::measure::ClockInfo;
 use crate::schema::{Fingerprint, Level, Metric, ProbeResult, Status, Verdict};
 use crate::spin::SpinCost;
 use crate::words::compare::summary_of;
@@ -17,16 +15,18 @@ use std::fmt::Write;
 
 /// [`render_machine`] in `style` (its width), continuation lines hanging under the value
 /// column (`Split locks ` is 12 wide).
-pub fn render_machine_wrapped(m: &Machine, clock: &ClockInfo, style: impl Into<Style>) -> String {
+pub fn render_machine_wrapped(fp: &Fingerprint, style: impl Into<Style>) -> String {
     let width = style.into().width;
-    render_machine(m, clock)
+    render_machine(fp)
         .lines()
         .map(|line| wrap_hanging(line, width, 0, 12))
         .collect()
 }
 
-/// The machine summary: one fact per line.
-pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
+/// The machine summary: one fact per line; the split-lock line says what the split-lock
+/// probe measured beside the kernel's mode, when it ran.
+pub fn render_machine(fp: &Fingerprint) -> String {
+    let (m, clock) = (&fp.machine, &fp.clock);
     let mut s = String::new();
     let _ = writeln!(s, "CPU         {}", m.cpu_line());
     let topo = m.topology.as_ref();
@@ -75,7 +75,7 @@ pub fn render_machine(m: &Machine, clock: &ClockInfo) -> String {
         s,
         "Split locks {}: {}",
         crate::words::machine::split_lock_mode(m.split_lock.effective),
-        crate::words::machine::split_lock_summary(m.split_lock.effective)
+        crate::words::machine::split_lock_summary(&m.split_lock, fp.split_lock_seen().as_ref())
     );
     if let Some(c) = &m.cgroup {
         let _ = writeln!(s, "Cgroup      {}", crate::words::machine::cgroup_facts(c));
@@ -105,8 +105,10 @@ pub fn interval_words(m: &Metric) -> Option<String> {
     m.interval_text()
 }
 
-/// The machine in two lines: what it is, then the facts that change the verdicts.
-pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
+/// The machine in two lines: what it is, then the facts that change the verdicts (split locks
+/// as the split-lock probe measured them, when it ran).
+pub fn machine_lines(fp: &Fingerprint, width: u16) -> String {
+    let (m, clock) = (&fp.machine, &fp.clock);
     let place = match &m.hypervisor {
         Some(h) => format!("{} guest", h.vendor),
         None => "bare metal".into(),
@@ -141,7 +143,10 @@ pub fn machine_lines(m: &Machine, clock: &ClockInfo, width: u16) -> String {
     );
     let facts = format!(
         "{clock_words}, {pmu}, {thp}, {}",
-        split_lock_words(m.split_lock.effective)
+        split_lock_words(
+            m.split_lock.effective,
+            fp.split_lock_seen().map(|s| s.mechanism)
+        )
     );
     let limits = m
         .cgroup
@@ -212,7 +217,7 @@ const NOT_JUDGED: &str = "not judged";
 /// (level, title, headline figure with its interval, one line of meaning), the counts, and
 /// where to read more. Seven hazards fit an 80x24 terminal.
 pub fn render_summary(fp: &Fingerprint, style: Style) -> String {
-    let mut s = machine_lines(&fp.machine, &fp.clock, style.width);
+    let mut s = machine_lines(fp, style.width);
     s.push('\n');
     let banner = disturbed_banner(fp, style.width);
     if !banner.is_empty() {
@@ -423,7 +428,7 @@ pub fn render_check(fp: &Fingerprint, style: Style, verbose: bool) -> String {
             s.push('\n');
         }
         s.push_str("Machine\n\n");
-        s.push_str(&render_machine_wrapped(&fp.machine, &fp.clock, style));
+        s.push_str(&render_machine_wrapped(fp, style));
         s.push_str("\nProbes (median, ±relative spread of repetitions, WIDE when noisy)\n\n");
         s.push_str(&render_probe_list(&fp.probes, style));
     }

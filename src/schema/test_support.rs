@@ -8,7 +8,49 @@ use crate::measure::{ClockInfo, ClockSource};
 use crate::names::probe;
 use crate::schema::probes::pause::PauseFigures;
 
-/// A fingerprint of a made-up 2-CPU Zen 4 guest with no probes.
+/// A made-up 2-CPU Zen 4 KVM guest: no PMU, THP `madvise`, split locks invisible to its
+/// kernel. Unit tests take this machine, never the live one (`Machine::detect`), so they
+/// give the same answer on every host.
+pub fn test_machine() -> Machine {
+    Machine {
+        hostname: Some("test-host".into()),
+        cpu: CpuIdentity {
+            vendor: "AuthenticAMD".into(),
+            family: 25,
+            model: 17,
+            stepping: 1,
+            model_name: "AMD EPYC".into(),
+            microarchitecture: "Zen 4".into(),
+            microcode: None,
+            arch: "x86_64".into(),
+            tsc_invariant: true,
+            flags_of_interest: vec!["constant_tsc".into(), "nonstop_tsc".into()],
+        },
+        logical_cpus: 2,
+        allowed_cpus: vec![0, 1],
+        topology: None,
+        kernel_release: Some("6.18.0".into()),
+        hypervisor: Some(crate::machine::Hypervisor {
+            vendor: "KVM".into(),
+        }),
+        pmu: PmuStatus {
+            usable: false,
+            errno: Some(2),
+            reason: Some(
+                "no hardware PMU is exposed (common in VMs); only software events work".into(),
+            ),
+        },
+        perf_event_paranoid: Some(2),
+        thp: Some(crate::machine::ThpMode {
+            enabled: crate::machine::ThpEnabled::Madvise,
+            defrag: None,
+        }),
+        split_lock: kernel::split_lock_state(false, false, None, Some(1)),
+        cgroup: None,
+    }
+}
+
+/// A fingerprint of [`test_machine`] with no probes.
 pub fn empty_fingerprint() -> Fingerprint {
     Fingerprint {
         schema_version: SCHEMA_VERSION,
@@ -18,42 +60,7 @@ pub fn empty_fingerprint() -> Fingerprint {
         },
         command: "check".into(),
         created_unix_s: 1_800_000_000,
-        machine: Machine {
-            hostname: Some("test-host".into()),
-            cpu: CpuIdentity {
-                vendor: "AuthenticAMD".into(),
-                family: 25,
-                model: 17,
-                stepping: 1,
-                model_name: "AMD EPYC".into(),
-                microarchitecture: "Zen 4".into(),
-                microcode: None,
-                arch: "x86_64".into(),
-                tsc_invariant: true,
-                flags_of_interest: vec!["constant_tsc".into(), "nonstop_tsc".into()],
-            },
-            logical_cpus: 2,
-            allowed_cpus: vec![0, 1],
-            topology: None,
-            kernel_release: Some("6.18.0".into()),
-            hypervisor: Some(crate::machine::Hypervisor {
-                vendor: "KVM".into(),
-            }),
-            pmu: PmuStatus {
-                usable: false,
-                errno: Some(2),
-                reason: Some(
-                    "no hardware PMU is exposed (common in VMs); only software events work".into(),
-                ),
-            },
-            perf_event_paranoid: Some(2),
-            thp: Some(crate::machine::ThpMode {
-                enabled: crate::machine::ThpEnabled::Madvise,
-                defrag: None,
-            }),
-            split_lock: kernel::split_lock_state(false, false, None, Some(1)),
-            cgroup: None,
-        },
+        machine: test_machine(),
         clock: ClockInfo {
             source: ClockSource::Tsc,
             reason: "test".into(),

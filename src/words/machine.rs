@@ -2,12 +2,16 @@
 //! names a machine (the check screen, diff's machine facts, the HTML report) says them.
 
 use crate::format::human_bytes;
+use crate::format::human_ns;
 use crate::machine::SplitLockMode;
 use crate::machine::cgroup::CgroupFacts;
+use crate::machine::kernel::SplitLockState;
 use crate::machine::meminfo::{MemoryBound, MemoryRoom};
 use crate::machine::topology::Topology;
 use crate::measure::ThreadError;
 use crate::reference::SPLIT_LOCK_MITIGATE_SLEEP_MS;
+use crate::schema::probes::split_lock::SplitLockSeen;
+use crate::schema::split_lock::SplitLockMechanism;
 
 /// Cores, sockets, NUMA nodes and SMT in one line: `2 cores, 1 socket(s), 1 NUMA node(s), SMT off`.
 pub fn topology_line(t: &Topology) -> String {
@@ -41,34 +45,95 @@ pub fn caches_line(t: &Topology) -> String {
         .join(", ")
 }
 
-/// One sentence saying what the kernel does with a split lock in `mode`, and no more than the
-/// kernel can know: where it cannot see them (every guest), whether the host traps them is for
-/// the split-lock probe's per-op times to tell.
-pub fn split_lock_summary(mode: SplitLockMode) -> String {
-    match mode {
-        SplitLockMode::NotDetected => {
-            "the kernel cannot see split locks here (no split_lock_detect or \
-             bus_lock_detect flag, as in every guest): it neither reports nor slows them; \
-             they cost a bus lock, or in a guest whatever the host does with them (a host \
-             may trap them)"
-                .into()
-        }
-        SplitLockMode::Off => {
-            "detection is off (split_lock_detect=off): split locks run at full hardware cost".into()
-        }
+/// What the kernel exposes about split locks, as facts: which detection the CPU offers, the
+/// mode it runs in and the mitigation sysctl. `the kernel detects bus locks after the fact
+/// (#DB, warn mode, kernel.split_lock_mitigate=1)`.
+fn split_lock_detection(state: &SplitLockState) -> String {
+    let mitigate = state
+        .mitigate
+        .map(|m| format!(", kernel.split_lock_mitigate={m}"))
+        .unwrap_or_default();
+    // #AC (split_lock_detect) traps before the locked instruction; #DB (bus_lock_detect)
+    // after it has run.
+    let how = if state.cpu_split_lock_detect {
+        "#AC"
+    } else {
+        "#DB"
+    };
+    match state.effective {
+        SplitLockMode::NotDetected => "the kernel cannot see split locks here (no \
+             split_lock_detect or bus_lock_detect flag, as in every guest)"
+            .into(),
+        SplitLockMode::Off => "detection is off (split_lock_detect=off)".into(),
         SplitLockMode::Fatal => {
-            "a split lock kills the process with SIGBUS (split_lock_detect=fatal)".into()
+            format!("the kernel traps split locks ({how}, split_lock_detect=fatal)")
         }
         SplitLockMode::Ratelimit(n) => format!(
-            "bus locks are rate-limited per second (ratelimit:{n}): excess lockers are slowed"
+            "the kernel rate-limits bus locks to {n} a second ({how}, split_lock_detect=ratelimit:{n})"
         ),
-        SplitLockMode::WarnSleep => format!(
-            "each trapped split lock logs a warning and the task sleeps {SPLIT_LOCK_MITIGATE_SLEEP_MS} \
-             ms (kernel.split_lock_mitigate=1)"
-        ),
-        SplitLockMode::Warn => {
-            "split locks are logged once per task and otherwise run at hardware cost".into()
+        SplitLockMode::WarnSleep | SplitLockMode::Warn if state.cpu_split_lock_detect => {
+            format!("the kernel traps split locks (#AC, warn mode{mitigate})")
         }
+        SplitLockMode::WarnSleep | SplitLockMode::Warn => {
+            format!("the kernel detects bus locks after the fact (#DB, warn mode{mitigate})")
+        }
+    }
+}
+
+/// What the kernel's documentation says a mode does, for where nothing was measured
+/// (Documentation/admin-guide/kernel-parameters.txt, `split_lock_detect`).
+fn split_lock_documented(state: &SplitLockState) -> String {
+    match state.effective {
+        SplitLockMode::NotDetected => {
+            "a split lock costs a bus lock, or in a guest whatever the host does with it".into()
+        }
+        SplitLockMode::Off => "split locks run as bus locks at hardware cost".into(),
+        SplitLockMode::Fatal => "the kernel kills a process that splits a lock (SIGBUS)".into(),
+        SplitLockMode::Ratelimit(_) => {
+            "lockers beyond the rate are made to sleep 20 ms per excess bus lock".into()
+        }
+        SplitLockMode::WarnSleep => format!(
+            "each trapped split lock logs a warning and its task sleeps \
+             {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms"
+        ),
+        SplitLockMode::Warn if state.cpu_split_lock_detect => {
+            "a warning per task, then split locks run at hardware cost".into()
+        }
+        SplitLockMode::Warn => "a warning per trapped bus lock (rate-limited)".into(),
+    }
+}
+
+/// What a split lock was measured to be: `measured: this kernel traps each one, 1.1 ms to
+/// the locking thread`.
+fn split_lock_measured(seen: &SplitLockSeen) -> String {
+    let each = |what: &str| match seen.cost_ns {
+        Some(ns) => format!("{what}, {} each", human_ns(ns)),
+        None => what.to_string(),
+    };
+    match seen.mechanism {
+        SplitLockMechanism::BusLock => each("measured: a bus lock at hardware cost"),
+        SplitLockMechanism::TrappedByKernel => {
+            each("measured: this kernel traps them and the locking thread pays its penalty")
+        }
+        SplitLockMechanism::TrappedByHost => each("measured: the host traps them"),
+        SplitLockMechanism::Fatal => "measured: the locking process died of SIGBUS".into(),
+    }
+}
+
+/// One sentence on what the kernel does with a split lock: the facts the kernel exposes,
+/// then what the split-lock probe measured beside them (`seen`), or, where nothing was
+/// measured, what the mode is documented to do, said as unmeasured, and how to measure it.
+/// Never a model of the mode in place of a measurement: a kernel in `warn` mode with
+/// bus-lock detection alone measured ~1 ms a split lock on the Emerald Rapids guest.
+pub fn split_lock_summary(state: &SplitLockState, seen: Option<&SplitLockSeen>) -> String {
+    let detection = split_lock_detection(state);
+    match seen {
+        Some(seen) => format!("{detection}; {}", split_lock_measured(seen)),
+        None => format!(
+            "{detection}; documented: {}; not measured here (cpudoctor probe {} measures it)",
+            split_lock_documented(state),
+            crate::names::probe::SPLIT_LOCK
+        ),
     }
 }
 
@@ -81,12 +146,30 @@ pub fn split_lock_mode(mode: SplitLockMode) -> String {
     }
 }
 
-/// The split-lock state in a few words: `split locks invisible to the kernel`.
-pub fn split_lock_words(effective: SplitLockMode) -> String {
-    match effective {
-        SplitLockMode::NotDetected => "split locks invisible to the kernel".into(),
-        SplitLockMode::Off => "split-lock detection off".into(),
-        other => format!("split locks trapped ({other})"),
+/// The split-lock state in a few words, for the machine line and the facts `diff` compares:
+/// what was measured where it was (`split locks trapped by this kernel (warn)`, `split locks
+/// are bus locks (invisible to the kernel)`), else the mode alone (`split locks invisible to
+/// the kernel`, `split-lock detection warn, cost not measured`).
+pub fn split_lock_words(mode: SplitLockMode, mechanism: Option<SplitLockMechanism>) -> String {
+    let kernel = match mode {
+        SplitLockMode::NotDetected => "invisible to the kernel".to_string(),
+        SplitLockMode::Off => "detection off".to_string(),
+        other => format!("kernel {other}"),
+    };
+    match mechanism {
+        Some(SplitLockMechanism::BusLock) => format!("split locks are bus locks ({kernel})"),
+        Some(SplitLockMechanism::TrappedByKernel) => {
+            format!("split locks trapped by this kernel ({kernel})")
+        }
+        Some(SplitLockMechanism::TrappedByHost) => {
+            format!("split locks trapped by the host ({kernel})")
+        }
+        Some(SplitLockMechanism::Fatal) => format!("split locks fatal, SIGBUS ({kernel})"),
+        None => match mode {
+            SplitLockMode::NotDetected => "split locks invisible to the kernel".into(),
+            SplitLockMode::Off => "split-lock detection off".into(),
+            other => format!("split-lock detection {other}, cost not measured"),
+        },
     }
 }
 

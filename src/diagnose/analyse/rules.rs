@@ -95,9 +95,45 @@ pub struct MachineCosts {
     /// A split lock (`split_lock_latency_ns`, or `split_lock_trapped_ns` where the kernel
     /// traps them).
     pub split_lock_ns: Option<f64>,
+    /// What the split-lock probe measured a split lock to be (bus lock, trapped by the kernel
+    /// or the host), so the finding's words about the kernel follow the measurement; absent
+    /// in files from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_lock_mechanism: Option<crate::schema::split_lock::SplitLockMechanism>,
     /// Where they came from (`from`: `saved_check` with its `file`, or `measured_now`).
     #[serde(flatten)]
     pub source: CostSource,
+}
+
+impl MachineCosts {
+    /// What the split-lock probe measured on `machine`: the mechanism it recorded, or for
+    /// costs saved before it was kept, the one its figure shows
+    /// (`schema::split_lock::classify` of the mean, as the hazard judges such files).
+    pub fn split_lock_seen(
+        &self,
+        machine: &Machine,
+    ) -> Option<crate::schema::probes::split_lock::SplitLockSeen> {
+        use crate::schema::split_lock::{MechanismEvidence, classify};
+        let cost_ns = self.split_lock_ns;
+        let mechanism = match self.split_lock_mechanism {
+            Some(m) => m,
+            None => {
+                classify(&MechanismEvidence {
+                    kernel: machine.split_lock.effective,
+                    guest: machine.hypervisor.is_some(),
+                    killed_by_sigbus: false,
+                    census: None,
+                    mean_ns: Some(cost_ns?),
+                })?
+                .0
+            }
+        };
+        Some(crate::schema::probes::split_lock::SplitLockSeen {
+            mechanism,
+            shape: None,
+            cost_ns,
+        })
+    }
 }
 
 /// One finding.
@@ -775,7 +811,12 @@ fn split_lock(site: &HotSite, split: &LineSplit, ctx: &Context) -> Finding {
     }
     f.explanation = words::split_lock_explanation(
         &split_lock_text(ctx),
-        &crate::words::machine::split_lock_summary(ctx.machine.split_lock.effective),
+        &crate::words::machine::split_lock_summary(
+            &ctx.machine.split_lock,
+            ctx.costs
+                .and_then(|c| c.split_lock_seen(ctx.machine))
+                .as_ref(),
+        ),
         &cost,
     );
     f.advice = words::split_lock_advice(cost.penalised());
@@ -1050,8 +1091,11 @@ mod tests {
     use super::*;
     use crate::diagnose::analyse::hotspots::{KindShare, ReadsThrough, SiteThread};
 
+    /// A fixed machine, never the live one: the split-lock and THP sentences would follow
+    /// the host the tests run on (regression: the snapshot changed on a kernel that traps
+    /// bus locks).
     fn machine() -> Machine {
-        let mut m = Machine::detect();
+        let mut m = crate::schema::test_support::test_machine();
         m.logical_cpus = 24;
         m
     }
@@ -1443,9 +1487,9 @@ mod tests {
         );
         assert!(
             f.explanation.contains(
-                "This kernel trapped it: of the 99.8% of all samples this split lock holds, 61.5% \
-                 are the kernel's penalty, not the bus lock's, in its #DB handler (bus-lock \
-                 detection); 38.3% are at the instruction"
+                "In this profile, of the 99.8% of all samples this split lock holds, 61.5% are the \
+                 kernel's penalty, not the bus lock's, in its #DB handler (bus-lock detection); \
+                 38.3% are at the instruction"
             ),
             "{}",
             f.explanation
@@ -1627,6 +1671,7 @@ mod tests {
             line_transfer_ns: Some(61.5),
             aligned_lock_ns: Some(58.0),
             split_lock_ns: Some(1234.0),
+            split_lock_mechanism: None,
             source: CostSource::SavedCheck {
                 file: "icx.json".into(),
             },
@@ -1875,6 +1920,7 @@ mod tests {
             line_transfer_ns: Some(61.5),
             aligned_lock_ns: Some(58.0),
             split_lock_ns: Some(1234.0),
+            split_lock_mechanism: None,
             source: CostSource::SavedCheck {
                 file: "icx.json".into(),
             },

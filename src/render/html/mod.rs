@@ -303,7 +303,7 @@ fn header_section(
     not_judged: &[Vec<crate::schema::NotJudged>],
 ) {
     for (i, r) in runs.iter().enumerate() {
-        let lines = crate::render::terminal::machine_lines(&r.fp.machine, &r.fp.clock, u16::MAX);
+        let lines = crate::render::terminal::machine_lines(&r.fp, u16::MAX);
         let _ = writeln!(
             h,
             "<p class=\"machine\">{}<strong>{}</strong>, {}: {}</p>",

@@ -251,3 +251,47 @@ impl RawRecord for SplitLockDerived {
 
 /// The split-lock probe's analysis: its figures and the mechanism.
 pub type SplitLockAnalysis = WithDerived<SplitLockFigures, SplitLockDerived>;
+
+impl SplitLockFigures {
+    /// What one thread pays per split lock, traps included: the per-op mean where the probe
+    /// timed ops one by one, else the child's trapped mean, else the core-to-core figure
+    /// (files from before per-op timing).
+    pub fn cost_per_lock_ns(&self) -> Option<f64> {
+        self.split_lock_op_mean_ns
+            .as_ref()
+            .or(self.split_lock_trapped_ns.as_ref())
+            .or(self.split_lock_latency_ns.as_ref())
+            .map(|m| m.value)
+    }
+}
+
+/// What the split-lock probe measured a split lock to be on a machine: the one fact that
+/// every sentence about the kernel's or the host's handling of split locks follows (the
+/// machine line, the verdict, diagnose's finding), so none of them says what the kernel's
+/// mode should do when the machine showed otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SplitLockSeen {
+    /// What a split lock turned out to be.
+    pub mechanism: SplitLockMechanism,
+    /// What the trapped ops' times looked like, where trapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<TrapShape>,
+    /// What one thread paid per split lock, ns ([`SplitLockFigures::cost_per_lock_ns`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_ns: Option<f64>,
+}
+
+impl crate::schema::Fingerprint {
+    /// What this fingerprint's split-lock probe measured, when it ran ok and recorded a
+    /// mechanism.
+    pub fn split_lock_seen(&self) -> Option<SplitLockSeen> {
+        let derived = self.raw::<SplitLockDerived>(probe::SPLIT_LOCK)?;
+        Some(SplitLockSeen {
+            mechanism: derived.split_lock_mechanism?,
+            shape: derived.split_lock_trap_shape,
+            cost_ns: self
+                .figures::<SplitLockFigures>()
+                .and_then(|f| f.cost_per_lock_ns()),
+        })
+    }
+}

@@ -511,9 +511,10 @@ pub fn split_lock_trap_unseen(paranoid: Option<i32>, user_only: bool) -> String 
 }
 
 /// What a split lock costs (`cost` from [`super::costs::split_lock`]) and what this kernel
-/// does about them (`kernel`, from its settings); where its trap was sampled, what was
-/// measured instead of what the settings say: how much of the samples the kernel's trap took,
-/// as the kernel's penalty, not the bus lock's; and the sleep, where seen.
+/// does about them (`kernel`, from `words::machine::split_lock_summary`); where its trap was
+/// sampled, how much of the samples the trap took, as the kernel's penalty, not the bus
+/// lock's (the measured cost then said apart from the bus lock, which it is not alone); and
+/// the sleep, where seen.
 pub fn split_lock_explanation(cost: &str, kernel: &str, seen: &SplitLockShareFacts) -> String {
     const BUS_LOCK: &str = "A locked operation on a value that straddles two cache lines \
                             cannot lock one line: the CPU takes a bus lock, which stalls memory \
@@ -521,9 +522,9 @@ pub fn split_lock_explanation(cost: &str, kernel: &str, seen: &SplitLockShareFac
     let mut text = match &seen.trap {
         None => format!("{BUS_LOCK}: {cost}. This kernel: {kernel}"),
         Some(t) => format!(
-            "{BUS_LOCK}. A split lock here: {cost}. This kernel trapped it: of the {} of all \
-             samples this split lock holds, {} are the kernel's penalty, not the bus lock's, in \
-             its {}; {} are at the instruction",
+            "{BUS_LOCK}. A split lock here: {cost}. This kernel: {kernel}. In this profile, of \
+             the {} of all samples this split lock holds, {} are the kernel's penalty, not the \
+             bus lock's, in its {}; {} are at the instruction",
             pct(seen.total_share(), 1),
             pct(t.share, 1),
             trap_handler(t.trap),

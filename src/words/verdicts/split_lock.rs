@@ -4,13 +4,15 @@
 
 use super::with_interval;
 use crate::format::{group_thousands, human_ns};
-use crate::machine::SplitLockMode;
+use crate::machine::SplitLockState;
 use crate::reference::{
     EMERALD_RAPIDS_GUEST_BUS_LOCK_US, EMERALD_RAPIDS_HOST_TRAP_MAX_US,
-    EMERALD_RAPIDS_HOST_TRAP_MIN_US, SPLIT_LOCK_ARROW_LAKE_US, SPLIT_LOCK_MITIGATE_SLEEP_MS,
-    SPLIT_LOCK_NEIGHBOUR_SLOWDOWN_MAX_RATIO, SPLIT_LOCK_TRAPPED_GAME_FPS, SPLIT_LOCK_ZEN5_NS,
+    EMERALD_RAPIDS_HOST_TRAP_MIN_US, EMERALD_RAPIDS_KERNEL_TRAP_MS, SPLIT_LOCK_ARROW_LAKE_US,
+    SPLIT_LOCK_MITIGATE_SLEEP_MS, SPLIT_LOCK_NEIGHBOUR_SLOWDOWN_MAX_RATIO,
+    SPLIT_LOCK_TRAPPED_GAME_FPS, SPLIT_LOCK_ZEN5_NS,
 };
 use crate::schema::Metric;
+use crate::schema::probes::split_lock::SplitLockSeen;
 use crate::schema::split_lock::{SplitLockMechanism, TRAP_BOUNDARY_NS, TrapShape};
 use std::sync::LazyLock;
 
@@ -59,8 +61,12 @@ pub struct CoreToCore {
 
 /// What the split-lock verdict rests on.
 pub struct Facts<'a> {
-    /// The kernel's split-lock mode, as it takes effect.
-    pub kernel: SplitLockMode,
+    /// What the kernel exposes about split locks (its mode as it takes effect, the
+    /// detection, the mitigation sysctl).
+    pub kernel: &'a SplitLockState,
+    /// Whether the mechanism was measured (the probe recorded it, or a figure shows it),
+    /// rather than inferred from the kernel's mode alone.
+    pub measured: bool,
     /// What the figures show split locks to be here.
     pub mechanism: SplitLockMechanism,
     /// How trapped split locks spend their time, when timed one by one.
@@ -90,6 +96,15 @@ impl Facts<'_> {
     fn split_ns(&self) -> Option<f64> {
         self.split_metric.map(|m| m.value)
     }
+
+    /// The measurement every sentence about the kernel follows, when there was one.
+    fn seen(&self) -> Option<SplitLockSeen> {
+        self.measured.then_some(SplitLockSeen {
+            mechanism: self.mechanism,
+            shape: self.shape,
+            cost_ns: self.cost_ns,
+        })
+    }
 }
 
 /// "N a second", rounded to two significant digits: a rate read off a mean is no more exact.
@@ -105,7 +120,7 @@ fn per_second(ns: f64) -> String {
 
 /// The figure: what one split lock costs and how, and the neighbour's DRAM latency.
 pub fn figure(f: &Facts<'_>) -> String {
-    let mode = f.kernel;
+    let mode = f.kernel.effective;
     let each = |c: f64| {
         with_interval(
             format!("{} each", human_ns(c)),
@@ -164,7 +179,10 @@ pub fn summary(f: &Facts<'_>) -> String {
             "the kernel traps split locks: {} each{neighbours_words}",
             human_ns(c)
         ),
-        (_, None) => format!("the kernel traps split locks ({})", f.kernel),
+        (_, None) => format!(
+            "kernel {}: what a split lock costs here was not measured",
+            f.kernel.effective
+        ),
     }
 }
 
@@ -192,13 +210,15 @@ pub fn explanation(f: &Facts<'_>) -> String {
     explanation.push_str(&neighbour_words(f));
     explanation.push_str(&format!(
         " Kernel: {}.",
-        crate::words::machine::split_lock_summary(f.kernel)
+        crate::words::machine::split_lock_summary(f.kernel, f.seen().as_ref())
     ));
-    if !f.kernel.kernel_acts() && f.mechanism == SplitLockMechanism::BusLock {
+    if !f.kernel.effective.kernel_acts() && f.mechanism == SplitLockMechanism::BusLock {
         explanation.push_str(&format!(
-            " On a host whose kernel traps them (the Linux default on CPUs that detect \
-             split locks), each one costs a {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms sleep instead, or \
-             kills the process with split_lock_detect=fatal."
+            " Where a kernel traps them, the program pays the kernel's penalty instead: \
+             ~{EMERALD_RAPIDS_KERNEL_TRAP_MS} ms each on the Emerald Rapids guest whose \
+             kernel detects bus locks (#DB, warn), a {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms sleep \
+             per trap with split_lock_mitigate=1 on #AC detection, SIGBUS with \
+             split_lock_detect=fatal."
         ));
     }
     explanation.push_str(
