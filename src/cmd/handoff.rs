@@ -211,7 +211,7 @@ fn print_result(fp: &cpudoctor::schema::Fingerprint, output: &OutputArgs) -> Res
         return Ok(());
     }
     let style = stdout_style();
-    writeln!(out, "{}", terminal::render_machine_wrapped(&fp, style))?;
+    writeln!(out, "{}", terminal::render_machine_wrapped(fp, style))?;
     if let Some(p) = fp.probe(probe::HANDOFF) {
         write!(out, "{}", render_handoff(p, style))?;
     }

@@ -436,6 +436,7 @@ pub fn build(
         jvms: &rec.jvms,
         costs: costs.as_ref(),
         wall: wall.as_ref(),
+        kernel: &rec.kernel,
     });
     let mut notes = rec.notes.clone();
     notes.extend(hot.notes.iter().cloned());

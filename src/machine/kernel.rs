@@ -152,6 +152,18 @@ impl TryFrom<String> for SplitLockMode {
     }
 }
 
+/// The exception a kernel takes a split lock in, where it detects them
+/// (Documentation/arch/x86/buslock.rst): seen in a diagnosis as kernel samples in its
+/// handler, entered from the locking function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitLockTrap {
+    /// `#DB` after the locked instruction: bus-lock detection (`handle_bus_lock`).
+    BusLockDebug,
+    /// `#AC` before it: split-lock detection (`handle_user_split_lock`).
+    SplitLockAlignmentCheck,
+}
+
 /// The value of `key=` on a kernel command line (last one wins, as the kernel parses it).
 pub fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
     cmdline

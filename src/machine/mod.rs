@@ -23,7 +23,7 @@ use std::fs;
 use std::path::Path;
 
 pub use hypervisor::Hypervisor;
-pub use kernel::{SplitLockMode, SplitLockState, ThpEnabled, ThpMode};
+pub use kernel::{SplitLockMode, SplitLockState, SplitLockTrap, ThpEnabled, ThpMode};
 pub use pmu::PmuStatus;
 pub use topology::{Cache, CpuPlace, Topology};
 

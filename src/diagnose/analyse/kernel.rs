@@ -5,6 +5,11 @@
 //! of its CPU time in the network stack) is misread when only its user space is sampled;
 //! where kernel sampling is refused ([`KernelSampling`]), the CPU time the samples do not
 //! cover is stated from /proc. Kernel code is named by [`crate::diagnose::symbolize::kallsyms`].
+//!
+//! A split lock the kernel traps ([`split_lock_trap`]) spends its time in the kernel's trap
+//! handler, not at the locked instruction: on the Emerald Rapids guest whose kernel traps bus
+//! locks, 62% of a split-lock loop's samples were in `exc_debug_user`, entered from the
+//! locking function, against 38% at the instruction.
 
 use crate::diagnose::analyse::hotspots::{self, HotSpots, KernelFunction};
 use crate::diagnose::record::recording::Recording;
@@ -12,6 +17,7 @@ use crate::diagnose::record::sampler::KernelSampling;
 use crate::diagnose::record::threads;
 use crate::diagnose::symbolize::kallsyms::{KERNEL_MODULE, Unnamed};
 use crate::diagnose::symbolize::stack::StackCount;
+use crate::machine::SplitLockTrap;
 use serde::{Deserialize, Serialize};
 
 /// One process's split of samples between user space and the kernel.
@@ -212,6 +218,96 @@ fn kernel_entries(stacks: &[StackCount], total: u64) -> Vec<KernelEntry> {
     v
 }
 
+/// The kernel functions a split lock's trap runs in, each with its trap: the one list that
+/// tells a trap's samples from other kernel time.
+///
+/// From arch/x86/kernel/traps.c: a `#DB` taken in user mode enters at `asm_exc_debug`
+/// (`exc_debug`, `noist_exc_debug`), runs `exc_debug_user`, which calls `handle_bus_lock`
+/// when DR6 says a bus lock was taken; an `#AC` enters at `asm_exc_alignment_check`
+/// (`exc_alignment_check`), which calls `handle_user_split_lock`. From
+/// arch/x86/kernel/cpu/bus_lock.c: `handle_bus_lock` warns, sleeps in `msleep` while over
+/// `ratelimit:N`, or sends SIGBUS; `handle_user_split_lock` calls `split_lock_warn`, which
+/// warns and, under `kernel.split_lock_mitigate`, sleeps (`msleep_interruptible`) and waits
+/// for `buslock_sem`; `__split_lock_reenable` and `__split_lock_reenable_unlock` are the
+/// delayed work that turns detection back on (in a kworker: never the locker's stack, listed
+/// so a stack that shows them is read as the trap's). What these call (`msleep`,
+/// `___ratelimit`, `_printk`, a timer interrupt taken meanwhile) counts through them: a stack
+/// is the trap's when any of its kernel frames is listed, so a function called from anywhere
+/// else need not be.
+pub const SPLIT_LOCK_TRAP_PATH: &[(&str, SplitLockTrap)] = &[
+    ("asm_exc_debug", SplitLockTrap::BusLockDebug),
+    ("exc_debug", SplitLockTrap::BusLockDebug),
+    ("noist_exc_debug", SplitLockTrap::BusLockDebug),
+    ("exc_debug_user", SplitLockTrap::BusLockDebug),
+    ("handle_bus_lock", SplitLockTrap::BusLockDebug),
+    (
+        "asm_exc_alignment_check",
+        SplitLockTrap::SplitLockAlignmentCheck,
+    ),
+    (
+        "exc_alignment_check",
+        SplitLockTrap::SplitLockAlignmentCheck,
+    ),
+    (
+        "handle_user_split_lock",
+        SplitLockTrap::SplitLockAlignmentCheck,
+    ),
+    ("split_lock_warn", SplitLockTrap::SplitLockAlignmentCheck),
+    (
+        "__split_lock_reenable",
+        SplitLockTrap::SplitLockAlignmentCheck,
+    ),
+    (
+        "__split_lock_reenable_unlock",
+        SplitLockTrap::SplitLockAlignmentCheck,
+    ),
+];
+
+/// Kernel samples in a split lock's trap, entered from one user function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrapSamples {
+    /// The trap most of them were in.
+    pub trap: SplitLockTrap,
+    /// Kernel samples in the trap path ([`SPLIT_LOCK_TRAP_PATH`]) under that function.
+    pub samples: u64,
+}
+
+/// The kernel samples of `stacks` in a split lock's trap ([`SPLIT_LOCK_TRAP_PATH`]) whose
+/// thread entered the kernel from `symbol` in `module` (the first user frame under the
+/// kernel's: the locking function, as the kernel's `entries` name it); `None` when there are
+/// none, as where split locks are plain bus locks (an AMD guest: no detection) or without
+/// call chains (a stack of its sampled function only shows no user frame).
+pub fn split_lock_trap(stacks: &[StackCount], symbol: &str, module: &str) -> Option<TrapSamples> {
+    let mut by_trap: std::collections::BTreeMap<SplitLockTrap, u64> = Default::default();
+    for s in stacks {
+        let user = s
+            .frames
+            .iter()
+            .position(|f| f.module != KERNEL_MODULE)
+            .unwrap_or(s.frames.len());
+        let from = s.frames.get(user);
+        if user == 0
+            || from.is_none_or(|f| f.module != module || f.function.as_deref() != Some(symbol))
+        {
+            continue;
+        }
+        let trap = s.frames[..user].iter().find_map(|f| {
+            SPLIT_LOCK_TRAP_PATH
+                .iter()
+                .find(|(name, _)| f.function.as_deref() == Some(*name))
+                .map(|(_, trap)| *trap)
+        });
+        if let Some(trap) = trap {
+            *by_trap.entry(trap).or_default() += s.samples;
+        }
+    }
+    let trap = by_trap.iter().max_by_key(|(_, n)| **n).map(|(t, _)| *t)?;
+    Some(TrapSamples {
+        trap,
+        samples: by_trap.values().sum(),
+    })
+}
+
 /// Kernel time: the share of samples in kernel code per process (from each thread's kernel
 /// samples), the hottest kernel functions, and the followed threads' CPU time by the kernel's
 /// accounting against what the samples stand for.
@@ -327,6 +423,83 @@ mod tests {
             ]
         );
         assert_eq!(e[0].share, 0.8);
+    }
+
+    /// The Emerald Rapids guest whose kernel traps bus locks: the #DB handler's stacks
+    /// (with what it called, and a timer interrupt taken inside it) are the trap's; a timer
+    /// interrupt taken at the locked instruction and another function's trap are not.
+    #[test]
+    fn a_split_locks_trap_is_the_kernel_samples_of_its_handler_under_the_locking_function() {
+        let frame = |function: &str, module: &str| StackFrame {
+            address: 1,
+            function: Some(function.into()),
+            module: module.into(),
+            offset: 0,
+            file_offset: None,
+        };
+        let k = |f: &str| frame(f, KERNEL_MODULE);
+        let user = |f: &str| frame(f, "./split_lock");
+        let stack = |frames: Vec<StackFrame>, samples| StackCount { frames, samples };
+        let stacks = vec![
+            stack(
+                vec![
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("split_locked_add"),
+                ],
+                21382,
+            ),
+            stack(
+                vec![
+                    k("___ratelimit"),
+                    k("handle_bus_lock"),
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("split_locked_add"),
+                ],
+                5,
+            ),
+            stack(
+                vec![
+                    k("handle_softirqs"),
+                    k("asm_sysvec_apic_timer_interrupt"),
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("split_locked_add"),
+                ],
+                6,
+            ),
+            stack(
+                vec![
+                    k("handle_softirqs"),
+                    k("asm_sysvec_apic_timer_interrupt"),
+                    user("split_locked_add"),
+                ],
+                9,
+            ),
+            stack(vec![user("split_locked_add"), user("main")], 13303),
+            stack(
+                vec![
+                    k("exc_debug_user"),
+                    k("asm_exc_debug"),
+                    user("other_locker"),
+                ],
+                7,
+            ),
+        ];
+        let t = split_lock_trap(&stacks, "split_locked_add", "./split_lock").unwrap();
+        assert_eq!(t.trap, SplitLockTrap::BusLockDebug);
+        assert_eq!(t.samples, 21382 + 5 + 6);
+        // The same function in another module is another function.
+        assert_eq!(
+            split_lock_trap(&stacks, "split_locked_add", "./other"),
+            None
+        );
+        // No trap under it: none.
+        assert_eq!(
+            split_lock_trap(&stacks[3..5], "split_locked_add", "./split_lock"),
+            None
+        );
     }
 
     #[test]

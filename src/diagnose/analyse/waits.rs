@@ -10,9 +10,10 @@ use super::hotspots::HotSpots;
 use super::rules::{Finding, HAZARD_SHARE, NOTICE_SHARE};
 use super::runtimes::{self, Role, Runtime, WaitKind};
 use super::wall::{ThreadWall, WallReport};
-use crate::diagnose::record::wall::OffCpu;
+use crate::diagnose::record::wall::{BlockReason, OffCpu};
 use crate::schema::Level;
 use crate::words::findings::waits::{self as words, CpuHolder, LockWaitFacts, StarvedFacts};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Share of their wall time threads must wait for a CPU before it is a finding: a fifth is
@@ -95,6 +96,57 @@ pub fn spin_beside_sleep(wall: &WallReport, runtime: Runtime, tids: &[u32]) -> O
         &asleep,
         runtime == Runtime::Go,
     ))
+}
+
+/// Time threads slept in the kernel outside any system call at one function.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AsleepAt {
+    /// Seconds asleep there, all the threads together.
+    pub s: f64,
+    /// Their share of those threads' wall time.
+    pub wall_share: f64,
+}
+
+/// The time the threads `tids` slept in the kernel outside any system call (the wall view's
+/// `page fault`: /proc shows no system call) with `symbol` in `module` at the top of their
+/// user stack. A split lock's trap sleeps so, at the locked instruction: `split_lock_warn`'s
+/// `msleep_interruptible` under `kernel.split_lock_mitigate`, `handle_bus_lock`'s `msleep`
+/// under `ratelimit:N` (arch/x86/kernel/cpu/bus_lock.c). `None` when they did not, or have
+/// no wall-clock figures.
+pub fn asleep_in_kernel_at(
+    wall: &WallReport,
+    symbol: &str,
+    module: &str,
+    tids: &[u32],
+) -> Option<AsleepAt> {
+    let wall_s: f64 = wall
+        .threads
+        .iter()
+        .filter(|t| tids.contains(&t.tid))
+        .map(|t| t.times.wall_s)
+        .sum();
+    let ns: u64 = wall
+        .stacks
+        .iter()
+        .filter(|s| {
+            s.state
+                == OffCpu::Blocked {
+                    reason: BlockReason::PageFault,
+                }
+        })
+        .filter(|s| {
+            s.frames
+                .first()
+                .is_some_and(|f| f.module == module && f.function.as_deref() == Some(symbol))
+        })
+        .flat_map(|s| s.threads.iter())
+        .filter(|t| tids.contains(&t.tid))
+        .map(|t| t.ns)
+        .sum();
+    (ns > 0 && wall_s > 0.0).then(|| AsleepAt {
+        s: ns as f64 / 1e9,
+        wall_share: ns as f64 / 1e9 / wall_s,
+    })
 }
 
 /// One lock's waiters: time asleep per thread, the callers that took it, and the stacks they
@@ -262,6 +314,7 @@ fn lock_waits(wall: &WallReport, hot: &HotSpots) -> Vec<Finding> {
             offset: None,
             sample_share: None,
             wall_share: Some(share),
+            split_lock: None,
             disassembly: Default::default(),
             evidence,
             explanation: words::lock_wait_explanation(&facts),
@@ -439,6 +492,7 @@ fn starved(wall: &WallReport, cpus: usize) -> Vec<Finding> {
         offset: None,
         sample_share: None,
         wall_share: Some(share),
+        split_lock: None,
         disassembly: Default::default(),
         evidence,
         explanation: words::starved_explanation(&facts),

@@ -4,6 +4,7 @@
 
 use crate::format::pct;
 use crate::format::{group_thousands, human_ns};
+use crate::machine::SplitLockTrap;
 use crate::reference::PAUSE_HASWELL_NS;
 
 /// A hot site as its first evidence line says it.
@@ -416,18 +417,147 @@ pub fn bus_lock_count(n: f64) -> String {
     format!("bus-lock counter: {n:.0}")
 }
 
-/// What a split lock costs (`cost` from [`super::costs::split_lock`]) and what this kernel
-/// does about them.
-pub fn split_lock_explanation(cost: &str, kernel: &str) -> String {
+/// The samples a split lock's trap took in the kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrapFacts {
+    /// The trap.
+    pub trap: SplitLockTrap,
+    /// Share of all samples in it.
+    pub share: f64,
+    /// Those samples.
+    pub samples: u64,
+    /// CPU time they stand for, in ns.
+    pub cpu_ns: f64,
+}
+
+/// Where a split lock's cost was seen: at its instruction, in the kernel's trap, asleep in
+/// the kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SplitLockShareFacts<'a> {
+    /// The locking function.
+    pub symbol: &'a str,
+    /// Share of all samples at the instruction.
+    pub instruction_share: f64,
+    /// The trap's samples, when any were in the kernel's trap path.
+    pub trap: Option<TrapFacts>,
+    /// Seconds the locking threads slept in the kernel at the instruction, and their share
+    /// of those threads' wall time, when the wall-clock view saw it.
+    pub asleep: Option<(f64, f64)>,
+}
+
+impl SplitLockShareFacts<'_> {
+    /// The instruction's share and the trap's together.
+    pub fn total_share(&self) -> f64 {
+        self.instruction_share + self.trap.map_or(0.0, |t| t.share)
+    }
+
+    /// Whether the kernel was seen to make the lock cost more: its trap sampled, or its
+    /// threads asleep in it.
+    pub fn penalised(&self) -> bool {
+        self.trap.is_some() || self.asleep.is_some()
+    }
+}
+
+/// The kernel's handler a trap runs: `#DB handler (bus-lock detection)`.
+fn trap_handler(trap: SplitLockTrap) -> &'static str {
+    match trap {
+        SplitLockTrap::BusLockDebug => "#DB handler (bus-lock detection)",
+        SplitLockTrap::SplitLockAlignmentCheck => "#AC handler (split-lock detection)",
+    }
+}
+
+/// `this kernel trapped it: 61.5% of all samples (...) in its #DB handler (...), entered from
+/// f; with the 38.3% at the instruction, the split lock holds 99.8% of all samples`.
+pub fn split_lock_trapped(cost: &SplitLockShareFacts, trap: &TrapFacts) -> String {
     format!(
-        "A locked operation on a value that straddles two cache lines cannot lock one line: the \
-         CPU takes a bus lock, which stalls memory access on every core: {cost}. This kernel: \
-         {kernel}"
+        "this kernel trapped it: {} of all samples ({} samples, ~{} of CPU time) in its {}, \
+         entered from {}; with the {} at the instruction, the split lock holds {} of all samples",
+        pct(trap.share, 1),
+        group_thousands(trap.samples),
+        human_ns(trap.cpu_ns),
+        trap_handler(trap.trap),
+        cost.symbol,
+        pct(cost.instruction_share, 1),
+        pct(cost.total_share(), 1)
     )
 }
 
-/// What to do about a split lock.
-pub fn split_lock_advice() -> &'static str {
-    "Align every atomic to its size (alignas, no #pragma pack or packed structs around atomics, \
-     no pointer arithmetic that misaligns them)."
+/// The locking threads asleep in the kernel at the locked instruction, outside any system
+/// call: how a trap's sleep shows in the wall-clock view.
+pub fn split_lock_asleep(symbol: &str, s: f64, wall_share: f64) -> String {
+    format!(
+        "asleep in the kernel at {symbol} outside any system call: {} ({} of the locking \
+         threads' wall time), as a trap's sleep shows; off the CPU, so in no sample",
+        human_ns(s * 1e9),
+        pct(wall_share, 1)
+    )
+}
+
+/// Kernel code was not sampled (`--user-only`, or refused at `perf_event_paranoid`): a trap's
+/// time could not be seen.
+pub fn split_lock_trap_unseen(paranoid: Option<i32>, user_only: bool) -> String {
+    let why = if user_only {
+        "--user-only".to_string()
+    } else {
+        match paranoid {
+            Some(p) => format!("the kernel refused it at perf_event_paranoid {p}"),
+            None => "the kernel refused it".to_string(),
+        }
+    };
+    format!(
+        "kernel code was not sampled ({why}): where a kernel traps split locks, the time in its \
+         trap handler could not be seen, so the share above is the instruction's alone"
+    )
+}
+
+/// What a split lock costs (`cost` from [`super::costs::split_lock`]) and what this kernel
+/// does about them (`kernel`, from `words::machine::split_lock_summary`); where its trap was
+/// sampled, how much of the samples the trap took, as the kernel's penalty, not the bus
+/// lock's (the measured cost then said apart from the bus lock, which it is not alone); and
+/// the sleep, where seen.
+pub fn split_lock_explanation(cost: &str, kernel: &str, seen: &SplitLockShareFacts) -> String {
+    const BUS_LOCK: &str = "A locked operation on a value that straddles two cache lines \
+                            cannot lock one line: the CPU takes a bus lock, which stalls memory \
+                            access on every core";
+    let mut text = match &seen.trap {
+        None => format!("{BUS_LOCK}: {cost}. This kernel: {kernel}"),
+        Some(t) => format!(
+            "{BUS_LOCK}. A split lock here: {cost}. This kernel: {kernel}. In this profile, of \
+             the {} of all samples this split lock holds, {} are the kernel's penalty, not the \
+             bus lock's, in its {}; {} are at the instruction",
+            pct(seen.total_share(), 1),
+            pct(t.share, 1),
+            trap_handler(t.trap),
+            pct(seen.instruction_share, 1)
+        ),
+    };
+    if let Some((_, share)) = seen.asleep {
+        text.push_str(&format!(
+            ". Its threads also slept in the kernel at the instruction for {} of their wall \
+             time: the kernel's penalty too, not the bus lock's",
+            pct(share, 1)
+        ));
+    }
+    text
+}
+
+/// What to do about a split lock; where the kernel was seen to make it cost more, what the
+/// kernel's settings do (Documentation/admin-guide/kernel-parameters.txt, `split_lock_detect`;
+/// Documentation/admin-guide/sysctl/kernel.rst, `split_lock_mitigate`), as the kernel's
+/// documentation says, not what this kernel's mode is.
+pub fn split_lock_advice(penalised: bool) -> String {
+    let mut text = "Align every atomic to its size (alignas, no #pragma pack or packed structs \
+                    around atomics, no pointer arithmetic that misaligns them)."
+        .to_string();
+    if penalised {
+        text.push_str(
+            " Aligned, it takes no bus lock and no trap. The trap is the kernel's setting, not \
+             the program's: split_lock_detect=off|warn|fatal|ratelimit:N on the kernel command \
+             line (off: not detected, so not trapped, and still a bus lock; warn: trapped and \
+             logged; fatal: SIGBUS; ratelimit:N: bus locks held to N a second system-wide, \
+             lockers slowed) and the sysctl kernel.split_lock_mitigate (1, the default: the \
+             kernel slows split lockers on purpose; 0: it only warns).",
+        );
+    }
+    text
 }
