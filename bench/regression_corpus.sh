@@ -5,9 +5,9 @@
 #   pause_rounds      a fixed count of PAUSEs per round (a spin tuned on one CPU)  -> pause_spin
 #   contended_atomic  two threads `lock xadd` one line                             -> locked_rmw
 #   split_lock        a locked add across two cache lines (~0.2 s of bus locks)    -> split_lock
-#   chase-huge        a 1 GiB malloc'd random chase, GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+#   chase-huge        a 1 GiB malloc'd random chase, CHASE_MADVISE=1 (madvise MADV_HUGEPAGE)
 #                     (THP under `madvise`)                                        -> dram_loads
-#   chase-4k          the same chase without the tunable: 4 KiB pages; with chase-huge the
+#   chase-4k          the same chase without advice: 4 KiB pages; with chase-huge the
 #                     same-machine changed-setting pair                            -> page_walks_4k
 #   compute           plain integer computation, the control                       -> computation
 # Writes tests/fixtures/machines/MACHINE/regression/: check.json (`check --runs 3 --save`, +
@@ -113,7 +113,10 @@ diagnose split_lock --measure cpu -- split_lock
 # is better: the work of a run stays one run (a rate would be taken as rate x recorded seconds
 # of work, and the recorded seconds include the building).
 chase_metric=(--metric 'cpu_ns/load: ([0-9.]+)')
-huge_env=GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+# The chase advises its own buffer (CHASE_MADVISE=1): glibc 2.35-2.36's
+# GLIBC_TUNABLES=glibc.malloc.hugetlb=1 takes in some runs only (see tests/programs/regression/chase.c),
+# and diagnose --runs 5 would mix runs on huge and 4 KiB pages.
+huge_env=CHASE_MADVISE=1
 case "$thp" in
   madvise)
     diagnose chase-huge "${chase_metric[@]}" -- "$huge_env" chase

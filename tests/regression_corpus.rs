@@ -314,12 +314,12 @@ fn every_machine_pair_and_setting_pair_of_the_regression_corpus_is_explained() {
 }
 
 /// The premise of the same-machine pair, live and without timing anything: the corpus's chase
-/// (64 MiB here) gets huge pages from glibc's hugetlb tunable under THP `madvise` and none
-/// without it, as its own AnonHugePages (smaps_rollup, printed while its buffer is live) say.
+/// (64 MiB here) gets huge pages when it advises them (`CHASE_MADVISE=1`) under THP `madvise`
+/// and none without, as its own AnonHugePages (smaps_rollup, printed while its buffer is live) say.
 /// Where THP is not `madvise` the pair cannot be made here: the test fails (or skips with
 /// CPUDOCTOR_ALLOW_SKIP=1) as for missing hardware.
 #[test]
-fn the_chase_gets_huge_pages_from_the_glibc_tunable_and_none_without() {
+fn the_chase_gets_huge_pages_when_it_advises_them_and_none_without() {
     let thp =
         std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     if !thp.contains("[madvise]") {
@@ -329,11 +329,13 @@ fn the_chase_gets_huge_pages_from_the_glibc_tunable_and_none_without() {
     let Some(chase) = common::program("regression/chase", common::Build::Distribution) else {
         return;
     };
-    let kib = |tunable: bool| -> i64 {
+    let kib = |advised: bool| -> i64 {
         let mut cmd = std::process::Command::new(&chase);
-        cmd.args(["64", "100000"]).env_remove("GLIBC_TUNABLES");
-        if tunable {
-            cmd.env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
+        cmd.args(["64", "100000"])
+            .env_remove("GLIBC_TUNABLES")
+            .env_remove("CHASE_MADVISE");
+        if advised {
+            cmd.env("CHASE_MADVISE", "1");
         }
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{out:?}");
@@ -343,10 +345,15 @@ fn the_chase_gets_huge_pages_from_the_glibc_tunable_and_none_without() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no anon_huge_kib in {out:?}"))
     };
+    // Advised by the program itself, not through GLIBC_TUNABLES=glibc.malloc.hugetlb=1:
+    // Debian 12's glibc (2.36) takes that tunable in some runs only (it compares THP's mode,
+    // `always [madvise] never\n` read into a 24-byte buffer, as a string it never ends, so
+    // the stack's next byte decides): 4 of 6 runs from a shell on the Zen 2 guest advised
+    // huge pages, 0 of 8 from this test (strace: no madvise at all).
     let (huge, small) = (kib(true), kib(false));
     assert!(
         huge >= 32 * 1024,
-        "with glibc.malloc.hugetlb=1 the 64 MiB chase got {huge} KiB of huge pages"
+        "with CHASE_MADVISE=1 the 64 MiB chase got {huge} KiB of huge pages"
     );
     assert_eq!(
         small, 0,

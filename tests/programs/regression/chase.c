@@ -6,7 +6,10 @@
    The buffer comes from malloc, so the page size is glibc's and the kernel's choice, not the
    program's: with THP `madvise`, GLIBC_TUNABLES=glibc.malloc.hugetlb=1 makes malloc advise
    huge pages (the program gets THP), and without it the buffer is on 4 KiB pages; under THP
-   `always` it gets them either way. A fixed amount of work. Defaults: 1024 MiB (the size the
+   `always` it gets them either way. glibc 2.35-2.36 (Debian 12) takes that tunable in some
+   runs only (it compares THP's mode read from sysfs without ending the string: whatever byte
+   the stack holds next decides), so CHASE_MADVISE=1 has the program advise its own buffer
+   (madvise MADV_HUGEPAGE, what the tunable does when it takes). A fixed amount of work. Defaults: 1024 MiB (the size the
    check's DRAM latency curve ends at, so its 4 KiB penalty is the one that applies) and
    10,000,000 loads, ~2-3 s of chase on the Zen 4 guest after ~1 s of building the cycle.
    Prints, for `diagnose --metric`, the chase's loads per second of wall time and of its
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static double seconds(clockid_t clock) {
@@ -74,6 +78,13 @@ int main(int argc, char **argv) {
     uint64_t *buf = malloc(lines * 64);
     if (!buf || lines < 2)
         return 1;
+    if (getenv("CHASE_MADVISE")) {
+        /* madvise wants a page-aligned start: from the first whole page of the buffer. */
+        uintptr_t start = ((uintptr_t)buf + 4095) & ~(uintptr_t)4095;
+        uintptr_t end = ((uintptr_t)buf + lines * 64) & ~(uintptr_t)4095;
+        if (end > start && madvise((void *)start, end - start, MADV_HUGEPAGE) != 0)
+            perror("madvise");
+    }
     build_cycle(buf, lines);
     double t0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_THREAD_CPUTIME_ID);
     uint64_t end = chase(buf, loads);
