@@ -19,9 +19,11 @@
 use super::{Hazard, Inputs};
 use crate::names::probe;
 use crate::schema::figures::FigureId;
-use crate::schema::probes::split_lock::{SplitLockFigures, SplitLockMeasured, SplitLockRecord};
+use crate::schema::probes::split_lock::{
+    SplitLockFigures, SplitLockMeasured, SplitLockRecord, SplitLockSeen,
+};
 use crate::schema::probes::split_lock_neighbour::SplitLockNeighbourFigures;
-use crate::schema::split_lock::{MechanismEvidence, SplitLockMechanism, classify};
+use crate::schema::split_lock::SplitLockMechanism;
 use crate::schema::{Level, Verdict};
 use crate::words::verdicts::split_lock::{self as words, CoreToCore, Facts, Neighbour};
 
@@ -125,7 +127,6 @@ fn gather<'a>(
     neighbour: &SplitLockNeighbourFigures,
 ) -> Option<Facts<'a>> {
     let kernel = &fp.machine.split_lock;
-    let mode = kernel.effective;
     let value = |m: &Option<crate::schema::Metric>| m.as_ref().map(|m| m.value);
     let effects = fp
         .raw::<SplitLockRecord>(probe::SPLIT_LOCK)
@@ -146,21 +147,8 @@ fn gather<'a>(
     let op_metric = figures.split_lock_op_mean_ns.as_ref();
     let cost = figures.cost_per_lock_ns();
     let n_lat = value(&neighbour.split_lock_neighbour_latency_ratio);
-    let recorded = effects.split_lock_mechanism;
-    let shape = effects.split_lock_trap_shape;
-    let (mechanism, shape) = match recorded {
-        Some(m) => (m, shape),
-        None => classify(&MechanismEvidence {
-            kernel: mode,
-            guest: fp.machine.hypervisor.is_some(),
-            killed_by_sigbus: effects
-                .split_lock_child
-                .as_deref()
-                .is_some_and(|e| e.contains("SIGBUS")),
-            census: None,
-            mean_ns: cost,
-        })?,
-    };
+    let seen = SplitLockSeen::of(figures, &effects, fp.machine)?;
+    let (mechanism, shape) = (seen.mechanism, seen.shape);
     let core_to_core = match (
         split,
         value(&figures.aligned_lock_latency_ns),
@@ -174,7 +162,7 @@ fn gather<'a>(
     };
     Some(Facts {
         kernel,
-        measured: recorded.is_some() || cost.is_some(),
+        measured: seen.measured(&effects),
         mechanism,
         shape,
         split_metric,

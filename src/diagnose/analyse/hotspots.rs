@@ -1000,7 +1000,10 @@ mod tests {
     /// mechanism read), says the same sentence, and is saved again as `line_split`.
     #[test]
     fn a_module_is_named_by_its_file_whatever_its_path() {
-        assert_eq!(short_module("/tmp/tmp.c9E4WnNZwC/pause_rounds"), "pause_rounds");
+        assert_eq!(
+            short_module("/tmp/tmp.c9E4WnNZwC/pause_rounds"),
+            "pause_rounds"
+        );
         assert_eq!(short_module("./pause_rounds"), "pause_rounds");
         assert_eq!(short_module("[kernel.kallsyms]"), "[kernel.kallsyms]");
         assert_eq!(short_module("//anon"), "//anon");

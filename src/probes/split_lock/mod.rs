@@ -252,6 +252,10 @@ fn measure_rounds(
         for _ in 0..setup.op_blocks_per_round {
             match child {
                 Some(c) if child_end.is_none() => {
+                    // The child locks on the pair's first CPU; this thread polls it from the
+                    // second, or its polls wait for the child's CPU (5% of the probe's wall
+                    // time on the Zen 2 guest, read as "waited for a CPU").
+                    let _pin = pin_to_cpu(pair.1)?;
                     match c.time_ops(ctx.clock, setup.op_max, setup.op_budget) {
                         Ok(b) => blocks.push(b),
                         Err(e) => child_end = Some(c.poll_end().map_or(e, |end| end.to_string())),

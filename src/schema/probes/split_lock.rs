@@ -281,17 +281,54 @@ pub struct SplitLockSeen {
     pub cost_ns: Option<f64>,
 }
 
-impl crate::schema::Fingerprint {
-    /// What this fingerprint's split-lock probe measured, when it ran ok and recorded a
-    /// mechanism.
-    pub fn split_lock_seen(&self) -> Option<SplitLockSeen> {
-        let derived = self.raw::<SplitLockDerived>(probe::SPLIT_LOCK)?;
+impl SplitLockSeen {
+    /// What a split-lock result shows on `machine`, from its figures and effects: the
+    /// mechanism the probe recorded, or for files from before it did, the one its figures
+    /// show (`schema::split_lock::classify` of the cost per lock and the machine facts); where
+    /// nothing was measured, what the kernel's mode alone implies (fatal, or a mode that
+    /// penalises split locks). `None` when none of them names one.
+    pub fn of(
+        figures: &SplitLockFigures,
+        effects: &SplitLockEffects,
+        machine: &crate::machine::Machine,
+    ) -> Option<SplitLockSeen> {
+        use crate::schema::split_lock::{MechanismEvidence, classify};
+        let cost_ns = figures.cost_per_lock_ns();
+        let (mechanism, shape) = match effects.split_lock_mechanism {
+            Some(m) => (m, effects.split_lock_trap_shape),
+            None => classify(&MechanismEvidence {
+                kernel: machine.split_lock.effective,
+                guest: machine.hypervisor.is_some(),
+                killed_by_sigbus: effects
+                    .split_lock_child
+                    .as_deref()
+                    .is_some_and(|c| c.contains("SIGBUS")),
+                census: None,
+                mean_ns: cost_ns,
+            })?,
+        };
         Some(SplitLockSeen {
-            mechanism: derived.split_lock_mechanism?,
-            shape: derived.split_lock_trap_shape,
-            cost_ns: self
-                .figures::<SplitLockFigures>()
-                .and_then(|f| f.cost_per_lock_ns()),
+            mechanism,
+            shape,
+            cost_ns,
         })
+    }
+
+    /// Whether a measurement shows it, rather than the kernel's mode alone.
+    pub fn measured(&self, effects: &SplitLockEffects) -> bool {
+        effects.split_lock_mechanism.is_some() || self.cost_ns.is_some()
+    }
+}
+
+impl crate::schema::Fingerprint {
+    /// What this fingerprint's split-lock probe measured ([`SplitLockSeen::of`]), when it ran
+    /// ok and a measurement shows a mechanism.
+    pub fn split_lock_seen(&self) -> Option<SplitLockSeen> {
+        let figures = self.figures::<SplitLockFigures>()?;
+        let effects = self
+            .raw::<SplitLockRecord>(probe::SPLIT_LOCK)
+            .map(|r| r.effects)
+            .unwrap_or_default();
+        SplitLockSeen::of(&figures, &effects, &self.machine).filter(|s| s.measured(&effects))
     }
 }

@@ -192,7 +192,9 @@ pub fn reference() -> String {
         "Zen 5 ~{SPLIT_LOCK_ZEN5_NS} ns, Arrow Lake/Alder Lake P ~{SPLIT_LOCK_ARROW_LAKE_US} us \
          core to core; up to {SPLIT_LOCK_NEIGHBOUR_SLOWDOWN_MAX_RATIO}x slower L2/L3/DRAM on \
          other cores (chipsandcheese); Linux: {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms sleep per \
-         trapped split lock (split_lock_mitigate=1); a host that traps a guest's: \
+         trapped split lock (#AC, split_lock_mitigate=1), ~{EMERALD_RAPIDS_KERNEL_TRAP_MS} ms \
+         per trap measured with #DB bus-lock detection (Emerald Rapids KVM); a host that \
+         traps a guest's: \
          ~{EMERALD_RAPIDS_GUEST_BUS_LOCK_US} us bus locks between \
          {EMERALD_RAPIDS_HOST_TRAP_MIN_US}-{EMERALD_RAPIDS_HOST_TRAP_MAX_US} us traps \
          (Emerald Rapids KVM)"
@@ -273,11 +275,13 @@ fn mechanism_words(f: &Facts<'_>) -> String {
                     per_second(c)
                 ));
             }
-            if f.shape == Some(TrapShape::Sleep) {
-                text.push_str(&format!(
+            match f.shape {
+                Some(TrapShape::Sleep) => text.push_str(&format!(
                     " Most of that time is the mitigation's sleeps near \
                      {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms per trap."
-                ));
+                )),
+                Some(TrapShape::Stall) => text.push_str(STALL_WORDS),
+                _ => {}
             }
         }
         SplitLockMechanism::Fatal => text.push_str(
@@ -286,6 +290,11 @@ fn mechanism_words(f: &Facts<'_>) -> String {
     }
     text
 }
+
+/// Stalls of several ms in which the locking thread never slept.
+const STALL_WORDS: &str = " Most of that time is stalls of several ms in which the locking \
+     thread did not sleep (no voluntary context switch): it was held on its CPU by the trap, \
+     not put to sleep by a mitigation.";
 
 /// What a program pays where the host traps its split locks, and why the guest cannot see it.
 fn host_trap_words(f: &Facts<'_>) -> String {
@@ -311,6 +320,7 @@ fn host_trap_words(f: &Facts<'_>) -> String {
             " Most of that time is sleeps near {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms, as Linux's \
              split_lock_mitigate imposes."
         )),
+        Some(TrapShape::Stall) => text.push_str(STALL_WORDS),
         Some(TrapShape::ShortTraps) => text.push_str(&format!(
             " The slow ones take {:.0} us to a few ms each: VM exits or a rate \
              limit, not a {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms sleep.",
@@ -361,26 +371,41 @@ fn neighbour_words(f: &Facts<'_>) -> String {
             bandwidth_ratio,
         } => {
             text.push_str(&neighbour_felt(latency_ratio, bandwidth_ratio, "keep"));
-            if let Some(rate) = f.aggressor_split_locks_per_s.filter(|r| *r > 0.0) {
-                text.push_str(&format!(
-                    " (the looping core managed {} split locks a second)",
-                    group_thousands(rate.round() as u64)
-                ));
-            }
-            text.push_str(match f.mechanism {
-                SplitLockMechanism::TrappedByHost => {
-                    ": neighbours unharmed, the host protects them; the program issuing \
-                     split locks is punished."
-                }
+            let rate = f
+                .aggressor_split_locks_per_s
+                .filter(|r| *r > 0.0)
+                .map(|r| group_thousands(r.round() as u64));
+            let who = match f.mechanism {
+                SplitLockMechanism::TrappedByHost => Some("the host"),
                 SplitLockMechanism::TrappedByKernel | SplitLockMechanism::Fatal => {
-                    ": neighbours unharmed, the kernel protects them; the program issuing \
-                     split locks is punished."
+                    Some("the kernel")
                 }
-                SplitLockMechanism::BusLock => {
-                    ": neighbours unharmed, this CPU's bus lock does not reach another \
-                     core's memory accesses."
+                SplitLockMechanism::BusLock => None,
+            };
+            match (who, rate) {
+                // Why, as measured: each trap holds the locker for a long time, so the bus is
+                // locked a few hundred times a second instead of a million.
+                (Some(who), Some(rate)) => text.push_str(&format!(
+                    ": neighbours unharmed, because {who}'s trap holds the looping core to \
+                     {rate} split locks a second, so the bus is rarely locked; the program \
+                     issuing split locks is punished."
+                )),
+                (Some(who), None) => text.push_str(&format!(
+                    ": neighbours unharmed, {who} traps the locker; the program issuing split \
+                     locks is punished."
+                )),
+                (None, rate) => {
+                    if let Some(rate) = rate {
+                        text.push_str(&format!(
+                            " (the looping core managed {rate} split locks a second)"
+                        ));
+                    }
+                    text.push_str(
+                        ": neighbours unharmed, this CPU's bus lock does not reach another \
+                         core's memory accesses.",
+                    );
                 }
-            });
+            }
         }
     }
     text
@@ -394,9 +419,11 @@ pub fn hurts() -> &'static [&'static str] {
              buffers)"
                 .into(),
             format!(
-                "programs whose split locks are trapped, by the kernel \
-                 ({SPLIT_LOCK_MITIGATE_SLEEP_MS} ms sleep per split lock, or SIGBUS) or by the \
-                 host ({EMERALD_RAPIDS_HOST_TRAP_MIN_US} us and more each)"
+                "programs whose split locks are trapped, by the kernel (~\
+                 {EMERALD_RAPIDS_KERNEL_TRAP_MS} ms each on the Emerald Rapids guest's #DB \
+                 detection, a {SPLIT_LOCK_MITIGATE_SLEEP_MS} ms sleep per trap with #AC and \
+                 split_lock_mitigate=1, or SIGBUS) or by the host \
+                 ({EMERALD_RAPIDS_HOST_TRAP_MIN_US} us and more each)"
             ),
             "every other tenant of the host while split locks run as bus locks (noisy \
              neighbour)"
