@@ -414,7 +414,8 @@ mod tests {
                 );
             }
             for right in [
-                "the host protects them; the program issuing split locks is punished",
+                "neighbours unharmed, the host traps the locker; the program issuing split locks \
+                 is punished",
                 "hard-drive seek",
                 "a policy the guest cannot see",
             ] {
@@ -515,8 +516,8 @@ mod tests {
         for right in [
             "half take 2.3 us or less and one in ten 177.0 us or more",
             "VM exits or a rate limit",
-            "the looping core managed 5,400 split locks a second",
-            "the host protects them",
+            "because the host's trap holds the looping core to 5,400 split locks a second, so \
+             the bus is rarely locked",
         ] {
             assert!(v.explanation.contains(right), "{right}: {}", v.explanation);
         }
@@ -584,7 +585,7 @@ mod tests {
         for right in [
             "VM exits or a rate limit",
             "half take",
-            "the host protects them",
+            "neighbours unharmed, the host traps the locker",
         ] {
             assert!(v.explanation.contains(right), "{right}: {}", v.explanation);
         }
