@@ -105,8 +105,9 @@ mod tests {
             split_lock::reference(),
             "Zen 5 ~500 ns, Arrow Lake/Alder Lake P ~7 us core to core; up to 10x slower \
              L2/L3/DRAM on other cores (chipsandcheese); Linux: 10 ms sleep per trapped split \
-             lock (split_lock_mitigate=1); a host that traps a guest's: ~2 us bus locks between \
-             100-500 us traps (Emerald Rapids KVM)"
+             lock (#AC, split_lock_mitigate=1), ~1 ms per trap measured with #DB bus-lock \
+             detection (Emerald Rapids KVM); a host that traps a guest's: ~2 us bus locks \
+             between 100-500 us traps (Emerald Rapids KVM)"
         );
         assert_eq!(
             false_sharing::reference(),
