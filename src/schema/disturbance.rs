@@ -34,7 +34,9 @@
 //! Emerald Rapids guest, c2c's 10 ms window read "other tasks busy 0.86 CPU" from one tick of
 //! anything, and the split-lock probe's 0.14 s read steal 9.5% from under three ticks: both
 //! within the resolution, and every check of the idle machine opened with "Measured while
-//! disturbed". Run-queue delay (schedstat, ns) and throttled periods (counts) are exact.
+//! disturbed". Run-queue delay (schedstat, ns) is exact, but one wakeup may wait a scheduler
+//! slice behind a thread of the probe's own ([`RUN_DELAY_SLICE_NS`]); throttled periods are
+//! counts.
 
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +67,13 @@ pub const BUSY_TICKS_PER_CPU: f64 = 2.0;
 /// readings (the kernel keeps steal in ns from the paravirtual steal clock).
 pub const STEAL_TICKS_PER_CPU: f64 = 1.0;
 
+/// How long one wakeup may wait for a CPU without anything disturbing the machine: a thread
+/// that wakes onto a CPU another thread holds (the probe's own, as often as not) waits up to a
+/// scheduler slice (EEVDF's base slice: 0.75 ms x (1 + log2 CPUs), 3 ms from 8 CPUs). The
+/// schedstat counter is exact, but one such wait in c2c's 4 ms window on the idle Zen 2 guest
+/// read "waiting for a CPU 8% of the time".
+pub const RUN_DELAY_SLICE_NS: f64 = 3e6;
+
 /// What the counters of one window can resolve, in the units of [`WindowFigures`].
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Resolution {
@@ -72,6 +81,8 @@ pub struct Resolution {
     pub others_busy_cpus: f64,
     /// Steal, as a share of the CPUs' time.
     pub steal_ratio: f64,
+    /// Run-queue delay, as a share of the wall time.
+    pub run_queue_wait_ratio: f64,
 }
 
 impl Resolution {
@@ -85,11 +96,13 @@ impl Resolution {
             return Resolution {
                 others_busy_cpus: f64::INFINITY,
                 steal_ratio: f64::INFINITY,
+                run_queue_wait_ratio: f64::INFINITY,
             };
         }
         Resolution {
             others_busy_cpus: BUSY_TICKS_PER_CPU * n * tick_s / wall_s,
             steal_ratio: STEAL_TICKS_PER_CPU * n * tick_s / accounted,
+            run_queue_wait_ratio: RUN_DELAY_SLICE_NS / 1e9 / wall_s,
         }
     }
 }
@@ -199,7 +212,7 @@ pub fn classify(f: &WindowFigures, r: &Resolution) -> (Vec<DisturbedBy>, Vec<Dis
         DisturbedBy::WaitedForCpu,
         f.run_queue_wait_ratio,
         RUN_QUEUE_WAIT_RATIO_LIMIT,
-        0.0,
+        r.run_queue_wait_ratio,
     );
     (by, unresolved)
 }

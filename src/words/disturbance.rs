@@ -80,7 +80,11 @@ pub fn unresolved_note(d: &Disturbance) -> Option<String> {
                 DisturbedBy::Steal => {
                     format!(", within {} of the counters' error", pct(r.steal_ratio, 0))
                 }
-                DisturbedBy::CpuQuota | DisturbedBy::WaitedForCpu => String::new(),
+                DisturbedBy::WaitedForCpu => format!(
+                    ", within one scheduler slice ({}) of waiting",
+                    pct(r.run_queue_wait_ratio, 0)
+                ),
+                DisturbedBy::CpuQuota => String::new(),
             };
             format!("{}{within}", cause(b, d))
         })
