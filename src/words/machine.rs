@@ -147,24 +147,26 @@ pub fn split_lock_mode(mode: SplitLockMode) -> String {
 }
 
 /// The split-lock state in a few words, for the machine line and the facts `diff` compares:
-/// what was measured where it was (`split locks trapped by this kernel (warn)`, `split locks
-/// are bus locks (invisible to the kernel)`), else the mode alone (`split locks invisible to
+/// what was measured where it was (`split locks trapped by this kernel (warn)`, `split
+/// locks are bus locks`), else the mode alone (`split locks invisible to
 /// the kernel`, `split-lock detection warn, cost not measured`).
 pub fn split_lock_words(mode: SplitLockMode, mechanism: Option<SplitLockMechanism>) -> String {
+    // The kernel's mode where it acts or was told not to; a kernel that cannot see split
+    // locks adds nothing to what was measured.
     let kernel = match mode {
-        SplitLockMode::NotDetected => "invisible to the kernel".to_string(),
-        SplitLockMode::Off => "detection off".to_string(),
-        other => format!("kernel {other}"),
+        SplitLockMode::NotDetected => String::new(),
+        SplitLockMode::Off => " (detection off)".to_string(),
+        other => format!(" (kernel {other})"),
     };
     match mechanism {
-        Some(SplitLockMechanism::BusLock) => format!("split locks are bus locks ({kernel})"),
+        Some(SplitLockMechanism::BusLock) => format!("split locks are bus locks{kernel}"),
         Some(SplitLockMechanism::TrappedByKernel) => {
-            format!("split locks trapped by this kernel ({kernel})")
+            format!("split locks trapped by this kernel ({mode})")
         }
         Some(SplitLockMechanism::TrappedByHost) => {
-            format!("split locks trapped by the host ({kernel})")
+            format!("split locks trapped by the host{kernel}")
         }
-        Some(SplitLockMechanism::Fatal) => format!("split locks fatal, SIGBUS ({kernel})"),
+        Some(SplitLockMechanism::Fatal) => format!("split locks fatal, SIGBUS{kernel}"),
         None => match mode {
             SplitLockMode::NotDetected => "split locks invisible to the kernel".into(),
             SplitLockMode::Off => "split-lock detection off".into(),

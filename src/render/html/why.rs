@@ -190,11 +190,7 @@ pub fn section(h: &mut String, w: &Why, beside: impl FnOnce(&mut String)) {
         );
     }
     h.push_str("</table></div>\n");
-    let _ = writeln!(
-        h,
-        "<p>{}</p>",
-        escape(&words::remainder(w.unexplained_points, w.total_points))
-    );
+    let _ = writeln!(h, "<p>{}</p>", escape(&crate::render::why::accounting(w)));
     if !w.unexplained.is_empty() {
         h.push_str("<ul>");
         for u in &w.unexplained {
