@@ -379,17 +379,21 @@ mod tests {
     use super::*;
     use crate::diagnose::symbolize::stack::StackFrame;
 
-    /// The dd case: `read`'s kernel chains cut at a retpoline thunk count with its system
-    /// call, not as another way in.
-    #[test]
-    fn kernel_samples_group_by_the_user_function_that_entered_the_kernel() {
-        let frame = |function: &str, module: &str| StackFrame {
+    /// A named frame of `module`.
+    fn frame(function: &str, module: &str) -> StackFrame {
+        StackFrame {
             address: 1,
             function: Some(function.into()),
             module: module.into(),
             offset: 0,
             file_offset: None,
-        };
+        }
+    }
+
+    /// The dd case: `read`'s kernel chains cut at a retpoline thunk count with its system
+    /// call, not as another way in.
+    #[test]
+    fn kernel_samples_group_by_the_user_function_that_entered_the_kernel() {
         let k = |f: &str| frame(f, KERNEL_MODULE);
         let libc = |f: &str| frame(f, "/usr/lib/x86_64-linux-gnu/libc.so.6");
         let stacks = vec![
@@ -430,13 +434,6 @@ mod tests {
     /// interrupt taken at the locked instruction and another function's trap are not.
     #[test]
     fn a_split_locks_trap_is_the_kernel_samples_of_its_handler_under_the_locking_function() {
-        let frame = |function: &str, module: &str| StackFrame {
-            address: 1,
-            function: Some(function.into()),
-            module: module.into(),
-            offset: 0,
-            file_offset: None,
-        };
         let k = |f: &str| frame(f, KERNEL_MODULE);
         let user = |f: &str| frame(f, "./split_lock");
         let stack = |frames: Vec<StackFrame>, samples| StackCount { frames, samples };
