@@ -31,7 +31,7 @@ fn points_cell(p: f64) -> String {
 }
 
 fn ratio_cell(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".into(), |r| format!("{r:.2}x"))
+    r.map_or_else(|| "-".into(), words::ratio_words)
 }
 
 /// The figure of a mechanism on both sides, as the table shows it.

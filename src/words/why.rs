@@ -147,16 +147,33 @@ pub fn cpu_share_of_loss(cpu_points: f64, loss_points: f64, unit: &str) -> Strin
 pub fn figure_line(label: &str, unit: &str, old: Option<f64>, new: Option<f64>) -> String {
     let v = |x: Option<f64>| x.map_or_else(|| "?".to_string(), |x| format!("{x:.1}"));
     let v2 = |x: Option<f64>| x.map_or_else(|| "?".to_string(), |x| format!("{x:.2}"));
+    let ratio = match (old, new) {
+        (Some(o), Some(n)) if o > 0.0 => format!(" ({})", ratio_words(n / o)),
+        _ => String::new(),
+    };
+    // Times past 10 us in their own unit (a trapped split lock: `1.1 ms -> 1.1 us`), not as
+    // seven-digit nanoseconds.
+    if unit == "ns" && old.into_iter().chain(new).any(|x| x >= 1e4) {
+        let h = |x: Option<f64>| x.map_or_else(|| "?".to_string(), crate::format::human_ns);
+        return format!("{label} {} -> {}{ratio}", h(old), h(new));
+    }
     let (a, b) = if unit == "GHz" {
         (v2(old), v2(new))
     } else {
         (v(old), v(new))
     };
-    let ratio = match (old, new) {
-        (Some(o), Some(n)) if o > 0.0 => format!(" ({:.2}x)", n / o),
-        _ => String::new(),
-    };
     format!("{label} {a} -> {b} {unit}{ratio}")
+}
+
+/// A ratio with two significant digits however small: `1.81x`, `0.0010x` (a split lock
+/// trapped on one side only), never `0.00x`.
+pub fn ratio_words(r: f64) -> String {
+    let digits = if r > 0.0 && r < 0.1 {
+        (1 - r.log10().floor() as i32).max(2) as usize
+    } else {
+        2
+    };
+    format!("{r:.digits$}x")
 }
 
 /// The name of the DRAM figures when the two sides got different page sizes.
@@ -399,7 +416,7 @@ pub fn observed_cell(ratio: Option<f64>, points: f64) -> String {
     match ratio {
         None => format!("new {points:+.1} pt"),
         Some(0.0) => format!("gone {points:+.1} pt"),
-        Some(r) => format!("{r:.2}x {points:+.1} pt"),
+        Some(r) => format!("{} {points:+.1} pt", ratio_words(r)),
     }
 }
 
