@@ -34,6 +34,13 @@ const PAUSE_GUARD: f64 = super::THRESHOLD_GUARD;
 /// (pause-loop exits in a VM); the explanation then uses it for long spins.
 pub const SUSTAINED_EXTRA_FACTOR: f64 = 1.5;
 
+/// The fastest CPU's core clock this far below the slowest's (max over min) says the host runs
+/// the vCPUs at different speeds, or shares their cores with other work: the Emerald Rapids
+/// guest's vCPUs read 1.77 and 2.28 GHz in one check (PAUSE 29.1 and 25.8 ns) and 2.46 GHz
+/// both in another (18.4 ns). Then PAUSE in ns moves with the vCPU and the run, and the figure
+/// says so. A tenth is past what the dependent-add estimate wobbles on one quiet core.
+pub const VCPU_CLOCK_SPREAD_RATIO: f64 = 1.10;
+
 /// The slow-PAUSE rule.
 pub struct SlowPause;
 
@@ -51,7 +58,10 @@ impl Hazard for SlowPause {
     }
 
     fn quotes(&self) -> &'static [FigureId] {
-        &[PauseFigures::PAUSE_SUSTAINED_NS]
+        &[
+            PauseFigures::PAUSE_SUSTAINED_NS,
+            PauseFigures::CORE_CLOCK_GHZ,
+        ]
     }
 
     fn hurts(&self) -> &'static [&'static str] {
@@ -112,6 +122,12 @@ impl Hazard for SlowPause {
             dotnet_total_ns: dotnet.total_ns(long_ns),
             dotnet_last_round_ns: dotnet.last_round_ns(long_ns),
             sustained_ns: sustained,
+            vcpu_clocks_ghz: figures
+                .core_clock_ghz
+                .as_ref()
+                .and_then(|m| m.spread.as_ref())
+                .map(|s| (s.min, s.max))
+                .filter(|(lo, hi)| *lo > 0.0 && hi / lo >= VCPU_CLOCK_SPREAD_RATIO),
         };
         Some(Verdict {
             hazard: self.id().into(),
@@ -164,6 +180,34 @@ mod tests {
             .unwrap();
         assert_eq!(v.level, Level::Ok);
         assert!(v.explanation.contains("19.7 ms"), "{}", v.explanation);
+    }
+
+    #[test]
+    fn vcpus_at_different_clocks_are_said_beside_the_figure() {
+        // The Emerald Rapids guest's check: cpu0 at 1.77 GHz (PAUSE 29.1 ns), cpu1 at 2.28 GHz
+        // (25.8 ns); another check read 2.46 GHz on both and 18.4 ns.
+        let mut fp = fingerprint_with_pause(25.8, Some(59.0));
+        fp.probes[0].metrics.push(
+            Metric::across_places("core_clock_ghz", "GHz", Better::Neither, &[1.77, 2.28]).unwrap(),
+        );
+        let v = SlowPause.judge(&fp).unwrap();
+        assert!(
+            v.figure.ends_with("; vCPU clocks 1.77-2.28 GHz"),
+            "{}",
+            v.figure
+        );
+        assert!(
+            v.explanation.contains("moves with the vCPU"),
+            "{}",
+            v.explanation
+        );
+        // Within a tenth, nothing is said.
+        let mut even = fingerprint_with_pause(18.4, Some(46.0));
+        even.probes[0].metrics.push(
+            Metric::across_places("core_clock_ghz", "GHz", Better::Neither, &[2.46, 2.47]).unwrap(),
+        );
+        let v = SlowPause.judge(&even).unwrap();
+        assert!(!v.figure.contains("vCPU clocks"), "{}", v.figure);
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct Facts<'a> {
     pub dotnet_last_round_ns: f64,
     /// A long run's PAUSE when clearly costlier than a short run's (pause-loop exits).
     pub sustained_ns: Option<f64>,
+    /// The slowest and fastest CPU's core clock, GHz, when they differ enough that PAUSE in
+    /// ns moves with the vCPU the host gives.
+    pub vcpu_clocks_ghz: Option<(f64, f64)>,
 }
 
 impl Facts<'_> {
@@ -45,9 +48,13 @@ impl Facts<'_> {
 /// The figure: time and cycles, with the interval of the one judged.
 pub fn figure(f: &Facts<'_>) -> String {
     let ns = f.pause_ns;
-    match f.pause_cycles {
+    let figure = match f.pause_cycles {
         Some((c, metric)) => with_interval(format!("{ns:.1} ns = {c:.0} cycles"), Some(metric)),
         None => with_interval(format!("{ns:.1} ns"), Some(f.pause_ns_metric)),
+    };
+    match f.vcpu_clocks_ghz {
+        Some((lo, hi)) => format!("{figure}; vCPU clocks {lo:.2}-{hi:.2} GHz"),
+        None => figure,
     }
 }
 
@@ -88,11 +95,19 @@ pub fn explanation(f: &Facts<'_>) -> String {
              hypervisor's pause-loop exits), which the .NET figures use."
         )
     });
+    let vcpu_note = f.vcpu_clocks_ghz.map_or(String::new(), |(lo, hi)| {
+        format!(
+            " The vCPUs ran at {lo:.2} to {hi:.2} GHz in this run (each one's core clock, \
+             estimated beside its PAUSE): the host runs them at different speeds or shares \
+             their cores, so PAUSE in ns moves with the vCPU and the run here; the figure is \
+             the fastest CPU's, and its cycles are the steadier reading."
+        )
+    });
     let spin = |ns: Option<f64>| ns.map(human_ns).unwrap_or_default();
     format!(
         "{lead} Here, before blocking, a glibc adaptive mutex spins {}, Go's sync.Mutex {}, \
          Rust's std Mutex {}; .NET's legacy lock spins {} on {} cores and can keep \
-         spinning {} after the lock is freed ({:.1}x the {PAUSE_HASWELL_NS} ns Haswell-era PAUSE).{sustained_note} \
+         spinning {} after the lock is freed ({:.1}x the {PAUSE_HASWELL_NS} ns Haswell-era PAUSE).{sustained_note}{vcpu_note} \
          Lock handoffs and producer/consumer queues pay this; see `cpudoctor spin`.",
         spin(f.glibc_spin_ns),
         spin(f.go_spin_ns),
