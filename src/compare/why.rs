@@ -600,11 +600,12 @@ fn split_lock_trap_function(d: &Diagnosis, name: &str) -> bool {
             .is_some_and(|f| f.module == KERNEL_MODULE && f.function.as_deref() == Some(name))
     };
     let mine: Vec<_> = d.stacks.iter().filter(leaf_is).cloned().collect();
-    let all: u64 = mine.iter().map(|s| s.samples).sum();
+    // Saturating: a saved file's counts are outside input (the fuzz test's u64::MAX).
+    let all = mine.iter().fold(0u64, |a, s| a.saturating_add(s.samples));
     if all == 0 {
         return false;
     }
-    let trapped: u64 = d
+    let trapped = d
         .hot_sites
         .iter()
         .filter(|s| {
@@ -613,9 +614,8 @@ fn split_lock_trap_function(d: &Diagnosis, name: &str) -> bool {
         .filter_map(|s| {
             crate::diagnose::analyse::kernel::split_lock_trap(&mine, &s.symbol, &s.module)
         })
-        .map(|t| t.samples)
-        .sum();
-    trapped * 2 >= all
+        .fold(0u64, |a, t| a.saturating_add(t.samples));
+    trapped >= all / 2
 }
 
 /// The mechanism of one function, from its hottest classified site on the side where it

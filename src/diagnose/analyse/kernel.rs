@@ -298,13 +298,15 @@ pub fn split_lock_trap(stacks: &[StackCount], symbol: &str, module: &str) -> Opt
                 .map(|(_, trap)| *trap)
         });
         if let Some(trap) = trap {
-            *by_trap.entry(trap).or_default() += s.samples;
+            // Saturating: a saved file's counts are outside input.
+            let n = by_trap.entry(trap).or_default();
+            *n = n.saturating_add(s.samples);
         }
     }
     let trap = by_trap.iter().max_by_key(|(_, n)| **n).map(|(t, _)| *t)?;
     Some(TrapSamples {
         trap,
-        samples: by_trap.values().sum(),
+        samples: by_trap.values().fold(0u64, |a, n| a.saturating_add(*n)),
     })
 }
 
