@@ -113,20 +113,11 @@ impl MachineCosts {
         &self,
         machine: &Machine,
     ) -> Option<crate::schema::probes::split_lock::SplitLockSeen> {
-        use crate::schema::split_lock::{MechanismEvidence, classify};
+        use crate::schema::probes::split_lock::SplitLockSeen;
         let cost_ns = self.split_lock_ns;
         let mechanism = match self.split_lock_mechanism {
             Some(m) => m,
-            None => {
-                classify(&MechanismEvidence {
-                    kernel: machine.split_lock.effective,
-                    guest: machine.hypervisor.is_some(),
-                    killed_by_sigbus: false,
-                    census: None,
-                    mean_ns: Some(cost_ns?),
-                })?
-                .0
-            }
+            None => SplitLockSeen::classified(Some(cost_ns?), machine, false)?.0,
         };
         Some(crate::schema::probes::split_lock::SplitLockSeen {
             mechanism,
@@ -1581,15 +1572,7 @@ mod tests {
         let mut hot = split_locked_site();
         hot.sites[0].threads.truncate(1);
         let wall = WallReport {
-            method: WallMethod {
-                window_s: 10.0,
-                looks: 200,
-                look_every_ms: 50,
-                unobserved_share: 0.0,
-                wake_up_wait_from_schedstat: true,
-                contradictions: 0,
-                lacks: Vec::new(),
-            },
+            method: WallMethod::clean_10s(),
             commands: Vec::new(),
             threads: vec![ThreadWall {
                 pid: 10,

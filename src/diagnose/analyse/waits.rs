@@ -523,15 +523,7 @@ mod tests {
             },
         };
         WallReport {
-            method: WallMethod {
-                window_s: 10.0,
-                looks: 200,
-                look_every_ms: 50,
-                unobserved_share: 0.0,
-                wake_up_wait_from_schedstat: true,
-                contradictions: 0,
-                lacks: Vec::new(),
-            },
+            method: WallMethod::clean_10s(),
             commands: Vec::new(),
             threads: (0..threads as u32).map(t).collect(),
             stacks: Vec::new(),

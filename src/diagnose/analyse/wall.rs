@@ -61,6 +61,22 @@ pub struct WallMethod {
     pub lacks: Vec<String>,
 }
 
+#[cfg(test)]
+impl WallMethod {
+    /// A clean 10 s window of 200 looks, 50 ms apart, for tests of the view's readers.
+    pub(crate) fn clean_10s() -> WallMethod {
+        WallMethod {
+            window_s: 10.0,
+            looks: 200,
+            look_every_ms: 50,
+            unobserved_share: 0.0,
+            wake_up_wait_from_schedstat: true,
+            contradictions: 0,
+            lacks: Vec::new(),
+        }
+    }
+}
+
 /// Time in each state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StateTimes {

@@ -292,25 +292,36 @@ impl SplitLockSeen {
         effects: &SplitLockEffects,
         machine: &crate::machine::Machine,
     ) -> Option<SplitLockSeen> {
-        use crate::schema::split_lock::{MechanismEvidence, classify};
         let cost_ns = figures.cost_per_lock_ns();
+        let killed_by_sigbus = effects
+            .split_lock_child
+            .as_deref()
+            .is_some_and(|c| c.contains("SIGBUS"));
         let (mechanism, shape) = match effects.split_lock_mechanism {
             Some(m) => (m, effects.split_lock_trap_shape),
-            None => classify(&MechanismEvidence {
-                kernel: machine.split_lock.effective,
-                guest: machine.hypervisor.is_some(),
-                killed_by_sigbus: effects
-                    .split_lock_child
-                    .as_deref()
-                    .is_some_and(|c| c.contains("SIGBUS")),
-                census: None,
-                mean_ns: cost_ns,
-            })?,
+            None => Self::classified(cost_ns, machine, killed_by_sigbus)?,
         };
         Some(SplitLockSeen {
             mechanism,
             shape,
             cost_ns,
+        })
+    }
+
+    /// The mechanism a cost per lock shows on `machine` where none was recorded (files from
+    /// before per-op timing, costs a diagnosis carries): `schema::split_lock::classify` of the
+    /// mean and the machine facts.
+    pub fn classified(
+        cost_ns: Option<f64>,
+        machine: &crate::machine::Machine,
+        killed_by_sigbus: bool,
+    ) -> Option<(SplitLockMechanism, Option<TrapShape>)> {
+        crate::schema::split_lock::classify(&crate::schema::split_lock::MechanismEvidence {
+            kernel: machine.split_lock.effective,
+            guest: machine.hypervisor.is_some(),
+            killed_by_sigbus,
+            census: None,
+            mean_ns: cost_ns,
         })
     }
 
