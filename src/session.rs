@@ -211,16 +211,26 @@ pub fn measure_named(
 }
 
 /// Largest buffer of the DRAM figures a diagnosis measures, at least: four times the
-/// last-level cache where that is more. A quarter of the 1 GiB a check's quick curve reaches,
-/// so the chase takes ~2 s instead of ~9 (the Zen 4 guest); the 4 KiB penalty grows with the
-/// footprint, so the figure is smaller than a check's at 1 GiB (docs/diagnose.md).
+/// last-level cache, or the program's footprint, where that is more. A quarter of the 1 GiB a
+/// check's quick curve reaches, so the chase takes ~2 s instead of ~9 (the Zen 4 guest) for a
+/// small program (docs/diagnose.md).
 pub const DIAGNOSE_DRAM_BYTES: u64 = 256 << 20;
+
+/// The largest footprint a diagnosis measures DRAM at: the 4 KiB penalty grows with the
+/// footprint (1.18x at 512 MiB, 1.41x at 1 GiB, 2.0x at 2 GiB for the C chase of the Zen 4
+/// guest), so a 512 MiB program's figure is read at 512 MiB, not at 256; past this, at this
+/// (building a 2 GiB cycle takes ~2 s a page size on that guest), and `diff` says the curve
+/// ends below the footprint.
+pub const DIAGNOSE_DRAM_MAX_BYTES: u64 = 2 << 30;
 
 /// The mem-latency probe reduced to what a diagnosis's DRAM figures need: the quick profile,
 /// 4 KiB and transparent huge pages only, and four sizes: 16 KiB and a quarter of L2 (so the
 /// curve has the levels DRAM is told from), then a quarter of the largest buffer and the
-/// largest ([`DIAGNOSE_DRAM_BYTES`], or four times the last-level cache), where DRAM is read.
-pub fn dram_options(machine: &Machine) -> ProbeOptions {
+/// largest: the program's `footprint` (its largest process's anonymous memory, up to
+/// [`DIAGNOSE_DRAM_MAX_BYTES`]), [`DIAGNOSE_DRAM_BYTES`] or four times the last-level cache,
+/// whichever is most, where DRAM is read. The probe itself keeps its buffers within the
+/// memory this process may map.
+pub fn dram_options(machine: &Machine, footprint: Option<u64>) -> ProbeOptions {
     let topo = machine.topology.as_ref();
     let l2 = topo
         .and_then(|t| t.data_cache(2))
@@ -229,6 +239,7 @@ pub fn dram_options(machine: &Machine) -> ProbeOptions {
         .and_then(|t| t.llc_bytes())
         .map_or(0, |l| l.saturating_mul(4))
         .max(DIAGNOSE_DRAM_BYTES)
+        .max(footprint.unwrap_or(0).min(DIAGNOSE_DRAM_MAX_BYTES))
         .next_multiple_of(2 << 20);
     let mut sizes: Vec<u64> = [16 << 10, l2, largest / 4, largest]
         .iter()
@@ -514,12 +525,13 @@ mod tests {
     }
 
     /// The reduced latency curve of a diagnosis: the two levels DRAM is told from, and DRAM
-    /// at four times the last-level cache or 256 MiB, on 4 KiB and THP.
+    /// at four times the last-level cache, 256 MiB or the program's footprint, on 4 KiB and
+    /// THP.
     #[test]
     fn the_dram_curve_has_the_levels_and_two_dram_points() {
         let mut m = crate::schema::test_support::test_machine();
         m.topology = None;
-        let o = dram_options(&m);
+        let o = dram_options(&m, None);
         assert_eq!(
             o.sizes.as_deref(),
             Some(&[16 << 10, 256 << 10, 64 << 20, 256 << 20][..])
@@ -531,7 +543,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/sysfs/amd-zen4-kvm-2cpu"
         )));
-        let sizes = dram_options(&m).sizes.unwrap();
+        let sizes = dram_options(&m, None).sizes.unwrap();
         assert_eq!(
             sizes,
             vec![16 << 10, 256 << 10, 64 << 20, 256 << 20],
@@ -543,7 +555,18 @@ mod tests {
                 c.size_bytes = 260 << 20;
             }
         }
-        assert_eq!(dram_options(&m).sizes.unwrap().last(), Some(&(1040 << 20)));
+        assert_eq!(
+            dram_options(&m, None).sizes.unwrap().last(),
+            Some(&(1040 << 20))
+        );
+        // A program of 1.5 GiB + 100 KiB: DRAM read at its footprint, rounded up to whole
+        // 2 MiB pages; one of 40 GiB at the cap.
+        let big = dram_options(&m, Some((1536 << 20) + (100 << 10)))
+            .sizes
+            .unwrap();
+        assert_eq!(big.last(), Some(&(1538 << 20)), "{big:?}");
+        let huge = dram_options(&m, Some(40 << 30)).sizes.unwrap();
+        assert_eq!(huge.last(), Some(&DIAGNOSE_DRAM_MAX_BYTES), "{huge:?}");
     }
 
     #[test]

@@ -212,8 +212,9 @@ fn a_check_from_this_cpu_gives_its_figures() {
     }
 }
 
-/// `--figures all`: PAUSE and DRAM (and the line transfer, given two CPUs) whatever the hot
-/// code, a baseline for later diffs; never the split lock, which stalls every neighbour.
+/// `--figures all`: PAUSE and DRAM (and the line transfer and the shared atomic, given two
+/// CPUs) whatever the hot code, a baseline for later diffs; never the split lock, which stalls
+/// every neighbour.
 #[test]
 fn figures_all_measures_the_baseline_but_not_the_split_lock() {
     if !cfg!(target_arch = "x86_64") {
@@ -227,6 +228,7 @@ fn figures_all_measures_the_baseline_but_not_the_split_lock() {
     let cpus = allowed_cpus().len();
     if cpus >= 2 {
         wanted.push("line_transfer_ns");
+        wanted.push("shared_atomic_ns");
     }
     for name in wanted {
         assert!(

@@ -12,7 +12,8 @@
 //!   check's 4 KiB penalty) within [`PAGE_WALK_FACTOR`] of the observed. The test fails when no
 //!   machine has such a pair.
 //! - (a) every pair of machines, for each program both have: the mechanism named for its hot
-//!   function, and for the PAUSE program the predicted change within 25% of the observed.
+//!   function, and its predicted change within 1.25x of the program's observed change (a
+//!   listed known miss must still miss).
 //!   With one machine in the corpus there is no pair: the test says so on its output and
 //!   counts nothing for (a).
 //!
@@ -80,11 +81,6 @@ const REQUIRED: [&str; 5] = [
     "compute",
 ];
 
-/// How far the PAUSE program's predicted change may be from the observed (the issue's 25%):
-/// its time is its fixed PAUSE count times the PAUSE latency, nothing else, so the ratio of
-/// the two machines' PAUSE figures is the whole prediction.
-const PAUSE_TOLERANCE: f64 = 0.25;
-
 /// The factor within which the chase's change from huge to 4 KiB pages on one machine is
 /// predicted from the check's 4 KiB penalty (`dram_latency_4k_ns / dram_latency_huge_ns`).
 /// Measured on the Zen 4 guest (2026-11-27, by hand): the check read the penalty 1.81x while
@@ -122,9 +118,21 @@ fn saved(dir: &Path, file: &str) -> PathBuf {
     dir.join(format!("{file}.json"))
 }
 
-/// `diff OLD NEW --json`'s `why` section.
+/// `diff OLD NEW --json --machines OLD_CHECK NEW_CHECK`'s `why` section: each side's figures
+/// from the check its diagnoses were recorded with (`regression/check.json`), which also gives
+/// what diagnoses saved before a figure existed lack (the shared atomic, the latency curve).
 fn why(old: &Path, new: &Path) -> Value {
-    let d = json_of(cpudoctor().arg("diff").arg(old).arg(new).arg("--json"));
+    let check = |p: &Path| p.parent().unwrap().join("check.json");
+    let d = json_of(
+        cpudoctor()
+            .arg("diff")
+            .arg(old)
+            .arg(new)
+            .arg("--json")
+            .arg("--machines")
+            .arg(check(old))
+            .arg(check(new)),
+    );
     let why = d["why"].clone();
     assert!(
         why.is_object(),
@@ -164,7 +172,11 @@ fn anon_huge_kib(dir: &Path, file: &str) -> i64 {
 }
 
 /// (b) One machine's chase on huge pages against the same chase on 4 KiB pages: the
-/// same-machine changed-setting case of the issue (THP via glibc's tunable, then without).
+/// same-machine changed-setting case of the issue (THP advised, then not). Observed: the chase
+/// function's ratio in the two profiled runs, which the figures (short timed chases) match;
+/// the program's own unprofiled ratio is printed beside it: the Emerald Rapids guest's
+/// profiler slows its 4 KiB chase (319 against 260 ns a load) and not its huge one, so there
+/// the two read 1.58x and 1.21x.
 fn check_page_walk_pair(name: &str, dir: &Path) {
     let what = format!("{name}: chase-huge -> chase-4k");
     // The setting took: the pair is what its names say (a 1 GiB buffer).
@@ -201,16 +213,43 @@ fn check_page_walk_pair(name: &str, dir: &Path) {
     );
     eprintln!(
         "{what}: page_walks_4k, predicted {predicted:.2}x, observed {observed:.2}x \
-         (within {factor:.2} of each other)"
+         (within {factor:.2} of each other; unprofiled {:.2}x)",
+        number(&why["loss"], "ratio", &what)
     );
 }
 
-/// (a) One program diffed across two machines: the mechanism of its hot function, and for
-/// the PAUSE program its figure (PAUSE) and the predicted change within [`PAUSE_TOLERANCE`]
-/// of the observed. The atomic, split-lock and compute ratios are printed, not asserted: the
-/// issue asks a bound for the PAUSE program only, and the atomic's time depends on how often
-/// the two threads overlap, which a loaded 2-CPU guest changes run to run.
-fn check_across(old: &(String, PathBuf), new: &(String, PathBuf), p: &Program) {
+/// How far a cross-machine prediction may be from what was observed: the why section's own
+/// hold factor.
+const HOLD_FACTOR: f64 = 1.25;
+
+/// A cross-machine prediction known to miss, with what was measured. The test fails when one
+/// starts to hold (take it off then), so the list cannot hide a fixed case.
+struct KnownMiss {
+    program: &'static str,
+    old: &'static str,
+    new: &'static str,
+}
+
+/// Measured 2026-12-02 (the Zen 4 corpus re-recorded quiet): the 4 KiB chase, Emerald Rapids
+/// -> Zen 4, observed 1.36x, predicted 0.91x (1.49 apart). The Emerald Rapids check reads its
+/// 4 KiB DRAM load at 1 GiB 375 ns where its own chase takes 260 ns unprofiled (319 ns under
+/// the profiler) and the C chase of its refs.txt 274 ns; its huge-page figure is 1.13x high
+/// only. Not reproduced on the Zen 4 guest (its probe and the C chase agree at every load
+/// count from 16 Ki to 4 Mi loads a sample), so it waits for that machine (issue 42).
+const KNOWN_MISSES: [KnownMiss; 1] = [KnownMiss {
+    program: "chase-4k",
+    old: "emerald-rapids-kvm-trap",
+    new: "zen4-kvm",
+}];
+
+/// (a) One program diffed across two machines: the mechanism of its hot function, and its
+/// prediction within [`HOLD_FACTOR`] of the program's observed change: the ratio of its work
+/// measure (CPU time, or the chase's CPU ns per load), 5 runs without the profiler on each
+/// side, which is the program's whole time where it has one mechanism. (The hot function's own
+/// sampled ratio is of one profiled run: the Emerald Rapids split-lock program's #DB handler
+/// takes 62% of its samples, so the locking function alone reads 0.008x where the program
+/// took 0.0012x.) Returns whether the prediction held.
+fn check_across(old: &(String, PathBuf), new: &(String, PathBuf), p: &Program) -> bool {
     let what = format!("{}: {} -> {}", p.file, old.0, new.0);
     let why = why(&saved(&old.1, p.file), &saved(&new.1, p.file));
     let f = function(&why, p.function, &what);
@@ -221,15 +260,11 @@ fn check_across(old: &(String, PathBuf), new: &(String, PathBuf), p: &Program) {
         p.function,
         p.mechanisms
     );
-    let observed = number(f, "observed_ratio", &what);
     if p.file == "pause_rounds" {
         assert_eq!(f["figure"], "pause_ns", "{what}: {f:#}");
-        let predicted = number(f, "predicted_ratio", &what);
-        assert!(
-            (predicted - observed).abs() <= PAUSE_TOLERANCE * observed,
-            "{what}: predicted {predicted:.2}x, observed {observed:.2}x: more than \
-             {PAUSE_TOLERANCE} apart: {f:#}"
-        );
+    }
+    if p.file == "contended_atomic" {
+        assert_eq!(f["figure"], "shared_atomic_ns", "{what}: {f:#}");
     }
     if p.file == "split_lock" {
         // Where one side's kernel traps split locks (the Emerald Rapids guest: 62% of the
@@ -256,13 +291,32 @@ fn check_across(old: &(String, PathBuf), new: &(String, PathBuf), p: &Program) {
             );
         }
     }
-    let predicted = f["predicted_ratio"]
-        .as_f64()
-        .map_or("none".to_string(), |r| format!("{r:.2}x"));
+    let observed = number(&why["loss"], "ratio", &what);
+    let predicted = number(f, "predicted_ratio", &what);
+    let factor = (predicted / observed).max(observed / predicted);
+    let held = factor <= HOLD_FACTOR;
+    let known = KNOWN_MISSES
+        .iter()
+        .any(|k| k.program == p.file && k.old == old.0 && k.new == new.0);
     eprintln!(
-        "{what}: {} {mechanism}, observed {observed:.2}x, predicted {predicted}",
-        p.function
+        "{what}: {} {mechanism}, observed {observed:.3}x, predicted {predicted:.3}x ({factor:.2} \
+         apart{})",
+        p.function,
+        if known { ", a known miss" } else { "" }
     );
+    if known {
+        assert!(
+            !held,
+            "{what}: the known miss now holds ({factor:.2} apart): take it off KNOWN_MISSES"
+        );
+    } else {
+        assert!(
+            held,
+            "{what}: predicted {predicted:.3}x, observed {observed:.3}x: {factor:.2} apart, more \
+             than {HOLD_FACTOR}: {f:#}"
+        );
+    }
+    held
 }
 
 /// Every machine's corpus is complete, every machine's setting pair is explained (b), and
@@ -310,12 +364,13 @@ fn every_machine_pair_and_setting_pair_of_the_regression_corpus_is_explained() {
     // (a) Across machines: every pair, every program both have.
     let mut machine_pairs = 0;
     let mut program_diffs = 0;
+    let mut held = 0;
     for (i, old) in machines.iter().enumerate() {
         for new in &machines[i + 1..] {
             machine_pairs += 1;
             for p in &PROGRAMS {
                 if saved(&old.1, p.file).is_file() && saved(&new.1, p.file).is_file() {
-                    check_across(old, new, p);
+                    held += usize::from(check_across(old, new, p));
                     program_diffs += 1;
                 }
             }
@@ -334,7 +389,10 @@ fn every_machine_pair_and_setting_pair_of_the_regression_corpus_is_explained() {
              machines; add one with bench/regression_corpus.sh (tests/fixtures/machines/README.md)"
         );
     } else {
-        eprintln!("cross-machine pairs checked: {machine_pairs} ({program_diffs} program diffs)");
+        eprintln!(
+            "cross-machine pairs checked: {machine_pairs} ({program_diffs} program diffs, \
+             {held} predicted within {HOLD_FACTOR}x)"
+        );
     }
 }
 

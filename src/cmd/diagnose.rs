@@ -361,13 +361,15 @@ fn pause_cost(
 /// The machine figures the diagnosis carries (`--figures`): the CPU facts as they are now;
 /// every figure of a saved check taken on this CPU; those measured for the findings already
 /// (`measured`); and what is still asked for, measured now with the probes' quick profile
-/// (DRAM by a reduced latency curve, [`session::dram_options`]).
+/// (DRAM by a reduced latency curve that reaches the program's `footprint`,
+/// [`session::dram_options`]).
 fn machine_figures(
     args: &DiagnoseArgs,
     saved_check: Option<&(&PathBuf, cpudoctor::schema::Fingerprint)>,
     host: &Host,
     needed: FiguresNeeded,
     measured: &[cpudoctor::schema::Fingerprint],
+    footprint: Option<u64>,
 ) -> figures::MachineFigures {
     use rules::CostSource;
     let mut out = figures::of_machine(&host.machine);
@@ -378,13 +380,18 @@ fn machine_figures(
     if let Some((path, fp)) = saved_check
         && fp.machine.cpu_line() == host.machine.cpu_line()
     {
-        out.figures = figures::from_fingerprint(fp, &path.display().to_string()).figures;
+        let check = figures::from_fingerprint(fp, &path.display().to_string());
+        out.figures = check.figures;
+        out.latency_curve = check.latency_curve;
     }
     // A probe already run now is not run again, whether or not it gave its figure.
     let mut ran: Vec<String> = Vec::new();
     for fp in measured {
         for (f, v) in figures::figures_of(fp, &CostSource::MeasuredNow) {
             out.figures.entry(f).or_insert(v);
+        }
+        if out.latency_curve.is_empty() {
+            out.latency_curve = figures::latency_curve_of(fp);
         }
         ran.extend(fp.probes.iter().map(|p| p.name.clone()));
     }
@@ -428,13 +435,16 @@ fn machine_figures(
         now.extend(session::measure_named(
             host,
             &[cpudoctor::names::probe::MEM_LATENCY],
-            &session::dram_options(&host.machine),
+            &session::dram_options(&host.machine, footprint),
             &BarProgress::new(),
         ));
     }
     for fp in &now {
         for (f, v) in figures::figures_of(fp, &CostSource::MeasuredNow) {
             out.figures.entry(f).or_insert(v);
+        }
+        if out.latency_curve.is_empty() {
+            out.latency_curve = figures::latency_curve_of(fp);
         }
     }
     // The clock, where no probe run now gave it: a few ms on each CPU.
@@ -737,6 +747,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         &host,
         needed,
         &measured,
+        figures::footprint_bytes(&d.processes),
     ));
     let work_result = match (args.runs, work_diagnosed) {
         (Some(n), _) if super::caught_signal().is_none() && !STOP.load(Ordering::SeqCst) => {

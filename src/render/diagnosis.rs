@@ -935,6 +935,7 @@ pub(crate) mod tests {
             hypervisor: Some("KVM".into()),
             thp: None,
             figures: Default::default(),
+            latency_curve: Vec::new(),
         };
         let now = |value, disturbed| FigureValue {
             value,

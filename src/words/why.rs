@@ -197,6 +197,42 @@ pub fn figure_pair_line(
     format!("{label}: {old_label} {old:.1} -> {new_label} {new:.1} {unit}{ratio}")
 }
 
+/// Where a pair's DRAM figures were read: at the program's `footprint`, off each side's
+/// latency curve or (`one_curve`) both off one side's; `read_at` gives each curve's side and
+/// the size read there, which is the curve's end where that is below the footprint.
+pub fn dram_at_footprint(footprint: u64, read_at: &[(&str, u64)], one_curve: bool) -> String {
+    use crate::format::human_bytes;
+    let whose = match (one_curve, read_at) {
+        (true, [(side, _)]) => format!(
+            "both sides off the {side} side's latency curve (one machine: the two page sizes \
+             compare within one paired measurement)"
+        ),
+        _ => "each side off its own latency curve".to_string(),
+    };
+    let short: Vec<String> = read_at
+        .iter()
+        // A curve that ends within 10% of the footprint reaches it (the chase's 1 GiB buffer
+        // is 1 GiB and 96 KiB of anonymous memory).
+        .filter(|(_, at)| (*at as f64) < 0.9 * footprint as f64)
+        .map(|(side, at)| {
+            format!(
+                "the {side} side's curve ends at {}, read there",
+                human_bytes(*at)
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "DRAM figures read at the program's footprint, {} (its largest process's anonymous \
+         memory), {whose}",
+        human_bytes(footprint)
+    );
+    if !short.is_empty() {
+        line.push_str("; ");
+        line.push_str(&short.join(", "));
+    }
+    line
+}
+
 /// A figure not known on a side, in a table cell.
 pub fn figure_not_known(label: &str) -> String {
     format!("{label} (not known)")

@@ -14,6 +14,7 @@ use super::rules::CostSource;
 use crate::machine::ThpEnabled;
 use crate::schema::probes::mem_latency::MemLatencyFigures;
 use crate::schema::probes::pause::PauseFigures;
+use crate::schema::probes::sharing::SharingFigures;
 use crate::schema::probes::split_lock::SplitLockFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -32,6 +33,13 @@ pub enum MachineFigure {
     LineTransferNs,
     /// One split lock (a locked operation across two cache lines), ns.
     SplitLockNs,
+    /// One `lock xadd` of a counter every thread (one per CPU) writes at once, ns per
+    /// increment (the sharing probe's true-sharing case): what a contended locked
+    /// read-modify-write pays per operation. Not one line transfer: a core that holds the line
+    /// may complete several operations before it moves (40 ns here against an 88 ns handoff on
+    /// the Emerald Rapids guest, 8.5-10 ns against 28 ns on the Zen 4 guest), so the handoff
+    /// predicted a contended add across those two 1.5x off, this figure within 1.13-1.2x.
+    SharedAtomicNs,
     /// A dependent load from DRAM on 4 KiB pages, page walk included, ns.
     // snake_case alone would write `dram_latency4k_ns`; the name is the metric's (files
     // written with that spelling still read).
@@ -43,11 +51,12 @@ pub enum MachineFigure {
 
 impl MachineFigure {
     /// Every figure, in the order a screen lists them.
-    pub const ALL: [MachineFigure; 6] = [
+    pub const ALL: [MachineFigure; 7] = [
         MachineFigure::CoreClockGhz,
         MachineFigure::PauseNs,
         MachineFigure::LineTransferNs,
         MachineFigure::SplitLockNs,
+        MachineFigure::SharedAtomicNs,
         MachineFigure::DramLatency4kNs,
         MachineFigure::DramLatencyHugeNs,
     ];
@@ -61,6 +70,7 @@ impl MachineFigure {
                 crate::schema::probes::c2c::C2cFigures::C2C_LATENCY_NS.metric
             }
             MachineFigure::SplitLockNs => SplitLockFigures::SPLIT_LOCK_LATENCY_NS.metric,
+            MachineFigure::SharedAtomicNs => SharingFigures::SHARED_ATOMIC_INCREMENT_NS.metric,
             MachineFigure::DramLatency4kNs => MemLatencyFigures::DRAM_LATENCY_4K_NS.metric,
             MachineFigure::DramLatencyHugeNs => MemLatencyFigures::DRAM_LATENCY_HUGE_NS.metric,
         }
@@ -73,6 +83,7 @@ impl MachineFigure {
             MachineFigure::PauseNs => "PAUSE",
             MachineFigure::LineTransferNs => "line transfer",
             MachineFigure::SplitLockNs => "split lock",
+            MachineFigure::SharedAtomicNs => "shared atomic",
             MachineFigure::DramLatency4kNs => "DRAM (4 KiB)",
             MachineFigure::DramLatencyHugeNs => "DRAM (huge)",
         }
@@ -142,6 +153,46 @@ pub struct MachineFigures {
     /// diagnosis's hot code, or that could not be measured, is absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub figures: BTreeMap<MachineFigure, FigureValue>,
+    /// The memory-latency curve the DRAM figures were read from, by buffer size (the same
+    /// measurement as `dram_latency_4k_ns` and `dram_latency_huge_ns`, which are its last
+    /// size): `diff` reads it at the program's own footprint, since the 4 KiB penalty grows
+    /// with the footprint. Empty where the latency probe did not run (and in older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_curve: Vec<CurvePoint>,
+}
+
+/// One buffer size of a memory-latency curve: ns per dependent load of a random chase over
+/// that many bytes, on each page size measured (medians of the probe's samples).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// The buffer chased, bytes.
+    pub size_bytes: u64,
+    /// On 4 KiB pages, ns per load (page walks included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ns_4k: Option<f64>,
+    /// On huge pages (those the probe read its latencies on), ns per load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ns_huge: Option<f64>,
+}
+
+impl CurvePoint {
+    /// Its value for a DRAM figure (`None` for the others).
+    fn value(&self, f: MachineFigure) -> Option<f64> {
+        match f {
+            MachineFigure::DramLatency4kNs => self.ns_4k,
+            MachineFigure::DramLatencyHugeNs => self.ns_huge,
+            _ => None,
+        }
+    }
+}
+
+/// A DRAM figure read off a latency curve at a footprint.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurveReading {
+    /// ns per load at `at_bytes`.
+    pub ns: f64,
+    /// The size read: the footprint asked for, or the curve's end nearest to it.
+    pub at_bytes: u64,
 }
 
 impl MachineFigures {
@@ -149,6 +200,107 @@ impl MachineFigures {
     pub fn value(&self, f: MachineFigure) -> Option<f64> {
         self.figures.get(&f).map(|v| v.value)
     }
+
+    /// A DRAM figure at `bytes` of footprint, from the latency curve: interpolated in log size
+    /// between the two sizes around it (latency grows about linearly in log footprint past the
+    /// last-level cache: 241, 274, 383 ns at 0.5, 1 and 2 GiB on 4 KiB pages for the C chase of
+    /// the Emerald Rapids guest), and outside the curve the value at its nearest end (no
+    /// extrapolation: `at_bytes` says where it was read). `None` without a curve for `f`.
+    pub fn latency_at(&self, f: MachineFigure, bytes: u64) -> Option<CurveReading> {
+        let mut points: Vec<(u64, f64)> = self
+            .latency_curve
+            .iter()
+            .filter_map(|p| Some((p.size_bytes, p.value(f)?)))
+            .filter(|(s, v)| *s > 0 && v.is_finite() && *v > 0.0)
+            .collect();
+        points.sort_by_key(|p| p.0);
+        let (first, last) = (*points.first()?, *points.last()?);
+        if bytes <= first.0 {
+            return Some(CurveReading {
+                ns: first.1,
+                at_bytes: first.0,
+            });
+        }
+        if bytes >= last.0 {
+            return Some(CurveReading {
+                ns: last.1,
+                at_bytes: last.0,
+            });
+        }
+        let i = points.iter().position(|p| p.0 >= bytes)?;
+        let ((s0, v0), (s1, v1)) = (points[i - 1], points[i]);
+        let t = (bytes as f64 / s0 as f64).ln() / (s1 as f64 / s0 as f64).ln();
+        Some(CurveReading {
+            ns: v0 + t * (v1 - v0),
+            at_bytes: bytes,
+        })
+    }
+
+    /// Whether the two are the same kind of machine: one CPU (vendor, family, model), one
+    /// hypervisor, as many CPUs. Two diagnoses of such a pair read their figures from one
+    /// measurement where they can (see `compare::why`).
+    pub fn same_machine_as(&self, other: &MachineFigures) -> bool {
+        let cpu = |m: &MachineFigures| {
+            m.cpu
+                .as_ref()
+                .map(|c| (c.vendor.clone(), c.family, c.model))
+        };
+        cpu(self).is_some()
+            && cpu(self) == cpu(other)
+            && self.hypervisor == other.hypervisor
+            && self.logical_cpus == other.logical_cpus
+    }
+}
+
+/// A program's memory footprint for its DRAM figures: the anonymous memory of its largest
+/// process, bytes (each process walks its own page tables, so the largest one's size is what
+/// its page walks see); `None` where none was read.
+pub fn footprint_bytes(
+    processes: &[crate::diagnose::record::memory::ProcessMemory],
+) -> Option<u64> {
+    processes
+        .iter()
+        .map(|p| p.anonymous_kb.saturating_mul(1024))
+        .max()
+        .filter(|b| *b > 0)
+}
+
+/// The latency curve of a fingerprint's memory-latency probe (empty where it did not run ok or
+/// kept no samples): the median of each size's samples on 4 KiB pages and on the huge page
+/// kind the probe read its latencies on.
+pub fn latency_curve_of(fp: &crate::schema::Fingerprint) -> Vec<CurvePoint> {
+    use crate::measure::buffer::PageKind;
+    use crate::schema::probes::mem_latency::{MemLatencyDerived, MemLatencyRaw};
+    let Some(raw) = fp.raw::<MemLatencyRaw>(crate::names::probe::MEM_LATENCY) else {
+        return Vec::new();
+    };
+    let derived = fp.raw::<MemLatencyDerived>(crate::names::probe::MEM_LATENCY);
+    let huge = derived
+        .and_then(|d| d.latency_page_kind)
+        .filter(|k| k.is_huge())
+        .or_else(|| {
+            [PageKind::Thp, PageKind::Hugetlb2m]
+                .into_iter()
+                .find(|k| raw.samples.latency_ns.keys().any(|(kind, _)| kind == k))
+        });
+    let median = |kind: PageKind, size: u64| {
+        raw.samples
+            .latency_ns
+            .get(&(kind, size))
+            .and_then(|v| crate::stats::median(v))
+    };
+    let mut sizes: Vec<u64> = raw.samples.latency_ns.keys().map(|(_, s)| *s).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+        .into_iter()
+        .map(|size| CurvePoint {
+            size_bytes: size,
+            ns_4k: median(PageKind::Base4k, size),
+            ns_huge: huge.and_then(|k| median(k, size)),
+        })
+        .filter(|p| p.ns_4k.is_some() || p.ns_huge.is_some())
+        .collect()
 }
 
 /// Which figures to measure after a recording (`--figures`).
@@ -196,7 +348,9 @@ pub fn to_measure(
         .filter(|f| match f {
             MachineFigure::CoreClockGhz => true,
             MachineFigure::PauseNs => all || needed.pause,
-            MachineFigure::LineTransferNs => all || needed.line_transfer,
+            MachineFigure::LineTransferNs | MachineFigure::SharedAtomicNs => {
+                all || needed.line_transfer
+            }
             MachineFigure::SplitLockNs => needed.split_lock,
             MachineFigure::DramLatency4kNs | MachineFigure::DramLatencyHugeNs => all || needed.dram,
         })
@@ -212,6 +366,7 @@ pub fn probe_of(f: MachineFigure) -> &'static str {
         MachineFigure::CoreClockGhz | MachineFigure::PauseNs => probe::PAUSE,
         MachineFigure::LineTransferNs => probe::C2C,
         MachineFigure::SplitLockNs => probe::SPLIT_LOCK,
+        MachineFigure::SharedAtomicNs => probe::SHARING,
         MachineFigure::DramLatency4kNs | MachineFigure::DramLatencyHugeNs => probe::MEM_LATENCY,
     }
 }
@@ -239,6 +394,7 @@ pub fn from_fingerprint(fp: &crate::schema::Fingerprint, file: &str) -> MachineF
         hypervisor: fp.machine.hypervisor.as_ref().map(|h| h.vendor.clone()),
         thp: fp.machine.thp.as_ref().map(|t| t.enabled),
         figures,
+        latency_curve: latency_curve_of(fp),
     }
 }
 
@@ -257,6 +413,7 @@ pub fn of_machine(m: &crate::machine::Machine) -> MachineFigures {
         hypervisor: m.hypervisor.as_ref().map(|h| h.vendor.clone()),
         thp: m.thp.as_ref().map(|t| t.enabled),
         figures: BTreeMap::new(),
+        latency_curve: Vec::new(),
     }
 }
 
@@ -329,13 +486,15 @@ mod tests {
             vec![CoreClockGhz]
         );
         assert!(to_measure(FiguresAsked::None, needed, &none).is_empty());
-        // All: PAUSE, line transfer and DRAM whatever the hot code, never the split lock.
+        // All: PAUSE, line transfer, the shared atomic and DRAM whatever the hot code, never
+        // the split lock.
         assert_eq!(
             to_measure(FiguresAsked::All, needed, &none),
             vec![
                 CoreClockGhz,
                 PauseNs,
                 LineTransferNs,
+                SharedAtomicNs,
                 DramLatency4kNs,
                 DramLatencyHugeNs
             ]
@@ -360,6 +519,75 @@ mod tests {
         );
     }
 
+    fn curve(points: &[(u64, Option<f64>, Option<f64>)]) -> MachineFigures {
+        let mut m = of_machine(&crate::schema::test_support::test_machine());
+        m.latency_curve = points
+            .iter()
+            .map(|&(size_bytes, ns_4k, ns_huge)| CurvePoint {
+                size_bytes,
+                ns_4k,
+                ns_huge,
+            })
+            .collect();
+        m
+    }
+
+    /// Between two sizes the curve is read in log size (halfway between 512 MiB and 2 GiB is
+    /// 1 GiB); outside it at its nearest end, which the reading names; a page size the curve
+    /// lacks gives nothing.
+    #[test]
+    fn the_latency_curve_is_read_between_its_sizes_and_at_its_ends_outside() {
+        use MachineFigure::*;
+        let m = curve(&[
+            (2 << 30, Some(400.0), Some(260.0)),
+            (512 << 20, Some(240.0), None),
+        ]);
+        let at = |f, b| m.latency_at(f, b).map(|r| (r.ns, r.at_bytes));
+        assert_eq!(at(DramLatency4kNs, 1 << 30), Some((320.0, 1 << 30)));
+        assert_eq!(at(DramLatency4kNs, 64 << 20), Some((240.0, 512 << 20)));
+        assert_eq!(at(DramLatency4kNs, 8 << 30), Some((400.0, 2 << 30)));
+        assert_eq!(at(DramLatencyHugeNs, 1 << 30), Some((260.0, 2 << 30)));
+        assert_eq!(at(PauseNs, 1 << 30), None);
+        assert_eq!(curve(&[]).latency_at(DramLatency4kNs, 1 << 30), None);
+    }
+
+    /// A saved check's curve is its probe's medians per size, both page sizes; the Zen 4
+    /// guest's quick curve ends at the 1 GiB its DRAM figures are read at.
+    #[test]
+    fn a_saved_checks_latency_curve_ends_where_its_dram_figures_are_read() {
+        let zen4 = from_fingerprint(&fixture("zen4-kvm/check-runs3-a.json"), "zen4.json");
+        let last = zen4.latency_curve.last().expect("a curve");
+        assert_eq!(last.size_bytes, 1 << 30);
+        assert!(last.ns_4k.is_some() && last.ns_huge.is_some(), "{last:?}");
+        assert!(
+            zen4.latency_curve
+                .windows(2)
+                .all(|w| w[0].size_bytes < w[1].size_bytes)
+        );
+        // The figures are medians over the runs; the curve's end is of the same samples.
+        let (small, huge) = (
+            zen4.value(MachineFigure::DramLatency4kNs).unwrap(),
+            zen4.value(MachineFigure::DramLatencyHugeNs).unwrap(),
+        );
+        assert!(last.ns_4k.unwrap() / small > 0.8 && last.ns_4k.unwrap() / small < 1.25);
+        assert!(last.ns_huge.unwrap() / huge > 0.8 && last.ns_huge.unwrap() / huge < 1.25);
+    }
+
+    #[test]
+    fn one_machine_is_one_cpu_one_hypervisor_and_as_many_cpus() {
+        let a = of_machine(&crate::schema::test_support::test_machine());
+        let mut b = a.clone();
+        assert!(a.same_machine_as(&b));
+        b.logical_cpus += 1;
+        assert!(!a.same_machine_as(&b));
+        let mut c = a.clone();
+        c.cpu.as_mut().unwrap().model += 1;
+        assert!(!a.same_machine_as(&c));
+        let mut d = a.clone();
+        d.cpu = None;
+        assert!(!d.same_machine_as(&d.clone()));
+    }
+
     /// The Zen 4 and Emerald Rapids guests' checks hold the figures a diff needs, with the
     /// PAUSE of each as its refs.txt gives it (Zen 4 ~24.5 ns, Emerald Rapids ~13 ns); DRAM
     /// where the latency curve reached it (not on Emerald Rapids, whose L3 the quick curve
@@ -376,6 +604,7 @@ mod tests {
                 MachineFigure::CoreClockGhz,
                 MachineFigure::PauseNs,
                 MachineFigure::LineTransferNs,
+                MachineFigure::SharedAtomicNs,
             ] {
                 assert!(m.value(f).is_some_and(|v| v > 0.0), "{f:?} missing: {m:?}");
             }

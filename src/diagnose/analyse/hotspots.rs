@@ -1010,10 +1010,12 @@ mod tests {
         assert_eq!(short_module("pause_rounds"), "pause_rounds");
     }
 
+    /// The Zen 4 guest's split-lock diagnosis of 2026-11-27 (its regression corpus then),
+    /// saved with the split as a sentence.
     #[test]
     fn a_split_note_saved_as_a_sentence_loads_as_a_certain_split() {
         let path = format!(
-            "{}/tests/fixtures/machines/zen4-kvm/regression/split_lock.json",
+            "{}/tests/fixtures/diagnose/split-lock-note-sentence-zen4-kvm.json",
             env!("CARGO_MANIFEST_DIR")
         );
         let bytes = std::fs::read(path).unwrap();
