@@ -234,12 +234,7 @@ const HOLD_FACTOR: f64 = 1.25;
 /// 1 GiB against 260 ns unprofiled and the C chase's 274 ns), which the Zen 4 guest does not
 /// reproduce (its probe and the C chase agree at every load count from 16 Ki to 4 Mi loads a
 /// sample): that waits for the machine (issue 42).
-const HELD: [&str; 4] = [
-    "pause_rounds",
-    "contended_atomic",
-    "split_lock",
-    "compute",
-];
+const HELD: [&str; 4] = ["pause_rounds", "contended_atomic", "split_lock", "compute"];
 
 /// (a) One program diffed across two machines: the mechanism of its hot function, and its
 /// prediction within [`HOLD_FACTOR`] of the program's observed change: the ratio of its work

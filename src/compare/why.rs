@@ -554,7 +554,8 @@ fn innodb_of<'a>(d: &'a Diagnosis, key: &(String, String)) -> Option<&'a InnodbS
 /// process, so a side where the function is not hot enough to be decoded (the MariaDB case
 /// with `innodb_spin_wait_delay` 4 -> 0: the spin is gone on the new side) takes the spin's
 /// shape from the other side and its knob values from any InnoDB site of the same module on
-/// its own side; with none there, the other side's values are assumed.
+/// its own side (the back-off lists the delay the binary's code reads, `Globals::scanned`);
+/// with none there, the other side's values are assumed.
 fn innodb_pair(
     old: &Diagnosis,
     new: &Diagnosis,
