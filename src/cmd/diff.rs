@@ -37,9 +37,9 @@ pub struct DiffArgs {
     #[arg(long, value_name = "WHAT")]
     pub fail_on: Option<FailOn>,
     /// For two diagnoses: saved checks (`check --save`) of the machines the OLD and the NEW
-    /// diagnosis ran on. Their figures (PAUSE, clock, line transfer, split lock, DRAM
-    /// latency) replace or fill in those the diagnoses recorded, so files saved without them
-    /// are explained too.
+    /// diagnosis ran on. Their figures (PAUSE, clock, line transfer, the shared atomic add,
+    /// split lock, DRAM latency and its curve) replace or fill in those the diagnoses
+    /// recorded, so files saved without them are explained too.
     #[arg(long, num_args = 2, value_names = ["OLD_CHECK.json", "NEW_CHECK.json"])]
     pub machines: Option<Vec<PathBuf>>,
 }

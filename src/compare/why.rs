@@ -1350,7 +1350,7 @@ impl Mechanism {
         match self {
             Mechanism::PauseSpin => "PAUSE spin",
             Mechanism::SpinWithoutPause => "spin without PAUSE",
-            Mechanism::LockedRmw => "locked RMW (line transfer)",
+            Mechanism::LockedRmw => "contended locked RMW",
             Mechanism::SplitLock => "split lock",
             Mechanism::PageWalks4k => "page walks on 4 KiB pages",
             Mechanism::DramLoads => "DRAM loads",
