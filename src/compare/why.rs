@@ -1745,9 +1745,6 @@ mod tests {
         assert_eq!(w.unexplained[0].mechanism, Some(Mechanism::LockedRmw));
     }
 
-    /// The mutex_wait case (2 threads against 4 on 2 CPUs, tests/programs): with a wall-time
-    /// loss and both wall-clock views, the grown lock waits are `blocked_on_lock`, observed and
-    /// not predicted, and taken out of the part off the CPU.
     /// The Emerald Rapids -> Zen 4 contended-atomic case of the regression corpus: a `lock
     /// xadd` hammered by two threads costs what the shared-atomic figure says (40.1 -> 8.5 ns,
     /// the programs 37.5 -> 9.0 ns an add), not the line handoff (88.2 -> 28.1 ns); a file with
@@ -1787,6 +1784,9 @@ mod tests {
         );
     }
 
+    /// The mutex_wait case (2 threads against 4 on 2 CPUs, tests/programs): with a wall-time
+    /// loss and both wall-clock views, the grown lock waits are `blocked_on_lock`, observed and
+    /// not predicted, and taken out of the part off the CPU.
     #[test]
     fn lock_waits_of_a_wall_time_loss_are_blocked_on_a_lock() {
         let mut old = fixture("mutex-wait-2-zen4-kvm.json");
