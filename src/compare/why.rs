@@ -944,7 +944,7 @@ fn read_at_footprint(
     old: &Diagnosis,
     new: &Diagnosis,
 ) -> Option<String> {
-    use crate::diagnose::analyse::figures::footprint_bytes;
+    use crate::diagnose::analyse::figures::{curve_reaches, footprint_bytes};
     const DRAM: [MachineFigure; 2] = [
         MachineFigure::DramLatency4kNs,
         MachineFigure::DramLatencyHugeNs,
@@ -984,7 +984,7 @@ fn read_at_footprint(
     let page_sizes_differ =
         (huge_share(old) >= HUGE_SIDE_SHARE) != (huge_share(new) >= HUGE_SIDE_SHARE);
     if page_sizes_differ && fo.same_machine_as(fnw) {
-        let reaches = |m: &MachineFigures| end(m).is_some_and(|e| e >= footprint);
+        let reaches = |m: &MachineFigures| end(m).is_some_and(|e| curve_reaches(e, footprint));
         let use_new = reaches(fnw) || (!reaches(fo) && end(fnw) >= end(fo));
         let (side, src) = if use_new {
             ("new", fnw.clone())

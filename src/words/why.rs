@@ -211,9 +211,7 @@ pub fn dram_at_footprint(footprint: u64, read_at: &[(&str, u64)], one_curve: boo
     };
     let short: Vec<String> = read_at
         .iter()
-        // A curve that ends within 10% of the footprint reaches it (the chase's 1 GiB buffer
-        // is 1 GiB and 96 KiB of anonymous memory).
-        .filter(|(_, at)| (*at as f64) < 0.9 * footprint as f64)
+        .filter(|(_, at)| !crate::diagnose::analyse::figures::curve_reaches(*at, footprint))
         .map(|(side, at)| {
             format!(
                 "the {side} side's curve ends at {}, read there",

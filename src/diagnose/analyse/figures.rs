@@ -186,6 +186,12 @@ impl CurvePoint {
     }
 }
 
+/// Whether a curve read at `at_bytes` reaches a program's `footprint`: within 10% of it (the
+/// corpus chase's 1 GiB buffer is 1 GiB and 96 KiB of anonymous memory).
+pub fn curve_reaches(at_bytes: u64, footprint: u64) -> bool {
+    at_bytes as f64 >= 0.9 * footprint as f64
+}
+
 /// A DRAM figure read off a latency curve at a footprint.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CurveReading {
