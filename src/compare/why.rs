@@ -993,7 +993,11 @@ fn read_at_footprint(
         };
         let at = read(&src, fo)?;
         read(&src, fnw);
-        return Some(words::dram_at_footprint(footprint, &[(side, at)], true));
+        let below: Vec<(&str, u64)> = [(side, at)]
+            .into_iter()
+            .filter(|(_, at)| !curve_reaches(*at, footprint))
+            .collect();
+        return Some(words::dram_at_footprint(footprint, Some(side), &below));
     }
     if fo.latency_curve.is_empty() || fnw.latency_curve.is_empty() {
         return None;
@@ -1001,11 +1005,11 @@ fn read_at_footprint(
     let (src_old, src_new) = (fo.clone(), fnw.clone());
     let at_old = read(&src_old, fo)?;
     let at_new = read(&src_new, fnw)?;
-    Some(words::dram_at_footprint(
-        footprint,
-        &[("old", at_old), ("new", at_new)],
-        false,
-    ))
+    let below: Vec<(&str, u64)> = [("old", at_old), ("new", at_new)]
+        .into_iter()
+        .filter(|(_, at)| !curve_reaches(*at, footprint))
+        .collect();
+    Some(words::dram_at_footprint(footprint, None, &below))
 }
 
 /// Whether a prediction holds: the observed ratio within [`HOLD_FACTOR`] of the predicted,

@@ -198,20 +198,28 @@ pub fn figure_pair_line(
 }
 
 /// Where a pair's DRAM figures were read: at the program's `footprint`, off each side's
-/// latency curve or (`one_curve`) both off one side's; `read_at` gives each curve's side and
-/// the size read there, which is the curve's end where that is below the footprint.
-pub fn dram_at_footprint(footprint: u64, read_at: &[(&str, u64)], one_curve: bool) -> String {
+/// latency curve or (`one_curve`: its side) both off one side's; `ends_below` names each
+/// curve that ends below the footprint, with the size read there (its end).
+pub fn dram_at_footprint(
+    footprint: u64,
+    one_curve: Option<&str>,
+    ends_below: &[(&str, u64)],
+) -> String {
     use crate::format::human_bytes;
-    let whose = match (one_curve, read_at) {
-        (true, [(side, _)]) => format!(
+    let whose = match one_curve {
+        Some(side) => format!(
             "both sides off the {side} side's latency curve (one machine: the two page sizes \
              compare within one paired measurement)"
         ),
-        _ => "each side off its own latency curve".to_string(),
+        None => "each side off its own latency curve".to_string(),
     };
-    let short: Vec<String> = read_at
+    let mut line = format!(
+        "DRAM figures read at the program's footprint, {} (its largest process's anonymous \
+         memory), {whose}",
+        human_bytes(footprint)
+    );
+    let short: Vec<String> = ends_below
         .iter()
-        .filter(|(_, at)| !crate::diagnose::analyse::figures::curve_reaches(*at, footprint))
         .map(|(side, at)| {
             format!(
                 "the {side} side's curve ends at {}, read there",
@@ -219,11 +227,6 @@ pub fn dram_at_footprint(footprint: u64, read_at: &[(&str, u64)], one_curve: boo
             )
         })
         .collect();
-    let mut line = format!(
-        "DRAM figures read at the program's footprint, {} (its largest process's anonymous \
-         memory), {whose}",
-        human_bytes(footprint)
-    );
     if !short.is_empty() {
         line.push_str("; ");
         line.push_str(&short.join(", "));
