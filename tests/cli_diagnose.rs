@@ -845,3 +845,116 @@ fn a_program_in_system_calls_shows_its_kernel_share_or_what_the_samples_miss() {
     );
     assert!(said.contains("was not sampled (--user-only)"), "{screen}");
 }
+
+/// The watch of one shape of `line_sharing.c`, run for longer than the window so that its
+/// lines are watched while it still runs.
+fn watched_shape(shape: &str) -> Option<Value> {
+    let p = program("line_sharing", Build::FramePointers)?;
+    let d = diagnose_json(&[
+        "--duration",
+        "1.5",
+        "--figures",
+        "none",
+        "--",
+        p.to_str().unwrap(),
+        shape,
+        "30",
+    ]);
+    let w = d["line_watch"].clone();
+    assert_eq!(w["outcome"]["outcome"], "watched", "{w:#}");
+    Some(w)
+}
+
+/// Each word's writing functions, by the word's name in the data symbol.
+fn writers_by_field(line: &Value) -> Vec<(i64, Vec<String>)> {
+    let base = line["data"]["symbol_offset"].as_i64().expect("a data symbol offset");
+    line["words"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let mut fns: Vec<String> = w["accessors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|a| a["writes"].as_u64() > Some(0))
+                .map(|a| a["function"].as_str().unwrap().to_string())
+                .collect();
+            fns.sort();
+            fns.dedup();
+            (base + w["offset"].as_i64().unwrap(), fns)
+        })
+        .collect()
+}
+
+/// The Netflix case's shape in miniature: two threads count into two fields of one struct.
+/// The watch names the struct, each field's writer and the verdict.
+#[test]
+fn the_watch_proves_two_counters_in_one_struct_are_false_sharing() {
+    let _g = serial();
+    let Some(w) = watched_shape("false") else {
+        return;
+    };
+    let line = &w["lines"][0];
+    assert_eq!(line["verdict"], "false_sharing", "{w:#}");
+    assert_eq!(line["data"]["symbol"], "stats");
+    assert_eq!(
+        writers_by_field(line),
+        vec![
+            (0, vec!["count_hits".to_string()]),
+            (8, vec!["count_misses".to_string()])
+        ],
+        "{line:#}"
+    );
+    assert!(w["spent_ms"].as_f64().unwrap() <= 1000.0, "{w:#}");
+}
+
+#[test]
+fn the_watch_proves_one_counter_written_by_all_is_true_sharing() {
+    let _g = serial();
+    let Some(w) = watched_shape("true") else {
+        return;
+    };
+    let line = &w["lines"][0];
+    assert_eq!(line["verdict"], "true_sharing", "{w:#}");
+    assert_eq!(line["data"]["symbol"], "shared_count");
+    let writers: std::collections::BTreeSet<u64> = line["words"][0]["accessors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["writes"].as_u64() > Some(0))
+        .map(|a| a["tid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(writers.len(), 2, "{line:#}");
+}
+
+/// The padded twin: each counter on its own 128-byte block; every line watched has one
+/// thread, and no verdict calls it shared.
+#[test]
+fn the_watch_finds_the_padded_twin_shares_nothing() {
+    let _g = serial();
+    let Some(w) = watched_shape("padded") else {
+        return;
+    };
+    let lines = w["lines"].as_array().unwrap();
+    assert!(!lines.is_empty(), "{w:#}");
+    for l in lines {
+        assert_eq!(l["verdict"], "one_thread", "{l:#}");
+        assert_eq!(l["data"]["symbol"], "padded");
+    }
+}
+
+/// A program that ends before the window cannot be watched: the diagnosis says so, and
+/// `--no-watch` leaves the watch out.
+#[test]
+fn a_program_that_ends_first_is_not_watched_and_no_watch_leaves_it_out() {
+    let _g = serial();
+    let Some(p) = program("line_sharing", Build::FramePointers) else {
+        return;
+    };
+    let p = p.to_str().unwrap();
+    let d = diagnose_json(&["--figures", "none", "--", p, "false", "0.5"]);
+    assert_eq!(d["line_watch"]["outcome"]["why"]["reason"], "target_ended", "{:#}", d["line_watch"]);
+    let d = diagnose_json(&["--no-watch", "--duration", "0.5", "--figures", "none", "--", p, "false", "30"]);
+    assert!(d.get("line_watch").is_none(), "{:#}", d["line_watch"]);
+}

@@ -10,6 +10,7 @@ use cpudoctor::diagnose::analyse::figures::{self, FiguresAsked, FiguresNeeded, M
 use cpudoctor::diagnose::analyse::{hotspots, rules};
 use cpudoctor::diagnose::record::recording::{RecordOptions, Target};
 use cpudoctor::diagnose::record::work::{self, WorkMeasure, WorkRecord};
+use cpudoctor::diagnose::record::watch::WatchBudget;
 use cpudoctor::diagnose::record::{counters, recording, sampler};
 use cpudoctor::diagnose::stacks::{LeafOffsets, stacks_of};
 use cpudoctor::diagnose::{self, Diagnosis};
@@ -76,6 +77,16 @@ pub struct DiagnoseArgs {
     /// /proc) the samples do not cover. Also set by CPUDOCTOR_USER_ONLY=1.
     #[arg(long, env = "CPUDOCTOR_USER_ONLY", value_parser = clap::builder::FalseyValueParser::new())]
     pub user_only: bool,
+    /// Do not watch the hot code's cache lines. By default, once the window is over and while
+    /// the workload still runs (an attached process, or a command --duration stopped), the
+    /// hottest instructions that touch memory are aimed at with hardware breakpoints (the
+    /// debug registers: no PMU needed) and the cache lines they touch most are watched word by
+    /// word on every thread, naming which threads write and read which fields: false sharing
+    /// (different fields on one line), true sharing (one field written by several threads), or
+    /// neither. Each hit traps (~10 us), so the watch lasts 2% of the window (50 ms to 1 s) and
+    /// each watchpoint stops after 500 hits; the screen says what it took
+    #[arg(long)]
+    pub no_watch: bool,
     /// Print the diagnosis as JSON on stdout (the command's own stdout goes to stderr).
     #[arg(long)]
     pub json: bool,
@@ -675,6 +686,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             children: !args.no_children,
             per_task: args.per_task,
             kernel: !args.user_only,
+            watch: (!args.no_watch).then_some(WatchBudget::DEFAULT),
         },
         &STOP,
     )?;

@@ -256,6 +256,10 @@ pub struct Diagnosis {
     /// the loss `diff` measures. Absent in older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<work::WorkRecord>,
+    /// Who shares the hot code's cache lines, word by word, from hardware watchpoints set
+    /// once the window was over (absent with `--no-watch` and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_watch: Option<crate::schema::line_sharing::LineWatch>,
 }
 
 /// What a saved JSON file is, told from its content: the version field each kind has.
@@ -513,6 +517,7 @@ pub fn build(
             figures: None,
         },
         findings,
+        line_watch: hot.line_watch.take(),
         hot_sites: hot.sites,
         functions: hot.functions,
         kinds: hot.kinds,

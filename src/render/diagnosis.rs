@@ -8,7 +8,9 @@ use crate::diagnose::analyse::hotspots::coverage::Coverage;
 use crate::diagnose::analyse::hotspots::short_module;
 use crate::diagnose::analyse::kernel::{CpuCoverage, KernelReport};
 use crate::diagnose::analyse::wall::{StateTimes, WallReport};
+use crate::diagnose::analyse::disasm::SiteKind;
 use crate::diagnose::record::memory::ProcessMemory;
+use crate::schema::line_sharing::{WatchOutcome, WatchSkipped};
 use crate::diagnose::record::sampler::KernelSampling;
 use crate::diagnose::record::work::{WorkMeasure, WorkRecord};
 use crate::format::count_of;
@@ -35,6 +37,7 @@ pub fn render(d: &Diagnosis, style: impl Into<Style>) -> String {
         o.push('\n');
     }
     o.push_str(&findings(d, width));
+    o.push_str(&line_watch(d, width));
     o.push_str(&coverage(d, width));
     o.push_str(&hot_sites(d, width));
     o.push_str(&functions(d, width));
@@ -491,6 +494,49 @@ fn findings(d: &Diagnosis, w: u16) -> String {
         }
         o.push_str(&wrap_labelled(&format!("Cost: {}", f.explanation), "  ", w));
         o.push_str(&wrap_labelled(&format!("Do: {}", f.advice), "  ", w));
+    }
+    o
+}
+
+/// The watched cache lines: each line's verdict, its words' writers and readers, the fix; or
+/// why they were not watched, where the hot code had a contended site to watch.
+fn line_watch(d: &Diagnosis, w: u16) -> String {
+    use crate::words::lines as words;
+    let mut o = String::new();
+    let Some(watch) = &d.line_watch else {
+        return o;
+    };
+    match &watch.outcome {
+        WatchOutcome::Skipped { why } => {
+            let contended = d.hot_sites.iter().any(|s| {
+                matches!(s.kind, SiteKind::LockedRmw | SiteKind::SpinWithoutPause)
+            });
+            if contended || matches!(why, WatchSkipped::Refused { .. }) {
+                o.push('\n');
+                o.push_str(&wrap_labelled(
+                    &format!("Cache lines not watched: {}.", words::skipped(why)),
+                    "",
+                    w,
+                ));
+            }
+        }
+        WatchOutcome::Watched => {
+            o.push('\n');
+            o.push_str(&wrap_labelled(
+                &format!("Cache lines watched (hardware watchpoints): {}.", words::cost(watch)),
+                "",
+                w,
+            ));
+            for line in &watch.lines {
+                o.push_str(&wrap_labelled(&words::heading(line), "  ", w));
+                for word in &line.words {
+                    o.push_str(&wrap_labelled(&words::word_row(line, word), "    ", w));
+                }
+                if let Some(fix) = words::fix(line) {
+                    o.push_str(&wrap_labelled(&fix, "    ", w));
+                }
+            }
+        }
     }
     o
 }

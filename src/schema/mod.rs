@@ -8,6 +8,7 @@
 pub mod disturbance;
 pub mod figures;
 pub mod json;
+pub mod line_sharing;
 pub mod probes;
 pub mod split_lock;
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod diagnose;
 pub mod disturbance;
 pub mod experiment;
 pub mod findings;
+pub mod lines;
 pub mod machine;
 pub mod verdicts;
 pub mod why;

@@ -312,6 +312,9 @@ pub struct HotSpots {
     /// ([`crate::diagnose::symbolize::unwind::is_thread_entry`]).
     #[serde(default)]
     pub full_stacks: u64,
+    /// The watch of the hot code's cache lines, named (absent when it was not asked for).
+    #[serde(skip)]
+    pub line_watch: Option<crate::schema::line_sharing::LineWatch>,
 }
 
 /// Share of cut stacks from which a note says so.
@@ -409,6 +412,7 @@ pub fn analyze(rec: &Recording) -> HotSpots {
     out.sites
         .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.address.cmp(&b.address)));
     out.stacks = name_stacks(&rec.stacks, &mut symz);
+    out.line_watch = super::lines::report(rec, &mut symz);
     out.full_stacks = full_stacks(&out.stacks);
     if let Some(w) = &rec.wall {
         out.waits = name_waits(w, &mut symz);

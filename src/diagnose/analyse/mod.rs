@@ -21,6 +21,7 @@ pub mod figures;
 pub mod hotspots;
 pub mod innodb;
 pub mod kernel;
+pub mod lines;
 pub mod rules;
 pub mod runtimes;
 pub mod waits;

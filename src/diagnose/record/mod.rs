@@ -27,4 +27,5 @@ pub mod target;
 pub mod threads;
 pub mod tree;
 pub mod wall;
+pub mod watch;
 pub mod work;

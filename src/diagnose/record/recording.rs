@@ -73,6 +73,9 @@ pub struct RecordOptions {
     pub per_task: bool,
     /// Sample kernel code too where the kernel permits it; false with `--user-only`.
     pub kernel: bool,
+    /// Watch the hot code's cache lines once the window is over, while the workload still
+    /// runs ([`super::watch`]); `None` with `--no-watch`.
+    pub watch: Option<super::watch::WatchBudget>,
 }
 
 impl RecordOptions {
@@ -320,6 +323,8 @@ pub struct Recording {
     /// Every thread's wall time by state, with the stacks it waited in (absent without
     /// `wall`).
     pub wall: Option<WallRecording>,
+    /// What the watch of the hot cache lines saw (absent when it was not asked for).
+    pub watch: Option<super::watch::WatchRecording>,
 }
 
 /// A HotSpot JVM that was followed.
@@ -746,6 +751,10 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool) -> Result<Recording> {
     let mut run = Run::start(opts, started)?;
     while run.poll(stop) {}
     let stopped = run.stop();
+    // The window is over and sampling stopped; a started command still runs until its lines
+    // are watched.
+    run.watch_lines();
+    while run.end_command(stop) {}
     run.name_jit_code();
     Ok(run.assemble(stopped))
 }
@@ -856,6 +865,7 @@ mod tests {
             children: true,
             per_task: false,
             kernel: true,
+            watch: None,
         }
     }
 

@@ -433,6 +433,32 @@ impl Ring {
     }
 }
 
+/// A ring whose records the caller parses itself ([`super::watch`], whose breakpoint samples
+/// carry other fields than the sampler's).
+pub(super) struct RawRing(Ring);
+
+impl RawRing {
+    /// Maps `fd`'s ring: one header page and `data_pages` (a power of two) data pages.
+    pub(super) fn map(fd: &OwnedFd, data_pages: usize) -> io::Result<RawRing> {
+        Ring::map(fd, data_pages, SampleLayout::LEAF).map(RawRing)
+    }
+
+    /// Calls `each(kind, body)` for every complete record written so far, and consumes them.
+    pub(super) fn drain(&mut self, mut each: impl FnMut(u32, &[u8])) {
+        let ring = &mut self.0;
+        let mut scratch = std::mem::take(&mut ring.scratch);
+        let head = ring.head();
+        let data = ring.data();
+        let tail = ring.walk(head, |kind, _, body_at, len| {
+            scratch.resize(len, 0);
+            copy_wrapped(data, body_at, &mut scratch);
+            each(kind, &scratch);
+        });
+        ring.scratch = scratch;
+        Ring::head_tail(ring.base).1.store(tail, Ordering::Release);
+    }
+}
+
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what map() mapped.

@@ -15,6 +15,8 @@ use super::super::wall::cpu::CpuWindow;
 use super::super::wall::observe::Observer;
 use super::super::wall::timeline::Phase;
 use super::super::wall::{WallRecorder, WallRecording};
+use super::super::watch::{self, WatchRecording};
+use crate::schema::line_sharing::WatchSkipped;
 use super::filter::FollowedFilter;
 use super::{
     InputError, Jvm, OpenScope, PerTaskBecause, ProcessTotals, Record, RecordOptions, Recording,
@@ -127,6 +129,10 @@ pub(super) struct Run<'a> {
     /// The signal of a Ctrl-C (or Ctrl-\) at the terminal the command held, which ended it.
     interrupted_by: Option<i32>,
     exit: Option<(String, Option<ProcessTotals>)>,
+    /// The window ended with the started command still running, left running for the watch.
+    window_over: bool,
+    /// What the watch saw, once it ran.
+    watch: Option<WatchRecording>,
 }
 
 /// Launches the command with its samplers opened before it runs: per-task events enabled on
@@ -391,6 +397,8 @@ impl<'a> Run<'a> {
             terminated_at: None,
             interrupted_by: None,
             exit: None,
+            window_over: false,
+            watch: None,
         })
     }
 
@@ -680,6 +688,11 @@ impl<'a> Run<'a> {
                 }
                 false
             }
+            StopStep::Terminate if self.opts.watch.is_some() && !self.window_over => {
+                // Stopped once its lines are watched ([`Run::end_command`]).
+                self.window_over = true;
+                false
+            }
             StopStep::Terminate => {
                 c.terminate(false);
                 self.terminated_at = Some(now);
@@ -700,6 +713,48 @@ impl<'a> Run<'a> {
                 false
             }
         }
+    }
+
+    /// Watches the hot code's cache lines when asked and the workload still runs: a started
+    /// command left running at the window's end, or an attached process.
+    pub(super) fn watch_lines(&mut self) {
+        let Some(budget) = self.opts.watch else {
+            return;
+        };
+        let window = self.started.elapsed();
+        let alive = if self.child.is_some() {
+            self.window_over && self.exit.is_none()
+        } else {
+            process_running(self.root)
+        };
+        let recorded = if !alive {
+            WatchRecording {
+                skipped: Some(WatchSkipped::TargetEnded),
+                ..Default::default()
+            }
+        } else {
+            match watch::choose_target(&self.st.samples, process_running) {
+                Ok((pid, hot)) => watch::watch(pid, &hot, &self.st.spaces, window, &budget),
+                Err(why) => WatchRecording {
+                    skipped: Some(why),
+                    ..Default::default()
+                },
+            }
+        };
+        self.watch = Some(recorded);
+    }
+
+    /// After the watch: stops a started command left running for it, as at the end of the
+    /// window ([`stop_step`]); false once done (or when there is nothing to stop).
+    pub(super) fn end_command(&mut self, stop: &AtomicBool) -> bool {
+        if !self.window_over {
+            return false;
+        }
+        let go_on = self.command_stop_policy(stop, Instant::now());
+        if go_on {
+            std::thread::sleep(ROUND_SLEEP);
+        }
+        go_on
     }
 
     /// An attached process is followed until it exits, the duration ends or Ctrl-C; false to
@@ -888,7 +943,10 @@ impl<'a> Run<'a> {
                     .as_ref()
                     .map_or(0, FollowedFilter::dropped_samples),
             frequency_hz: opts.frequency_hz,
-            wall_s: self.started.elapsed().as_secs_f64(),
+            // The watch ran after the window: not recorded time.
+            wall_s: (self.started.elapsed()
+                - self.watch.as_ref().map_or(Duration::ZERO, |w| w.spent))
+            .as_secs_f64(),
             root_pid: self.root,
             followed: {
                 let names = &st.names;
@@ -938,6 +996,7 @@ impl<'a> Run<'a> {
             namespaces,
             notes: self.notes,
             wall: stopped.wall,
+            watch: self.watch,
         }
     }
 }
