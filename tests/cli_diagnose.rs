@@ -867,7 +867,9 @@ fn watched_shape(shape: &str) -> Option<Value> {
 
 /// Each word's writing functions, by the word's name in the data symbol.
 fn writers_by_field(line: &Value) -> Vec<(i64, Vec<String>)> {
-    let base = line["data"]["symbol_offset"].as_i64().expect("a data symbol offset");
+    let base = line["data"]["symbol_offset"]
+        .as_i64()
+        .expect("a data symbol offset");
     line["words"]
         .as_array()
         .unwrap()
@@ -954,7 +956,21 @@ fn a_program_that_ends_first_is_not_watched_and_no_watch_leaves_it_out() {
     };
     let p = p.to_str().unwrap();
     let d = diagnose_json(&["--figures", "none", "--", p, "false", "0.5"]);
-    assert_eq!(d["line_watch"]["outcome"]["why"]["reason"], "target_ended", "{:#}", d["line_watch"]);
-    let d = diagnose_json(&["--no-watch", "--duration", "0.5", "--figures", "none", "--", p, "false", "30"]);
+    assert_eq!(
+        d["line_watch"]["outcome"]["why"]["reason"], "target_ended",
+        "{:#}",
+        d["line_watch"]
+    );
+    let d = diagnose_json(&[
+        "--no-watch",
+        "--duration",
+        "0.5",
+        "--figures",
+        "none",
+        "--",
+        p,
+        "false",
+        "30",
+    ]);
     assert!(d.get("line_watch").is_none(), "{:#}", d["line_watch"]);
 }

@@ -2,15 +2,14 @@
 //! then the tables behind them (hot sites, functions, threads, memory). Returns a `String`.
 
 use crate::diagnose::Diagnosis;
+use crate::diagnose::analyse::disasm::SiteKind;
 use crate::diagnose::analyse::figures::{MachineFigure, MachineFigures};
 use crate::diagnose::analyse::hotspots::ThreadReport;
 use crate::diagnose::analyse::hotspots::coverage::Coverage;
 use crate::diagnose::analyse::hotspots::short_module;
 use crate::diagnose::analyse::kernel::{CpuCoverage, KernelReport};
 use crate::diagnose::analyse::wall::{StateTimes, WallReport};
-use crate::diagnose::analyse::disasm::SiteKind;
 use crate::diagnose::record::memory::ProcessMemory;
-use crate::schema::line_sharing::{WatchOutcome, WatchSkipped};
 use crate::diagnose::record::sampler::KernelSampling;
 use crate::diagnose::record::work::{WorkMeasure, WorkRecord};
 use crate::format::count_of;
@@ -21,6 +20,7 @@ use crate::format::human_value;
 use crate::format::pct;
 use crate::render::text::Style;
 use crate::render::text::{align_right, table, wrap, wrap_labelled};
+use crate::schema::line_sharing::{WatchOutcome, WatchSkipped};
 use crate::words::diagnose::{
     CommandFollowed, KernelNotSampled, KernelShare, kernel_not_sampled, kernel_sampled,
     processes_followed,
@@ -508,9 +508,10 @@ fn line_watch(d: &Diagnosis, w: u16) -> String {
     };
     match &watch.outcome {
         WatchOutcome::Skipped { why } => {
-            let contended = d.hot_sites.iter().any(|s| {
-                matches!(s.kind, SiteKind::LockedRmw | SiteKind::SpinWithoutPause)
-            });
+            let contended = d
+                .hot_sites
+                .iter()
+                .any(|s| matches!(s.kind, SiteKind::LockedRmw | SiteKind::SpinWithoutPause));
             if contended || matches!(why, WatchSkipped::Refused { .. }) {
                 o.push('\n');
                 o.push_str(&wrap_labelled(
@@ -523,7 +524,10 @@ fn line_watch(d: &Diagnosis, w: u16) -> String {
         WatchOutcome::Watched => {
             o.push('\n');
             o.push_str(&wrap_labelled(
-                &format!("Cache lines watched (hardware watchpoints): {}.", words::cost(watch)),
+                &format!(
+                    "Cache lines watched (hardware watchpoints): {}.",
+                    words::cost(watch)
+                ),
                 "",
                 w,
             ));

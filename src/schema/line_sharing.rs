@@ -47,6 +47,10 @@ pub struct LineWatch {
     pub window_s: f64,
     /// Watchpoint hits taken, aim and watch together.
     pub hits: u64,
+    /// Hits one watchpoint takes before it stops itself (the budget's cap); a word whose
+    /// watchpoint reached it has lower-bound counts.
+    #[serde(default)]
+    pub hits_per_watchpoint: u32,
     /// The hot instructions aimed at and what their operands touched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aimed: Vec<AimedInstruction>,
@@ -65,6 +69,7 @@ impl LineWatch {
             spent_ms: 0.0,
             window_s,
             hits: 0,
+            hits_per_watchpoint: 0,
             aimed: Vec::new(),
             lines: Vec::new(),
         }
@@ -109,6 +114,8 @@ pub enum WatchSkipped {
     NotRun,
     /// Their accesses fell on many lines, none often enough to watch (a pointer chase).
     NoHotLine,
+    /// Not an x86-64 machine: the aim decodes x86-64 code and reads x86 registers.
+    NotX86,
 }
 
 /// A hot instruction the watch aimed at.
@@ -150,7 +157,7 @@ pub struct WatchedLine {
 }
 
 /// Where a line lies.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DataName {
     /// The file whose data it is (or whose `.bss` follows its mapping), or the mapping's
     /// name (`[heap]`, `[stack]`, `[anon]`).
@@ -307,7 +314,10 @@ mod tests {
         let line = [word(0, &[(1, 50, 0), (2, 45, 0)])];
         assert_eq!(LineVerdict::of(&line), LineVerdict::TrueSharing);
         let producer_consumer = [word(0, &[(1, 10, 0), (2, 0, 90)])];
-        assert_eq!(LineVerdict::of(&producer_consumer), LineVerdict::TrueSharing);
+        assert_eq!(
+            LineVerdict::of(&producer_consumer),
+            LineVerdict::TrueSharing
+        );
     }
 
     #[test]

@@ -3,8 +3,7 @@
 
 use crate::format::{count_of, group_thousands, human_ns, pct};
 use crate::schema::line_sharing::{
-    Accessor, DataName, LineVerdict, LineWatch, PAD_BYTES, WatchSkipped, WatchedLine,
-    WordAccesses,
+    Accessor, DataName, LineVerdict, LineWatch, PAD_BYTES, WatchSkipped, WatchedLine, WordAccesses,
 };
 
 /// A word's name: the data symbol and offset (`stats+0x8`), else the line's address and the
@@ -40,7 +39,11 @@ pub fn heading(line: &WatchedLine) -> String {
         LineVerdict::ReadMostly => "Read by several threads, written by none",
         LineVerdict::OneThread => "One thread only",
     };
-    let fields: Vec<String> = line.words.iter().map(|w| word_name(line, w.offset)).collect();
+    let fields: Vec<String> = line
+        .words
+        .iter()
+        .map(|w| word_name(line, w.offset))
+        .collect();
     format!(
         "{what} on the line at {:#x} ({}, in {}): {}",
         line.address,
@@ -49,6 +52,9 @@ pub fn heading(line: &WatchedLine) -> String {
         match line.verdict {
             LineVerdict::FalseSharing | LineVerdict::TrueAndFalseSharing =>
                 "different threads write different fields of one cache line",
+            LineVerdict::TrueSharing if line.words.iter().any(|w| w.writers().len() >= 2) => {
+                "one field is written by several threads"
+            }
             LineVerdict::TrueSharing => "one field is written by one thread and used by another",
             LineVerdict::ReadMostly | LineVerdict::OneThread => "no coherence traffic",
         }
@@ -60,7 +66,11 @@ fn accessor(a: &Accessor) -> String {
     let verb = match (a.writes, a.reads) {
         (0, r) => format!("reads {}x", group_thousands(r)),
         (w, 0) => format!("writes {}x", group_thousands(w)),
-        (w, r) => format!("writes {}x, reads {}x", group_thousands(w), group_thousands(r)),
+        (w, r) => format!(
+            "writes {}x, reads {}x",
+            group_thousands(w),
+            group_thousands(r)
+        ),
     };
     let at = a
         .source_line
@@ -73,7 +83,12 @@ fn accessor(a: &Accessor) -> String {
 /// A word's row: its name and each accessor.
 pub fn word_row(line: &WatchedLine, w: &WordAccesses) -> String {
     let who: Vec<String> = w.accessors.iter().map(accessor).collect();
-    format!("+{:<2} {}: {}", w.offset, word_name(line, w.offset), who.join("; "))
+    format!(
+        "+{:<2} {}: {}",
+        w.offset,
+        word_name(line, w.offset),
+        who.join("; ")
+    )
 }
 
 /// What to do about the line, in its own fields.
@@ -116,9 +131,7 @@ pub fn fix(line: &WatchedLine) -> Option<String> {
     match line.verdict {
         LineVerdict::FalseSharing => Some(format!("Do: {}.", pad())),
         LineVerdict::TrueSharing => Some(format!("Do: {}.", stop_sharing())),
-        LineVerdict::TrueAndFalseSharing => {
-            Some(format!("Do: {}; and {}.", stop_sharing(), pad()))
-        }
+        LineVerdict::TrueAndFalseSharing => Some(format!("Do: {}; and {}.", stop_sharing(), pad())),
         LineVerdict::ReadMostly | LineVerdict::OneThread => None,
     }
 }
@@ -134,9 +147,12 @@ pub fn cost(w: &LineWatch) -> String {
         human_ns(w.window_s * 1e9),
         group_thousands(w.hits),
         if w.lines.iter().any(|l| l.capped) {
-            "; some watchpoints reached their 500-hit cap, so counts are lower bounds"
+            format!(
+                "; some watchpoints reached their {}-hit cap, so counts are lower bounds",
+                group_thousands(w.hits_per_watchpoint as u64)
+            )
         } else {
-            ""
+            String::new()
         }
     )
 }
@@ -158,6 +174,9 @@ pub fn skipped(why: &WatchSkipped) -> String {
              CONFIG_HAVE_HW_BREAKPOINT"
         ),
         WatchSkipped::NotRun => "the hot instructions did not run during the aim".into(),
+        WatchSkipped::NotX86 => "the watch decodes x86-64 code and reads x86 registers; the \
+            machine recorded is not x86-64"
+            .into(),
         WatchSkipped::NoHotLine => "the hot instructions' accesses fell on many lines, none \
             often (a walk through memory, not a shared line)"
             .into(),

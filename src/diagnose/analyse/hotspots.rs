@@ -1102,6 +1102,7 @@ mod tests {
     fn recording(samples: HashMap<Location, BTreeMap<u32, u64>>) -> Recording {
         let total = samples.values().flat_map(|t| t.values()).sum();
         Recording {
+            watch: None,
             mode: SamplingMode::CpuClock,
             scope: crate::diagnose::record::sampler::SamplingScope::PerTask,
             per_task_because: None,

@@ -9,7 +9,8 @@ use crate::diagnose::record::recording::Recording;
 use crate::diagnose::record::watch::{self, Region, WatchRecording};
 use crate::diagnose::symbolize::symbols::{Location, Symbolizer};
 use crate::schema::line_sharing::{
-    Accessor, AimedInstruction, DataName, LineVerdict, LineWatch, WatchOutcome, WatchedLine, WordAccesses,
+    Accessor, AimedInstruction, DataName, LineVerdict, LineWatch, WatchOutcome, WatchedLine,
+    WordAccesses,
 };
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::BTreeMap;
@@ -50,6 +51,7 @@ pub fn report(rec: &Recording, symz: &mut Symbolizer) -> Option<LineWatch> {
         spent_ms: w.spent.as_secs_f64() * 1e3,
         window_s: rec.wall_s,
         hits: w.hits,
+        hits_per_watchpoint: w.hits_per_watchpoint,
         aimed,
         lines,
     })
@@ -123,10 +125,20 @@ enum Find {
 }
 
 /// The function, module, address (module numbering) and instruction of a location.
-fn named_at(symz: &mut Symbolizer, loc: &Location, find: Find) -> (String, String, u64, Option<Insn>) {
+fn named_at(
+    symz: &mut Symbolizer,
+    loc: &Location,
+    find: Find,
+) -> (String, String, u64, Option<Insn>) {
     let named = symz.name(loc);
     let function = named.symbol.as_ref().map_or_else(
-        || format!("{}@{:#x}", named.module.rsplit('/').next().unwrap_or(&named.module), named.address),
+        || {
+            format!(
+                "{}@{:#x}",
+                named.module.rsplit('/').next().unwrap_or(&named.module),
+                named.address
+            )
+        },
         |s| s.name.clone(),
     );
     let wanted = |i: &Insn| match find {
@@ -140,7 +152,9 @@ fn named_at(symz: &mut Symbolizer, loc: &Location, find: Find) -> (String, Strin
         .and_then(|s| {
             let len = named.address - s.addr + 16;
             let code = symz.code(loc, s.addr, len)?;
-            disasm::decode(&code, s.addr).into_iter().find(|i| wanted(i))
+            disasm::decode(&code, s.addr)
+                .into_iter()
+                .find(|i| wanted(i))
         });
     // No symbol: the bytes before the trap, decoded back to an instruction that ends there.
     let insn = from_start.or_else(|| {
@@ -152,7 +166,9 @@ fn named_at(symz: &mut Symbolizer, loc: &Location, find: Find) -> (String, Strin
             .iter()
             .find(|i| (find == Find::At) == (i.ip() == ip))?;
         let from = (i.ip() - start) as usize;
-        disasm::decode(&code[from..from + i.len()], i.ip()).into_iter().next()
+        disasm::decode(&code[from..from + i.len()], i.ip())
+            .into_iter()
+            .next()
     });
     (function, named.module, named.address, insn)
 }
@@ -190,8 +206,14 @@ fn elf_data_symbol(pid: u32, path: &str, base: u64, line: u64, addr: u64) -> Opt
         .map_or(0, |s| s.address() & !0xfff);
     let vaddr = addr.checked_sub(base)? + first;
     let sym = file.symbols().find(|s| {
-        s.kind() == SymbolKind::Data && s.size() > 0 && s.address() <= vaddr && vaddr < s.address() + s.size()
+        s.kind() == SymbolKind::Data
+            && s.size() > 0
+            && s.address() <= vaddr
+            && vaddr < s.address() + s.size()
     })?;
     let line_vaddr = line.checked_sub(base)? + first;
-    Some((sym.name().ok()?.to_string(), line_vaddr as i64 - sym.address() as i64))
+    Some((
+        sym.name().ok()?.to_string(),
+        line_vaddr as i64 - sym.address() as i64,
+    ))
 }

@@ -743,11 +743,24 @@ fn locked_rmw(site: &HotSite, level: Level, ctx: &Context) -> Finding {
         .iter()
         .filter(|t| t.samples as f64 >= CONTENDING_THREAD_SHARE * site.samples as f64)
         .count();
-    let contended = contending >= 2;
+    // The watch may prove what the samples cannot: one thread per instruction, but the
+    // instructions of several threads on one line (false sharing).
+    let shared_line = ctx.hot.line_watch.as_ref().and_then(|w| {
+        w.lines.iter().find(|l| {
+            l.verdict.is_hazard()
+                && l.words
+                    .iter()
+                    .any(|w| w.accessors.iter().any(|a| a.function == site.symbol))
+        })
+    });
+    let contended = contending >= 2 || shared_line.is_some();
     let title = words::locked_rmw_title(&site.symbol, contended);
     let mut f = code_finding("locked_rmw", level, title, site, ctx);
-    if contended {
+    if contending >= 2 {
         f.evidence.push(words::locked_rmw_contention(contending));
+    }
+    if let Some(line) = shared_line {
+        f.evidence.push(words::locked_rmw_line_shared(line.verdict));
     }
     if let Some(split) = site.line_split.as_ref().filter(|s| !s.certain()) {
         f.evidence.push(words::possible_split_lock(&split.words()));
@@ -1413,6 +1426,68 @@ mod tests {
         assert_eq!(ids, ["split_lock", "locked_rmw"]);
         assert!(f[1].title.starts_with("contended"));
         assert!(f[0].evidence.iter().any(|e| e.contains("0x403c")));
+    }
+
+    /// The false-sharing shape of tests/programs/line_sharing.c: each locked instruction has
+    /// one thread, so the samples say "uncontended"; the watch saw the line shared and the
+    /// finding says so.
+    #[test]
+    fn a_locked_site_the_watch_saw_on_a_shared_line_is_contended() {
+        use crate::schema::line_sharing::{
+            Accessor, DataName, LineVerdict, LineWatch, WatchOutcome, WatchedLine, WordAccesses,
+        };
+        let mut hot = HotSpots {
+            sites: vec![site(SiteKind::LockedRmw, 0.5, &[(10, 500)])],
+            ..HotSpots::default()
+        };
+        let m = machine();
+        let alone = findings(&ctx(&hot, &m, &[]));
+        assert!(alone[0].title.starts_with("hot"), "{}", alone[0].title);
+        let writer = |tid: u32, function: &str, offset: u64| WordAccesses {
+            offset,
+            accessors: vec![Accessor {
+                tid,
+                thread: "t".into(),
+                function: function.into(),
+                source_line: None,
+                instruction: None,
+                writes: 500,
+                reads: 0,
+            }],
+        };
+        let words = vec![writer(10, "spin_wait_on_flag", 16), writer(11, "other", 24)];
+        hot.line_watch = Some(LineWatch {
+            outcome: WatchOutcome::Watched,
+            pid: Some(1),
+            threads: 2,
+            spent_ms: 50.0,
+            window_s: 1.0,
+            hits: 1000,
+            hits_per_watchpoint: 500,
+            aimed: Vec::new(),
+            lines: vec![WatchedLine {
+                address: 0x4200,
+                data: DataName::default(),
+                verdict: LineVerdict::of(&words),
+                words,
+                watched_ms: 25.0,
+                capped: true,
+            }],
+        });
+        let shared = findings(&ctx(&hot, &m, &[]));
+        assert!(
+            shared[0].title.starts_with("contended"),
+            "{}",
+            shared[0].title
+        );
+        assert!(
+            shared[0]
+                .evidence
+                .iter()
+                .any(|e| e.contains("false sharing")),
+            "{:?}",
+            shared[0].evidence
+        );
     }
 
     /// The split-lock finding of `hot` judged with kernel sampling `kernel`.

@@ -123,6 +123,8 @@ pub struct WatchRecording {
     pub spent: Duration,
     /// Hits, aim and watch.
     pub hits: u64,
+    /// Hits one watchpoint takes before it stops itself.
+    pub hits_per_watchpoint: u32,
     /// Instructions aimed at.
     pub aimed: Vec<AimedHits>,
     /// Lines watched.
@@ -192,7 +194,14 @@ pub fn choose_target(
     samples: &HashMap<Location, BTreeMap<u32, u64>>,
     alive: impl Fn(u32) -> bool,
 ) -> Result<(u32, Vec<u64>), WatchSkipped> {
-    let mut per_pid: BTreeMap<u32, (u64, BTreeSet<u32>, Vec<(u64, u64)>)> = BTreeMap::new();
+    /// One process's samples: how many, on which threads, and per address.
+    #[derive(Default)]
+    struct Sampled {
+        samples: u64,
+        threads: BTreeSet<u32>,
+        addresses: Vec<(u64, u64)>,
+    }
+    let mut per_pid: BTreeMap<u32, Sampled> = BTreeMap::new();
     for (loc, threads) in samples {
         let (pid, addr) = match *loc {
             Location::File { pid, addr, .. } | Location::Anon { pid, addr, .. } => (pid, addr),
@@ -200,15 +209,16 @@ pub fn choose_target(
         };
         let n: u64 = threads.values().sum();
         let e = per_pid.entry(pid).or_default();
-        e.0 += n;
-        e.1.extend(threads.keys());
-        e.2.push((addr, n));
+        e.samples += n;
+        e.threads.extend(threads.keys());
+        e.addresses.push((addr, n));
     }
-    let (pid, (total, _, mut addrs)) = per_pid
+    let (pid, chosen) = per_pid
         .into_iter()
-        .filter(|(pid, (_, tids, _))| tids.len() >= 2 && alive(*pid))
-        .max_by_key(|(pid, (n, _, _))| (*n, std::cmp::Reverse(*pid)))
+        .filter(|(pid, s)| s.threads.len() >= 2 && alive(*pid))
+        .max_by_key(|(pid, s)| (s.samples, std::cmp::Reverse(*pid)))
         .ok_or(WatchSkipped::OneThread)?;
+    let (total, mut addrs) = (chosen.samples, chosen.addresses);
     addrs.sort_by_key(|&(a, n)| (std::cmp::Reverse(n), a));
     let hot: Vec<u64> = addrs
         .into_iter()
@@ -299,6 +309,7 @@ pub fn watch(
     let length = budget.length(window);
     let mut out = WatchRecording {
         pid,
+        hits_per_watchpoint: budget.hits_per_event,
         ..Default::default()
     };
     let threads: Vec<i32> = target::threads_of(pid as i32);
@@ -339,7 +350,9 @@ pub fn watch(
             let Some(insn) = chunk.iter().find(|i| i.ip() == h.bp_addr) else {
                 continue;
             };
-            let Some(regs) = h.regs.as_ref() else { continue };
+            let Some(regs) = h.regs.as_ref() else {
+                continue;
+            };
             let Some(addr) = operand_address(insn, regs) else {
                 continue;
             };
@@ -728,14 +741,23 @@ mod tests {
         };
         assert_eq!(region_of(maps, 0x555555557010), file);
         assert_eq!(region_of(maps, 0x555555558040), file);
-        assert_eq!(region_of(maps, 0x555555559040), Region::Named("[heap]".into()));
-        assert_eq!(region_of(maps, 0x7ffff7d00040), Region::Named("[anon]".into()));
+        assert_eq!(
+            region_of(maps, 0x555555559040),
+            Region::Named("[heap]".into())
+        );
+        assert_eq!(
+            region_of(maps, 0x7ffff7d00040),
+            Region::Named("[anon]".into())
+        );
     }
 
     #[test]
     fn the_budget_is_a_share_of_the_window_within_bounds() {
         let b = WatchBudget::DEFAULT;
-        assert_eq!(b.length(Duration::from_secs(10)), Duration::from_millis(200));
+        assert_eq!(
+            b.length(Duration::from_secs(10)),
+            Duration::from_millis(200)
+        );
         assert_eq!(b.length(Duration::from_secs(1)), Duration::from_millis(50));
         assert_eq!(b.length(Duration::from_secs(3600)), Duration::from_secs(1));
     }

@@ -348,6 +348,17 @@ pub fn locked_rmw_contention(threads: usize) -> String {
     )
 }
 
+/// The watch saw the site's cache line shared with other threads.
+pub fn locked_rmw_line_shared(verdict: crate::schema::line_sharing::LineVerdict) -> String {
+    use crate::schema::line_sharing::LineVerdict;
+    let how = match verdict {
+        LineVerdict::TrueSharing => "true sharing: the same field written by several threads",
+        LineVerdict::TrueAndFalseSharing => "true and false sharing",
+        _ => "false sharing: other threads write other fields of it",
+    };
+    format!("the watch saw its cache line shared ({how}; see \"Cache lines watched\")")
+}
+
 /// A locked operand whose fixed address crosses a 64-byte line: `operand_bytes` at `address`,
 /// starting `line_offset_bytes` into its line.
 pub fn operand_crosses_line(operand_bytes: u64, address: u64, line_offset_bytes: u64) -> String {

@@ -16,7 +16,6 @@ use super::super::wall::observe::Observer;
 use super::super::wall::timeline::Phase;
 use super::super::wall::{WallRecorder, WallRecording};
 use super::super::watch::{self, WatchRecording};
-use crate::schema::line_sharing::WatchSkipped;
 use super::filter::FollowedFilter;
 use super::{
     InputError, Jvm, OpenScope, PerTaskBecause, ProcessTotals, Record, RecordOptions, Recording,
@@ -28,6 +27,7 @@ use crate::diagnose::symbolize::namespace::NamespacedProcess;
 use crate::diagnose::symbolize::perf_map::PerfMapFollower;
 use crate::diagnose::symbolize::symbols;
 use crate::measure::clock::monotonic_ns;
+use crate::schema::line_sharing::WatchSkipped;
 use crate::words::diagnose as words;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -727,7 +727,12 @@ impl<'a> Run<'a> {
         } else {
             process_running(self.root)
         };
-        let recorded = if !alive {
+        let recorded = if !cfg!(target_arch = "x86_64") {
+            WatchRecording {
+                skipped: Some(WatchSkipped::NotX86),
+                ..Default::default()
+            }
+        } else if !alive {
             WatchRecording {
                 skipped: Some(WatchSkipped::TargetEnded),
                 ..Default::default()
