@@ -237,6 +237,7 @@ pub fn choose_target(
 /// kept when the watch can aim at their memory operand.
 pub fn blamed_instructions(code: &[u8], code_start: u64, ip: u64) -> Vec<Instruction> {
     let mut out = Vec::new();
+    let mut ending_found = false;
     for start in ip.saturating_sub(15)..=ip {
         let Some(from) = start.checked_sub(code_start).map(|o| o as usize) else {
             continue;
@@ -248,6 +249,15 @@ pub fn blamed_instructions(code: &[u8], code_start: u64, ip: u64) -> Vec<Instruc
         let insn = decoder.decode();
         if insn.is_invalid() || (start != ip && insn.next_ip() != ip) {
             continue;
+        }
+        // Of the decodings that end at `ip`, the earliest start is the whole instruction; a
+        // later one starts inside it (`or [rcx],al` from the last bytes of `lock add
+        // [rdi+8],1`) and would take a debug register for an address that never executes.
+        if start != ip {
+            if ending_found {
+                continue;
+            }
+            ending_found = true;
         }
         if aimable(&insn) {
             out.push(insn);
@@ -694,7 +704,8 @@ mod tests {
         // 0x1000: lock add qword [rdi+8], 1 (f0 48 83 47 08 01); 0x1006: jmp (eb f8)
         let code = [0xf0, 0x48, 0x83, 0x47, 0x08, 0x01, 0xeb, 0xf8];
         let found = blamed_instructions(&code, 0x1000, 0x1006);
-        assert_eq!(found.len(), 1);
+        let ips: Vec<String> = found.iter().map(|i| format!("{:#x} {i}", i.ip())).collect();
+        assert_eq!(found.len(), 1, "{ips:?}");
         assert_eq!(found[0].ip(), 0x1000);
         let regs = HashMap::from([(Register::RDI, 0x7000_0040u64)]);
         assert_eq!(operand_address(&found[0], &regs), Some(0x7000_0048));
