@@ -865,16 +865,13 @@ fn watched_shape(shape: &str) -> Option<Value> {
     Some(w)
 }
 
-/// Each word's writing functions, by the word's name in the data symbol.
-fn writers_by_field(line: &Value) -> Vec<(i64, Vec<String>)> {
-    let base = line["data"]["symbol_offset"]
-        .as_i64()
-        .expect("a data symbol offset");
+/// Each written word's name (its data symbol and offset) and the functions that wrote it.
+fn writers_by_field(line: &Value) -> Vec<(String, Vec<String>)> {
     line["words"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|w| {
+        .filter_map(|w| {
             let mut fns: Vec<String> = w["accessors"]
                 .as_array()
                 .unwrap()
@@ -884,7 +881,12 @@ fn writers_by_field(line: &Value) -> Vec<(i64, Vec<String>)> {
                 .collect();
             fns.sort();
             fns.dedup();
-            (base + w["offset"].as_i64().unwrap(), fns)
+            let name = format!(
+                "{}+{}",
+                w["symbol"]["name"].as_str()?,
+                w["symbol"]["offset"].as_u64()?
+            );
+            (!fns.is_empty()).then_some((name, fns))
         })
         .collect()
 }
@@ -899,12 +901,11 @@ fn the_watch_proves_two_counters_in_one_struct_are_false_sharing() {
     };
     let line = &w["lines"][0];
     assert_eq!(line["verdict"], "false_sharing", "{w:#}");
-    assert_eq!(line["data"]["symbol"], "stats");
     assert_eq!(
         writers_by_field(line),
         vec![
-            (0, vec!["count_hits".to_string()]),
-            (8, vec!["count_misses".to_string()])
+            ("stats+0".to_string(), vec!["count_hits".to_string()]),
+            ("stats+8".to_string(), vec!["count_misses".to_string()])
         ],
         "{line:#}"
     );
@@ -919,7 +920,11 @@ fn the_watch_proves_one_counter_written_by_all_is_true_sharing() {
     };
     let line = &w["lines"][0];
     assert_eq!(line["verdict"], "true_sharing", "{w:#}");
-    assert_eq!(line["data"]["symbol"], "shared_count");
+    assert_eq!(
+        writers_by_field(line),
+        vec![("shared_count+0".to_string(), vec!["count_all".to_string()])],
+        "{line:#}"
+    );
     let writers: std::collections::BTreeSet<u64> = line["words"][0]["accessors"]
         .as_array()
         .unwrap()
@@ -942,7 +947,9 @@ fn the_watch_finds_the_padded_twin_shares_nothing() {
     assert!(!lines.is_empty(), "{w:#}");
     for l in lines {
         assert_eq!(l["verdict"], "one_thread", "{l:#}");
-        assert_eq!(l["data"]["symbol"], "padded");
+        for word in l["words"].as_array().unwrap() {
+            assert_eq!(word["symbol"]["name"], "padded", "{l:#}");
+        }
     }
 }
 

@@ -83,7 +83,7 @@ pub struct DiagnoseArgs {
     /// debug registers: no PMU needed) and the cache lines they touch most are watched word by
     /// word on every thread, naming which threads write and read which fields: false sharing
     /// (different fields on one line), true sharing (one field written by several threads), or
-    /// neither. Each hit traps (~10 us), so the watch lasts 2% of the window (50 ms to 1 s) and
+    /// neither. Each hit traps (~10 us), so the watch lasts 2% of the window (100 ms to 1 s) and
     /// each watchpoint stops after 500 hits; the screen says what it took
     #[arg(long)]
     pub no_watch: bool,

@@ -532,9 +532,14 @@ fn line_watch(d: &Diagnosis, w: u16) -> String {
                 w,
             ));
             for line in &watch.lines {
-                o.push_str(&wrap_labelled(&words::heading(line), "  ", w));
+                o.push_str(&crate::render::text::wrap_hanging(
+                    &words::heading(line),
+                    w,
+                    2,
+                    4,
+                ));
                 for word in &line.words {
-                    o.push_str(&wrap_labelled(&words::word_row(line, word), "    ", w));
+                    o.push_str(&wrap_labelled(&words::word_row(line, word), "    - ", w));
                 }
                 if let Some(fix) = words::fix(line) {
                     o.push_str(&wrap_labelled(&fix, "    ", w));

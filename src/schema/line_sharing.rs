@@ -142,8 +142,9 @@ pub struct AimedInstruction {
 pub struct WatchedLine {
     /// Address of the line's first byte.
     pub address: u64,
-    /// What holds it: a symbol and offset for static data, else the mapping.
-    pub data: DataName,
+    /// The mapping that holds it: the file whose data it is (or whose `.bss` follows its
+    /// mapping), or the mapping's name (`[heap]`, `[stack]`, `[anon]`).
+    pub region: String,
     /// The words touched, by offset.
     pub words: Vec<WordAccesses>,
     /// What the accesses make of the line.
@@ -156,19 +157,13 @@ pub struct WatchedLine {
     pub capped: bool,
 }
 
-/// Where a line lies.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DataName {
-    /// The file whose data it is (or whose `.bss` follows its mapping), or the mapping's
-    /// name (`[heap]`, `[stack]`, `[anon]`).
-    pub region: String,
-    /// The ELF data symbol holding the line's first byte, when there is one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub symbol: Option<String>,
-    /// The line's start address in the symbol's numbering (its start is the symbol's
-    /// address): offsets of words are `symbol_start_offset + word offset`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub symbol_offset: Option<i64>,
+/// The static data a word belongs to: an ELF data symbol and the word's offset in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataSymbol {
+    /// The symbol (`stats`).
+    pub name: String,
+    /// The word's offset from the symbol's start, bytes.
+    pub offset: u64,
 }
 
 /// One 8-byte word of a line and who touched it.
@@ -176,6 +171,10 @@ pub struct DataName {
 pub struct WordAccesses {
     /// Offset of the word in the line (0, 8, ... 56).
     pub offset: u64,
+    /// The data symbol holding the word, for static data in a file with symbols: words of
+    /// one line can belong to different variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<DataSymbol>,
     /// Threads and code that touched it, most hits first.
     pub accessors: Vec<Accessor>,
 }
@@ -201,7 +200,8 @@ impl WordAccesses {
 pub struct Accessor {
     /// Thread id.
     pub tid: u32,
-    /// Thread name.
+    /// Thread name (`comm`); empty when it could not be read.
+    #[serde(default)]
     pub thread: String,
     /// Function of the instruction.
     pub function: String,
@@ -282,6 +282,7 @@ mod tests {
     fn word(offset: u64, accesses: &[(u32, u64, u64)]) -> WordAccesses {
         WordAccesses {
             offset,
+            symbol: None,
             accessors: accesses
                 .iter()
                 .map(|&(tid, writes, reads)| Accessor {

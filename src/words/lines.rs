@@ -3,26 +3,20 @@
 
 use crate::format::{count_of, group_thousands, human_ns, pct};
 use crate::schema::line_sharing::{
-    Accessor, DataName, LineVerdict, LineWatch, PAD_BYTES, WatchSkipped, WatchedLine, WordAccesses,
+    Accessor, LineVerdict, LineWatch, PAD_BYTES, WatchSkipped, WatchedLine, WordAccesses,
 };
 
-/// A word's name: the data symbol and offset (`stats+0x8`), else the line's address and the
-/// offset (`[heap] 0x55d0c8a04040+0x8`).
-pub fn word_name(line: &WatchedLine, offset: u64) -> String {
-    data_at(&line.data, line.address, offset)
-}
-
-fn data_at(data: &DataName, line: u64, offset: u64) -> String {
-    match (&data.symbol, data.symbol_offset) {
-        (Some(s), Some(at)) => {
-            let off = at + offset as i64;
-            match off {
-                0 => format!("{s}+0x0"),
-                o if o < 0 => format!("{s}-{:#x}", -o),
-                o => format!("{s}+{o:#x}"),
-            }
-        }
-        _ => format!("{} {:#x}+{offset:#x}", short(&data.region), line),
+/// A word's name: its data symbol and offset (`stats+0x8`), else the mapping, the line's
+/// address and the offset in it (`[heap] 0x55d0c8a04040+0x8`).
+pub fn word_name(line: &WatchedLine, w: &WordAccesses) -> String {
+    match &w.symbol {
+        Some(s) => format!("{}+{:#x}", s.name, s.offset),
+        None => format!(
+            "{} {:#x}+{:#x}",
+            short(&line.region),
+            line.address,
+            w.offset
+        ),
     }
 }
 
@@ -39,19 +33,19 @@ pub fn heading(line: &WatchedLine) -> String {
         LineVerdict::ReadMostly => "Read by several threads, written by none",
         LineVerdict::OneThread => "One thread only",
     };
-    let fields: Vec<String> = line
-        .words
-        .iter()
-        .map(|w| word_name(line, w.offset))
-        .collect();
+    let fields: Vec<String> = line.words.iter().map(|w| word_name(line, w)).collect();
     format!(
         "{what} on the line at {:#x} ({}, in {}): {}",
         line.address,
         fields.join(", "),
-        short(&line.data.region),
+        short(&line.region),
         match line.verdict {
-            LineVerdict::FalseSharing | LineVerdict::TrueAndFalseSharing =>
-                "different threads write different fields of one cache line",
+            LineVerdict::FalseSharing | LineVerdict::TrueAndFalseSharing if written_apart(line) => {
+                "different threads write different fields of one cache line"
+            }
+            LineVerdict::FalseSharing | LineVerdict::TrueAndFalseSharing => {
+                "other threads read fields beside one that a thread writes"
+            }
             LineVerdict::TrueSharing if line.words.iter().any(|w| w.writers().len() >= 2) => {
                 "one field is written by several threads"
             }
@@ -61,34 +55,79 @@ pub fn heading(line: &WatchedLine) -> String {
     )
 }
 
-/// One accessor of a word: `writer-a (tid 812) writes 500x in count_hits (shapes.c:15)`.
-fn accessor(a: &Accessor) -> String {
-    let verb = match (a.writes, a.reads) {
-        (0, r) => format!("reads {}x", group_thousands(r)),
-        (w, 0) => format!("writes {}x", group_thousands(w)),
-        (w, r) => format!(
-            "writes {}x, reads {}x",
-            group_thousands(w),
-            group_thousands(r)
-        ),
-    };
-    let at = a
-        .source_line
-        .as_deref()
-        .map(|l| format!(" ({})", short(l)))
-        .unwrap_or_default();
-    format!("{} (tid {}) {verb} in {}{at}", a.thread, a.tid, a.function)
+/// True when two words of the line have different writers: the classic false sharing.
+fn written_apart(line: &WatchedLine) -> bool {
+    let writers: Vec<_> = line
+        .words
+        .iter()
+        .map(WordAccesses::writers)
+        .filter(|w| !w.is_empty())
+        .collect();
+    writers.iter().any(|a| writers.iter().any(|b| a != b))
 }
 
-/// A word's row: its name and each accessor.
+/// Accessor groups shown per word; the rest are counted.
+const SHOWN_ACCESSORS: usize = 4;
+
+/// A word's accessors, one per thread and function (its instructions' counts together):
+/// `writer-a (tid 812) writes 500x in count_hits (shapes.c:15)`.
+fn accessors(all: &[Accessor]) -> String {
+    // (tid, function) -> (thread, writes, reads, source lines), in the order of `all`.
+    let mut groups: Vec<((u32, &str), (&str, u64, u64, Vec<&str>))> = Vec::new();
+    for a in all {
+        let key = (a.tid, a.function.as_str());
+        let at = match groups.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                groups.push((key, (a.thread.as_str(), 0, 0, Vec::new())));
+                groups.len() - 1
+            }
+        };
+        let g = &mut groups[at].1;
+        g.1 += a.writes;
+        g.2 += a.reads;
+        if let Some(l) = a.source_line.as_deref().map(short)
+            && !g.3.contains(&l)
+        {
+            g.3.push(l);
+        }
+    }
+    let mut out: Vec<String> = groups
+        .iter()
+        .take(SHOWN_ACCESSORS)
+        .map(|((tid, function), (thread, writes, reads, lines))| {
+            let verb = match (writes, reads) {
+                (0, r) => format!("reads {}x", group_thousands(*r)),
+                (w, 0) => format!("writes {}x", group_thousands(*w)),
+                (w, r) => format!(
+                    "writes {}x, reads {}x",
+                    group_thousands(*w),
+                    group_thousands(*r)
+                ),
+            };
+            let who = if thread.is_empty() {
+                format!("tid {tid}")
+            } else {
+                format!("{thread} (tid {tid})")
+            };
+            let at = if lines.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", lines.join(", "))
+            };
+            format!("{who} {verb} in {function}{at}")
+        })
+        .collect();
+    if groups.len() > SHOWN_ACCESSORS {
+        out.push(format!("{} more", groups.len() - SHOWN_ACCESSORS));
+    }
+    out.join("; ")
+}
+
+/// A word's row: its name (the data symbol and offset, else the line and the offset in it)
+/// and who touched it.
 pub fn word_row(line: &WatchedLine, w: &WordAccesses) -> String {
-    let who: Vec<String> = w.accessors.iter().map(accessor).collect();
-    format!(
-        "+{:<2} {}: {}",
-        w.offset,
-        word_name(line, w.offset),
-        who.join("; ")
-    )
+    format!("{}: {}", word_name(line, w), accessors(&w.accessors))
 }
 
 /// What to do about the line, in its own fields.
@@ -102,23 +141,46 @@ pub fn fix(line: &WatchedLine) -> Option<String> {
         .words
         .iter()
         .filter(|w| !w.writers().is_empty() && w.threads().len() >= 2)
-        .map(|w| word_name(line, w.offset))
+        .map(|w| word_name(line, w))
         .collect();
     let pad = || {
-        let first = written.first().map(|w| w.offset).unwrap_or(0);
-        let others: Vec<String> = line
+        let Some(first) = written.first() else {
+            return String::new();
+        };
+        let first_writers = first.writers();
+        // Words written by other threads move apart; words only read, by threads other
+        // than a word's writers, pay for each write too.
+        let apart: Vec<String> = written
+            .iter()
+            .filter(|w| w.writers() != first_writers)
+            .map(|w| word_name(line, w))
+            .collect();
+        let read_beside: Vec<String> = line
             .words
             .iter()
-            .filter(|w| w.offset != first)
-            .map(|w| word_name(line, w.offset))
+            .filter(|w| w.writers().is_empty() && !w.threads().is_subset(&first_writers))
+            .map(|w| word_name(line, w))
             .collect();
-        format!(
+        let moved = if apart.is_empty() {
+            &read_beside
+        } else {
+            &apart
+        };
+        let mut out = format!(
             "move {} at least {PAD_BYTES} bytes away from {} (a line apart is not enough on \
              x86-64: the spatial prefetcher fetches lines in pairs), e.g. pad each thread's \
              fields to their own {PAD_BYTES}-byte block",
-            others.join(", "),
+            moved.join(", "),
             word_name(line, first)
-        )
+        );
+        if !apart.is_empty() && !read_beside.is_empty() {
+            out.push_str(&format!(
+                "; {} (read by other threads) pays for each of those writes too: keep it off \
+                 their lines",
+                read_beside.join(", ")
+            ));
+        }
+        out
     };
     let stop_sharing = || {
         format!(
@@ -180,5 +242,115 @@ pub fn skipped(why: &WatchSkipped) -> String {
         WatchSkipped::NoHotLine => "the hot instructions' accesses fell on many lines, none \
             often (a walk through memory, not a shared line)"
             .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::line_sharing::DataSymbol;
+
+    fn word(
+        offset: u64,
+        symbol: &str,
+        at: u64,
+        accessors: &[(u32, &str, u64, u64)],
+    ) -> WordAccesses {
+        WordAccesses {
+            offset,
+            symbol: Some(DataSymbol {
+                name: symbol.into(),
+                offset: at,
+            }),
+            accessors: accessors
+                .iter()
+                .map(|&(tid, function, writes, reads)| Accessor {
+                    tid,
+                    thread: if tid == 3 {
+                        String::new()
+                    } else {
+                        format!("w{tid}")
+                    },
+                    function: function.into(),
+                    source_line: Some("/src/go/time_linux_amd64.s:54".into()),
+                    instruction: None,
+                    writes,
+                    reads,
+                })
+                .collect(),
+        }
+    }
+
+    fn line(words: Vec<WordAccesses>) -> WatchedLine {
+        WatchedLine {
+            address: 0x5ab3c0,
+            region: "/tmp/gofs".into(),
+            verdict: LineVerdict::of(&words),
+            words,
+            watched_ms: 25.0,
+            capped: false,
+        }
+    }
+
+    /// The Go shape: two goroutines' counters in one struct beside a runtime variable both
+    /// read. The written fields move apart; the read one is named as paying too; a thread
+    /// without a name is its tid; one thread's instructions in one function are one entry.
+    #[test]
+    fn false_sharing_with_a_word_read_beside_it() {
+        let l = line(vec![
+            word(
+                0,
+                "runtime.vdsoClockgettimeSym",
+                0,
+                &[
+                    (1, "time.now", 0, 6),
+                    (1, "time.now", 0, 6),
+                    (3, "time.now", 0, 5),
+                ],
+            ),
+            word(8, "main.stats", 0, &[(1, "main.countHits", 500, 0)]),
+            word(16, "main.stats", 8, &[(2, "main.countMisses", 500, 0)]),
+        ]);
+        assert_eq!(l.verdict, LineVerdict::FalseSharing);
+        assert!(
+            heading(&l).contains("different threads write different fields"),
+            "{}",
+            heading(&l)
+        );
+        let row = word_row(&l, &l.words[0]);
+        assert_eq!(
+            row,
+            "runtime.vdsoClockgettimeSym+0x0: w1 (tid 1) reads 12x in time.now \
+             (time_linux_amd64.s:54); tid 3 reads 5x in time.now (time_linux_amd64.s:54)"
+        );
+        let fix = fix(&l).unwrap();
+        assert!(
+            fix.starts_with("Do: move main.stats+0x8 at least 128 bytes away from main.stats+0x0"),
+            "{fix}"
+        );
+        assert!(
+            fix.contains("runtime.vdsoClockgettimeSym+0x0 (read by other threads)"),
+            "{fix}"
+        );
+    }
+
+    /// One writer and a reader of the word beside it: the reader's word moves.
+    #[test]
+    fn false_sharing_by_a_reader_beside_a_writer() {
+        let l = line(vec![
+            word(0, "flag", 0, &[(2, "poll", 0, 40)]),
+            word(8, "count", 0, &[(1, "bump", 500, 0)]),
+        ]);
+        assert_eq!(l.verdict, LineVerdict::FalseSharing);
+        assert!(
+            heading(&l).contains("other threads read fields beside one"),
+            "{}",
+            heading(&l)
+        );
+        assert!(
+            fix(&l)
+                .unwrap()
+                .starts_with("Do: move flag+0x0 at least 128 bytes away from count+0x0")
+        );
     }
 }

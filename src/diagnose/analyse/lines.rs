@@ -9,8 +9,8 @@ use crate::diagnose::record::recording::Recording;
 use crate::diagnose::record::watch::{self, Region, WatchRecording};
 use crate::diagnose::symbolize::symbols::{Location, Symbolizer};
 use crate::schema::line_sharing::{
-    Accessor, AimedInstruction, DataName, LineVerdict, LineWatch, WatchOutcome, WatchedLine,
-    WordAccesses,
+    Accessor, AimedInstruction, DataSymbol, LINE_BYTES, LineVerdict, LineWatch, WORD_BYTES,
+    WatchOutcome, WatchedLine, WordAccesses,
 };
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub fn report(rec: &Recording, symz: &mut Symbolizer) -> Option<LineWatch> {
                 instruction: insn.map_or_else(String::new, |i| i.text),
                 hits: a.hits,
                 lines: a.lines.len() as u64,
-                threads: a.threads.len() as u64,
+                threads: a.threads().len() as u64,
             }
         })
         .collect();
@@ -65,22 +65,20 @@ fn line(
 ) -> WatchedLine {
     // (offset, tid, function, instruction) -> accessor
     let mut by: BTreeMap<(u64, u32, String, u64), Accessor> = BTreeMap::new();
-    for h in &l.hits {
-        let (function, _, address, insn) = named_at(symz, &h.after, Find::EndingAt);
+    let mut add = |offset: u64, tid: u32, named: Named, source_line: Option<String>, n: u64| {
+        let (function, _, address, insn) = named;
         let insn_addr = insn.as_ref().map_or(address, |i| i.addr);
-        let source_line = insn
-            .as_ref()
-            .and_then(|i| symz.source_line(&h.after, i.addr));
         let writes = insn.as_ref().is_some_and(|i| i.writes_memory);
         let a = by
-            .entry((h.offset, h.tid, function.clone(), insn_addr))
+            .entry((offset, tid, function.clone(), insn_addr))
             .or_insert_with(|| Accessor {
-                tid: h.tid,
+                tid,
                 thread: rec
                     .thread_names
-                    .get(&h.tid)
+                    .get(&tid)
+                    .or_else(|| w.thread_names.get(&tid))
                     .cloned()
-                    .unwrap_or_else(|| h.tid.to_string()),
+                    .unwrap_or_default(),
                 function,
                 source_line,
                 instruction: insn.map(|i| i.text),
@@ -88,26 +86,67 @@ fn line(
                 reads: 0,
             });
         if writes {
-            a.writes += h.count;
+            a.writes += n;
         } else {
-            a.reads += h.count;
+            a.reads += n;
+        }
+    };
+    for h in &l.hits {
+        let named = named_at(symz, &h.after, Find::EndingAt);
+        let source_line = named
+            .3
+            .as_ref()
+            .and_then(|i| symz.source_line(&h.after, i.addr));
+        add(h.offset, h.tid, named, source_line, h.count);
+    }
+    // The aim's hits on this line are accesses too (the address each hot instruction
+    // touched, by which thread): a thread the scheduler kept off its CPU during the line's
+    // short watch is still counted where the aim saw it.
+    for a in &w.aimed {
+        let on_line: Vec<(u32, u64, u64)> = a
+            .accesses
+            .iter()
+            .filter(|&(&(_, addr), _)| addr >= l.address && addr < l.address + LINE_BYTES)
+            .map(|(&(tid, addr), &n)| (tid, (addr - l.address) & !(WORD_BYTES - 1), n))
+            .collect();
+        if on_line.is_empty() {
+            continue;
+        }
+        let named = named_at(symz, &a.location, Find::At);
+        let source_line = named
+            .3
+            .as_ref()
+            .and_then(|i| symz.source_line(&a.location, i.addr));
+        for (tid, offset, n) in on_line {
+            add(offset, tid, named.clone(), source_line.clone(), n);
         }
     }
     let mut words: BTreeMap<u64, Vec<Accessor>> = BTreeMap::new();
     for ((offset, ..), a) in by {
         words.entry(offset).or_default().push(a);
     }
+    let (region, symbols) = match &l.region {
+        Region::Named(name) => (name.clone(), Vec::new()),
+        Region::File { path, base } => {
+            let addrs: Vec<u64> = words.keys().map(|o| l.address + o).collect();
+            (path.clone(), elf_data_symbols(w.pid, path, *base, &addrs))
+        }
+    };
     let words: Vec<WordAccesses> = words
         .into_iter()
-        .map(|(offset, mut accessors)| {
+        .enumerate()
+        .map(|(i, (offset, mut accessors))| {
             accessors.sort_by_key(|a| std::cmp::Reverse(a.writes + a.reads));
-            WordAccesses { offset, accessors }
+            WordAccesses {
+                offset,
+                symbol: symbols.get(i).cloned().flatten(),
+                accessors,
+            }
         })
         .collect();
-    let first_touched = l.address + words.first().map_or(0, |w| w.offset);
     WatchedLine {
         address: l.address,
-        data: data_name(w.pid, &l.region, l.address, first_touched),
+        region,
         verdict: LineVerdict::of(&words),
         words,
         watched_ms: l.watched.as_secs_f64() * 1e3,
@@ -124,12 +163,11 @@ enum Find {
     EndingAt,
 }
 
+/// A location's function, module, address (module numbering) and instruction.
+type Named = (String, String, u64, Option<Insn>);
+
 /// The function, module, address (module numbering) and instruction of a location.
-fn named_at(
-    symz: &mut Symbolizer,
-    loc: &Location,
-    find: Find,
-) -> (String, String, u64, Option<Insn>) {
+fn named_at(symz: &mut Symbolizer, loc: &Location, find: Find) -> Named {
     let named = symz.name(loc);
     let function = named.symbol.as_ref().map_or_else(
         || {
@@ -173,47 +211,37 @@ fn named_at(
     (function, named.module, named.address, insn)
 }
 
-/// The data symbol holding `first_touched` (a file's data or `.bss`), or the mapping.
-fn data_name(pid: u32, region: &Region, line: u64, first_touched: u64) -> DataName {
-    match region {
-        Region::Named(name) => DataName {
-            region: name.clone(),
-            symbol: None,
-            symbol_offset: None,
-        },
-        Region::File { path, base } => {
-            let found = elf_data_symbol(pid, path, *base, line, first_touched);
-            DataName {
-                region: path.clone(),
-                symbol: found.as_ref().map(|f| f.0.clone()),
-                symbol_offset: found.map(|f| f.1),
-            }
-        }
-    }
-}
-
-/// The ELF object symbol holding `addr` (mapped with the file's offset 0 at `base`), and the
-/// line's start relative to the symbol.
-fn elf_data_symbol(pid: u32, path: &str, base: u64, line: u64, addr: u64) -> Option<(String, i64)> {
-    let bytes = std::fs::read(format!("/proc/{pid}/root{path}"))
-        .or_else(|_| std::fs::read(path))
-        .ok()?;
-    let file = object::File::parse(&*bytes).ok()?;
+/// The ELF object symbol holding each of `addrs` (the file mapped with its offset 0 at
+/// `base`) and the address's offset in it; empty when the file cannot be read.
+fn elf_data_symbols(pid: u32, path: &str, base: u64, addrs: &[u64]) -> Vec<Option<DataSymbol>> {
+    let Ok(bytes) =
+        std::fs::read(format!("/proc/{pid}/root{path}")).or_else(|_| std::fs::read(path))
+    else {
+        return Vec::new();
+    };
+    let Ok(file) = object::File::parse(&*bytes) else {
+        return Vec::new();
+    };
     // The segment mapped from offset 0 sets the file's numbering against `base`.
     let first = file
         .segments()
         .find(|s| s.file_range().0 == 0)
         .map_or(0, |s| s.address() & !0xfff);
-    let vaddr = addr.checked_sub(base)? + first;
-    let sym = file.symbols().find(|s| {
-        s.kind() == SymbolKind::Data
-            && s.size() > 0
-            && s.address() <= vaddr
-            && vaddr < s.address() + s.size()
-    })?;
-    let line_vaddr = line.checked_sub(base)? + first;
-    Some((
-        sym.name().ok()?.to_string(),
-        line_vaddr as i64 - sym.address() as i64,
-    ))
+    let data: Vec<_> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
+        .collect();
+    addrs
+        .iter()
+        .map(|&addr| {
+            let vaddr = addr.checked_sub(base)? + first;
+            let sym = data
+                .iter()
+                .find(|s| s.address() <= vaddr && vaddr < s.address() + s.size())?;
+            Some(DataSymbol {
+                name: sym.name().ok()?.to_string(),
+                offset: vaddr - sym.address(),
+            })
+        })
+        .collect()
 }

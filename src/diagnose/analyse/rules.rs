@@ -1434,7 +1434,7 @@ mod tests {
     #[test]
     fn a_locked_site_the_watch_saw_on_a_shared_line_is_contended() {
         use crate::schema::line_sharing::{
-            Accessor, DataName, LineVerdict, LineWatch, WatchOutcome, WatchedLine, WordAccesses,
+            Accessor, LineVerdict, LineWatch, WatchOutcome, WatchedLine, WordAccesses,
         };
         let mut hot = HotSpots {
             sites: vec![site(SiteKind::LockedRmw, 0.5, &[(10, 500)])],
@@ -1445,6 +1445,7 @@ mod tests {
         assert!(alone[0].title.starts_with("hot"), "{}", alone[0].title);
         let writer = |tid: u32, function: &str, offset: u64| WordAccesses {
             offset,
+            symbol: None,
             accessors: vec![Accessor {
                 tid,
                 thread: "t".into(),
@@ -1467,7 +1468,7 @@ mod tests {
             aimed: Vec::new(),
             lines: vec![WatchedLine {
                 address: 0x4200,
-                data: DataName::default(),
+                region: "/tmp/x/pause_spin".into(),
                 verdict: LineVerdict::of(&words),
                 words,
                 watched_ms: 25.0,

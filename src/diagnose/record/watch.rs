@@ -93,11 +93,13 @@ pub struct WatchBudget {
 }
 
 impl WatchBudget {
-    /// The default: 2% of the window (the share the sampler aims at), from 50 ms to 1 s,
-    /// 500 hits a watchpoint (~5 ms of traps).
+    /// The default: 2% of the window (the share the sampler aims at), from 100 ms to 1 s,
+    /// 500 hits a watchpoint (~5 ms of traps). Below 100 ms, the aim's turn (a quarter) is
+    /// shorter than a busy 2-CPU machine keeps a runnable thread off its CPU, and a writer
+    /// can be missed (seen in CI at 50 ms).
     pub const DEFAULT: WatchBudget = WatchBudget {
         share_of_window: 0.02,
-        min: Duration::from_millis(50),
+        min: Duration::from_millis(100),
         max: Duration::from_secs(1),
         hits_per_event: 500,
     };
@@ -125,6 +127,9 @@ pub struct WatchRecording {
     pub hits: u64,
     /// Hits one watchpoint takes before it stops itself.
     pub hits_per_watchpoint: u32,
+    /// The watched threads' names (`comm`), read when the watch began: threads the sampler
+    /// never named are named here.
+    pub thread_names: BTreeMap<u32, String>,
     /// Instructions aimed at.
     pub aimed: Vec<AimedHits>,
     /// Lines watched.
@@ -138,10 +143,18 @@ pub struct AimedHits {
     pub location: Location,
     /// Times it ran during the aim.
     pub hits: u64,
-    /// Threads that ran it.
-    pub threads: BTreeSet<u32>,
+    /// Hits per thread and address its operand touched: each one an access as exact as a
+    /// watchpoint's, so the lines' words count them too.
+    pub accesses: BTreeMap<(u32, u64), u64>,
     /// Hits per line its operand touched.
     pub lines: BTreeMap<u64, u64>,
+}
+
+impl AimedHits {
+    /// Threads that ran it.
+    pub fn threads(&self) -> BTreeSet<u32> {
+        self.accesses.keys().map(|&(tid, _)| tid).collect()
+    }
 }
 
 /// One watched line's hits.
@@ -324,6 +337,13 @@ pub fn watch(
     };
     let threads: Vec<i32> = target::threads_of(pid as i32);
     out.threads = threads.len() as u32;
+    out.thread_names = threads
+        .iter()
+        .filter_map(|&tid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+            Some((tid as u32, comm.trim_end().to_string()))
+        })
+        .collect();
     let mut aimed: Vec<Instruction> = Vec::new();
     for &ip in hot {
         let Some(code) = read_process_memory(pid, ip.saturating_sub(15), 31) else {
@@ -347,13 +367,7 @@ pub fn watch(
         let addrs: Vec<u64> = chunk.iter().map(Instruction::ip).collect();
         let hits = match arm_turn(&threads, &addrs, Arm::Execute, aim_turn, budget) {
             Ok(h) => h,
-            Err(e) => {
-                out.skipped = Some(WatchSkipped::Refused {
-                    error: e.io().to_string(),
-                });
-                out.spent = started.elapsed();
-                return out;
-            }
+            Err(e) => return refused(out, &e, started),
         };
         for h in hits {
             out.hits += 1;
@@ -369,11 +383,11 @@ pub fn watch(
             let e = by_ip.entry(insn.ip()).or_insert_with(|| AimedHits {
                 location: spaces.locate(pid, insn.ip()),
                 hits: 0,
-                threads: BTreeSet::new(),
+                accesses: BTreeMap::new(),
                 lines: BTreeMap::new(),
             });
             e.hits += 1;
-            e.threads.insert(h.tid);
+            *e.accesses.entry((h.tid, addr)).or_default() += 1;
             let size = u64::from(insn.memory_size().size().max(1) as u32);
             for line in lines_of(addr, size) {
                 *e.lines.entry(line).or_default() += 1;
@@ -392,8 +406,10 @@ pub fn watch(
         out.spent = started.elapsed();
         return out;
     }
-    let left = length.saturating_sub(started.elapsed());
-    let turn = left / (chosen.len() * 2) as u32;
+    // Each turn takes its share of what is left, so that arming and draining the turns
+    // before it (a few ms on many threads) stay inside the budget.
+    let deadline = started + length;
+    let mut turns_left = (chosen.len() * 2) as u32;
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     for line in chosen {
         let mut hits: BTreeMap<(u64, u32, u64), u64> = BTreeMap::new();
@@ -403,15 +419,11 @@ pub fn watch(
             let words: Vec<u64> = (0..DEBUG_REGISTERS as u64)
                 .map(|w| line + (half * DEBUG_REGISTERS as u64 + w) * WORD_BYTES)
                 .collect();
+            let turn = deadline.saturating_duration_since(Instant::now()) / turns_left.max(1);
+            turns_left = turns_left.saturating_sub(1);
             let taken = match arm_turn(&threads, &words, Arm::ReadWrite, turn, budget) {
                 Ok(h) => h,
-                Err(e) => {
-                    out.skipped = Some(WatchSkipped::Refused {
-                        error: e.io().to_string(),
-                    });
-                    out.spent = started.elapsed();
-                    return out;
-                }
+                Err(e) => return refused(out, &e, started),
             };
             let mut per_event: HashMap<(u32, u64), u32> = HashMap::new();
             for h in taken {
@@ -581,6 +593,15 @@ struct Armed {
     ring: RawRing,
 }
 
+/// The watch so far, ended by the kernel's refusal of a breakpoint.
+fn refused(mut out: WatchRecording, e: &OpenError, started: Instant) -> WatchRecording {
+    out.skipped = Some(WatchSkipped::Refused {
+        error: e.io().to_string(),
+    });
+    out.spent = started.elapsed();
+    out
+}
+
 /// Arms a breakpoint at each of `addrs` on every thread for `length` (each stopping itself
 /// after the budget's hits), then takes the hits. A thread that exits meanwhile is skipped;
 /// a refusal on every thread is the kernel's answer.
@@ -727,7 +748,7 @@ mod tests {
         let aimed = |lines: &[(u64, u64)]| AimedHits {
             location: Location::Kernel { addr: 0 },
             hits: lines.iter().map(|l| l.1).sum(),
-            threads: BTreeSet::from([1]),
+            accesses: BTreeMap::from([((1, 0x40), 1)]),
             lines: lines.iter().copied().collect(),
         };
         let chase: Vec<(u64, u64)> = (0..200).map(|i| (i * 64, 1)).collect();
@@ -769,7 +790,7 @@ mod tests {
             b.length(Duration::from_secs(10)),
             Duration::from_millis(200)
         );
-        assert_eq!(b.length(Duration::from_secs(1)), Duration::from_millis(50));
+        assert_eq!(b.length(Duration::from_secs(1)), Duration::from_millis(100));
         assert_eq!(b.length(Duration::from_secs(3600)), Duration::from_secs(1));
     }
 }
