@@ -298,6 +298,74 @@ fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advi
     assert!(ev.contains("in the Go scheduler"), "no park time: {f:#}");
 }
 
+/// Issue 40 on a real runtime: two goroutines' atomic counters in one Go struct. The watch
+/// names the Go symbol and field offsets and each field's writing function, and calls it
+/// false sharing (the line may hold Go runtime data too: `runtime.vdsoClockgettimeSym`,
+/// read by `time.now`).
+#[test]
+fn go_counters_in_one_struct_are_watched_as_false_sharing() {
+    let _serial = serial();
+    let go = which("go").or_else(|| {
+        let p = PathBuf::from("/usr/local/go/bin/go");
+        p.is_file().then_some(p)
+    });
+    let Some(go) = go else {
+        missing("Go");
+        return;
+    };
+    let bin = out_dir().join("go_line_sharing");
+    let ok = std::process::Command::new(go)
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(source("go/line_sharing.go"))
+        .env("GOCACHE", out_dir().join("gocache"))
+        .env("GOFLAGS", "-mod=mod")
+        .env("GO111MODULE", "off")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "go build failed");
+    let d = diagnose_json(&[
+        "--duration",
+        "1.5",
+        "--figures",
+        "none",
+        "--",
+        bin.to_str().unwrap(),
+        "30",
+    ]);
+    let w = &d["line_watch"];
+    assert_eq!(w["outcome"]["outcome"], "watched", "{w:#}");
+    let line = w["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| {
+            l["words"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w["symbol"]["name"] == "main.stats")
+        })
+        .unwrap_or_else(|| panic!("no line of main.stats watched: {w:#}"));
+    assert_eq!(line["verdict"], "false_sharing", "{line:#}");
+    let writer_of = |offset: u64| -> Vec<String> {
+        let mut fns: Vec<String> = line["words"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["symbol"]["name"] == "main.stats" && w["symbol"]["offset"] == offset)
+            .flat_map(|w| w["accessors"].as_array().unwrap().iter())
+            .filter(|a| a["writes"].as_u64() > Some(0))
+            .map(|a| a["function"].as_str().unwrap().to_string())
+            .collect();
+        fns.dedup();
+        fns
+    };
+    assert_eq!(writer_of(0), ["main.countHits"], "{line:#}");
+    assert_eq!(writer_of(8), ["main.countMisses"], "{line:#}");
+}
+
 #[test]
 fn a_contended_glibc_adaptive_mutex_spin_gets_glibcs_tunable() {
     let _serial = serial();
