@@ -72,49 +72,68 @@ const SHOWN_ACCESSORS: usize = 4;
 /// A word's accessors, one per thread and function (its instructions' counts together):
 /// `writer-a (tid 812) writes 500x in count_hits (shapes.c:15)`.
 fn accessors(all: &[Accessor]) -> String {
-    // (tid, function) -> (thread, writes, reads, source lines), in the order of `all`.
-    let mut groups: Vec<((u32, &str), (&str, u64, u64, Vec<&str>))> = Vec::new();
+    /// One thread's accesses from one function.
+    struct Group<'a> {
+        tid: u32,
+        function: &'a str,
+        thread: &'a str,
+        writes: u64,
+        reads: u64,
+        lines: Vec<&'a str>,
+    }
+    // In the order of `all`, most hits first.
+    let mut groups: Vec<Group> = Vec::new();
     for a in all {
-        let key = (a.tid, a.function.as_str());
-        let at = match groups.iter().position(|(k, _)| *k == key) {
+        let at = match groups
+            .iter()
+            .position(|g| g.tid == a.tid && g.function == a.function)
+        {
             Some(i) => i,
             None => {
-                groups.push((key, (a.thread.as_str(), 0, 0, Vec::new())));
+                groups.push(Group {
+                    tid: a.tid,
+                    function: &a.function,
+                    thread: &a.thread,
+                    writes: 0,
+                    reads: 0,
+                    lines: Vec::new(),
+                });
                 groups.len() - 1
             }
         };
-        let g = &mut groups[at].1;
-        g.1 += a.writes;
-        g.2 += a.reads;
+        let g = &mut groups[at];
+        g.writes += a.writes;
+        g.reads += a.reads;
         if let Some(l) = a.source_line.as_deref().map(short)
-            && !g.3.contains(&l)
+            && !g.lines.contains(&l)
         {
-            g.3.push(l);
+            g.lines.push(l);
         }
     }
     let mut out: Vec<String> = groups
         .iter()
         .take(SHOWN_ACCESSORS)
-        .map(|((tid, function), (thread, writes, reads, lines))| {
-            let verb = match (writes, reads) {
-                (0, r) => format!("reads {}x", group_thousands(*r)),
-                (w, 0) => format!("writes {}x", group_thousands(*w)),
+        .map(|g| {
+            let verb = match (g.writes, g.reads) {
+                (0, r) => format!("reads {}x", group_thousands(r)),
+                (w, 0) => format!("writes {}x", group_thousands(w)),
                 (w, r) => format!(
                     "writes {}x, reads {}x",
-                    group_thousands(*w),
-                    group_thousands(*r)
+                    group_thousands(w),
+                    group_thousands(r)
                 ),
             };
-            let who = if thread.is_empty() {
-                format!("tid {tid}")
+            let who = if g.thread.is_empty() {
+                format!("tid {}", g.tid)
             } else {
-                format!("{thread} (tid {tid})")
+                format!("{} (tid {})", g.thread, g.tid)
             };
-            let at = if lines.is_empty() {
+            let at = if g.lines.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", lines.join(", "))
+                format!(" ({})", g.lines.join(", "))
             };
+            let function = g.function;
             format!("{who} {verb} in {function}{at}")
         })
         .collect();
