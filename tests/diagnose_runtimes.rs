@@ -252,29 +252,38 @@ fn a_contended_java_monitor_names_hotspots_monitor_spin_and_the_waiting_method()
     assert!(ev.contains("and slept "), "no park time: {f:#}");
 }
 
-#[test]
-fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advice() {
-    let _serial = serial();
+/// A Go program of tests/programs built into the output folder; `None` (after [`missing`])
+/// without a Go toolchain.
+fn go_program(src: &str, name: &str) -> Option<PathBuf> {
     let go = which("go").or_else(|| {
         let p = PathBuf::from("/usr/local/go/bin/go");
         p.is_file().then_some(p)
     });
     let Some(go) = go else {
         missing("Go");
-        return;
+        return None;
     };
-    let bin = out_dir().join("gomutex");
+    let bin = out_dir().join(name);
     let ok = std::process::Command::new(go)
         .args(["build", "-o"])
         .arg(&bin)
-        .arg(source("go/mutex.go"))
+        .arg(source(src))
         .env("GOCACHE", out_dir().join("gocache"))
         .env("GOFLAGS", "-mod=mod")
         .env("GO111MODULE", "off")
         .status()
         .unwrap()
         .success();
-    assert!(ok, "go build failed");
+    assert!(ok, "go build of {src} failed");
+    Some(bin)
+}
+
+#[test]
+fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advice() {
+    let _serial = serial();
+    let Some(bin) = go_program("go/mutex.go", "gomutex") else {
+        return;
+    };
     let d = diagnose_until("pause_spin", &["--", bin.to_str().unwrap(), "4"]);
     let f = finding(&d, "pause_spin");
     assert!(
@@ -305,26 +314,9 @@ fn a_contended_go_mutex_spin_shows_lockslow_and_the_users_function_with_gos_advi
 #[test]
 fn go_counters_in_one_struct_are_watched_as_false_sharing() {
     let _serial = serial();
-    let go = which("go").or_else(|| {
-        let p = PathBuf::from("/usr/local/go/bin/go");
-        p.is_file().then_some(p)
-    });
-    let Some(go) = go else {
-        missing("Go");
+    let Some(bin) = go_program("go/line_sharing.go", "go_line_sharing") else {
         return;
     };
-    let bin = out_dir().join("go_line_sharing");
-    let ok = std::process::Command::new(go)
-        .args(["build", "-o"])
-        .arg(&bin)
-        .arg(source("go/line_sharing.go"))
-        .env("GOCACHE", out_dir().join("gocache"))
-        .env("GOFLAGS", "-mod=mod")
-        .env("GO111MODULE", "off")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "go build failed");
     let d = diagnose_json(&[
         "--duration",
         "1.5",

@@ -3,7 +3,8 @@
 //! function ([`profile`]), their stacks for a differential flame graph ([`flame`]), their
 //! wall-clock views ([`wall`], part of [`profile`]'s diff), why one side is slower ([`why`]:
 //! the loss attributed to mechanisms and the machine figures that govern them, also part of
-//! [`profile`]'s diff), and several saved diagnoses against the first for one report
+//! [`profile`]'s diff), the watched cache lines of both ([`lines`], part of [`profile`]'s
+//! diff), and several saved diagnoses against the first for one report
 //! ([`diagnoses`]). The few sentences a result carries (a change rule, why a figure was not
 //! compared) come from `words`. The renderers in `render` print what these return; nothing
 //! here prints, and nothing in `render` compares.
@@ -16,6 +17,7 @@ pub mod facts;
 pub mod fingerprint;
 pub mod flame;
 pub mod fleet;
+pub mod lines;
 pub mod profile;
 pub mod wall;
 pub mod why;

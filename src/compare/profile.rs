@@ -254,6 +254,10 @@ pub struct DiagnosisDiff {
     /// figures that govern it ([`super::why`]); null when neither side has samples.
     #[serde(default)]
     pub why: Option<super::why::Why>,
+    /// The watched cache lines compared: data that stopped or started being shared (absent
+    /// when neither side has a watch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<crate::schema::line_sharing::LineChanges>,
 }
 
 /// Samples per function (or module) of one side, from the leaves of its stacks.
@@ -595,6 +599,7 @@ pub fn compare(
         notes,
         wall,
         why,
+        lines: super::lines::compare(old, new),
     }
 }
 

@@ -189,6 +189,16 @@ pub fn render(d: &DiagnosisDiff, style: impl Into<Style>, all: bool) -> String {
         o.push_str(&wall(wd, width, all));
     }
     o.push_str(&findings(d, w));
+    if let Some(lines) = d.lines.as_ref().filter(|l| !l.changes.is_empty()) {
+        let _ = writeln!(o, "\nCache lines watched (hardware watchpoints)");
+        for c in &lines.changes {
+            o.push_str(&wrap_labelled(
+                &crate::words::lines::change(c, lines),
+                "  - ",
+                w,
+            ));
+        }
+    }
     for n in &d.notes {
         o.push_str(&wrap_labelled(&format!("Note: {n}"), "", w));
     }

@@ -29,6 +29,12 @@ pub const WORD_BYTES: u64 = 8;
 /// pairs of 64-byte cache lines at a time").
 pub const PAD_BYTES: u64 = 128;
 
+/// Handoffs a word needs to count as shared ([`WordAccesses::handed_off`]).
+pub const MIN_HANDOFFS: u64 = 4;
+
+/// The least share of a word's accesses that are handoffs, for it to count as shared.
+pub const MIN_HANDOFF_SHARE: f64 = 0.01;
+
 /// The watch as the diagnosis keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LineWatch {
@@ -175,6 +181,12 @@ pub struct WordAccesses {
     /// one line can belong to different variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symbol: Option<DataSymbol>,
+    /// Times the next access to the word, in time order, came from another thread than the
+    /// last (within one turn of the aim or the watch): each moves the line between cores. Two
+    /// threads with almost none took turns one after the other (a goroutine or task moved
+    /// between threads), which is not sharing.
+    #[serde(default)]
+    pub handoffs: u64,
     /// Threads and code that touched it, most hits first.
     pub accessors: Vec<Accessor>,
 }
@@ -187,6 +199,14 @@ impl WordAccesses {
             .filter(|a| a.writes > 0)
             .map(|a| a.tid)
             .collect()
+    }
+
+    /// True when its threads took turns on it: at least [`MIN_HANDOFFS`] handoffs and
+    /// [`MIN_HANDOFF_SHARE`] of its accesses. A goroutine moved once between two threads
+    /// makes one or two in a turn; two threads writing one counter, hundreds.
+    pub fn handed_off(&self) -> bool {
+        let accesses: u64 = self.accessors.iter().map(|a| a.writes + a.reads).sum();
+        self.handoffs >= MIN_HANDOFFS && self.handoffs as f64 >= MIN_HANDOFF_SHARE * accesses as f64
     }
 
     /// Threads that touched it.
@@ -238,13 +258,13 @@ pub enum LineVerdict {
 impl LineVerdict {
     /// The verdict of a line's words.
     ///
-    /// True sharing: a word written by a thread and touched by another. False sharing: a
-    /// thread writes one word while another thread touches a different word it does not
-    /// touch itself.
+    /// True sharing: a word written by a thread and touched by another, the two taking turns
+    /// on it ([`WordAccesses::handed_off`]). False sharing: a thread writes one word while
+    /// another thread touches a different word it does not touch itself.
     pub fn of(words: &[WordAccesses]) -> LineVerdict {
         let true_shared = words
             .iter()
-            .any(|w| !w.writers().is_empty() && w.threads().len() >= 2);
+            .any(|w| !w.writers().is_empty() && w.threads().len() >= 2 && w.handed_off());
         let false_shared = words.iter().any(|w1| {
             w1.writers().iter().any(|&writer| {
                 words.iter().any(|w2| {
@@ -275,6 +295,54 @@ impl LineVerdict {
     }
 }
 
+/// The watched lines of two diagnoses compared (`diff`'s `lines`, made by
+/// `compare::lines`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineChanges {
+    /// Whether each side's lines were watched, or why not (absent: the side has no watch).
+    pub old: SideWatch,
+    /// The new side's.
+    pub new: SideWatch,
+    /// Data shared on either side, or whose verdict changed; shared on the new side first.
+    pub changes: Vec<LineChange>,
+}
+
+/// One side's watch, as the comparison needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "watch", rename_all = "snake_case")]
+pub enum SideWatch {
+    /// Its lines were watched.
+    Watched,
+    /// They were not, for this reason.
+    Skipped {
+        /// Why.
+        why: WatchSkipped,
+    },
+    /// The diagnosis has no watch (`--no-watch`, or a file older than it).
+    Absent,
+}
+
+/// One data's verdict on each side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineChange {
+    /// The data: a symbol (`stats`), or `written in f, g` for data without one.
+    pub data: String,
+    /// Its verdict in the old diagnosis; absent when no watched line held it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<LineVerdict>,
+    /// In the new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<LineVerdict>,
+}
+
+impl LineChange {
+    /// True when the old side shared it and the new side watched it and does not.
+    pub fn stopped_sharing(&self) -> bool {
+        self.old.is_some_and(LineVerdict::is_hazard)
+            && !self.new.is_some_and(LineVerdict::is_hazard)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,6 +351,7 @@ mod tests {
         WordAccesses {
             offset,
             symbol: None,
+            handoffs: 100,
             accessors: accesses
                 .iter()
                 .map(|&(tid, writes, reads)| Accessor {

@@ -3,7 +3,8 @@
 
 use crate::format::{count_of, group_thousands, human_ns, pct};
 use crate::schema::line_sharing::{
-    Accessor, LineVerdict, LineWatch, PAD_BYTES, WatchSkipped, WatchedLine, WordAccesses,
+    Accessor, LineChange, LineChanges, LineVerdict, LineWatch, PAD_BYTES, SideWatch, WatchSkipped,
+    WatchedLine, WordAccesses,
 };
 
 /// A word's name: its data symbol and offset (`stats+0x8`), else the mapping, the line's
@@ -22,6 +23,63 @@ pub fn word_name(line: &WatchedLine, w: &WordAccesses) -> String {
 
 fn short(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A verdict in a sentence: `false sharing`.
+pub fn verdict_name(v: LineVerdict) -> &'static str {
+    match v {
+        LineVerdict::FalseSharing => "false sharing",
+        LineVerdict::TrueSharing => "true sharing",
+        LineVerdict::TrueAndFalseSharing => "true and false sharing",
+        LineVerdict::ReadMostly => "read by several threads, written by none",
+        LineVerdict::OneThread => "one thread only",
+    }
+}
+
+/// Why one side has no verdict for a data the other side shares.
+fn unseen(side: &SideWatch, run: &str) -> String {
+    match side {
+        SideWatch::Watched => format!(
+            "not on the lines watched in the {run} run (its code was not among the hot \
+             instructions aimed at)"
+        ),
+        SideWatch::Skipped { why } => format!("not watched in the {run} run: {}", skipped(why)),
+        SideWatch::Absent => {
+            format!("the {run} run has no watch (--no-watch, or a file older than the watch)")
+        }
+    }
+}
+
+/// One data's verdicts in `diff`: `stats: false sharing -> one thread only: it stopped being
+/// shared`.
+pub fn change(c: &LineChange, sides: &LineChanges) -> String {
+    let hazard = |v: Option<LineVerdict>| v.is_some_and(LineVerdict::is_hazard);
+    let what = match (c.old, c.new) {
+        (Some(o), Some(n)) if o == n => format!("{} in both runs", verdict_name(n)),
+        (Some(o), Some(n)) if hazard(Some(o)) && !hazard(Some(n)) => format!(
+            "{} -> {}: it stopped being shared",
+            verdict_name(o),
+            verdict_name(n)
+        ),
+        (Some(o), Some(n)) if !hazard(Some(o)) && hazard(Some(n)) => format!(
+            "{} -> {}: it became shared",
+            verdict_name(o),
+            verdict_name(n)
+        ),
+        (Some(o), Some(n)) => format!("{} -> {}", verdict_name(o), verdict_name(n)),
+        (Some(o), None) => format!(
+            "{} in the old run; {}",
+            verdict_name(o),
+            unseen(&sides.new, "new")
+        ),
+        (None, Some(n)) => format!(
+            "{} in the new run; {}",
+            verdict_name(n),
+            unseen(&sides.old, "old")
+        ),
+        (None, None) => "watched in neither run".into(),
+    };
+    format!("{}: {what}", c.data)
 }
 
 /// The line's heading: the verdict and where.
@@ -146,7 +204,19 @@ fn accessors(all: &[Accessor]) -> String {
 /// A word's row: its name (the data symbol and offset, else the line and the offset in it)
 /// and who touched it.
 pub fn word_row(line: &WatchedLine, w: &WordAccesses) -> String {
-    format!("{}: {}", word_name(line, w), accessors(&w.accessors))
+    let handoffs = if w.threads().len() >= 2 {
+        format!(
+            "; {} between threads",
+            count_of(w.handoffs as usize, "handoff", "handoffs")
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: {}{handoffs}",
+        word_name(line, w),
+        accessors(&w.accessors)
+    )
 }
 
 /// What to do about the line, in its own fields.
@@ -159,7 +229,7 @@ pub fn fix(line: &WatchedLine) -> Option<String> {
     let shared: Vec<String> = line
         .words
         .iter()
-        .filter(|w| !w.writers().is_empty() && w.threads().len() >= 2)
+        .filter(|w| !w.writers().is_empty() && w.threads().len() >= 2 && w.handed_off())
         .map(|w| word_name(line, w))
         .collect();
     let pad = || {
@@ -277,6 +347,7 @@ mod tests {
     ) -> WordAccesses {
         WordAccesses {
             offset,
+            handoffs: 100,
             symbol: Some(DataSymbol {
                 name: symbol.into(),
                 offset: at,
@@ -340,7 +411,8 @@ mod tests {
         assert_eq!(
             row,
             "runtime.vdsoClockgettimeSym+0x0: w1 (tid 1) reads 12x in time.now \
-             (time_linux_amd64.s:54); tid 3 reads 5x in time.now (time_linux_amd64.s:54)"
+             (time_linux_amd64.s:54); tid 3 reads 5x in time.now (time_linux_amd64.s:54); 100 \
+             handoffs between threads"
         );
         let fix = fix(&l).unwrap();
         assert!(
@@ -371,5 +443,40 @@ mod tests {
                 .unwrap()
                 .starts_with("Do: move flag+0x0 at least 128 bytes away from count+0x0")
         );
+    }
+
+    /// `diff` of the false-sharing run against its fix: the sentence says it stopped, and
+    /// a side that was not watched is never read as "stopped".
+    #[test]
+    fn a_change_says_stopped_only_where_the_new_side_watched_it() {
+        let c = LineChange {
+            data: "stats".into(),
+            old: Some(LineVerdict::FalseSharing),
+            new: Some(LineVerdict::OneThread),
+        };
+        let both = LineChanges {
+            old: SideWatch::Watched,
+            new: SideWatch::Watched,
+            changes: vec![c.clone()],
+        };
+        assert_eq!(
+            change(&c, &both),
+            "stats: false sharing -> one thread only: it stopped being shared"
+        );
+        let gone = LineChange { new: None, ..c };
+        let ended = LineChanges {
+            new: SideWatch::Skipped {
+                why: WatchSkipped::TargetEnded,
+            },
+            ..both
+        };
+        let s = change(&gone, &ended);
+        assert!(
+            s.starts_with(
+                "stats: false sharing in the old run; not watched in the new run: the program ended"
+            ),
+            "{s}"
+        );
+        assert!(!s.contains("stopped"), "{s}");
     }
 }

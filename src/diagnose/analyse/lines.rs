@@ -140,6 +140,11 @@ fn line(
             WordAccesses {
                 offset,
                 symbol: symbols.get(i).cloned().flatten(),
+                handoffs: l.handoffs.get(&offset).copied().unwrap_or(0)
+                    + w.aim_handoffs
+                        .get(&(l.address + offset))
+                        .copied()
+                        .unwrap_or(0),
                 accessors,
             }
         })

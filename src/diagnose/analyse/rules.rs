@@ -1446,6 +1446,7 @@ mod tests {
         let writer = |tid: u32, function: &str, offset: u64| WordAccesses {
             offset,
             symbol: None,
+            handoffs: 0,
             accessors: vec![Accessor {
                 tid,
                 thread: "t".into(),

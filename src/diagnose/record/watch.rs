@@ -24,7 +24,8 @@ use crate::schema::line_sharing::{LINE_BYTES, WORD_BYTES, WatchSkipped};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 use perf_event_open_sys::bindings::{
     HW_BREAKPOINT_RW, HW_BREAKPOINT_X, PERF_RECORD_SAMPLE, PERF_SAMPLE_ADDR, PERF_SAMPLE_IP,
-    PERF_SAMPLE_REGS_USER, PERF_SAMPLE_TID, PERF_TYPE_BREAKPOINT, perf_event_attr,
+    PERF_SAMPLE_REGS_USER, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_BREAKPOINT,
+    perf_event_attr,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -132,6 +133,8 @@ pub struct WatchRecording {
     pub thread_names: BTreeMap<u32, String>,
     /// Instructions aimed at.
     pub aimed: Vec<AimedHits>,
+    /// Handoffs during the aim per word address (8-byte aligned; [`handoffs`]).
+    pub aim_handoffs: BTreeMap<u64, u64>,
     /// Lines watched.
     pub lines: Vec<LineHits>,
 }
@@ -166,6 +169,8 @@ pub struct LineHits {
     pub region: Region,
     /// Hits by (word offset, thread, location of the instruction after the access).
     pub hits: Vec<WordHit>,
+    /// Handoffs per word offset ([`handoffs`]).
+    pub handoffs: BTreeMap<u64, u64>,
     /// How long it was watched.
     pub watched: Duration,
     /// A watchpoint reached its hit cap.
@@ -369,6 +374,7 @@ pub fn watch(
             Ok(h) => h,
             Err(e) => return refused(out, &e, started),
         };
+        let mut words: Vec<(u64, u64, u32)> = Vec::new();
         for h in hits {
             out.hits += 1;
             let Some(insn) = chunk.iter().find(|i| i.ip() == h.bp_addr) else {
@@ -388,10 +394,14 @@ pub fn watch(
             });
             e.hits += 1;
             *e.accesses.entry((h.tid, addr)).or_default() += 1;
+            words.push((addr & !(WORD_BYTES - 1), h.time, h.tid));
             let size = u64::from(insn.memory_size().size().max(1) as u32);
             for line in lines_of(addr, size) {
                 *e.lines.entry(line).or_default() += 1;
             }
+        }
+        for (word, n) in handoffs(words) {
+            *out.aim_handoffs.entry(word).or_default() += n;
         }
     }
     out.aimed = by_ip.into_values().collect();
@@ -414,6 +424,7 @@ pub fn watch(
     for line in chosen {
         let mut hits: BTreeMap<(u64, u32, u64), u64> = BTreeMap::new();
         let mut capped = false;
+        let mut line_handoffs: BTreeMap<u64, u64> = BTreeMap::new();
         let began = Instant::now();
         for half in 0..2u64 {
             let words: Vec<u64> = (0..DEBUG_REGISTERS as u64)
@@ -426,6 +437,14 @@ pub fn watch(
                 Err(e) => return refused(out, &e, started),
             };
             let mut per_event: HashMap<(u32, u64), u32> = HashMap::new();
+            for (offset, n) in handoffs(
+                taken
+                    .iter()
+                    .map(|h| (h.bp_addr - line, h.time, h.tid))
+                    .collect(),
+            ) {
+                *line_handoffs.entry(offset).or_default() += n;
+            }
             for h in taken {
                 out.hits += 1;
                 *hits.entry((h.bp_addr - line, h.tid, h.ip)).or_default() += 1;
@@ -446,6 +465,7 @@ pub fn watch(
                     count,
                 })
                 .collect(),
+            handoffs: line_handoffs,
             watched: began.elapsed(),
             capped,
         });
@@ -554,6 +574,8 @@ struct Hit {
     bp_addr: u64,
     /// The instruction pointer at the trap.
     ip: u64,
+    /// When, ns of CLOCK_MONOTONIC (one clock on every CPU, so threads' hits interleave).
+    time: u64,
     /// The general-purpose registers (execute breakpoints only).
     regs: Option<HashMap<Register, u64>>,
 }
@@ -563,7 +585,9 @@ fn breakpoint_attr(addr: u64, arm: Arm) -> perf_event_attr {
         type_: PERF_TYPE_BREAKPOINT,
         ..Default::default()
     };
-    attr.sample_type = (PERF_SAMPLE_IP | PERF_SAMPLE_TID) as u64;
+    attr.sample_type = (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME) as u64;
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
     match arm {
         Arm::Execute => {
             attr.bp_type = HW_BREAKPOINT_X;
@@ -679,29 +703,31 @@ fn arm_turn(
     Ok(hits)
 }
 
-/// A breakpoint sample: `ip`, `pid, tid`, then `addr` (read/write) or the user registers
-/// (execute: `abi`, then the registers in bit order).
+/// A breakpoint sample: `ip`, `pid, tid`, `time`, then `addr` (read/write) or the user
+/// registers (execute: `abi`, then the registers in bit order).
 fn parse_hit(body: &[u8], arm: Arm, addrs: &[u64]) -> Option<Hit> {
     let u64_at = |i: usize| -> Option<u64> {
         Some(u64::from_ne_bytes(body.get(i..i + 8)?.try_into().ok()?))
     };
     let ip = u64_at(0)?;
     let tid = u32::from_ne_bytes(body.get(12..16)?.try_into().ok()?);
+    let time = u64_at(16)?;
     match arm {
         Arm::ReadWrite => Some(Hit {
             tid,
-            bp_addr: u64_at(16)?,
+            bp_addr: u64_at(24)?,
             ip,
+            time,
             regs: None,
         }),
         Arm::Execute => {
-            let abi = u64_at(16)?;
+            let abi = u64_at(24)?;
             let regs: HashMap<Register, u64> = if abi == 0 {
                 HashMap::new()
             } else {
                 GPRS.iter()
                     .enumerate()
-                    .filter_map(|(i, &(_, r))| Some((r, u64_at(24 + 8 * i)?)))
+                    .filter_map(|(i, &(_, r))| Some((r, u64_at(32 + 8 * i)?)))
                     .collect()
             };
             // An execute breakpoint traps before the instruction: the IP is its address.
@@ -710,10 +736,25 @@ fn parse_hit(body: &[u8], arm: Arm, addrs: &[u64]) -> Option<Hit> {
                 tid,
                 bp_addr,
                 ip,
+                time,
                 regs: (!regs.is_empty()).then_some(regs),
             })
         }
     }
+}
+
+/// Handoffs per word: how often, in time order, the next access to a word came from another
+/// thread than the last. `accesses` are (word address, time, thread), any order.
+pub fn handoffs(mut accesses: Vec<(u64, u64, u32)>) -> BTreeMap<u64, u64> {
+    accesses.sort_unstable();
+    let mut out: BTreeMap<u64, u64> = BTreeMap::new();
+    for pair in accesses.windows(2) {
+        let ((w1, _, t1), (w2, _, t2)) = (pair[0], pair[1]);
+        if w1 == w2 {
+            *out.entry(w1).or_default() += u64::from(t1 != t2);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -741,6 +782,20 @@ mod tests {
         // mov rax, fs:[0x28] (64 48 8b 04 25 28 00 00 00): no flat address to aim at.
         let tls = [0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0];
         assert!(blamed_instructions(&tls, 0x3000, 0x3000).is_empty());
+    }
+
+    /// Two threads alternating on a word hand it off at each access; one thread, then the
+    /// other (a goroutine moved between threads), hands it off once.
+    #[test]
+    fn handoffs_count_alternations_in_time_not_threads() {
+        let alternating = (0..10).map(|i| (0x40, i, 1 + (i % 2) as u32)).collect();
+        assert_eq!(handoffs(alternating)[&0x40], 9);
+        let moved = (0..10)
+            .map(|i| (0x40, i, if i < 5 { 1 } else { 2 }))
+            .collect();
+        assert_eq!(handoffs(moved)[&0x40], 1);
+        let two_words = vec![(0x40, 1, 1), (0x48, 2, 2), (0x40, 3, 1)];
+        assert_eq!(handoffs(two_words).get(&0x40), Some(&0));
     }
 
     #[test]
