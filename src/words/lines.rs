@@ -329,7 +329,7 @@ pub fn skipped(why: &WatchSkipped) -> String {
             machine recorded is not x86-64"
             .into(),
         WatchSkipped::NoHotLine => "the hot instructions' accesses fell on many lines, none \
-            often (a walk through memory, not a shared line)"
+            often enough to watch"
             .into(),
     }
 }

@@ -25,6 +25,8 @@ pub fn report(rec: &Recording, symz: &mut Symbolizer) -> Option<LineWatch> {
         let mut out = LineWatch::skipped(why.clone(), rec.wall_s);
         out.spent_ms = w.spent.as_secs_f64() * 1e3;
         out.hits = w.hits;
+        out.threads = w.threads;
+        out.pid = (w.pid != 0).then_some(w.pid);
         return Some(out);
     }
     let aimed = w
