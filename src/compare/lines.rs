@@ -33,8 +33,8 @@ pub fn compare(old: &Diagnosis, new: &Diagnosis) -> Option<LineChanges> {
     // Shared on the new side first, worst first; then what the old side shared.
     changes.sort_by_key(|c| {
         (
-            std::cmp::Reverse(c.new.map_or(0, |v| severity(v) + 1)),
-            std::cmp::Reverse(c.old.map_or(0, |v| severity(v) + 1)),
+            std::cmp::Reverse(c.new.map_or(0, |v| v.severity() + 1)),
+            std::cmp::Reverse(c.old.map_or(0, |v| v.severity() + 1)),
             c.data.clone(),
         )
     });
@@ -50,17 +50,6 @@ fn side(w: Option<&LineWatch>) -> SideWatch {
         None => SideWatch::Absent,
         Some(WatchOutcome::Watched) => SideWatch::Watched,
         Some(WatchOutcome::Skipped { why }) => SideWatch::Skipped { why: why.clone() },
-    }
-}
-
-/// How bad a verdict is, for keeping a data's worst.
-fn severity(v: LineVerdict) -> u8 {
-    match v {
-        LineVerdict::TrueAndFalseSharing => 4,
-        LineVerdict::TrueSharing => 3,
-        LineVerdict::FalseSharing => 2,
-        LineVerdict::ReadMostly => 1,
-        LineVerdict::OneThread => 0,
     }
 }
 
@@ -85,7 +74,7 @@ fn verdicts(w: Option<&LineWatch>) -> BTreeMap<String, LineVerdict> {
     for line in w.map_or(&[][..], |w| &w.lines) {
         for word in &line.words {
             let e = out.entry(data_key(word)).or_insert(line.verdict);
-            if severity(line.verdict) > severity(*e) {
+            if line.verdict.severity() > e.severity() {
                 *e = line.verdict;
             }
         }

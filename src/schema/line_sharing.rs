@@ -251,7 +251,8 @@ pub enum LineVerdict {
     TrueAndFalseSharing,
     /// Several threads read it, none wrote during the watch: no coherence traffic.
     ReadMostly,
-    /// One thread only touched it during the watch.
+    /// One thread at a time touched it: one thread only, or threads that took turns without
+    /// interleaving (a goroutine moved between threads).
     OneThread,
 }
 
@@ -281,8 +282,32 @@ impl LineVerdict {
             (true, true) => LineVerdict::TrueAndFalseSharing,
             (true, false) => LineVerdict::TrueSharing,
             (false, true) => LineVerdict::FalseSharing,
-            (false, false) if threads.len() >= 2 => LineVerdict::ReadMostly,
+            (false, false)
+                if threads.len() >= 2 && words.iter().all(|w| w.writers().is_empty()) =>
+            {
+                LineVerdict::ReadMostly
+            }
             (false, false) => LineVerdict::OneThread,
+        }
+    }
+
+    /// The worse of two verdicts (true and false sharing worst, one thread least).
+    pub fn worst(self, other: LineVerdict) -> LineVerdict {
+        if other.severity() > self.severity() {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// How bad a verdict is: 0 for one thread, 4 for true and false sharing.
+    pub fn severity(self) -> u8 {
+        match self {
+            LineVerdict::TrueAndFalseSharing => 4,
+            LineVerdict::TrueSharing => 3,
+            LineVerdict::FalseSharing => 2,
+            LineVerdict::ReadMostly => 1,
+            LineVerdict::OneThread => 0,
         }
     }
 

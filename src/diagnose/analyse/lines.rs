@@ -65,41 +65,45 @@ fn line(
     l: &watch::LineHits,
     symz: &mut Symbolizer,
 ) -> WatchedLine {
-    // (offset, tid, function, instruction) -> accessor
-    let mut by: BTreeMap<(u64, u32, String, u64), Accessor> = BTreeMap::new();
-    let mut add = |offset: u64, tid: u32, named: Named, source_line: Option<String>, n: u64| {
-        let (function, _, address, insn) = named;
-        let insn_addr = insn.as_ref().map_or(address, |i| i.addr);
-        let writes = insn.as_ref().is_some_and(|i| i.writes_memory);
-        let a = by
-            .entry((offset, tid, function.clone(), insn_addr))
-            .or_insert_with(|| Accessor {
-                tid,
-                thread: rec
-                    .thread_names
-                    .get(&tid)
-                    .or_else(|| w.thread_names.get(&tid))
-                    .cloned()
-                    .unwrap_or_default(),
-                function,
-                source_line,
-                instruction: insn.map(|i| i.text),
-                writes: 0,
-                reads: 0,
-            });
-        if writes {
-            a.writes += n;
-        } else {
-            a.reads += n;
-        }
-    };
+    // (phase, offset, tid, function, instruction) -> accessor. The phases (the aim, each
+    // half of the watch) are separate turns: a goroutine or task may sit on another thread
+    // in each, so who shares is judged within a phase as well as over all of them.
+    let mut by: BTreeMap<(Phase, u64, u32, String, u64), Accessor> = BTreeMap::new();
+    let mut add =
+        |phase: Phase, offset: u64, tid: u32, named: Named, source_line: Option<String>, n: u64| {
+            let (function, _, address, insn) = named;
+            let insn_addr = insn.as_ref().map_or(address, |i| i.addr);
+            let writes = insn.as_ref().is_some_and(|i| i.writes_memory);
+            let a = by
+                .entry((phase, offset, tid, function.clone(), insn_addr))
+                .or_insert_with(|| Accessor {
+                    tid,
+                    thread: rec
+                        .thread_names
+                        .get(&tid)
+                        .or_else(|| w.thread_names.get(&tid))
+                        .cloned()
+                        .unwrap_or_default(),
+                    function,
+                    source_line,
+                    instruction: insn.map(|i| i.text),
+                    writes: 0,
+                    reads: 0,
+                });
+            if writes {
+                a.writes += n;
+            } else {
+                a.reads += n;
+            }
+        };
     for h in &l.hits {
         let named = named_at(symz, &h.after, Find::EndingAt);
         let source_line = named
             .3
             .as_ref()
             .and_then(|i| symz.source_line(&h.after, i.addr));
-        add(h.offset, h.tid, named, source_line, h.count);
+        let half = Phase::Watch(h.offset / (LINE_BYTES / 2));
+        add(half, h.offset, h.tid, named, source_line, h.count);
     }
     // The aim's hits on this line are accesses too (the address each hot instruction
     // touched, by which thread): a thread the scheduler kept off its CPU during the line's
@@ -120,11 +124,64 @@ fn line(
             .as_ref()
             .and_then(|i| symz.source_line(&a.location, i.addr));
         for (tid, offset, n) in on_line {
-            add(offset, tid, named.clone(), source_line.clone(), n);
+            add(
+                Phase::Aim,
+                offset,
+                tid,
+                named.clone(),
+                source_line.clone(),
+                n,
+            );
         }
     }
+    let handoffs = |phase: Option<Phase>, offset: u64| -> u64 {
+        let watch = l.handoffs.get(&offset).copied().unwrap_or(0);
+        let aim = w
+            .aim_handoffs
+            .get(&(l.address + offset))
+            .copied()
+            .unwrap_or(0);
+        match phase {
+            None => watch + aim,
+            Some(Phase::Aim) => aim,
+            Some(Phase::Watch(_)) => watch,
+        }
+    };
+    // Each phase's words, for its verdict.
+    let mut verdict = LineVerdict::OneThread;
+    for phase in [Phase::Aim, Phase::Watch(0), Phase::Watch(1)] {
+        let mut words: BTreeMap<u64, Vec<Accessor>> = BTreeMap::new();
+        for ((p, offset, ..), a) in &by {
+            if *p == phase {
+                words.entry(*offset).or_default().push(a.clone());
+            }
+        }
+        let words: Vec<WordAccesses> = words
+            .into_iter()
+            .map(|(offset, accessors)| WordAccesses {
+                offset,
+                symbol: None,
+                handoffs: handoffs(Some(phase), offset),
+                accessors,
+            })
+            .collect();
+        verdict = verdict.worst(LineVerdict::of(&words));
+    }
+    // All phases together, for the words shown (and their verdict too).
+    let mut merged: BTreeMap<(u64, u32, String, u64), Accessor> = BTreeMap::new();
+    for ((_, offset, tid, function, insn), a) in by {
+        let m = merged
+            .entry((offset, tid, function, insn))
+            .or_insert_with(|| Accessor {
+                writes: 0,
+                reads: 0,
+                ..a.clone()
+            });
+        m.writes += a.writes;
+        m.reads += a.reads;
+    }
     let mut words: BTreeMap<u64, Vec<Accessor>> = BTreeMap::new();
-    for ((offset, ..), a) in by {
+    for ((offset, ..), a) in merged {
         words.entry(offset).or_default().push(a);
     }
     let (region, symbols) = match &l.region {
@@ -142,11 +199,7 @@ fn line(
             WordAccesses {
                 offset,
                 symbol: symbols.get(i).cloned().flatten(),
-                handoffs: l.handoffs.get(&offset).copied().unwrap_or(0)
-                    + w.aim_handoffs
-                        .get(&(l.address + offset))
-                        .copied()
-                        .unwrap_or(0),
+                handoffs: handoffs(None, offset),
                 accessors,
             }
         })
@@ -154,11 +207,18 @@ fn line(
     WatchedLine {
         address: l.address,
         region,
-        verdict: LineVerdict::of(&words),
+        verdict: verdict.worst(LineVerdict::of(&words)),
         words,
         watched_ms: l.watched.as_secs_f64() * 1e3,
         capped: l.capped,
     }
+}
+
+/// A turn of the watch: the aim, or a half of the line's words.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Aim,
+    Watch(u64),
 }
 
 /// Which instruction of a location is meant.
