@@ -29,6 +29,17 @@ pub const ZEN4_C2C_OTHER_CCD_NS: f64 = 100.0;
 /// The same between two sockets: ~200 ns (chipsandcheese, AnandTech).
 pub const ZEN4_C2C_OTHER_SOCKET_NS: f64 = 200.0;
 
+/// Watchpoint hits per spurious SIGTRAP on the Intel Emerald Rapids KVM guest (2 vCPUs, kernel
+/// 6.18.44, 2026-12-02): a debug trap that reached the watched program as if it had no cause,
+/// so the kernel sent it SIGTRAP and it died. One in 250,000 to 1.9M hits of a write watchpoint held
+/// armed on a thread writing in a loop (4 deaths in 1.03M hits over 8 runs of 3 s, 4 in 1.06M,
+/// 1 in 1.85M: `bench/debug_traps.sh`, tests/fixtures/machines/emerald-rapids-kvm); one in
+/// ~40,000 when armed and disarmed in turns as `diagnose --watch` does (1 of 25 runs of its
+/// watch, ~1,500 hits each). The 2-vCPU Zen 4 KVM guest took 1M hits of the same kind without
+/// one. Not a fault of the program: most likely the trap's cause (DR6) is lost on its way
+/// through the hypervisor, and the guest kernel takes a cause-less trap for an `int1`.
+pub const SPURIOUS_DEBUG_TRAP_HITS_INTEL_KVM: f64 = 40_000.0;
+
 /// Memory references of a native 4-level page walk, at most (Bhargava et al., "Accelerating
 /// two-dimensional page walks for virtualized systems", ASPLOS 2008).
 pub const NATIVE_PAGE_WALK_REFERENCES: u32 = 4;

@@ -847,22 +847,40 @@ fn a_program_in_system_calls_shows_its_kernel_share_or_what_the_samples_miss() {
 }
 
 /// The watch of one shape of `line_sharing.c`, run for longer than the window so that its
-/// lines are watched while it still runs.
+/// lines are watched while it still runs. On a host whose hypervisor loses a debug trap's
+/// cause (the Intel KVM guest: about one in 40,000 hits), a trap can kill the program with
+/// SIGTRAP: the diagnosis must then say so (the program did not die unnoticed), and the shape
+/// is watched again, up to three times in all.
 fn watched_shape(shape: &str) -> Option<Value> {
     let p = program("line_sharing", Build::FramePointers)?;
-    let d = diagnose_json(&[
-        "--duration",
-        "1.5",
-        "--figures",
-        "none",
-        "--",
-        p.to_str().unwrap(),
-        shape,
-        "30",
-    ]);
-    let w = d["line_watch"].clone();
-    assert_eq!(w["outcome"]["outcome"], "watched", "{w:#}");
-    Some(w)
+    for _ in 0..3 {
+        let d = diagnose_json(&[
+            "--watch",
+            "--duration",
+            "1.5",
+            "--figures",
+            "none",
+            "--",
+            p.to_str().unwrap(),
+            shape,
+            "30",
+        ]);
+        let w = d["line_watch"].clone();
+        if d["target"]["ended"] == "killed by SIGTRAP" {
+            assert_eq!(w["killed_by_trap"], true, "{w:#}");
+            eprintln!("the watch's trap killed the program (this hypervisor); watching again");
+            continue;
+        }
+        assert_eq!(w.get("killed_by_trap"), None, "{w:#}");
+        assert_eq!(
+            d["target"]["ended"], "killed by SIGTERM",
+            "{:#}",
+            d["target"]
+        );
+        assert_eq!(w["outcome"]["outcome"], "watched", "{w:#}");
+        return Some(w);
+    }
+    panic!("the watch's trap killed the program in three runs of three");
 }
 
 /// Each written word's name (its data symbol and offset) and the functions that wrote it.
@@ -953,31 +971,44 @@ fn the_watch_finds_the_padded_twin_shares_nothing() {
     }
 }
 
-/// A program that ends before the window cannot be watched: the diagnosis says so, and
-/// `--no-watch` leaves the watch out.
+/// A program that ends before the window cannot be watched: the diagnosis says so. Without
+/// --watch no breakpoint is set (a trap can kill the program on some hypervisors): the
+/// diagnosis has no watch, and the screen says what --watch would add to its contended
+/// atomic.
 #[test]
-fn a_program_that_ends_first_is_not_watched_and_no_watch_leaves_it_out() {
+fn a_program_that_ends_first_is_not_watched_and_the_watch_is_off_by_default() {
     let _g = serial();
     let Some(p) = program("line_sharing", Build::FramePointers) else {
         return;
     };
     let p = p.to_str().unwrap();
-    let d = diagnose_json(&["--figures", "none", "--", p, "false", "0.5"]);
+    let d = diagnose_json(&["--watch", "--figures", "none", "--", p, "false", "0.5"]);
     assert_eq!(
         d["line_watch"]["outcome"]["why"]["reason"], "target_ended",
         "{:#}",
         d["line_watch"]
     );
-    let d = diagnose_json(&[
-        "--no-watch",
+    let args = [
+        "diagnose",
         "--duration",
         "0.5",
         "--figures",
         "none",
-        "--",
-        p,
-        "false",
-        "30",
-    ]);
+        "--save",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("d.json");
+    let mut cmd = cpudoctor();
+    cmd.args(args)
+        .arg(&saved)
+        .args(["--", p, "false", "30"])
+        .env("COLUMNS", "80");
+    let screen = stdout_text(&mut cmd);
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
     assert!(d.get("line_watch").is_none(), "{:#}", d["line_watch"]);
+    let said: String = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains("Cache lines not watched: --watch names"),
+        "{screen}"
+    );
 }

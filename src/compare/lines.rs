@@ -131,6 +131,7 @@ mod tests {
             hits_per_watchpoint: 500,
             aimed: Vec::new(),
             lines,
+            killed_by_trap: false,
         }
     }
 

@@ -257,7 +257,7 @@ pub struct Diagnosis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<work::WorkRecord>,
     /// Who shares the hot code's cache lines, word by word, from hardware watchpoints set
-    /// once the window was over (absent with `--no-watch` and in older files).
+    /// once the window was over (absent without `--watch` and in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_watch: Option<crate::schema::line_sharing::LineWatch>,
 }

@@ -503,16 +503,36 @@ fn findings(d: &Diagnosis, w: u16) -> String {
 fn line_watch(d: &Diagnosis, w: u16) -> String {
     use crate::words::lines as words;
     let mut o = String::new();
+    let contended = d
+        .hot_sites
+        .iter()
+        .any(|s| matches!(s.kind, SiteKind::LockedRmw | SiteKind::SpinWithoutPause));
     let Some(watch) = &d.line_watch else {
+        if contended {
+            o.push('\n');
+            o.push_str(&wrap_labelled(&words::not_asked(), "", w));
+        }
         return o;
     };
+    if watch.killed_by_trap {
+        o.push('\n');
+        o.push_str(&wrap_labelled(
+            &format!("{}.", words::killed_by_trap()),
+            "",
+            w,
+        ));
+    }
     match &watch.outcome {
         WatchOutcome::Skipped { why } => {
-            let contended = d
-                .hot_sites
-                .iter()
-                .any(|s| matches!(s.kind, SiteKind::LockedRmw | SiteKind::SpinWithoutPause));
-            if contended || matches!(why, WatchSkipped::Refused { .. }) {
+            // A program the watch's trap killed was said above.
+            let said = watch.killed_by_trap && *why == WatchSkipped::EndedDuringWatch;
+            if !said
+                && (contended
+                    || matches!(
+                        why,
+                        WatchSkipped::Refused { .. } | WatchSkipped::EndedDuringWatch
+                    ))
+            {
                 o.push('\n');
                 o.push_str(&wrap_labelled(
                     &format!("Cache lines not watched: {}.", words::skipped(why)),
@@ -966,6 +986,41 @@ pub(crate) mod tests {
         );
         assert!(rows[0].contains("100.0%"), "{rows:#?}");
         assert!(rows[1].contains("50.0%, scaled"), "{rows:#?}");
+    }
+
+    /// The Intel KVM guest's spurious debug traps: a watch whose program was killed by
+    /// SIGTRAP says so on the screen, whatever the watch saw; a contended atomic without a
+    /// watch says what --watch would add.
+    #[test]
+    fn a_program_killed_by_the_watchs_trap_is_said_and_the_watch_is_offered_when_off() {
+        use crate::schema::line_sharing::LineWatch;
+        let mut d = fixture("pause-spin-zen4-kvm.json");
+        d.hot_sites[0].kind = SiteKind::LockedRmw;
+        d.line_watch = None;
+        let said = |d: &Diagnosis| {
+            render(d, 80)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(
+            said(&d).contains("Cache lines not watched: --watch names"),
+            "{}",
+            said(&d)
+        );
+        let mut w = LineWatch::skipped(WatchSkipped::EndedDuringWatch, 5.0);
+        w.killed_by_trap = true;
+        d.line_watch = Some(w);
+        let text = said(&d);
+        assert!(
+            text.contains("killed by SIGTRAP during the watch"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("ended while its lines were watched"),
+            "said once: {text}"
+        );
+        assert!(!text.contains("--watch names"), "{text}");
     }
 
     /// The two lines a diagnosis saved for `diff` adds under the machine (issue 31): its

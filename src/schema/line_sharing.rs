@@ -63,6 +63,13 @@ pub struct LineWatch {
     /// The lines watched, hottest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<WatchedLine>,
+    /// The command diagnose started was killed by SIGTRAP during or right after the watch: a
+    /// watchpoint's debug trap reached it without its cause, which some hypervisors do
+    /// ([`crate::reference::SPURIOUS_DEBUG_TRAP_HITS_INTEL_KVM`]). An attached process's end
+    /// cannot be read that way; one that ended during the watch is
+    /// [`WatchSkipped::EndedDuringWatch`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub killed_by_trap: bool,
 }
 
 impl LineWatch {
@@ -78,6 +85,7 @@ impl LineWatch {
             hits_per_watchpoint: 0,
             aimed: Vec::new(),
             lines: Vec::new(),
+            killed_by_trap: false,
         }
     }
 
@@ -111,6 +119,9 @@ pub enum WatchSkipped {
     OneThread,
     /// No hot instruction touches memory through an operand the watch can aim at.
     NoMemoryAccess,
+    /// The program ended while it was watched (its threads were gone when the next turn was
+    /// armed).
+    EndedDuringWatch,
     /// The kernel refused a breakpoint.
     Refused {
         /// The kernel's error.
@@ -343,7 +354,7 @@ pub enum SideWatch {
         /// Why.
         why: WatchSkipped,
     },
-    /// The diagnosis has no watch (`--no-watch`, or a file older than it).
+    /// The diagnosis has no watch (run without `--watch`, or a file older than it).
     Absent,
 }
 

@@ -45,7 +45,9 @@ fn unseen(side: &SideWatch, run: &str) -> String {
         ),
         SideWatch::Skipped { why } => format!("not watched in the {run} run: {}", skipped(why)),
         SideWatch::Absent => {
-            format!("the {run} run has no watch (--no-watch, or a file older than the watch)")
+            format!(
+                "the {run} run has no watch (run without --watch, or a file older than the watch)"
+            )
         }
     }
 }
@@ -308,11 +310,33 @@ pub fn cost(w: &LineWatch) -> String {
     )
 }
 
+/// The command killed by a trap of the watch, said beside whatever the watch saw.
+pub fn killed_by_trap() -> String {
+    format!(
+        "The program was killed by SIGTRAP during the watch: a watchpoint's debug trap reached \
+         it without its cause, which this hypervisor does (an Intel KVM guest did so about once \
+         in {} hits). The watch is not safe for programs that must keep running here; run \
+         without --watch",
+        group_thousands(crate::reference::SPURIOUS_DEBUG_TRAP_HITS_INTEL_KVM as u64)
+    )
+}
+
+/// The hint where a hot line was found but not watched: what --watch would add.
+pub fn not_asked() -> String {
+    "Cache lines not watched: --watch names the threads and fields that share the hot line \
+     (hardware watchpoints, ~2% of the window; a trap can kill the program on some \
+     hypervisors)."
+        .into()
+}
+
 /// Why the watch did not run.
 pub fn skipped(why: &WatchSkipped) -> String {
     match why {
         WatchSkipped::TargetEnded => "the program ended before the window did; its lines can \
             only be watched while it runs (give --duration shorter than its run, or --pid)"
+            .into(),
+        WatchSkipped::EndedDuringWatch => "the program ended while its lines were watched; \
+            a watchpoint's trap can kill it with SIGTRAP on some hypervisors (see --watch)"
             .into(),
         WatchSkipped::OneThread => "no process ran on two threads: no line to share".into(),
         WatchSkipped::NoMemoryAccess => {

@@ -27,6 +27,7 @@ pub fn report(rec: &Recording, symz: &mut Symbolizer) -> Option<LineWatch> {
         out.hits = w.hits;
         out.threads = w.threads;
         out.pid = (w.pid != 0).then_some(w.pid);
+        out.killed_by_trap = w.killed_by_trap;
         return Some(out);
     }
     let aimed = w
@@ -56,6 +57,7 @@ pub fn report(rec: &Recording, symz: &mut Symbolizer) -> Option<LineWatch> {
         hits_per_watchpoint: w.hits_per_watchpoint,
         aimed,
         lines,
+        killed_by_trap: w.killed_by_trap,
     })
 }
 

@@ -1475,6 +1475,7 @@ mod tests {
                 watched_ms: 25.0,
                 capped: true,
             }],
+            killed_by_trap: false,
         });
         let shared = findings(&ctx(&hot, &m, &[]));
         assert!(

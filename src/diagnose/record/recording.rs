@@ -74,7 +74,7 @@ pub struct RecordOptions {
     /// Sample kernel code too where the kernel permits it; false with `--user-only`.
     pub kernel: bool,
     /// Watch the hot code's cache lines once the window is over, while the workload still
-    /// runs ([`super::watch`]); `None` with `--no-watch`.
+    /// runs ([`super::watch`]); `None` unless `--watch` asked for it.
     pub watch: Option<super::watch::WatchBudget>,
 }
 

@@ -16,10 +16,16 @@
 //! Each hit traps into the kernel (~10 us on the KVM guests measured), so every watchpoint
 //! stops itself after [`WatchBudget::hits_per_event`] hits (`PERF_EVENT_IOC_REFRESH`) and
 //! every turn after its share of the budget. What the accesses mean is `analyse::lines`'.
+//!
+//! Only with `--watch`: on some hypervisors a trap reaches the thread with its cause lost and
+//! the kernel kills the program with SIGTRAP
+//! ([`crate::reference::SPURIOUS_DEBUG_TRAP_HITS_INTEL_KVM`]); the recording says when the
+//! program ended during the watch.
 
 use super::sampler::{OpenError, RawRing, open_event};
 use super::target;
 use crate::diagnose::symbolize::symbols::{AddressSpaces, Location, read_process_memory};
+use crate::machine::pmu::PerfErrno;
 use crate::schema::line_sharing::{LINE_BYTES, WORD_BYTES, WatchSkipped};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 use perf_event_open_sys::bindings::{
@@ -137,6 +143,11 @@ pub struct WatchRecording {
     pub aim_handoffs: BTreeMap<u64, u64>,
     /// Lines watched.
     pub lines: Vec<LineHits>,
+    /// Breakpoints were armed on the program (the aim began).
+    pub armed: bool,
+    /// The started command was killed by SIGTRAP after the breakpoints were armed (set by
+    /// the recording, which reaps it).
+    pub killed_by_trap: bool,
 }
 
 /// One instruction aimed at and where its operand went.
@@ -368,6 +379,7 @@ pub fn watch(
     let turns = aimed.len().div_ceil(DEBUG_REGISTERS);
     let aim_turn = length.mul_f64(AIM_SHARE) / turns as u32;
     let mut by_ip: BTreeMap<u64, AimedHits> = BTreeMap::new();
+    out.armed = true;
     for chunk in aimed.chunks(DEBUG_REGISTERS) {
         let addrs: Vec<u64> = chunk.iter().map(Instruction::ip).collect();
         let hits = match arm_turn(&threads, &addrs, Arm::Execute, aim_turn, budget) {
@@ -617,10 +629,14 @@ struct Armed {
     ring: RawRing,
 }
 
-/// The watch so far, ended by the kernel's refusal of a breakpoint.
+/// The watch so far, ended by the kernel's refusal of a breakpoint on every thread: no such
+/// task means the program ended meanwhile (perhaps killed by a trap of the turn before).
 fn refused(mut out: WatchRecording, e: &OpenError, started: Instant) -> WatchRecording {
-    out.skipped = Some(WatchSkipped::Refused {
-        error: e.io().to_string(),
+    out.skipped = Some(match e.kind() {
+        PerfErrno::NoSuchTask => WatchSkipped::EndedDuringWatch,
+        _ => WatchSkipped::Refused {
+            error: e.io().to_string(),
+        },
     });
     out.spent = started.elapsed();
     out

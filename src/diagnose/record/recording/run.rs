@@ -133,6 +133,8 @@ pub(super) struct Run<'a> {
     window_over: bool,
     /// What the watch saw, once it ran.
     watch: Option<WatchRecording>,
+    /// The started command was killed by SIGTRAP (read when it was reaped).
+    trapped: bool,
 }
 
 /// Launches the command with its samplers opened before it runs: per-task events enabled on
@@ -399,6 +401,7 @@ impl<'a> Run<'a> {
             exit: None,
             window_over: false,
             watch: None,
+            trapped: false,
         })
     }
 
@@ -651,6 +654,10 @@ impl<'a> Run<'a> {
         if self.exit.is_none()
             && let Some((status, usage)) = c.try_wait()
         {
+            self.trapped = matches!(
+                status,
+                nix::sys::wait::WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGTRAP, _)
+            );
             let mut totals = totals_of(&usage);
             // Ended on its own: the time its work took, as far as the polling tells.
             if self.terminated_at.is_none() {
@@ -1001,7 +1008,12 @@ impl<'a> Run<'a> {
             namespaces,
             notes: self.notes,
             wall: stopped.wall,
-            watch: self.watch,
+            // A command alive when the watch began and killed by SIGTRAP since: a trap of
+            // the watch reached it.
+            watch: self.watch.map(|mut w| {
+                w.killed_by_trap = self.trapped && w.armed;
+                w
+            }),
         }
     }
 }
