@@ -118,8 +118,7 @@ pub fn recurring_gaps(gaps: &[u64]) -> Vec<(u64, usize, f64)> {
 
 /// Median chunk time over all runs of a mode, in ns.
 fn median_chunk_ns(runs: &[Vec<f64>]) -> f64 {
-    let all: Vec<f64> = runs.iter().flatten().copied().collect();
-    crate::stats::median(&all).unwrap_or(0.0)
+    crate::stats::median_owned(runs.iter().flatten().copied().collect()).unwrap_or(0.0)
 }
 
 /// Summarises one mode's runs, looking for recurring gaps of at least `min_gap_chunks`.
