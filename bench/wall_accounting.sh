@@ -7,12 +7,13 @@
 # thread's /proc/PID/task/TID/schedstat (time on CPU, time waiting on a run queue) and the
 # clock, timed by diagnose's perf events appearing in and leaving its fd table (the two windows
 # then differ by a few ms). Per thread it prints diagnose's running, runnable and blocked shares
-# of its window (from context-switch records; runnable with schedstat's run-queue delay for the
-# waits after wake-ups) beside schedstat's over the bracketing window, and their difference;
-# and the sum of diagnose's three against its window.
+# of its window (by default from the counts diagnose reads from the same schedstat every 100 ms,
+# so this checks its windows and sums; with ARGS=--switches from context-switch records, runnable
+# with schedstat's run-queue delay for the waits after wake-ups) beside schedstat's over the
+# bracketing window, and their difference; and the sum of diagnose's three against its window.
 # Goal: each thread's states add up to its wall time within 5%, and running and runnable agree
 # with schedstat within 5% of the wall time.
-# Usage: bench/wall_accounting.sh [DURATION] [ROUNDS]   (default 5 s, 3 rounds)
+# Usage: [ARGS=--switches] bench/wall_accounting.sh [DURATION] [ROUNDS]   (default 5 s, 3 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${1:-5}"
@@ -38,9 +39,9 @@ for round in $(seq "$rounds"); do
   # The reference snapshots are taken when diagnose's perf events appear in its fd table and
   # when they go, so that the two windows differ by milliseconds, not by diagnose's start-up
   # and analysis.
-  python3 - "$target" "$duration" "$work" <<'EOF'
+  python3 - "$target" "$duration" "$work" "${ARGS:-}" <<'EOF'
 import json, os, subprocess, sys, time
-pid, duration, work = sys.argv[1], sys.argv[2], sys.argv[3]
+pid, duration, work, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
 def snapshot():
     t = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -55,7 +56,7 @@ def perf_fds(p):
         return False
 out = open(f"{work}/d.json", "w")
 d = subprocess.Popen(["./target/release/cpudoctor", "diagnose", "--pid", pid, "--duration",
-                      duration, "--json"], stdout=out, stderr=subprocess.DEVNULL)
+                      duration, "--json", *args], stdout=out, stderr=subprocess.DEVNULL)
 while not perf_fds(d.pid):
     time.sleep(0.002)
 before = snapshot()
@@ -74,13 +75,15 @@ import json, sys
 b, a, d = (json.load(open(p)) for p in sys.argv[1:4])
 window = (a["clock"] - b["clock"]) / 1e9
 wall = d["wall"]
+source = wall["method"].get("source", "switch_records")
 print(f"bracketing window {window:.3f} s, diagnose's {wall['method']['window_s']:.3f} s, "
-      f"{wall['method']['looks']} looks")
+      f"{wall['method']['looks']} looks; states from {source}")
 print(f"{'tid':>8} {'state':>9} {'diagnose':>9} {'schedstat':>9} {'diff':>7}")
-moved = sum(t["runnable_after_wake_up_s"] for t in wall["threads"])
-runnable = sum(t["runnable_s"] for t in wall["threads"])
-print(f"(running: switch records alone; runnable: {runnable - moved:.3f} s from switch records "
-      f"(preemptions), {moved:.3f} s after wake-ups from schedstat's run-queue delay)")
+if source == "switch_records":
+    moved = sum(t.get("runnable_after_wake_up_s", 0) for t in wall["threads"])
+    runnable = sum(t["runnable_s"] for t in wall["threads"])
+    print(f"(running: switch records alone; runnable: {runnable - moved:.3f} s from switch "
+          f"records (preemptions), {moved:.3f} s after wake-ups from schedstat's run-queue delay)")
 worst = 0.0
 worst_sum = 0.0
 for t in wall["threads"]:

@@ -21,15 +21,46 @@ fn frames(stack: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The view's source this machine gives by default: each thread's schedstat counts where the
+/// kernel keeps them (three fields, this thread run at least once), else switch records.
+fn default_source() -> &'static str {
+    let counts = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let f: Vec<u64> = counts
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    if f.len() == 3 && f[2] > 0 {
+        "schedstat"
+    } else {
+        "switch_records"
+    }
+}
+
 #[test]
 fn four_threads_on_one_mutex_sleep_on_it_with_the_caller_that_takes_it() {
+    mutex_waiters_sleep_on_the_lock(&[], default_source());
+}
+
+#[test]
+fn timed_by_switch_records_the_mutex_waiters_sleep_on_it_too() {
+    mutex_waiters_sleep_on_the_lock(&["--switches"], "switch_records");
+}
+
+fn mutex_waiters_sleep_on_the_lock(args: &[&str], source: &str) {
     let Some(p) = program("mutex_wait", Build::FramePointers) else {
         return;
     };
     // Four threads, each holding the lock ~2 ms at a time: while one holds it, the others
     // sleep in the futex; on any number of CPUs each is asleep about three quarters of the
     // time (less what it waits for a CPU on a busy machine).
-    let d = diagnose_json(&["--", p.to_str().unwrap(), "2", "4"]);
+    let mut argv = args.to_vec();
+    argv.extend(["--", p.to_str().unwrap(), "2", "4"]);
+    let d = diagnose_json(&argv);
+    assert_eq!(
+        d["wall"]["method"]["source"], source,
+        "{:#}",
+        d["wall"]["method"]
+    );
     let f = finding(&d, "lock_wait");
     assert_eq!(f["symbol"], "take_lock_and_work", "{f:#}");
     assert!(

@@ -52,19 +52,26 @@ pub struct DiagnoseArgs {
     pub no_stacks: bool,
     /// Sample on-CPU time only. By default every thread's whole wall time is accounted:
     /// running, waiting for a CPU, or blocked (on a lock, I/O, a sleep, poll) with the stack
-    /// where it blocked, from the kernel's context-switch records and looks at sleeping
-    /// threads in /proc every 50 ms.
+    /// where it blocked, from each thread's schedstat counts (its time on a CPU and waiting
+    /// for one, read every 100 ms) and looks at sleeping threads in /proc every 50 ms.
     #[arg(long)]
     pub no_wall: bool,
+    /// Time the wall-clock view by the kernel's context-switch records instead of the
+    /// threads' counts: every interval on and off the CPU, each preemption's own stack, and a
+    /// wait for a CPU after a wake-up told from a preemption. Costs the kernel ~0.8 us and
+    /// diagnose a record at every context switch: on a server switching 40,000 times a second,
+    /// several % of its throughput (docs/diagnose.md, "Overhead on servers"). Used anyway where
+    /// the kernel keeps no schedstat counts.
+    #[arg(long, conflicts_with = "no_wall")]
+    pub switches: bool,
     /// Sample with one event per followed thread and CPU, inherited by the threads and
     /// processes it creates: what an unprivileged user gets. By default, where CPU-wide events
     /// are permitted (root, CAP_PERFMON, or kernel.perf_event_paranoid <= 0), diagnose samples
     /// with one event per CPU for every process and keeps the followed processes' records.
     /// Per task, the kernel stops and starts each thread's sampling timer at each of its
     /// context switches, an exit to the hypervisor in a VM: PostgreSQL switching 40,000 times
-    /// a second lost ~20% of its throughput per task, ~12% CPU-wide (most of that the
-    /// wall-clock view's context-switch records and diagnose's own reading of /proc; see
-    /// --no-wall). CPU-wide, every process on the machine is sampled (a timer interrupt and a
+    /// a second lost ~20% of its throughput per task, ~12% CPU-wide (both with the wall-clock
+    /// view timed by switch records, now --switches). CPU-wide, every process on the machine is sampled (a timer interrupt and a
     /// 16 KiB stack copy each, ~1% of a busy CPU at the default rate), the others' samples
     /// dropped. Also set by CPUDOCTOR_PER_TASK=1.
     #[arg(long, env = "CPUDOCTOR_PER_TASK", value_parser = clap::builder::FalseyValueParser::new())]
@@ -689,6 +696,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             child_stdout,
             callchains: !args.no_stacks,
             wall: !args.no_wall,
+            switches: args.switches,
             children: !args.no_children,
             per_task: args.per_task,
             kernel: !args.user_only,

@@ -7,7 +7,8 @@
 //!
 //! What counts as a change is not the CPU shares' rule. An on-CPU share is a count of samples
 //! with a binomial error ([`crate::stats::share_difference_se`]); the wall states are timed
-//! by the kernel's context-switch records, so a run's shares carry no sampling error (only
+//! by the kernel's own accounting (each thread's schedstat counts, or its context-switch
+//! records), so a run's shares carry no sampling error (only
 //! which reason a short wait had comes from the looks at /proc). What moves them is the run
 //! itself: other load, scheduling, where the lock holder was preempted. That run-to-run noise
 //! one run per side cannot measure, so no standard error is invented for it: a share that
@@ -88,7 +89,7 @@ pub struct GroupSide {
     pub threads: u32,
     /// Their wall time together, s.
     pub wall_s: f64,
-    /// The window the switch records cover, s.
+    /// The window the wall-clock view covers, s.
     pub window_s: f64,
 }
 

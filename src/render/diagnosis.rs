@@ -11,6 +11,7 @@ use crate::diagnose::analyse::kernel::{CpuCoverage, KernelReport};
 use crate::diagnose::analyse::wall::{StateTimes, WallReport};
 use crate::diagnose::record::memory::ProcessMemory;
 use crate::diagnose::record::sampler::KernelSampling;
+use crate::diagnose::record::wall::WallSource;
 use crate::diagnose::record::work::{WorkMeasure, WorkRecord};
 use crate::format::count_of;
 use crate::format::group_thousands;
@@ -316,15 +317,25 @@ fn kernel_line(k: &KernelReport, samples: u64) -> Option<String> {
     }
 }
 
+/// How the wall-clock view's states were timed: `timed by the kernel's context-switch
+/// records`.
+pub(crate) fn timed_by(source: WallSource) -> String {
+    match source {
+        WallSource::SwitchRecords => "timed by the kernel's context-switch records".into(),
+        WallSource::Schedstat => "timed by each thread's schedstat counts".into(),
+    }
+}
+
 /// Where the time went: per command, then the threads that spent most time off the CPU.
 fn wall(w: &WallReport, width: u16) -> String {
     let mut o = String::new();
     let m = &w.method;
     let _ = writeln!(o, "Where the time went");
     let how = format!(
-        "{} window; states timed by the kernel's context-switch records; why and where threads \
-         slept sampled by {} looks at /proc, one every {} ms{}",
+        "{} window; states {}; why and where threads slept sampled by {} looks at /proc, one \
+         every {} ms{}",
         human_ns(m.window_s * 1e9),
+        timed_by(m.source),
         group_thousands(m.looks),
         m.look_every_ms,
         if m.unobserved_share >= 0.001 {

@@ -205,7 +205,7 @@ pub fn too_few_hosts(hosts: usize, min_hosts: usize) -> String {
 
 /// The figures of the wall-time comparison's rule.
 pub struct WallRuleFigures {
-    /// The old run's window of switch records, s.
+    /// The old run's wall-clock window, s.
     pub old_window_s: f64,
     /// The new run's.
     pub new_window_s: f64,
@@ -218,7 +218,7 @@ pub fn wall_rule(f: &WallRuleFigures) -> String {
     format!(
         "Wall time compared by share of the threads' time, which does not depend on run \
          length or thread count, and by threads in each state on average (its time / the \
-         window; old {:.2} s, new {:.2} s). The kernel's switch records time each state \
+         window; old {:.2} s, new {:.2} s). The kernel's own accounting times each state \
          exactly, so a run's shares carry no sampling error; but two runs of the same \
          workload differ by several points (other load, scheduling), which one run per side \
          cannot measure. A share that moved by {:.0} points or more is marked; only repeated \

@@ -1,10 +1,10 @@
 //! The wall-clock report: every followed thread's whole wall time, in one of three states:
 //! running (on a CPU: the on-CPU samples say where, and how much of it spins), runnable but
 //! waiting for a CPU, or blocked, with the reason and the user stack where it blocked. Made
-//! ([`report`]) from what [`crate::diagnose::record::wall`] recorded: the switch records'
-//! intervals, the /proc looks at sleeping threads, and `/proc/PID/task/TID/schedstat`'s
-//! run-queue delay, which gives the wait for a CPU after each wake-up (switch records cannot
-//! tell it from the sleep before it).
+//! ([`report`]) from what [`crate::diagnose::record::wall`] recorded: each thread's schedstat
+//! counts (or the switch records' intervals, with `--switches`), and the /proc looks at
+//! sleeping threads. With switch records, schedstat's run-queue delay gives the wait for a CPU
+//! after each wake-up (switch records cannot tell it from the sleep before it).
 //!
 //! The report ([`WallReport`]) is typed for the JSON, the screen and the exports: per thread
 //! and per command the time in each state, and the off-CPU stacks weighted in ns.
@@ -13,7 +13,9 @@ use crate::diagnose::analyse::disasm::SiteKind;
 use crate::diagnose::analyse::hotspots::{NamedWait, ThreadReport};
 use crate::diagnose::analyse::runtimes::{self, WaitInStack};
 use crate::diagnose::record::wall::cpu;
-use crate::diagnose::record::wall::{BlockReason, LOOK_EVERY_MS, OffCpu, WallRecording};
+use crate::diagnose::record::wall::{
+    BlockReason, LOOK_EVERY_MS, OffCpu, WallRecording, WallSource,
+};
 use crate::diagnose::symbolize::stack::StackFrame;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -41,7 +43,11 @@ pub struct WallReport {
 /// How the wall-clock view was measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WallMethod {
-    /// The window the switch records cover, s.
+    /// Where the states' times came from: schedstat counts, or switch records (every file
+    /// saved before the counts were the default).
+    #[serde(default)]
+    pub source: WallSource,
+    /// The window the view covers, s.
     pub window_s: f64,
     /// Looks at sleeping threads through /proc.
     pub looks: u64,
@@ -66,6 +72,7 @@ impl WallMethod {
     /// A clean 10 s window of 200 looks, 50 ms apart, for tests of the view's readers.
     pub(crate) fn clean_10s() -> WallMethod {
         WallMethod {
+            source: WallSource::SwitchRecords,
             window_s: 10.0,
             looks: 200,
             look_every_ms: 50,
@@ -91,9 +98,10 @@ pub struct StateTimes {
     pub runnable_s: f64,
     /// Of the runnable time, the waits for a CPU after a wake-up, s: switch records count
     /// them in the sleep before, so this part comes from schedstat's run-queue delay (the rest
-    /// of `runnable_s`, preemptions and new threads, from the switch records alone).
-    #[serde(default)]
-    pub runnable_after_wake_up_s: f64,
+    /// of `runnable_s`, preemptions and new threads, from the switch records alone). Absent
+    /// when the times came from schedstat's counts, which do not tell the two apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runnable_after_wake_up_s: Option<f64>,
     /// Asleep, s.
     pub blocked_s: f64,
     /// Asleep, by reason, most first.
@@ -109,7 +117,11 @@ impl StateTimes {
         self.running_s += o.running_s;
         self.spinning_s += o.spinning_s;
         self.runnable_s += o.runnable_s;
-        self.runnable_after_wake_up_s += o.runnable_after_wake_up_s;
+        self.runnable_after_wake_up_s =
+            match (self.runnable_after_wake_up_s, o.runnable_after_wake_up_s) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
         self.blocked_s += o.blocked_s;
         for r in &o.blocked {
             match self.blocked.iter_mut().find(|x| x.reason == r.reason) {
@@ -257,12 +269,14 @@ pub fn report(
     let mut wake_moved: HashMap<u32, f64> = HashMap::new();
     let mut from_schedstat = false;
     let mut threads: Vec<ThreadWall> = Vec::new();
+    // Counts hold the whole wait for a CPU already: nothing to move.
+    let counted = rec.source == WallSource::Schedstat;
     for (&tid, t) in &rec.threads {
         let wall_ns = t.running_ns + t.runnable_ns + t.blocked_ns;
         let report = by_tid.get(&tid);
         // The run-queue delay in the window: schedstat's rate over the tracker's window.
         let moved_ns = report
-            .filter(|r| r.figures.wall_s > 0.0 && r.figures.run_delay_s.is_some())
+            .filter(|r| !counted && r.figures.wall_s > 0.0 && r.figures.run_delay_s.is_some())
             .map(|r| {
                 from_schedstat = true;
                 let rate = r.figures.run_delay_s.unwrap_or(0.0) / r.figures.wall_s;
@@ -297,7 +311,7 @@ pub fn report(
                 running_s: s(t.running_ns as f64),
                 spinning_s: s(t.running_ns as f64 * spin_share.min(1.0)),
                 runnable_s: s(t.runnable_ns as f64 + moved_ns),
-                runnable_after_wake_up_s: s(moved_ns),
+                runnable_after_wake_up_s: (!counted).then(|| s(moved_ns)),
                 blocked_s: s(t.blocked_ns as f64 - moved_ns),
                 blocked: Vec::new(),
                 waits: Vec::new(),
@@ -433,6 +447,7 @@ pub fn report(
             looks: rec.looks,
             look_every_ms: LOOK_EVERY_MS,
             unobserved_share: rec.unobserved_ns as f64 / blocked_ns.max(1) as f64,
+            source: rec.source,
             wake_up_wait_from_schedstat: from_schedstat,
             contradictions: rec.contradictions,
             lacks: rec.lacks.clone(),

@@ -62,9 +62,13 @@ pub struct RecordOptions {
     /// Sample user call chains with each sample: the user stack and registers for CFI
     /// unwinding, and the kernel's frame-pointer chain as the fallback.
     pub callchains: bool,
-    /// Account every thread's whole wall time: context-switch records on the sampling
-    /// events, and looks at sleeping threads through /proc ([`super::wall`]).
+    /// Account every thread's whole wall time: each thread's schedstat counts (or switch
+    /// records, below), and looks at sleeping threads through /proc ([`super::wall`]).
     pub wall: bool,
+    /// Time the wall-clock view's states by context-switch records on the sampling events
+    /// (`--switches`): every interval, at a cost at every switch. Also where the kernel keeps
+    /// no schedstat counts.
+    pub switches: bool,
     /// Follow an attached process's child processes: those running at the attach (all
     /// generations) and those it starts. False (`--no-children`): the process and its threads
     /// only. A started command is always followed into everything it starts.
@@ -93,6 +97,12 @@ impl RecordOptions {
         } else {
             Inherit::ThreadsAndChildren
         }
+    }
+
+    /// True when the events write switch records: the wall-clock view asked for them, or has
+    /// no counts to take its times from.
+    fn switch_records(&self) -> bool {
+        self.wall && (self.switches || !super::wall::WallSource::counts_available())
     }
 }
 
@@ -137,7 +147,13 @@ fn open_cpu_wide(
     // Notes on a layout refused count only if CPU-wide sampling is used.
     let mut said = Vec::new();
     let opened = open_with_layouts(opts, &mut said, kernel_refused, |layout| {
-        Sampler::open_cpu_wide(&opts.cpus, opts.mode, opts.frequency_hz, layout, opts.wall)
+        Sampler::open_cpu_wide(
+            &opts.cpus,
+            opts.mode,
+            opts.frequency_hz,
+            layout,
+            opts.switch_records(),
+        )
     });
     match opened {
         Ok(s) => {
@@ -216,7 +232,7 @@ fn open_sampler_layout(
         layout,
         Follow {
             inherit: opts.inherit(),
-            switches: opts.wall,
+            switches: opts.switch_records(),
         },
     )
 }
@@ -862,6 +878,7 @@ mod tests {
             child_stdout: None,
             callchains: true,
             wall: true,
+            switches: false,
             children: true,
             per_task: false,
             kernel: true,

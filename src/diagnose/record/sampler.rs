@@ -111,7 +111,7 @@ pub enum Inherit {
 pub struct Follow {
     /// Which new tasks inherit the events.
     pub inherit: Inherit,
-    /// A record each time a thread goes onto or off a CPU (times then in `CLOCK_MONOTONIC`).
+    /// A record each time a thread goes onto or off a CPU.
     pub switches: bool,
 }
 
@@ -256,9 +256,11 @@ fn sampling_attr(
     follow.inherit.apply(&mut attr);
     if follow.switches {
         attr.set_context_switch(1);
-        attr.set_use_clockid(1);
-        attr.clockid = libc::CLOCK_MONOTONIC;
     }
+    // Records timed in the clock diagnose reads /proc by: the wall-clock view joins samples
+    // to the counts read beside them, and switch records to the looks.
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
     attr
 }
 
@@ -279,8 +281,6 @@ fn cpu_wide_attr(
     let mut attr = sampling_attr(mode, frequency_hz, false, layout, follow);
     attr.set_inherit(0);
     attr.set_inherit_thread(0);
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
     attr
 }
 

@@ -3,6 +3,7 @@
 //! being preempted), and page faults. Read every ~100 ms while the workload runs, because a
 //! thread's /proc entry vanishes when it exits.
 
+use super::wall::counts::Reading;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
@@ -194,12 +195,13 @@ impl ThreadTracker {
         }
     }
 
-    /// Reads every thread of `pid` now.
-    pub fn poll(&mut self, pid: u32) {
+    /// Reads every thread of `pid` now; returns the threads read.
+    pub fn poll(&mut self, pid: u32) -> Vec<u32> {
+        let mut read = Vec::new();
         let now = crate::measure::clock::boot_time_ns();
         let tick_ns = 1_000_000_000 / clock_ticks_per_s();
         let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            return;
+            return read;
         };
         for tid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
             let Some((name, r)) = read_thread(pid, tid) else {
@@ -236,7 +238,33 @@ impl ThreadTracker {
             t.name = name;
             t.last = r;
             t.last_ns = now;
+            read.push(tid);
         }
+        read
+    }
+
+    /// Thread `tid`'s process and schedstat counts at its first reading (zero at its start
+    /// when counted from it) and its last, timed in `CLOCK_MONOTONIC` given the clocks'
+    /// difference now (boot time minus monotonic: the time suspended); `None` without
+    /// schedstat.
+    pub fn counts(
+        &self,
+        tid: u32,
+        boot_minus_monotonic_ns: u64,
+    ) -> Option<(u32, Reading, Reading)> {
+        let t = self.tracks.get(&tid)?;
+        let reading = |at_ns: u64, r: &ThreadReading| {
+            Some(Reading {
+                at_ns: at_ns.saturating_sub(boot_minus_monotonic_ns),
+                cpu_ns: r.cpu_ns,
+                run_delay_ns: r.run_delay_ns?,
+            })
+        };
+        Some((
+            t.pid,
+            reading(t.first_ns, &t.first)?,
+            reading(t.last_ns, &t.last)?,
+        ))
     }
 
     /// Figures for every thread seen, busiest first.

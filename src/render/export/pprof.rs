@@ -354,10 +354,10 @@ fn comments(d: &Diagnosis, from_functions: bool, st: &mut Strings) -> Vec<i64> {
     if let Some(w) = &d.wall {
         comment.push(st.get(&format!(
             "wall: {} threads' time over {:.2} s, on the CPU (samples x period) and off it \
-             (runnable, blocked: timed by context-switch records); -sample_index=wall, \
-             -tagfocus state=blocked",
+             (runnable, blocked: {}); -sample_index=wall, -tagfocus state=blocked",
             w.threads.len(),
-            w.method.window_s
+            w.method.window_s,
+            crate::render::diagnosis::timed_by(w.method.source).replace("the kernel's ", "")
         )));
     }
     comment

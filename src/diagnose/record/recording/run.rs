@@ -14,7 +14,7 @@ use super::super::tree::{self, Followed};
 use super::super::wall::cpu::CpuWindow;
 use super::super::wall::observe::Observer;
 use super::super::wall::timeline::Phase;
-use super::super::wall::{WallRecorder, WallRecording};
+use super::super::wall::{WallRecorder, WallRecording, WallSource};
 use super::super::watch::{self, WatchRecording};
 use super::filter::FollowedFilter;
 use super::{
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 /// How often the threads, JVMs and perf maps are looked at (a thread's /proc entries vanish
 /// when it exits), and how often memory is read.
-const LOOK_EVERY: Duration = Duration::from_millis(100);
+const LOOK_EVERY: Duration = Duration::from_millis(super::super::wall::COUNTS_EVERY_MS);
 const MEMORY_EVERY: Duration = Duration::from_millis(500);
 /// How often one process's `smaps_rollup` is read at most, and only when it ran since: the
 /// read walks every page table of the process under its mmap lock. A server's backends each
@@ -343,17 +343,24 @@ impl<'a> Run<'a> {
         followed.started(root);
         st.pids.insert(root);
         st.seen.insert(root);
-        if opts.wall && opened.sampler.switches() {
-            let mut w = WallRecorder::new(opened.enabled_ns);
-            // What each thread already running was doing when following began: on a CPU or
-            // waiting for one (R), or asleep; its first switch record says the rest.
-            for (&pid, tids) in &st.threads {
-                for &tid in tids {
-                    let phase = match thread_state(pid, tid) {
-                        Some('R') => Phase::Runnable,
-                        _ => Phase::Blocked,
-                    };
-                    w.first_seen(tid, phase, opened.enabled_ns);
+        if opts.wall {
+            let source = if opened.sampler.switches() {
+                WallSource::SwitchRecords
+            } else {
+                WallSource::Schedstat
+            };
+            let mut w = WallRecorder::new(opened.enabled_ns, source);
+            if source == WallSource::SwitchRecords {
+                // What each thread already running was doing when following began: on a CPU
+                // or waiting for one (R), or asleep; its first switch record says the rest.
+                for (&pid, tids) in &st.threads {
+                    for &tid in tids {
+                        let phase = match thread_state(pid, tid) {
+                            Some('R') => Phase::Runnable,
+                            _ => Phase::Blocked,
+                        };
+                        w.first_seen(tid, phase, opened.enabled_ns);
+                    }
                 }
             }
             st.wall = Some(w);
@@ -557,8 +564,8 @@ impl<'a> Run<'a> {
         {
             self.root_name = Some(name);
         }
+        self.read_threads();
         for &pid in &self.st.pids {
-            self.tracker.poll(pid);
             self.map_existed
                 .entry(pid)
                 .or_insert_with(|| jit::perf_map_path(pid).exists());
@@ -783,6 +790,27 @@ impl<'a> Run<'a> {
             || stop.load(Ordering::Relaxed))
     }
 
+    /// Reads every followed thread's figures; with the wall-clock view from counts, hands
+    /// each thread's counts to it.
+    fn read_threads(&mut self) {
+        let boot_minus_monotonic_ns =
+            crate::measure::clock::boot_time_ns().saturating_sub(monotonic_ns());
+        for &pid in &self.st.pids {
+            let read = self.tracker.poll(pid);
+            if let Some(w) = self.st.wall.as_mut()
+                && w.source() == WallSource::Schedstat
+            {
+                for tid in read {
+                    if let Some((pid, first, now)) =
+                        self.tracker.counts(tid, boot_minus_monotonic_ns)
+                    {
+                        w.counts(tid, pid, first, now);
+                    }
+                }
+            }
+        }
+    }
+
     /// Stops sampling and takes the last samples and counts; an attached JVM still running
     /// is asked once more for its map, for code compiled late.
     pub(super) fn stop(&mut self) -> Stopped {
@@ -790,6 +818,8 @@ impl<'a> Run<'a> {
         let end_ns = monotonic_ns();
         // Every record is in: nothing is held back.
         self.take_records(u64::MAX);
+        // The last reading of every thread still there closes its counts at the end.
+        self.read_threads();
         let wall = self.close_wall(end_ns);
         // The last look at the memory of processes that ran since theirs.
         self.read_smaps(Duration::ZERO);

@@ -1,7 +1,9 @@
-//! The wall-clock recording under way: the [`Timeline`] of switch records gives each thread's
-//! time in each state exactly; the code it waited in comes from two samplers. A preempted
-//! interval gets the stack of the thread's last on-CPU sample before it (where it was when the
-//! CPU was taken). Blocked time is shared over the /proc looks that found the thread asleep,
+//! The wall-clock recording under way: each thread's time in each state comes from its
+//! schedstat counts ([`Counts`], the default) or from the [`Timeline`] of switch records
+//! (`--switches`), exact either way; the code it waited in comes from two samplers. With switch
+//! records a preempted interval gets the stack of the thread's last on-CPU sample before it
+//! (where it was when the CPU was taken); with counts, a reading interval's wait for a CPU is
+//! shared over the thread's on-CPU samples in that interval. Blocked time is shared over the /proc looks that found the thread asleep,
 //! each look standing for the time since the look before it: the looks fall at times that
 //! have nothing to do with the thread's waits, so the time they find in each wait is in
 //! proportion to that wait's share of the sleep, long waits and short ones alike, as a
@@ -14,6 +16,8 @@
 // stack with SipHash was a fifth of diagnose's own CPU attached to MariaDB under sysbench
 // (36,000 switches a second; `perf record` of diagnose). The keys are this process's own
 // recording, so no resistance to chosen collisions is needed.
+use super::WallSource;
+use super::counts::{Counts, Reading};
 use super::observe::BlockReason;
 use super::timeline::{Interval, Phase, SwitchEvent, Timeline};
 use crate::diagnose::symbolize::symbols::Location;
@@ -36,7 +40,7 @@ pub enum OffCpu {
     },
 }
 
-/// One thread's wall time by state, from its switch records.
+/// One thread's wall time by state, from its switch records or its counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ThreadTimes {
     /// Process.
@@ -47,9 +51,10 @@ pub struct ThreadTimes {
     pub last_ns: u64,
     /// On a CPU.
     pub running_ns: u64,
-    /// Preempted or new, waiting for a CPU.
+    /// Waiting for a CPU: preempted or new (switch records), or also woken and not yet run
+    /// (counts).
     pub runnable_ns: u64,
-    /// Asleep (including the wait for a CPU after each wake-up).
+    /// Asleep (with switch records, including the wait for a CPU after each wake-up).
     pub blocked_ns: u64,
 }
 
@@ -79,6 +84,8 @@ pub type OffCpuStacks = StackMap<OffCpuKey, u64>;
 /// What the wall-clock recording gives the analysis.
 #[derive(Debug, Clone, Default)]
 pub struct WallRecording {
+    /// Where the states' times came from.
+    pub source: WallSource,
     /// Start of the window, `CLOCK_MONOTONIC` ns.
     pub start_ns: u64,
     /// End of the window.
@@ -106,10 +113,17 @@ const RECENT_SAMPLES: usize = 512;
 /// A sampled stack, shared by the samples remembered and the preemptions it stands for.
 type SampleStack = Arc<[Location]>;
 
+/// Where the recorder takes the states' times from.
+#[derive(Debug)]
+enum Source {
+    Switches(Timeline),
+    Counts(Counts),
+}
+
 /// The recording's wall-clock part.
 #[derive(Debug)]
 pub struct WallRecorder {
-    timeline: Timeline,
+    source: Source,
     start_ns: u64,
     recent: StackMap<u32, VecDeque<(u64, SampleStack)>>,
     /// Runnable time by thread and the sample stack it was preempted in, keyed by the
@@ -129,10 +143,14 @@ pub struct WallRecorder {
 }
 
 impl WallRecorder {
-    /// A recording whose window starts at `start_ns`.
-    pub fn new(start_ns: u64) -> WallRecorder {
+    /// A recording whose window starts at `start_ns`, its states timed by `source`: switch
+    /// records ([`WallRecorder::switch`]) or counts ([`WallRecorder::counts`]).
+    pub fn new(start_ns: u64, source: WallSource) -> WallRecorder {
         WallRecorder {
-            timeline: Timeline::new(start_ns),
+            source: match source {
+                WallSource::SwitchRecords => Source::Switches(Timeline::new(start_ns)),
+                WallSource::Schedstat => Source::Counts(Counts::default()),
+            },
             start_ns,
             recent: StackMap::default(),
             runnable: StackMap::default(),
@@ -146,11 +164,20 @@ impl WallRecorder {
         }
     }
 
+    /// Where the states' times come from.
+    pub fn source(&self) -> WallSource {
+        match self.source {
+            Source::Switches(_) => WallSource::SwitchRecords,
+            Source::Counts(_) => WallSource::Schedstat,
+        }
+    }
+
     /// Thread `tid` was first seen at `at_ns` doing `phase` (at the start from /proc, or at its
-    /// creation: runnable).
+    /// creation: runnable). Switch records only: counts start at the thread's first reading.
     pub fn first_seen(&mut self, tid: u32, phase: Phase, at_ns: u64) {
-        self.timeline
-            .first_seen(tid, phase, at_ns.max(self.start_ns));
+        if let Source::Switches(t) = &mut self.source {
+            t.first_seen(tid, phase, at_ns.max(self.start_ns));
+        }
     }
 
     /// An on-CPU sample of `tid` with its stack.
@@ -164,13 +191,58 @@ impl WallRecorder {
 
     /// A context switch.
     pub fn switch(&mut self, e: SwitchEvent) {
-        self.timeline.push(e);
+        if let Source::Switches(t) = &mut self.source {
+            t.push(e);
+        }
     }
 
-    /// Thread `tid` exited at `at_ns`.
+    /// Thread `tid` of `pid` read: its first reading (or zero counts at its start) and the one
+    /// now. Its wait for a CPU since its reading before is shared over its on-CPU samples
+    /// since then (none: its last sample before; no sample at all: no stack), and those
+    /// samples are forgotten but the last. Counts only.
+    pub fn counts(&mut self, tid: u32, pid: u32, first: Reading, now: Reading) {
+        let Source::Counts(c) = &mut self.source else {
+            return;
+        };
+        let since = c.read(tid, pid, first, now);
+        let q = self.recent.entry(tid).or_default();
+        if since.run_delay_ns > 0 {
+            let within: Vec<&SampleStack> = q
+                .iter()
+                .filter(|(t, _)| (since.from_ns..=now.at_ns).contains(t))
+                .map(|(_, s)| s)
+                .collect();
+            let before = q
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= now.at_ns)
+                .map(|(_, s)| s);
+            let stacks: Vec<&[Location]> = match (within.is_empty(), before) {
+                (false, _) => within.iter().map(|s| &s[..]).collect(),
+                (true, Some(s)) => vec![&s[..]],
+                (true, None) => vec![&[]],
+            };
+            let n = stacks.len() as u64;
+            for (k, stack) in stacks.into_iter().enumerate() {
+                let share =
+                    since.run_delay_ns / n + if k == 0 { since.run_delay_ns % n } else { 0 };
+                *self
+                    .stacks
+                    .entry((tid, OffCpu::Runnable, stack.to_vec()))
+                    .or_default() += share;
+            }
+        }
+        let keep_from = q.iter().rposition(|(t, _)| *t <= now.at_ns).unwrap_or(0);
+        q.drain(..keep_from);
+    }
+
+    /// Thread `tid` exited at `at_ns` (counts: its last reading stands for its end).
     pub fn exit(&mut self, tid: u32, at_ns: u64) {
+        let Source::Switches(t) = &mut self.source else {
+            return;
+        };
         let mut out = std::mem::take(&mut self.closed);
-        self.timeline.exit(tid, at_ns, &mut out);
+        t.exit(tid, at_ns, &mut out);
         self.take(&mut out);
         self.closed = out;
     }
@@ -197,8 +269,11 @@ impl WallRecorder {
 
     /// Applies the switch records older than `watermark_ns`.
     pub fn advance(&mut self, watermark_ns: u64) {
+        let Source::Switches(t) = &mut self.source else {
+            return;
+        };
         let mut out = std::mem::take(&mut self.closed);
-        self.timeline.advance(watermark_ns, &mut out);
+        t.advance(watermark_ns, &mut out);
         self.take(&mut out);
         self.closed = out;
     }
@@ -229,9 +304,17 @@ impl WallRecorder {
     /// thread's blocked time shared over its looks. `pid_of` gives the process of a thread
     /// that never switched.
     pub fn finish(mut self, end_ns: u64, pid_of: impl Fn(u32) -> Option<u32>) -> WallRecording {
-        let mut out = std::mem::take(&mut self.closed);
-        self.timeline.finish(end_ns, pid_of, &mut out);
-        self.take(&mut out);
+        let source = self.source();
+        let mut contradictions = 0;
+        match std::mem::replace(&mut self.source, Source::Counts(Counts::default())) {
+            Source::Switches(mut t) => {
+                let mut out = std::mem::take(&mut self.closed);
+                t.finish(end_ns, pid_of, &mut out);
+                self.take(&mut out);
+                contradictions = t.contradictions;
+            }
+            Source::Counts(c) => self.threads = c.times(self.start_ns),
+        }
         for ((tid, _), (stack, ns)) in self.runnable.drain() {
             *self
                 .stacks
@@ -244,13 +327,14 @@ impl WallRecorder {
             unobserved_ns += share_out(&mut self.stacks, tid, t.blocked_ns, looks);
         }
         WallRecording {
+            source,
             start_ns: self.start_ns,
             end_ns,
             threads: self.threads,
             stacks: self.stacks,
             looks: self.look_count,
             unobserved_ns,
-            contradictions: self.timeline.contradictions,
+            contradictions,
             lacks: self.lacks,
             cpu: None,
         }
@@ -333,7 +417,7 @@ mod tests {
         // Guards the length bias: short client reads between long lock waits. Looks every 10
         // ns find the thread in the futex 3 times and reading once, and once (after a 30 ns
         // gap in the looks) in the futex again: futex 50 ns, read 10 ns of the 60 looked at.
-        let mut r = WallRecorder::new(0);
+        let mut r = WallRecorder::new(0, WallSource::SwitchRecords);
         let futex = OffCpu::Blocked {
             reason: BlockReason::Futex,
         };
@@ -372,7 +456,7 @@ mod tests {
 
     #[test]
     fn a_preemption_gets_the_stack_of_the_last_sample_before_it() {
-        let mut r = WallRecorder::new(0);
+        let mut r = WallRecorder::new(0, WallSource::SwitchRecords);
         r.sample(2, 5, &at(0x1));
         r.sample(2, 15, &at(0x2));
         r.sample(2, 40, &at(0x3)); // after the preemption: not where it was preempted
@@ -385,8 +469,54 @@ mod tests {
     }
 
     #[test]
+    fn counted_a_reading_s_wait_for_a_cpu_is_shared_over_the_samples_since_the_last() {
+        use crate::diagnose::record::wall::counts::Reading;
+        let r_at = |at_ns, cpu_ns, run_delay_ns| Reading {
+            at_ns,
+            cpu_ns,
+            run_delay_ns,
+        };
+        let mut r = WallRecorder::new(0, WallSource::Schedstat);
+        let first = r_at(0, 0, 0);
+        r.sample(4, 10, &at(0x1));
+        r.sample(4, 20, &at(0x2));
+        r.sample(4, 30, &at(0x2));
+        // 30 ns waited by 100: a third where it ran at 0x1, two thirds at 0x2.
+        r.counts(4, 1, first, r_at(100, 60, 30));
+        // 10 ns more by 200, no sample since: the last sample before, 0x2.
+        r.counts(4, 1, first, r_at(200, 70, 40));
+        let w = r.finish(200, |_| None);
+        assert_eq!(w.source, WallSource::Schedstat);
+        assert_eq!(off(&w, 4, OffCpu::Runnable, &at(0x1)), 10);
+        assert_eq!(off(&w, 4, OffCpu::Runnable, &at(0x2)), 30);
+        let t = w.threads[&4];
+        assert_eq!((t.running_ns, t.runnable_ns, t.blocked_ns), (70, 40, 90));
+        // No look found it asleep: its blocked time is there, without a reason.
+        assert_eq!(w.unobserved_ns, 90);
+    }
+
+    #[test]
+    fn counted_a_wait_for_a_cpu_without_any_sample_has_no_stack() {
+        use crate::diagnose::record::wall::counts::Reading;
+        let mut r = WallRecorder::new(0, WallSource::Schedstat);
+        let first = Reading::default();
+        r.counts(
+            5,
+            1,
+            first,
+            Reading {
+                at_ns: 50,
+                cpu_ns: 0,
+                run_delay_ns: 20,
+            },
+        );
+        let w = r.finish(50, |_| None);
+        assert_eq!(off(&w, 5, OffCpu::Runnable, &[]), 20);
+    }
+
+    #[test]
     fn a_thread_never_looked_at_keeps_its_waits_unobserved_without_a_stack() {
-        let mut r = WallRecorder::new(0);
+        let mut r = WallRecorder::new(0, WallSource::SwitchRecords);
         r.first_seen(3, Phase::Blocked, 0);
         let w = r.finish(100, |_| Some(9));
         assert_eq!(w.threads[&3].blocked_ns, 100);
