@@ -411,12 +411,7 @@ fn machine_figures(
     // A probe already run now is not run again, whether or not it gave its figure.
     let mut ran: Vec<String> = Vec::new();
     for fp in measured {
-        for (f, v) in figures::figures_of(fp, &CostSource::MeasuredNow) {
-            out.figures.entry(f).or_insert(v);
-        }
-        if out.latency_curve.is_empty() {
-            out.latency_curve = figures::latency_curve_of(fp);
-        }
+        take_figures(&mut out, fp);
         ran.extend(fp.probes.iter().map(|p| p.name.clone()));
     }
     let missing: Vec<MachineFigure> = figures::to_measure(asked, needed, &out.figures)
@@ -437,8 +432,14 @@ fn machine_figures(
     probes.dedup();
     // The clock alone takes a few ms: said only with a probe.
     if !probes.is_empty() {
+        let again: Vec<&str> = missing
+            .iter()
+            .filter(|f| out.figures.contains_key(f))
+            .map(|f| f.label())
+            .collect();
         note(&cpudoctor::words::work::measuring_figures(
             &missing.iter().map(|f| f.label()).collect::<Vec<_>>(),
+            &again,
         ));
     }
     let quick: Vec<&str> = probes
@@ -464,12 +465,7 @@ fn machine_figures(
         ));
     }
     for fp in &now {
-        for (f, v) in figures::figures_of(fp, &CostSource::MeasuredNow) {
-            out.figures.entry(f).or_insert(v);
-        }
-        if out.latency_curve.is_empty() {
-            out.latency_curve = figures::latency_curve_of(fp);
-        }
+        take_figures(&mut out, fp);
     }
     // The clock, where no probe run now gave it: a few ms on each CPU.
     if !out.figures.contains_key(&MachineFigure::CoreClockGhz)
@@ -491,6 +487,26 @@ fn machine_figures(
         ));
     }
     out
+}
+
+/// The figures of probes run now, offered to `out` ([`figures::offer`]: a figure it lacks, or
+/// has only as measured while disturbed); the DRAM figures taken bring their latency curve, so
+/// the curve and the figures read off it stay one measurement.
+fn take_figures(out: &mut figures::MachineFigures, fp: &cpudoctor::schema::Fingerprint) {
+    let mut dram_taken = false;
+    for (f, v) in figures::figures_of(fp, &rules::CostSource::MeasuredNow) {
+        let dram = matches!(
+            f,
+            MachineFigure::DramLatency4kNs | MachineFigure::DramLatencyHugeNs
+        );
+        dram_taken |= figures::offer(&mut out.figures, f, v) && dram;
+    }
+    if out.latency_curve.is_empty() || dram_taken {
+        let curve = figures::latency_curve_of(fp);
+        if !curve.is_empty() {
+            out.latency_curve = curve;
+        }
+    }
 }
 
 /// The work of the diagnosed run (profiler attached): its wall or CPU time, or the metric its

@@ -27,9 +27,19 @@ pub fn run_not_started(which: &str, error: &str) -> String {
 }
 
 /// Before the figures measured after the recording (`labels`: `core clock`, `DRAM (4 KiB)`).
-pub fn measuring_figures(labels: &[&str]) -> String {
+/// `again`: of those, the ones a saved check had only as measured while disturbed.
+pub fn measuring_figures(labels: &[&str], again: &[&str]) -> String {
+    let again = if again.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({} again: the saved check measured {} while disturbed)",
+            again.join(", "),
+            if again.len() == 1 { "it" } else { "them" }
+        )
+    };
     format!(
-        "measuring this machine's figures for the saved diagnosis: {}",
+        "measuring this machine's figures for the saved diagnosis: {}{again}",
         labels.join(", ")
     )
 }
