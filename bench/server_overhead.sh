@@ -11,7 +11,8 @@
 # For each server it prints the throughput alone and per side (medians, ranges), the median of
 # the paired ratios (side / alone of the same round) with their range, the target's context
 # switches per second alone (its threads and descendants, /proc/PID/task/*/status), and
-# diagnose's own CPU time per second of load (user + system, /usr/bin/time).
+# diagnose's own CPU time (user + system) per second of the load's window (/proc/PID/stat)
+# and over its whole run, the analysis after the window included (/usr/bin/time).
 # Sides: SIDES="label=ARGS;label=ARGS", ARGS added to `diagnose --pid P --duration D`;
 # an ARGS starting with @PATH runs the cpudoctor binary at PATH instead of this checkout's.
 # Default: one side, diagnose with its defaults. Example, where the cost comes from:
@@ -47,10 +48,16 @@ attached() {
     --duration $((secs + 2)) --save "$work/d.json" $args >/dev/null 2>"$work/diag.err" &
   local pid=$!
   sleep 1
-  local tps
+  # diagnose's own CPU over the load's window (its user + system ticks in /proc/PID/stat),
+  # apart from the analysis after it; /usr/bin/time's figure below includes the analysis.
+  local dpid c0 c1 w0 w1 tps
+  dpid=$(pgrep -P "$pid" | head -1)
+  c0=$(awk '{print $14 + $15}' "/proc/$dpid/stat" 2>/dev/null || echo 0); w0=$(date +%s.%N)
   tps=$("load_$server" "$secs")
+  c1=$(awk '{print $14 + $15}' "/proc/$dpid/stat" 2>/dev/null || echo 0); w1=$(date +%s.%N)
   wait "$pid" || { echo "diagnose failed:" >&2; tail -3 "$work/diag.err" >&2; }
-  awk -v s="$secs" '{print ($1 + $2) / (s + 2)}' "$work/time" >"$work/cpu"
+  awk -v s="$secs" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" -v hz="$(getconf CLK_TCK)" \
+    '{print (c1 - c0) / hz / (w1 - w0) "," ($1 + $2) / (s + 2)}' "$work/time" >"$work/cpu"
   echo "$tps"
 }
 
@@ -58,13 +65,16 @@ alone() { # the load's throughput alone; the target's switches/s to $work/cs
   local server=$1
   "load_$server" "$secs" >"$work/tps" &
   local pid=$!
+  local start=$SECONDS
   sleep 2 # the load's connections are made (32 backends of PostgreSQL)
-  local t0 t1
-  tree_switches "$parent" >"$work/c0"; t0=$(date +%s.%N)
-  sleep $((secs - 3))
-  tree_switches "$parent" >"$work/c1"; t1=$(date +%s.%N)
+  tree_switches "$parent" >"$work/c0"
+  # The second reading 2 s before the load's end, counted from its start (the first reading
+  # can take a second): PostgreSQL's backends leave with the load, and a reading after that
+  # counted only the postmaster's own processes (8-13 switches/s).
+  sleep $((secs - 2 - (SECONDS - start) > 0 ? secs - 2 - (SECONDS - start) : 0))
+  tree_switches "$parent" >"$work/c1"
   wait "$pid"
-  switch_rate "$work/c0" "$work/c1" "$(python3 -c "print($t1 - $t0)")" >"$work/cs"
+  switch_rate "$work/c0" "$work/c1" >"$work/cs"
   cat "$work/tps"
 }
 
@@ -105,11 +115,12 @@ from collections import defaultdict
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 by = defaultdict(dict)
 for server, side, rnd, tps, extra in rows:
-    by[(server, side)][int(rnd)] = (float(tps or 0), float(extra))
+    # alone: the switch rate; a side: diagnose's CPU in the window and over its whole run.
+    by[(server, side)][int(rnd)] = (float(tps or 0), *map(float, extra.split(",")))
 servers = list(dict.fromkeys(r[0] for r in rows))
 sides = [s for s in dict.fromkeys(r[1] for r in rows) if s != "alone"]
 print(f"{'server':<9}{'switches/s':>11}{'alone':>10}  {'side':<12}{'with':>10}"
-      f"{'lost (median, range)':>24}{'diag CPU':>9}")
+      f"{'lost (median, range)':>24}{'diag CPU':>9}{'+analysis':>10}")
 for server in servers:
     alone = by[(server, "alone")]
     cs = st.median(v[1] for v in alone.values())
@@ -119,9 +130,12 @@ for server in servers:
         ratios = sorted(w[r][0] / alone[r][0] for r in w if r in alone and alone[r][0])
         lost = [100 * (1 - x) for x in ratios]
         cpu = st.median(v[1] for v in w.values())
+        whole = st.median(v[2] for v in w.values())
         head = f"{server:<9}{cs:>11,.0f}{a:>10,.0f}" if i == 0 else " " * 30
         print(f"{head}  {side:<12}{st.median(v[0] for v in w.values()):>10,.0f}"
-              f"{st.median(lost):>+9.1f}% ({min(lost):+.1f}..{max(lost):+.1f}){cpu:>8.1%}")
+              f"{st.median(lost):>+9.1f}% ({min(lost):+.1f}..{max(lost):+.1f}){cpu:>8.1%}"
+              f"{whole:>10.1%}")
 print("lost: throughput lost with diagnose attached, median of the paired rounds (range);"
-      " diag CPU: diagnose's own CPU time per second of wall time (user + system)")
+      " diag CPU: diagnose's own CPU time (user + system) per second of the load's window;"
+      " +analysis: the same over its whole run, the analysis after the window included")
 PY

@@ -116,23 +116,28 @@ start_postgres_server() {
   }
 }
 
-# switch_rate FILE0 FILE1 SECONDS: switches a second of the threads in both readings.
+# switch_rate FILE0 FILE1: switches a second of the threads in both readings of
+# tree_switches, over the time between them.
 switch_rate() {
   python3 - "$@" <<'PY'
 import sys
 read = lambda f: dict(l.split() for l in open(f) if l.strip())
 a, b = read(sys.argv[1]), read(sys.argv[2])
-print(round(sum(int(b[t]) - int(a[t]) for t in a.keys() & b.keys()) / float(sys.argv[3])))
+seconds = float(b.pop("at")) - float(a.pop("at"))
+print(round(sum(int(b[t]) - int(a[t]) for t in a.keys() & b.keys()) / seconds))
 PY
 }
 
 # tree_switches PID: context switches so far of PID, its threads and its descendants' threads
 # (from /proc/PID/task/*/status), one `TID COUNT` line per thread (a rate is taken over the
-# threads alive at both readings: PostgreSQL's backends come and go).
+# threads alive at both readings: PostgreSQL's backends come and go), and `at SECONDS`, the
+# CLOCK_MONOTONIC time of the reading: Python's start and the /proc walk take up to a second
+# on a loaded 2-vCPU guest, so a time taken outside would misplace the window.
 tree_switches() {
   python3 - "$1" <<'PY'
-import os, sys
+import os, sys, time
 root = int(sys.argv[1])
+at = time.monotonic()
 kids = {}
 for p in os.listdir("/proc"):
     if p.isdigit():
@@ -158,5 +163,6 @@ while todo:
             pass
 for t, n in counts.items():
     print(t, n)
+print("at", (at + time.monotonic()) / 2)
 PY
 }

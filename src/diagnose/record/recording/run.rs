@@ -38,6 +38,11 @@ use std::time::{Duration, Instant};
 /// when it exits), and how often memory is read.
 const LOOK_EVERY: Duration = Duration::from_millis(super::super::wall::COUNTS_EVERY_MS);
 const MEMORY_EVERY: Duration = Duration::from_millis(500);
+/// How often the threads' `stat` and `status` (name, faults, switch counts) are read beside
+/// the schedstat times read at every look: the figures they give need only the first and
+/// last readings, and three opens a thread every 100 ms were ~15% of diagnose's CPU on a busy
+/// server.
+const FULL_READ_EVERY: Duration = Duration::from_secs(1);
 /// How often one process's `smaps_rollup` is read at most, and only when it ran since: the
 /// read walks every page table of the process under its mmap lock. A server's backends each
 /// map its shared buffers, so reading 38 PostgreSQL backends every 500 ms took 60% of
@@ -124,6 +129,8 @@ pub(super) struct Run<'a> {
     perf_maps: HashMap<u32, PerfMapFollower>,
     records: Vec<Record>,
     last_threads: Instant,
+    /// When the threads were last read in full ([`FULL_READ_EVERY`]).
+    last_full_read: Instant,
     last_memory: Instant,
     terminated_at: Option<Instant>,
     /// The signal of a Ctrl-C (or Ctrl-\) at the terminal the command held, which ended it.
@@ -402,6 +409,7 @@ impl<'a> Run<'a> {
             perf_maps: HashMap::new(),
             records: Vec::new(),
             last_threads,
+            last_full_read: last_threads,
             last_memory: last_threads,
             terminated_at: None,
             interrupted_by: None,
@@ -564,7 +572,7 @@ impl<'a> Run<'a> {
         {
             self.root_name = Some(name);
         }
-        self.read_threads();
+        self.read_threads(false);
         for &pid in &self.st.pids {
             self.map_existed
                 .entry(pid)
@@ -792,11 +800,18 @@ impl<'a> Run<'a> {
 
     /// Reads every followed thread's figures; with the wall-clock view from counts, hands
     /// each thread's counts to it.
-    fn read_threads(&mut self) {
+    /// Reads the followed processes' threads: in full every [`FULL_READ_EVERY`] and when
+    /// `full` (the last reading, at the stop), else only their schedstat times.
+    fn read_threads(&mut self, full: bool) {
         let boot_minus_monotonic_ns =
             crate::measure::clock::boot_time_ns().saturating_sub(monotonic_ns());
+        let now = Instant::now();
+        let full = full || now - self.last_full_read >= FULL_READ_EVERY;
+        if full {
+            self.last_full_read = now;
+        }
         for &pid in &self.st.pids {
-            let read = self.tracker.poll(pid);
+            let read = self.tracker.poll(pid, full);
             if let Some(w) = self.st.wall.as_mut()
                 && w.source() == WallSource::Schedstat
             {
@@ -818,8 +833,8 @@ impl<'a> Run<'a> {
         let end_ns = monotonic_ns();
         // Every record is in: nothing is held back.
         self.take_records(u64::MAX);
-        // The last reading of every thread still there closes its counts at the end.
-        self.read_threads();
+        // The last reading of every thread still there, in full, closes its counts at the end.
+        self.read_threads(true);
         let wall = self.close_wall(end_ns);
         // The last look at the memory of processes that ran since theirs.
         self.read_smaps(Duration::ZERO);
@@ -1063,16 +1078,19 @@ fn look_at_sleeping_threads(st: &mut State, observer: &mut Observer) {
         return;
     };
     let weight_ns = w.round(monotonic_ns());
+    let mut looked = std::collections::HashSet::new();
     for (&pid, tids) in threads.iter() {
         if !pids.contains(&pid) {
             continue;
         }
         for &tid in tids {
+            looked.insert(tid);
             if let Some((reason, stack)) = observer.look(pid, tid, spaces, unwinder) {
                 w.look(tid, weight_ns, reason, stack);
             }
         }
     }
+    observer.keep_only(&looked);
 }
 
 /// The state letter of a thread in /proc (`R`, `S`, `D`...).
