@@ -1,8 +1,9 @@
 //! Kernel signals per thread, from /proc: CPU time against wall time (a spinning thread burns
 //! a whole CPU while it waits), voluntary and involuntary context switches (blocking against
 //! being preempted), and page faults. Read every ~100 ms while the workload runs, because a
-//! thread's /proc entry vanishes when it exits: schedstat at every poll, from a file kept open
-//! (the wall-clock view's counts), `stat` and `status` at a full poll.
+//! thread's /proc entry vanishes when it exits: schedstat and `stat` at every poll, from files
+//! kept open (the wall-clock view's counts, CPU ticks and faults), `status` (the switch counts)
+//! at a full poll.
 
 use super::wall::counts::Reading;
 use serde::{Deserialize, Serialize};
@@ -146,16 +147,48 @@ struct Track {
 /// full).
 pub const OPEN_SCHEDSTAT_MAX: usize = 4096;
 
+/// A thread's files kept open between polls, with its process.
+#[derive(Debug)]
+struct Kept {
+    pid: u32,
+    schedstat: fs::File,
+    stat: fs::File,
+}
+
+impl Kept {
+    fn open(pid: u32, tid: u32) -> Option<Kept> {
+        let file = |name: &str| fs::File::open(format!("/proc/{pid}/task/{tid}/{name}")).ok();
+        Some(Kept {
+            pid,
+            schedstat: file("schedstat")?,
+            stat: file("stat")?,
+        })
+    }
+
+    /// Both files read again: time on a CPU, time waiting for one, and the `stat` fields;
+    /// `None` once the thread is gone (ESRCH).
+    fn read(&self) -> Option<(u64, u64, StatFields)> {
+        let mut buf = [0u8; 1024];
+        let n = self.schedstat.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let (cpu_ns, delay) = (parse_schedstat(text)?, parse_run_delay(text)?);
+        let n = self.stat.read_at(&mut buf, 0).ok()?;
+        let stat = parse_stat(std::str::from_utf8(&buf[..n]).ok()?)?;
+        Some((cpu_ns, delay, stat))
+    }
+}
+
 /// Follows threads across readings.
 #[derive(Debug, Default)]
 pub struct ThreadTracker {
     tracks: BTreeMap<u32, Track>,
-    /// Each thread's schedstat, open: read again from offset 0 the kernel writes it afresh,
-    /// so a poll between full ones costs one `pread` a thread, not three opens' path walks
-    /// (the open path was ~12% of diagnose's CPU on MariaDB at 87,000 switches/s).
+    /// Each thread's schedstat and `stat`, open: read again from offset 0 the kernel writes
+    /// them afresh, so a poll between full ones costs two `pread`s a thread, not three opens'
+    /// path walks and `status`, the longest of the three (the open path was ~12% of
+    /// diagnose's CPU on MariaDB at 87,000 switches/s).
     /// Keyed by thread, with its process; closed when the thread leaves its process's task
     /// list. At most [`OPEN_SCHEDSTAT_MAX`] (beyond, a thread is read in full each poll).
-    schedstat: HashMap<u32, (u32, fs::File)>,
+    schedstat: HashMap<u32, Kept>,
     /// True when threads began with the diagnosis (a started command): their counts start at
     /// zero at their start time. False when attaching: counts are deltas from the first look,
     /// except for threads started after the attach, which count from their start too.
@@ -210,10 +243,10 @@ impl ThreadTracker {
     }
 
     /// Reads every thread of `pid` now; returns the threads read. A `full` poll reads each
-    /// thread's `stat`, `status` and schedstat; another reads only the schedstat of threads
-    /// already seen (their time on a CPU and waiting for one), keeping the rest of the last
-    /// full reading: a thread that exits between full polls loses the faults and switches of
-    /// its last interval, never its times.
+    /// thread's `stat`, `status` and schedstat; another reads only the schedstat and `stat` of
+    /// threads already seen (their times, CPU ticks and faults), keeping the switch counts of
+    /// the last full reading: a thread that exits between full polls loses the switches of
+    /// its last interval, nothing else.
     pub fn poll(&mut self, pid: u32, full: bool) -> Vec<u32> {
         let mut read = Vec::new();
         let now = crate::measure::clock::boot_time_ns();
@@ -225,10 +258,10 @@ impl ThreadTracker {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .collect();
         self.schedstat
-            .retain(|tid, (of, _)| *of != pid || tids.contains(tid));
+            .retain(|tid, kept| kept.pid != pid || tids.contains(tid));
         for tid in tids {
             if !full && let Some(t) = self.tracks.get_mut(&tid) {
-                let Some((_, file)) = self.schedstat.get(&tid) else {
+                let Some(kept) = self.schedstat.get(&tid) else {
                     // No schedstat (a kernel without it): every poll is a full one.
                     if let Some((name, r)) = read_thread(pid, tid) {
                         (t.name, t.last, t.last_ns) = (name, r, now);
@@ -236,21 +269,18 @@ impl ThreadTracker {
                     }
                     continue;
                 };
-                let mut buf = [0u8; 96];
-                let text = file
-                    .read_at(&mut buf, 0)
-                    .ok()
-                    .and_then(|n| std::str::from_utf8(&buf[..n]).ok());
-                let (Some(cpu_ns), Some(delay)) = (
-                    text.and_then(parse_schedstat),
-                    text.and_then(parse_run_delay),
-                ) else {
+                let Some((cpu_ns, delay, stat)) = kept.read() else {
                     // Gone (ESRCH): the last reading stands.
                     self.schedstat.remove(&tid);
                     continue;
                 };
+                t.name = stat.comm;
                 t.last.cpu_ns = cpu_ns;
                 t.last.run_delay_ns = Some(delay);
+                t.last.minor_faults = stat.minflt;
+                t.last.major_faults = stat.majflt;
+                t.last.user_ticks = stat.utime;
+                t.last.system_ticks = stat.stime;
                 t.last_ns = now;
                 read.push(tid);
                 continue;
@@ -262,9 +292,9 @@ impl ThreadTracker {
             if r.run_delay_ns.is_some()
                 && self.schedstat.len() < OPEN_SCHEDSTAT_MAX
                 && !self.schedstat.contains_key(&tid)
-                && let Ok(f) = fs::File::open(format!("/proc/{pid}/task/{tid}/schedstat"))
+                && let Some(kept) = Kept::open(pid, tid)
             {
-                self.schedstat.insert(tid, (pid, f));
+                self.schedstat.insert(tid, kept);
             }
             // A thread that started after the attach would lose what it did before its first
             // look (up to a poll interval of a short thread's life).
@@ -417,9 +447,11 @@ mod tests {
         assert!(f.cpu_s > 0.0 && f.wall_s > 0.0, "{f:?}");
     }
 
-    /// A poll between full ones reads the times from the schedstat kept open (the thread's
-    /// CPU time grows by the burn) and keeps the rest of the full reading (its switch count
-    /// stays); a thread gone from the task list has its file closed.
+    /// A poll between full ones reads the times from the schedstat and `stat` kept open (the
+    /// thread's CPU time and ticks grow by the burn) and keeps the switch counts of the full
+    /// reading; a thread gone from the task list has its files closed. Guards the `dd bs=1`
+    /// case (tests/cli_diagnose.rs): with `stat` read once a second, a program that lived
+    /// under a second had no system time.
     #[test]
     fn a_light_poll_reads_the_times_and_a_gone_threads_file_is_closed() {
         let mut t = ThreadTracker::new(false);
@@ -452,6 +484,11 @@ mod tests {
         let after = t.tracks[&me].last;
         assert!(after.cpu_ns > before.cpu_ns, "{before:?} -> {after:?}");
         assert_eq!(after.voluntary_switches, before.voluntary_switches);
+        // The CPU ticks of `stat` follow too (the kernel's share reads them): 50 ms is ~5.
+        assert!(
+            after.user_ticks + after.system_ticks > before.user_ticks + before.system_ticks,
+            "{before:?} -> {after:?}"
+        );
         tx.send(()).unwrap();
         let gone = other.join().unwrap();
         assert!(t.tracks.contains_key(&gone));

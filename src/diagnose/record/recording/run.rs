@@ -38,10 +38,10 @@ use std::time::{Duration, Instant};
 /// when it exits), and how often memory is read.
 const LOOK_EVERY: Duration = Duration::from_millis(super::super::wall::COUNTS_EVERY_MS);
 const MEMORY_EVERY: Duration = Duration::from_millis(500);
-/// How often the threads' `stat` and `status` (name, faults, switch counts) are read beside
-/// the schedstat times read at every look: the figures they give need only the first and
-/// last readings, and three opens a thread every 100 ms were ~15% of diagnose's CPU on a busy
-/// server.
+/// How often the threads are read in full, `status` (the switch counts) with them, beside the
+/// schedstat and `stat` read at every look through files kept open: the switch counts need
+/// only the first and last readings, and three opens a thread every 100 ms were ~15% of
+/// diagnose's CPU on a busy server.
 const FULL_READ_EVERY: Duration = Duration::from_secs(1);
 /// How often one process's `smaps_rollup` is read at most, and only when it ran since: the
 /// read walks every page table of the process under its mmap lock. A server's backends each
