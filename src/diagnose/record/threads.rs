@@ -142,10 +142,10 @@ struct Track {
     last_ns: u64,
 }
 
-/// The most schedstat files a tracker keeps open: a file descriptor each, well inside the
+/// The most threads whose files a tracker keeps open: two file descriptors each, well inside the
 /// limit diagnose raises for its events (a server of thousands of threads reads the rest in
 /// full).
-pub const OPEN_SCHEDSTAT_MAX: usize = 4096;
+pub const OPEN_KEPT_MAX: usize = 4096;
 
 /// A thread's files kept open between polls, with its process.
 #[derive(Debug)]
@@ -187,8 +187,8 @@ pub struct ThreadTracker {
     /// path walks and `status`, the longest of the three (the open path was ~12% of
     /// diagnose's CPU on MariaDB at 87,000 switches/s).
     /// Keyed by thread, with its process; closed when the thread leaves its process's task
-    /// list. At most [`OPEN_SCHEDSTAT_MAX`] (beyond, a thread is read in full each poll).
-    schedstat: HashMap<u32, Kept>,
+    /// list. At most [`OPEN_KEPT_MAX`] (beyond, a thread is read in full each poll).
+    kept: HashMap<u32, Kept>,
     /// True when threads began with the diagnosis (a started command): their counts start at
     /// zero at their start time. False when attaching: counts are deltas from the first look,
     /// except for threads started after the attach, which count from their start too.
@@ -236,7 +236,7 @@ impl ThreadTracker {
     pub fn new(from_start: bool) -> ThreadTracker {
         ThreadTracker {
             tracks: BTreeMap::new(),
-            schedstat: HashMap::new(),
+            kept: HashMap::new(),
             from_start,
             created_ns: crate::measure::clock::boot_time_ns(),
         }
@@ -257,11 +257,11 @@ impl ThreadTracker {
         let tids: Vec<u32> = dir
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .collect();
-        self.schedstat
+        self.kept
             .retain(|tid, kept| kept.pid != pid || tids.contains(tid));
         for tid in tids {
             if !full && let Some(t) = self.tracks.get_mut(&tid) {
-                let Some(kept) = self.schedstat.get(&tid) else {
+                let Some(kept) = self.kept.get(&tid) else {
                     // No schedstat (a kernel without it): every poll is a full one.
                     if let Some((name, r)) = read_thread(pid, tid) {
                         (t.name, t.last, t.last_ns) = (name, r, now);
@@ -271,7 +271,7 @@ impl ThreadTracker {
                 };
                 let Some((cpu_ns, delay, stat)) = kept.read() else {
                     // Gone (ESRCH): the last reading stands.
-                    self.schedstat.remove(&tid);
+                    self.kept.remove(&tid);
                     continue;
                 };
                 t.name = stat.comm;
@@ -286,15 +286,15 @@ impl ThreadTracker {
                 continue;
             }
             let Some((name, r)) = read_thread(pid, tid) else {
-                self.schedstat.remove(&tid);
+                self.kept.remove(&tid);
                 continue;
             };
             if r.run_delay_ns.is_some()
-                && self.schedstat.len() < OPEN_SCHEDSTAT_MAX
-                && !self.schedstat.contains_key(&tid)
+                && self.kept.len() < OPEN_KEPT_MAX
+                && !self.kept.contains_key(&tid)
                 && let Some(kept) = Kept::open(pid, tid)
             {
-                self.schedstat.insert(tid, kept);
+                self.kept.insert(tid, kept);
             }
             // A thread that started after the attach would lose what it did before its first
             // look (up to a poll interval of a short thread's life).
@@ -465,7 +465,7 @@ mod tests {
         });
         std::thread::sleep(std::time::Duration::from_millis(20));
         t.poll(pid, true);
-        if !t.schedstat.contains_key(&me) {
+        if !t.kept.contains_key(&me) {
             // A kernel without schedstat reads in full every poll: nothing light to test. It
             // fails, or skips said on stderr, never passes silently.
             tx.send(()).ok();
@@ -493,8 +493,8 @@ mod tests {
         let gone = other.join().unwrap();
         assert!(t.tracks.contains_key(&gone));
         t.poll(pid, false);
-        assert!(!t.schedstat.contains_key(&gone));
-        assert!(t.schedstat.contains_key(&me));
+        assert!(!t.kept.contains_key(&gone));
+        assert!(t.kept.contains_key(&me));
         t.poll(pid, true);
         assert!(t.tracks[&me].last.voluntary_switches >= after.voluntary_switches);
     }

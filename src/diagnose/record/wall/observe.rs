@@ -206,8 +206,8 @@ pub fn reason(line: &SyscallLine, fd_target: impl Fn(i32) -> Option<String>) -> 
     }
 }
 
-/// The most syscall files an [`Observer`] keeps open, a file descriptor each (as the thread
-/// tracker's schedstat files); beyond, a thread's file is opened at each look.
+/// The most syscall files an [`Observer`] keeps open, a file descriptor each (as the
+/// thread tracker's kept files); beyond, a thread's file is opened at each look.
 pub const OPEN_SYSCALL_MAX: usize = 4096;
 
 /// Bytes of a sleeping thread's stack read for unwinding: as much as an on-CPU sample copies.
