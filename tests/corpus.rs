@@ -264,6 +264,13 @@ fn the_corpus_holds_every_machine_met_and_parses() {
             );
             assert!(!r.sharing.is_empty(), "{}: refs without sharing", m.name);
             assert!(!r.chase.is_empty(), "{}: refs without a chase", m.name);
+            // References judge only the checks taken beside them: none would hold nothing.
+            let (_, beside) = m.referenced().unwrap();
+            assert!(
+                !beside.is_empty(),
+                "{}: no check within {SAME_MINUTES_S} s of refs.txt",
+                m.name
+            );
         }
     }
 }
