@@ -90,10 +90,12 @@ impl CostSource {
 pub struct MachineCosts {
     /// One-way core-to-core handoff of a line by `lock cmpxchg` (c2c's `c2c_latency_ns`).
     pub line_transfer_ns: Option<f64>,
-    /// An aligned locked handoff (split-lock's `aligned_lock_latency_ns`).
+    /// An aligned locked handoff (split-lock's `aligned_lock_latency_ns`), kept only beside a
+    /// split lock's handoff (the same basis).
     pub aligned_lock_ns: Option<f64>,
-    /// A split lock (`split_lock_latency_ns`, or `split_lock_trapped_ns` where the kernel
-    /// traps them).
+    /// What one thread pays for a split lock: `split_lock_op_mean_ns`, or
+    /// `split_lock_trapped_ns` where the kernel traps them; in files from before per-op
+    /// timing, the handoff `split_lock_latency_ns`.
     pub split_lock_ns: Option<f64>,
     /// What the split-lock probe measured a split lock to be (bus lock, trapped by the kernel
     /// or the host), so the finding's words about the kernel follow the measurement; absent
