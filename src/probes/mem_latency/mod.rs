@@ -71,6 +71,17 @@ const WARM_UP_SWEEP_LAPS: u64 = 4;
 /// just after the other page kind's block has filled the page-walk caches with its own
 /// tables. The stretches usually settle after two or three.
 const WARM_UP_MAX_STRETCHES: u64 = 8;
+/// Past the warm-up cap, the fewest loads before the stretches may be called settled, as a
+/// fraction of the chase's slots. A 64-byte line holds the 4 KiB page-table entries of 8 pages,
+/// so a chase has a line of entries for every 512 slots (a guest's host has as many again for
+/// the guest's memory); 1/64 of the slots is eight random loads for each, enough to bring
+/// nearly all of them back after the other page kind's block evicted them. Stopping at the
+/// first stretch not 10% faster than the one before read the quick check's 1 GiB chase at
+/// 170-191 ns on 4 KiB pages and 139-147 ns on THP on the Zen 3 guest, while a C chase of 10M
+/// loads over 1 GiB paid 148-158 and 130 ns in the same minutes; with 1/128, 151-157 and
+/// 131-138 ns; with 1/64, 146-151 and 127-131 ns, ~0.15 s more a check (2026-12-03,
+/// `bench/mem.sh`).
+const WARM_UP_MIN_SLOTS_FRACTION: u64 = 64;
 /// Largest span of the TLB sweep: 65536 pages of 4 KiB, far past any second-level TLB (3072
 /// entries on Zen 4, 1536-2048 on recent Intel cores).
 const TLB_SWEEP_MAX_PAGES: u64 = 1 << 16;
@@ -245,11 +256,12 @@ fn time_chases(
     // the cap every load misses the caches anyway, and sample-sized stretches until they stop
     // getting faster settle the TLB, the page-walk caches (the other kind's block evicted
     // them) and the core clock.
-    let (unit, budget) = if slots > WARM_UP_CAP {
-        (loads, loads * WARM_UP_MAX_STRETCHES)
+    let (unit, least, budget) = if slots > WARM_UP_CAP {
+        let least = (slots / WARM_UP_MIN_SLOTS_FRACTION).next_multiple_of(loads);
+        (loads, least, least.max(loads * WARM_UP_MAX_STRETCHES))
     } else {
         let cap = max_laps.map_or(WARM_UP_MAX_LOADS, |n| n * slots);
-        (slots, cap.max(slots))
+        (slots, 0, cap.max(slots))
     };
     let warm_up = |p: *const u64| -> *const u64 {
         let (mut p, mut done, mut last) = (p, 0u64, f64::INFINITY);
@@ -259,7 +271,7 @@ fn time_chases(
             p = unsafe { pointer_chase(p, unit) };
             let lap = clock.ticks_to_ns(clock.end() - t0);
             done += unit;
-            if lap > last * WARM_UP_SETTLED {
+            if done >= least && lap > last * WARM_UP_SETTLED {
                 break;
             }
             last = lap;
