@@ -60,6 +60,7 @@ const TIME_BUDGET_TICKS: usize = 640;
 const TIMED_OPS: usize = 704;
 const TIMED_VOLUNTARY: usize = 768;
 const TIMED_INVOLUNTARY: usize = 832;
+const TIMED_ELAPSED_TICKS: usize = 896;
 /// Where the per-op ticks of a timed block start.
 const TICKS: usize = HEADER_BYTES;
 
@@ -279,6 +280,7 @@ impl Locker {
                 .collect(),
             voluntary_switches: self.word(TIMED_VOLUNTARY).load(Ordering::Relaxed),
             involuntary_switches: self.word(TIMED_INVOLUNTARY).load(Ordering::Relaxed),
+            elapsed_ns: clock.ticks_to_ns(self.word(TIMED_ELAPSED_TICKS).load(Ordering::Relaxed)),
         };
         self.wait_state(|s| s == STATE_IDLE)?;
         Ok(block)
@@ -367,8 +369,9 @@ fn child_main(page: *mut u8, cpu: usize, clock: &Clock, parent: libc::pid_t) -> 
                     let budget = word(TIME_BUDGET_TICKS).load(Ordering::Relaxed);
                     let ticks = std::slice::from_raw_parts_mut(page.add(TICKS).cast::<u64>(), max);
                     let (v0, i0) = context_switches(libc::RUSAGE_SELF);
-                    let n = time_split_locks(clock, target, ticks, budget);
+                    let (n, elapsed) = time_split_locks(clock, target, ticks, budget);
                     let (v1, i1) = context_switches(libc::RUSAGE_SELF);
+                    word(TIMED_ELAPSED_TICKS).store(elapsed, Ordering::Relaxed);
                     word(TIMED_VOLUNTARY).store(v1.saturating_sub(v0), Ordering::Relaxed);
                     word(TIMED_INVOLUNTARY).store(i1.saturating_sub(i0), Ordering::Relaxed);
                     word(TIMED_OPS).store(n as u64, Ordering::Relaxed);
@@ -408,7 +411,7 @@ unsafe fn time_split_locks(
     target: *mut u8,
     ticks: &mut [u64],
     budget: u64,
-) -> usize {
+) -> (usize, u64) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: forwarded from the caller.
     unsafe {
