@@ -1,6 +1,6 @@
 //! The corpus of real machines (`tests/fixtures/machines/`): one directory per CPU and
 //! hypervisor met, each holding `check --runs 3 --save` fingerprints (`check-*.json`) and,
-//! where they were taken in the same minutes, independent references (`refs.txt`, written by
+//! where they were taken in the same minutes, independent references (`refs*.txt`, written by
 //! `bench/reference.sh`: plain C loops for PAUSE, split locks, false sharing and a pointer
 //! chase). Every machine is judged again by this build (`session::judge`: today's analysis
 //! of the saved samples, today's rules), and each verdict is held to what that machine's
@@ -11,11 +11,12 @@ use cpudoctor::schema::json::from_json_bytes;
 use cpudoctor::schema::{Fingerprint, Level, Verdict};
 use std::path::{Path, PathBuf};
 
-/// One corpus machine: its directory name, its checks, and its references if taken.
+/// One corpus machine: its directory name, its checks, and its references where taken (one
+/// `refs*.txt` for each time they were, each beside its own checks).
 struct CorpusMachine {
     name: String,
     checks: Vec<(String, Fingerprint)>,
-    refs: Option<Refs>,
+    refs: Vec<(String, Refs)>,
 }
 
 /// References hold only checks taken within this long of them: a host moves vCPUs and loads
@@ -24,15 +25,30 @@ struct CorpusMachine {
 const SAME_MINUTES_S: u64 = 3600;
 
 impl CorpusMachine {
-    /// The checks its references were taken beside, with the references.
-    fn referenced(&self) -> Option<(&Refs, Vec<&(String, Fingerprint)>)> {
-        let refs = self.refs.as_ref()?;
-        let beside = self
-            .checks
+    /// Each set of references with the checks taken beside it.
+    fn referenced(&self) -> Vec<(&Refs, Vec<&(String, Fingerprint)>)> {
+        self.refs
             .iter()
-            .filter(|(_, fp)| fp.created_unix_s.abs_diff(refs.taken_unix_s) <= SAME_MINUTES_S)
-            .collect();
-        Some((refs, beside))
+            .map(|(_, refs)| {
+                let beside = self
+                    .checks
+                    .iter()
+                    .filter(|(_, fp)| {
+                        fp.created_unix_s.abs_diff(refs.taken_unix_s) <= SAME_MINUTES_S
+                    })
+                    .collect();
+                (refs, beside)
+            })
+            .collect()
+    }
+
+    /// The references taken nearest in time to a check (any day: what a mechanism is does
+    /// not move with the host's load), if any were.
+    fn nearest_refs(&self, fp: &Fingerprint) -> Option<&Refs> {
+        self.refs
+            .iter()
+            .map(|(_, r)| r)
+            .min_by_key(|r| fp.created_unix_s.abs_diff(r.taken_unix_s))
     }
 }
 
@@ -65,9 +81,22 @@ fn corpus() -> Vec<CorpusMachine> {
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
             checks.push((name, cpudoctor::session::judge(&fp)));
         }
-        let refs = std::fs::read_to_string(dir.join("refs.txt"))
-            .ok()
-            .map(|t| Refs::parse(&t));
+        let mut ref_files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy();
+                n.starts_with("refs") && n.ends_with(".txt")
+            })
+            .collect();
+        ref_files.sort();
+        let refs = ref_files
+            .iter()
+            .map(|f| {
+                let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                (name, Refs::parse(&std::fs::read_to_string(f).unwrap()))
+            })
+            .collect();
         out.push(CorpusMachine {
             name: dir.file_name().unwrap().to_string_lossy().into_owned(),
             checks,
@@ -255,7 +284,7 @@ fn the_corpus_holds_every_machine_met_and_parses() {
     }
     for m in &machines {
         assert!(!m.checks.is_empty(), "{}: no check-*.json", m.name);
-        if let Some(r) = &m.refs {
+        for ((file, r), (_, beside)) in m.refs.iter().zip(m.referenced()) {
             assert!(!r.pause_ns.is_empty(), "{}: refs without PAUSE", m.name);
             assert!(
                 !r.split_lock_ns.is_empty(),
@@ -265,10 +294,9 @@ fn the_corpus_holds_every_machine_met_and_parses() {
             assert!(!r.sharing.is_empty(), "{}: refs without sharing", m.name);
             assert!(!r.chase.is_empty(), "{}: refs without a chase", m.name);
             // References judge only the checks taken beside them: none would hold nothing.
-            let (_, beside) = m.referenced().unwrap();
             assert!(
                 !beside.is_empty(),
-                "{}: no check within {SAME_MINUTES_S} s of refs.txt",
+                "{}: no check within {SAME_MINUTES_S} s of {file}",
                 m.name
             );
         }
@@ -311,19 +339,18 @@ fn every_hazard_is_judged_on_every_corpus_machine() {
 #[test]
 fn pause_agrees_with_the_c_loop() {
     for m in corpus() {
-        let Some((r, checks)) = m.referenced() else {
-            continue;
-        };
-        // The check reports the fastest CPU; the C loop ran on each.
-        let reference = r.pause_ns.iter().copied().fold(f64::INFINITY, f64::min);
-        for (file, fp) in checks.iter().copied() {
-            let ours = metric(fp, "pause", "pause_ns").unwrap();
-            let ratio = ours / reference;
-            assert!(
-                (0.6..1.6).contains(&ratio),
-                "{}/{file}: PAUSE {ours:.1} ns vs the C loop's {reference:.1} ns",
-                m.name
-            );
+        for (r, checks) in m.referenced() {
+            // The check reports the fastest CPU; the C loop ran on each.
+            let reference = r.pause_ns.iter().copied().fold(f64::INFINITY, f64::min);
+            for (file, fp) in checks.iter().copied() {
+                let ours = metric(fp, "pause", "pause_ns").unwrap();
+                let ratio = ours / reference;
+                assert!(
+                    (0.6..1.6).contains(&ratio),
+                    "{}/{file}: PAUSE {ours:.1} ns vs the C loop's {reference:.1} ns",
+                    m.name
+                );
+            }
         }
     }
 }
@@ -339,7 +366,7 @@ fn split_locks_are_named_by_the_mechanism_the_references_show() {
             let v = verdict(fp, "split_lock").unwrap();
             let at = format!("{}/{file}: {} | {}", m.name, v.figure, v.explanation);
             let trapped_by_host = v.figure.starts_with("trapped by the host");
-            match &m.refs {
+            match m.nearest_refs(fp) {
                 // The C loop's mean per split lock: a guest paying 10 us or more has them
                 // trapped by its host (the Emerald Rapids guest: 67-186 us, bimodal 2 us /
                 // 100-500 us); below, they are bus locks at hardware cost.
@@ -404,50 +431,81 @@ fn split_locks_are_named_by_the_mechanism_the_references_show() {
 }
 
 #[test]
+fn the_split_lock_cost_agrees_with_the_c_loop_timed_whole() {
+    // What one thread pays a split lock, traps included wherever their cost lands. Regression,
+    // the Emerald Rapids guest whose host traps them: ops timed one by one summed to 78.5 us
+    // an op where the C loop timed whole took 163-182 us (and the corpus's split-lock program
+    // 134-185 us an add).
+    for m in corpus() {
+        for (r, checks) in m.referenced() {
+            let reference = median(r.split_lock_ns.clone()).unwrap();
+            for (file, fp) in checks.iter().copied() {
+                let seen = fp.split_lock_seen().unwrap();
+                let Some(cost) = seen.cost_ns else {
+                    panic!("{}/{file}: no split-lock cost", m.name);
+                };
+                // A host's trap costs what the host makes it, which moved 67-186 us an op
+                // within the hour on that guest (its README): a wider band there, still
+                // holding the regression's 0.44x.
+                let band = if seen.mechanism.trapped() {
+                    0.5..2.0
+                } else {
+                    0.6..1.6
+                };
+                assert!(
+                    band.contains(&(cost / reference)),
+                    "{}/{file}: split lock {cost:.0} ns vs the C loop's {reference:.0} ns",
+                    m.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn false_sharing_is_judged_on_the_worst_pattern_the_references_show() {
     const PATTERNS: [(u32, &str); 3] = [(0, "plain"), (1, "atomic"), (2, "reader")];
     for m in corpus() {
-        let Some((r, checks)) = m.referenced() else {
-            continue;
-        };
-        let ratios: Vec<(f64, &str)> = PATTERNS
-            .iter()
-            .filter_map(|(mode, name)| Some((r.sharing_ratio(*mode)?, *name)))
-            .collect();
-        let (worst, worst_name) = ratios
-            .iter()
-            .copied()
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .unwrap();
-        for (file, fp) in checks.iter().copied() {
-            let v = verdict(fp, "false_sharing").unwrap();
-            let at = format!(
-                "{}/{file}: {} ({:?}) vs references {ratios:?}",
-                m.name, v.figure, v.level
-            );
-            // The Netflix case's 3x is a hazard; from 1.5x a notice. A verdict may sit on the
-            // line between two levels (borderline), but never below what the worst pattern
-            // the C program measured implies by a whole level.
-            if worst >= 3.0 {
-                assert!(v.level >= Level::Notice, "{at}");
-            } else if worst >= 1.5 {
-                assert!(reach(v) >= Level::Notice, "{at}");
-            } else {
-                assert!(v.level <= Level::Notice, "{at}");
-            }
-            // The pattern named first is the worst here too (or within 30% of it: two
-            // patterns of one machine often cost alike). Files from before the atomic and
-            // reader patterns were measured name their one atomic written from two cores.
-            let named = v.figure.split_whitespace().next().unwrap_or("");
-            let close: Vec<&str> = ratios
+        for (r, checks) in m.referenced() {
+            let ratios: Vec<(f64, &str)> = PATTERNS
                 .iter()
-                .filter(|(x, _)| *x >= worst / 1.3)
-                .map(|(_, n)| *n)
+                .filter_map(|(mode, name)| Some((r.sharing_ratio(*mode)?, *name)))
                 .collect();
-            if fp.metric("sharing", "false_sharing_atomic_ratio").is_some() {
-                assert!(close.contains(&named), "{at}: named {named}");
-            } else if worst_name == "atomic" {
-                assert!(v.figure.contains("atomic"), "{at}");
+            let (worst, worst_name) = ratios
+                .iter()
+                .copied()
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .unwrap();
+            for (file, fp) in checks.iter().copied() {
+                let v = verdict(fp, "false_sharing").unwrap();
+                let at = format!(
+                    "{}/{file}: {} ({:?}) vs references {ratios:?}",
+                    m.name, v.figure, v.level
+                );
+                // The Netflix case's 3x is a hazard; from 1.5x a notice. A verdict may sit on the
+                // line between two levels (borderline), but never below what the worst pattern
+                // the C program measured implies by a whole level.
+                if worst >= 3.0 {
+                    assert!(v.level >= Level::Notice, "{at}");
+                } else if worst >= 1.5 {
+                    assert!(reach(v) >= Level::Notice, "{at}");
+                } else {
+                    assert!(v.level <= Level::Notice, "{at}");
+                }
+                // The pattern named first is the worst here too (or within 30% of it: two
+                // patterns of one machine often cost alike). Files from before the atomic and
+                // reader patterns were measured name their one atomic written from two cores.
+                let named = v.figure.split_whitespace().next().unwrap_or("");
+                let close: Vec<&str> = ratios
+                    .iter()
+                    .filter(|(x, _)| *x >= worst / 1.3)
+                    .map(|(_, n)| *n)
+                    .collect();
+                if fp.metric("sharing", "false_sharing_atomic_ratio").is_some() {
+                    assert!(close.contains(&named), "{at}: named {named}");
+                } else if worst_name == "atomic" {
+                    assert!(v.figure.contains("atomic"), "{at}");
+                }
             }
         }
     }
@@ -456,51 +514,50 @@ fn false_sharing_is_judged_on_the_worst_pattern_the_references_show() {
 #[test]
 fn dram_and_the_4k_page_penalty_agree_with_the_c_chase() {
     for m in corpus() {
-        let Some((r, checks)) = m.referenced() else {
-            continue;
-        };
-        // The C chase's DRAM: the median THP latency of the sizes up to 512 MiB (before
-        // huge-page walks lift it) within 20% of the 512 MiB one, found from the curve as
-        // the tool must (the Emerald Rapids guest's plateau starts at 16 MiB, inside the L3
-        // it reports; the Zen 5 guest's at 64 MiB, past its 32 MiB L3).
-        let top = r.chase.iter().find(|c| c.0 == 512).unwrap().1;
-        let plateau = median(
-            r.chase
-                .iter()
-                .filter(|c| c.0 <= 512 && c.1 >= top * 0.8)
-                .map(|c| c.1)
-                .collect(),
-        )
-        .unwrap();
-        for (file, fp) in checks.iter().copied() {
-            let at = format!("{}/{file}", m.name);
-            let dram = metric(fp, "mem-latency", "dram_latency_ns")
-                .unwrap_or_else(|| panic!("{at}: no DRAM latency: {:?}", fp.not_judged));
-            // DRAM found from the curve, not from the sizes sysfs reports: the Emerald Rapids
-            // guest's 260 MiB L3 hid a 140-155 ns DRAM plateau from 16 MiB on.
-            assert!(
-                (0.7..1.5).contains(&(dram / plateau)),
-                "{at}: DRAM {dram:.0} ns vs the C chase's {plateau:.0} ns"
-            );
-            // The penalty at the size the check read it, against the C chase's at the nearest
-            // size: same side of the notice line, same order.
-            let ours = metric(fp, "mem-latency", "tlb_penalty_ratio").unwrap();
-            let size_mib = metric(fp, "mem-latency", "tlb_penalty_size_bytes")
-                .map_or(512, |b| (b as u64) >> 20);
-            let (_, thp, small) = r
-                .chase
-                .iter()
-                .min_by_key(|c| c.0.abs_diff(size_mib))
-                .copied()
-                .unwrap();
-            let theirs = small / thp;
-            assert!(
-                (0.6..1.5).contains(&(ours / theirs)),
-                "{at}: 4 KiB penalty {ours:.2}x at {size_mib} MiB vs the C chase's {theirs:.2}x"
-            );
-            let v = verdict(fp, "small_page_penalty").unwrap();
-            if theirs >= 1.5 {
-                assert!(reach(v) >= Level::Notice, "{at}: {v:?}");
+        for (r, checks) in m.referenced() {
+            // The C chase's DRAM: the median THP latency of the sizes up to 512 MiB (before
+            // huge-page walks lift it) within 20% of the 512 MiB one, found from the curve as
+            // the tool must (the Emerald Rapids guest's plateau starts at 16 MiB, inside the L3
+            // it reports; the Zen 5 guest's at 64 MiB, past its 32 MiB L3).
+            let top = r.chase.iter().find(|c| c.0 == 512).unwrap().1;
+            let plateau = median(
+                r.chase
+                    .iter()
+                    .filter(|c| c.0 <= 512 && c.1 >= top * 0.8)
+                    .map(|c| c.1)
+                    .collect(),
+            )
+            .unwrap();
+            for (file, fp) in checks.iter().copied() {
+                let at = format!("{}/{file}", m.name);
+                let dram = metric(fp, "mem-latency", "dram_latency_ns")
+                    .unwrap_or_else(|| panic!("{at}: no DRAM latency: {:?}", fp.not_judged));
+                // DRAM found from the curve, not from the sizes sysfs reports: the Emerald Rapids
+                // guest's 260 MiB L3 hid a 140-155 ns DRAM plateau from 16 MiB on.
+                assert!(
+                    (0.7..1.5).contains(&(dram / plateau)),
+                    "{at}: DRAM {dram:.0} ns vs the C chase's {plateau:.0} ns"
+                );
+                // The penalty at the size the check read it, against the C chase's at the nearest
+                // size: same side of the notice line, same order.
+                let ours = metric(fp, "mem-latency", "tlb_penalty_ratio").unwrap();
+                let size_mib = metric(fp, "mem-latency", "tlb_penalty_size_bytes")
+                    .map_or(512, |b| (b as u64) >> 20);
+                let (_, thp, small) = r
+                    .chase
+                    .iter()
+                    .min_by_key(|c| c.0.abs_diff(size_mib))
+                    .copied()
+                    .unwrap();
+                let theirs = small / thp;
+                assert!(
+                    (0.6..1.5).contains(&(ours / theirs)),
+                    "{at}: 4 KiB penalty {ours:.2}x at {size_mib} MiB vs the C chase's {theirs:.2}x"
+                );
+                let v = verdict(fp, "small_page_penalty").unwrap();
+                if theirs >= 1.5 {
+                    assert!(reach(v) >= Level::Notice, "{at}: {v:?}");
+                }
             }
         }
     }
