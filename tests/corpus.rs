@@ -56,6 +56,18 @@ fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines")
 }
 
+/// The files of `dir` whose names start with `prefix` and end with `suffix`, by name.
+fn files_named(dir: &Path, prefix: &str, suffix: &str) -> Vec<(String, PathBuf)> {
+    let mut files: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+        .filter(|(n, _)| n.starts_with(prefix) && n.ends_with(suffix))
+        .collect();
+    files.sort();
+    files
+}
+
 fn corpus() -> Vec<CorpusMachine> {
     let mut out = Vec::new();
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
@@ -65,37 +77,17 @@ fn corpus() -> Vec<CorpusMachine> {
         .collect();
     dirs.sort();
     for dir in dirs {
-        let mut checks = Vec::new();
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| {
-                let n = p.file_name().unwrap().to_string_lossy();
-                n.starts_with("check") && n.ends_with(".json")
+        let checks = files_named(&dir, "check", ".json")
+            .into_iter()
+            .map(|(name, f)| {
+                let fp = from_json_bytes(&std::fs::read(&f).unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+                (name, cpudoctor::session::judge(&fp))
             })
             .collect();
-        files.sort();
-        for f in files {
-            let fp = from_json_bytes(&std::fs::read(&f).unwrap())
-                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-            let name = f.file_name().unwrap().to_string_lossy().into_owned();
-            checks.push((name, cpudoctor::session::judge(&fp)));
-        }
-        let mut ref_files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| {
-                let n = p.file_name().unwrap().to_string_lossy();
-                n.starts_with("refs") && n.ends_with(".txt")
-            })
-            .collect();
-        ref_files.sort();
-        let refs = ref_files
-            .iter()
-            .map(|f| {
-                let name = f.file_name().unwrap().to_string_lossy().into_owned();
-                (name, Refs::parse(&std::fs::read_to_string(f).unwrap()))
-            })
+        let refs = files_named(&dir, "refs", ".txt")
+            .into_iter()
+            .map(|(name, f)| (name, Refs::parse(&std::fs::read_to_string(f).unwrap())))
             .collect();
         out.push(CorpusMachine {
             name: dir.file_name().unwrap().to_string_lossy().into_owned(),
