@@ -431,7 +431,7 @@ fn the_split_lock_cost_agrees_with_the_c_loop_timed_whole() {
     for m in corpus() {
         for (r, checks) in m.referenced() {
             let reference = median(r.split_lock_ns.clone()).unwrap();
-            for (file, fp) in checks.iter().copied() {
+            for (file, fp) in checks {
                 let seen = fp.split_lock_seen().unwrap();
                 let Some(cost) = seen.cost_ns else {
                     panic!("{}/{file}: no split-lock cost", m.name);
