@@ -815,15 +815,12 @@ fn split_lock(site: &HotSite, split: &LineSplit, ctx: &Context) -> Finding {
             .evidence
             .push(words::split_lock_trap_unseen(*paranoid, false)),
     }
+    let seen = ctx.costs.and_then(|c| c.split_lock_seen(ctx.machine));
     f.explanation = words::split_lock_explanation(
         &split_lock_text(ctx),
-        &crate::words::machine::split_lock_summary(
-            &ctx.machine.split_lock,
-            ctx.costs
-                .and_then(|c| c.split_lock_seen(ctx.machine))
-                .as_ref(),
-        ),
+        &crate::words::machine::split_lock_summary(&ctx.machine.split_lock, seen.as_ref()),
         &cost,
+        seen.is_some_and(|s| s.mechanism.trapped()),
     );
     f.advice = words::split_lock_advice(cost.penalised());
     f.sample_share = Some(shares.total_share());
@@ -1723,6 +1720,47 @@ mod tests {
         // there is not read as the trap's.
         m.split_lock.effective = SplitLockMode::NotDetected;
         assert_eq!(judge(&m).split_lock.unwrap().asleep, None);
+    }
+
+    #[test]
+    fn a_split_lock_the_check_measured_trapped_is_not_said_to_stall_every_core_as_is() {
+        // Regression, the Emerald Rapids guest whose host traps split locks: its check
+        // measured the neighbours unharmed (DRAM 1.0x) and 182.9 us a split lock, trapped,
+        // while diagnose's finding said the bus lock stalls memory access on every core.
+        use crate::schema::split_lock::SplitLockMechanism;
+        let hot = split_locked_site();
+        let m = machine();
+        let costs = |ns: f64, mechanism| MachineCosts {
+            line_transfer_ns: Some(7.6),
+            aligned_lock_ns: None,
+            split_lock_ns: Some(ns),
+            split_lock_mechanism: Some(mechanism),
+            source: CostSource::SavedCheck {
+                file: "check.json".into(),
+            },
+        };
+        let explanation = |c: &MachineCosts| {
+            let mut x = ctx(&hot, &m, &[]);
+            x.costs = Some(c);
+            findings(&x)
+                .into_iter()
+                .find(|f| f.id == "split_lock")
+                .unwrap()
+                .explanation
+        };
+        let trapped = explanation(&costs(182_900.0, SplitLockMechanism::TrappedByHost));
+        assert!(
+            trapped.contains(
+                "stalls memory access on every core, unless something traps it first, as here"
+            ),
+            "{trapped}"
+        );
+        assert!(
+            trapped.contains("the host traps them, 182.9 us each"),
+            "{trapped}"
+        );
+        let bus = explanation(&costs(1_200.0, SplitLockMechanism::BusLock));
+        assert!(!bus.contains("traps it first"), "{bus}");
     }
 
     #[test]

@@ -525,15 +525,28 @@ pub fn split_lock_trap_unseen(paranoid: Option<i32>, user_only: bool) -> String 
 /// does about them (`kernel`, from `words::machine::split_lock_summary`); where its trap was
 /// sampled, how much of the samples the trap took, as the kernel's penalty, not the bus
 /// lock's (the measured cost then said apart from the bus lock, which it is not alone); and
-/// the sleep, where seen.
-pub fn split_lock_explanation(cost: &str, kernel: &str, seen: &SplitLockShareFacts) -> String {
-    const BUS_LOCK: &str = "A locked operation on a value that straddles two cache lines \
-                            cannot lock one line: the CPU takes a bus lock, which stalls memory \
-                            access on every core";
+/// the sleep, where seen. `trapped`: the split-lock probe measured them trapped here (by the
+/// kernel or the host), so the bus lock every core would feel is not what happens: the
+/// Emerald Rapids guest whose host traps them measured its neighbours unharmed (DRAM 1.0x)
+/// beside a finding that said the bus lock stalls every core.
+pub fn split_lock_explanation(
+    cost: &str,
+    kernel: &str,
+    seen: &SplitLockShareFacts,
+    trapped: bool,
+) -> String {
+    let lead = "A locked operation on a value that straddles two cache lines cannot lock one \
+                line: the CPU takes a bus lock, which stalls memory access on every core";
+    let trapped_first = if trapped {
+        ", unless something traps it first, as here"
+    } else {
+        ""
+    };
+    let bus_lock = format!("{lead}{trapped_first}");
     let mut text = match &seen.trap {
-        None => format!("{BUS_LOCK}: {cost}. This kernel: {kernel}"),
+        None => format!("{bus_lock}: {cost}. This kernel: {kernel}"),
         Some(t) => format!(
-            "{BUS_LOCK}. A split lock here: {cost}. This kernel: {kernel}. In this profile, of \
+            "{bus_lock}. A split lock here: {cost}. This kernel: {kernel}. In this profile, of \
              the {} of all samples this split lock holds, {} are the kernel's penalty, not the \
              bus lock's, in its {}; {} are at the instruction",
             pct(seen.total_share(), 1),
